@@ -1,0 +1,73 @@
+"""Errors that carry a Kafka protocol error code, shared by every layer.
+
+Codes are Kafka's (see kafka.errors in kafka-python for the full table). Layers below the broker
+raise these; the broker turns them into the error_code of the response.
+"""
+from __future__ import annotations
+
+
+class KafkaApiError(Exception):
+    code = -1  # UNKNOWN_SERVER_ERROR
+
+    def __init__(self, message: str = "", code: int | None = None):
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.code = code
+
+
+def _err(name: str, code: int) -> type[KafkaApiError]:
+    return type(name, (KafkaApiError,), {"code": code})
+
+
+OffsetOutOfRange = _err("OffsetOutOfRange", 1)
+CorruptMessage = _err("CorruptMessage", 2)
+UnknownTopicOrPartition = _err("UnknownTopicOrPartition", 3)
+InvalidFetchSize = _err("InvalidFetchSize", 4)
+LeaderNotAvailable = _err("LeaderNotAvailable", 5)
+NotLeaderOrFollower = _err("NotLeaderOrFollower", 6)
+RequestTimedOut = _err("RequestTimedOut", 7)
+MessageTooLarge = _err("MessageTooLarge", 10)
+CoordinatorLoadInProgress = _err("CoordinatorLoadInProgress", 14)
+CoordinatorNotAvailable = _err("CoordinatorNotAvailable", 15)
+NotCoordinator = _err("NotCoordinator", 16)
+InvalidTopic = _err("InvalidTopic", 17)
+RecordListTooLarge = _err("RecordListTooLarge", 18)
+NotEnoughReplicas = _err("NotEnoughReplicas", 19)
+NotEnoughReplicasAfterAppend = _err("NotEnoughReplicasAfterAppend", 20)
+InvalidRequiredAcks = _err("InvalidRequiredAcks", 21)
+IllegalGeneration = _err("IllegalGeneration", 22)
+InconsistentGroupProtocol = _err("InconsistentGroupProtocol", 23)
+InvalidGroupId = _err("InvalidGroupId", 24)
+UnknownMemberId = _err("UnknownMemberId", 25)
+InvalidSessionTimeout = _err("InvalidSessionTimeout", 26)
+RebalanceInProgress = _err("RebalanceInProgress", 27)
+InvalidCommitOffsetSize = _err("InvalidCommitOffsetSize", 28)
+InvalidTimestamp = _err("InvalidTimestamp", 32)
+UnsupportedVersion = _err("UnsupportedVersion", 35)
+TopicAlreadyExists = _err("TopicAlreadyExists", 36)
+InvalidPartitions = _err("InvalidPartitions", 37)
+InvalidReplicationFactor = _err("InvalidReplicationFactor", 38)
+InvalidConfig = _err("InvalidConfig", 40)
+InvalidRequest = _err("InvalidRequest", 42)
+PolicyViolation = _err("PolicyViolation", 44)
+OutOfOrderSequenceNumber = _err("OutOfOrderSequenceNumber", 45)
+DuplicateSequenceNumber = _err("DuplicateSequenceNumber", 46)
+InvalidProducerEpoch = _err("InvalidProducerEpoch", 47)
+InvalidTxnState = _err("InvalidTxnState", 48)
+InvalidProducerIdMapping = _err("InvalidProducerIdMapping", 49)
+InvalidTransactionTimeout = _err("InvalidTransactionTimeout", 50)
+ConcurrentTransactions = _err("ConcurrentTransactions", 51)
+TransactionCoordinatorFenced = _err("TransactionCoordinatorFenced", 52)
+UnknownServerError = _err("UnknownServerError", -1)
+NonEmptyGroup = _err("NonEmptyGroup", 68)
+GroupIdNotFound = _err("GroupIdNotFound", 69)
+GroupSubscribedToTopic = _err("GroupSubscribedToTopic", 86)
+MemberIdRequired = _err("MemberIdRequired", 79)
+FencedInstanceId = _err("FencedInstanceId", 82)
+UnknownProducerId = _err("UnknownProducerId", 59)
+UnstableOffsetCommit = _err("UnstableOffsetCommit", 88)
+ProducerFenced = _err("ProducerFenced", 90)
+TransactionalIdNotFound = _err("TransactionalIdNotFound", 105)
+FencedMemberEpoch = _err("FencedMemberEpoch", 110)
+UnreleasedInstanceId = _err("UnreleasedInstanceId", 111)
+UnsupportedAssignor = _err("UnsupportedAssignor", 112)
