@@ -39,7 +39,7 @@ def tansu_binary() -> Path:
 
 def java_classpath() -> str:
     import pyflink
-    lib = Path(pyflink.__file__).parent / "lib"
+    lib = Path(list(pyflink.__path__)[0]) / "lib"  # pyflink is a namespace package (__file__ is None)
     jars = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
     return os.pathsep.join(str(lib / j) for j in jars)
 
