@@ -1,0 +1,257 @@
+"""The transaction coordinator state machine and the __transaction_state record formats (no network)."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, strategies as st
+
+from tidelake import errors
+from tidelake.coordinator.transactions import TransactionCoordinator, TxnStatus
+from tidelake.coordinator.txn_log import (
+    TxnLogValue, decode_key, decode_value, encode_key, encode_value, java_string_hash, partition_for,
+)
+
+
+class Harness:
+    """The coordinator with its two outputs captured: state records and markers."""
+
+    def __init__(self, fail_markers: bool = False):
+        self.now = 1_000_000
+        self.state_records: list[tuple[int, bytes, bytes | None]] = []
+        self.markers: list[tuple[int, int, bool, list]] = []
+        self.fail_markers = fail_markers
+        self.next_pid = 1000
+        self.coord = self.make()
+
+    def make(self) -> TransactionCoordinator:
+        return TransactionCoordinator(write_state=self.write_state, write_markers=self.write_markers,
+                                      allocate_producer_id=self.allocate, clock_ms=lambda: self.now,
+                                      max_timeout_ms=60_000, id_expiration_ms=3_600_000)
+
+    def write_state(self, partition, key, value):
+        self.state_records.append((partition, key, value))
+
+    def write_markers(self, pid, epoch, commit, coordinator_epoch, partitions):
+        if self.fail_markers:
+            raise OSError("disk full")
+        self.markers.append((pid, epoch, commit, list(partitions)))
+
+    def allocate(self):
+        self.next_pid += 1
+        return self.next_pid
+
+    def reload(self) -> TransactionCoordinator:
+        fresh = self.make()
+        fresh.load((k, v) for _, k, v in self.state_records)
+        return fresh
+
+
+@pytest.fixture
+def h():
+    return Harness()
+
+
+def test_java_string_hash_matches_java():
+    # values of "...".hashCode() in Java
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    # explicit recomputation of Java's definition s[0]*31^(n-1) + ... with int overflow
+    s = "my-transactional-id"
+    h = 0
+    for ch in s:
+        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
+    assert java_string_hash(s) == (h - (1 << 32) if h >= 1 << 31 else h)
+    assert 0 <= partition_for(s) < 50
+    assert partition_for("polygenelubricants") == (0 if java_string_hash("polygenelubricants") == -(1 << 31) else
+                                                    abs(java_string_hash("polygenelubricants")) % 50)
+    assert java_string_hash("polygenelubricants") == -(1 << 31)  # the famous MIN_VALUE hash
+    assert partition_for("polygenelubricants") == 0
+
+
+def test_log_record_round_trip_and_layout():
+    v = TxnLogValue(42, 3, 60000, TxnStatus.ONGOING, {"b": [2, 0], "a": [1]}, 123, 100)
+    data = encode_value(v)
+    # int16 version 0, int64 pid, int16 epoch, int32 timeout, int8 status
+    assert struct.unpack_from(">hqhib", data) == (0, 42, 3, 60000, 1)
+    back = decode_value(data)
+    assert back.partitions == {"a": [1], "b": [0, 2]}
+    assert (back.producer_id, back.producer_epoch, back.timeout_ms, back.status) == (42, 3, 60000, TxnStatus.ONGOING)
+    assert (back.last_update_ms, back.start_ms) == (123, 100)
+    assert encode_key("tx") == b"\x00\x00\x00\x02tx"
+    assert decode_key(encode_key("tx-ü")) == "tx-ü"
+    assert decode_value(None) is None
+
+
+def test_log_value_v1_flexible_is_read():
+    # hand-built v1 (flexible) value with compact arrays and the PreviousProducerId tag
+    out = bytearray(struct.pack(">hqhib", 1, 7, 2, 1000, 2))
+    out += bytes([2])  # compact array of 1 topic
+    out += bytes([len("t") + 1]) + b"t" + bytes([3]) + struct.pack(">ii", 0, 5) + bytes([0])  # 2 partitions, no tags
+    out += struct.pack(">qq", 50, 40)
+    out += bytes([1, 0, 8]) + struct.pack(">q", 6)  # one tagged field: tag 0, size 8
+    v = decode_value(bytes(out))
+    assert v.status == TxnStatus.PREPARE_COMMIT and v.partitions == {"t": [0, 5]}
+    assert v.previous_producer_id == 6 and (v.last_update_ms, v.start_ms) == (50, 40)
+
+
+@given(st.text(max_size=30), st.integers(0, 2**62), st.integers(0, 32767), st.integers(1, 2**31 - 1),
+       st.sampled_from(list(TxnStatus)),
+       st.dictionaries(st.text(min_size=1, max_size=10), st.lists(st.integers(0, 1000), unique=True), max_size=4))
+def test_log_record_round_trip_property(txn_id, pid, epoch, timeout, status, parts):
+    v = TxnLogValue(pid, epoch, timeout, status, {t: sorted(p) for t, p in parts.items()}, 5, 4)
+    assert decode_key(encode_key(txn_id)) == txn_id
+    back = decode_value(encode_value(v))
+    assert (back.producer_id, back.producer_epoch, back.timeout_ms, back.status, back.partitions) == \
+        (pid, epoch, timeout, status, v.partitions)
+
+
+def test_init_new_id_then_epoch_bump(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    assert epoch == 0 and pid == 1001
+    assert h.coord.init_producer_id("t1", 30_000) == (pid, 1)
+    meta = h.coord.describe("t1")
+    assert meta.state == TxnStatus.EMPTY and meta.timeout_ms == 30_000
+    # every transition was written to the partition of the id
+    assert {p for p, _, _ in h.state_records} == {partition_for("t1")}
+
+
+def test_timeout_validation(h):
+    with pytest.raises(errors.InvalidTransactionTimeout):
+        h.coord.init_producer_id("t", 60_001)
+    with pytest.raises(errors.InvalidTransactionTimeout):
+        h.coord.init_producer_id("t", 0)
+    assert h.coord.init_producer_id("t", 60_000)[1] == 0
+
+
+def test_commit_writes_markers_to_every_partition(h):
+    pid, epoch = h.coord.init_producer_id("t", 30_000)
+    h.coord.add_partitions("t", pid, epoch, [("a", 0), ("b", 1)])
+    h.coord.add_partitions("t", pid, epoch, [("a", 0)])  # idempotent
+    tp = h.coord.add_offsets("t", pid, epoch, "group-1")
+    assert tp == ("__consumer_offsets", partition_for("group-1"))
+    h.coord.check_txn_offset_commit("t", pid, epoch, "group-1")
+    assert h.coord.describe("t").state == TxnStatus.ONGOING
+    h.coord.end_txn("t", pid, epoch, commit=True)
+    assert h.markers == [(pid, epoch, True, sorted([("a", 0), ("b", 1), tp]))]
+    meta = h.coord.describe("t")
+    assert meta.state == TxnStatus.COMPLETE_COMMIT and not meta.partitions
+    h.coord.end_txn("t", pid, epoch, commit=True)  # a retry is answered OK, no new markers
+    assert len(h.markers) == 1
+    with pytest.raises(errors.InvalidTxnState):
+        h.coord.end_txn("t", pid, epoch, commit=False)
+    # the next transaction starts fresh
+    h.coord.add_partitions("t", pid, epoch, [("c", 0)])
+    h.coord.end_txn("t", pid, epoch, commit=False)
+    assert h.markers[-1] == (pid, epoch, False, [("c", 0)])
+    assert h.coord.describe("t").state == TxnStatus.COMPLETE_ABORT
+
+
+def test_end_txn_without_transaction_is_invalid(h):
+    pid, epoch = h.coord.init_producer_id("t", 30_000)
+    with pytest.raises(errors.InvalidTxnState):
+        h.coord.end_txn("t", pid, epoch, commit=True)
+    with pytest.raises(errors.InvalidTxnState):
+        h.coord.check_txn_offset_commit("t", pid, epoch, "g")
+
+
+def test_zombie_is_fenced_and_its_open_transaction_aborted(h):
+    pid, old_epoch = h.coord.init_producer_id("t", 30_000)
+    h.coord.add_partitions("t", pid, old_epoch, [("a", 0)])
+    # a second instance with the same transactional.id
+    pid2, new_epoch = h.coord.init_producer_id("t", 30_000)
+    assert pid2 == pid and new_epoch == old_epoch + 2  # +1 to fence and abort, +1 for the new session
+    assert h.markers == [(pid, old_epoch + 1, False, [("a", 0)])]
+    for call in (lambda: h.coord.add_partitions("t", pid, old_epoch, [("a", 1)]),
+                 lambda: h.coord.end_txn("t", pid, old_epoch, True),
+                 lambda: h.coord.add_offsets("t", pid, old_epoch, "g"),
+                 lambda: h.coord.check_txn_offset_commit("t", pid, old_epoch, "g")):
+        with pytest.raises(errors.ProducerFenced):
+            call()
+    with pytest.raises(errors.InvalidProducerIdMapping):
+        h.coord.add_partitions("t", pid + 5, new_epoch, [("a", 0)])
+    with pytest.raises(errors.InvalidProducerIdMapping):
+        h.coord.add_partitions("unknown", pid, new_epoch, [("a", 0)])
+
+
+def test_kip360_init_with_current_and_stale_epoch(h):
+    pid, e0 = h.coord.init_producer_id("t", 30_000)
+    assert h.coord.init_producer_id("t", 30_000, pid, e0) == (pid, e0 + 1)
+    # retry of the same request: answered again without another bump
+    assert h.coord.init_producer_id("t", 30_000, pid, e0) == (pid, e0 + 1)
+    with pytest.raises(errors.ProducerFenced):
+        h.coord.init_producer_id("t", 30_000, pid, e0 - 1 if e0 > 0 else 99)
+
+
+def test_epoch_exhaustion_allocates_new_producer_id(h):
+    pid, _ = h.coord.init_producer_id("t", 30_000)
+    h.coord.transactions["t"].producer_epoch = 32766
+    pid2, epoch2 = h.coord.init_producer_id("t", 30_000)
+    assert pid2 != pid and epoch2 == 0
+
+
+def test_timeout_aborts_and_fences(h):
+    pid, epoch = h.coord.init_producer_id("t", 10_000)
+    h.coord.add_partitions("t", pid, epoch, [("a", 0)])
+    h.now += 9_999
+    assert h.coord.abort_timed_out() == []
+    h.now += 1
+    assert h.coord.abort_timed_out() == ["t"]
+    assert h.markers == [(pid, epoch + 1, False, [("a", 0)])]
+    meta = h.coord.describe("t")
+    assert meta.state == TxnStatus.COMPLETE_ABORT and meta.producer_epoch == epoch + 1
+    with pytest.raises(errors.ProducerFenced):
+        h.coord.end_txn("t", pid, epoch, commit=True)
+
+
+def test_verify_only(h):
+    pid, epoch = h.coord.init_producer_id("t", 10_000)
+    h.coord.add_partitions("t", pid, epoch, [("a", 0)])
+    assert h.coord.verify_partitions("t", pid, epoch, [("a", 0), ("a", 1)]) == {
+        ("a", 0): 0, ("a", 1): errors.InvalidTxnState.code}
+    assert h.coord.describe("t").partitions == {("a", 0)}  # verify never adds
+
+
+def test_reload_restores_state_and_completes_prepared():
+    h = Harness(fail_markers=True)
+    pid, epoch = h.coord.init_producer_id("t", 30_000)
+    h.coord.add_partitions("t", pid, epoch, [("a", 0), ("a", 1)])
+    h.coord.end_txn("t", pid, epoch, commit=True)  # markers fail: stays PrepareCommit
+    assert h.coord.describe("t").state == TxnStatus.PREPARE_COMMIT
+    pid_b, epoch_b = h.coord.init_producer_id("open", 30_000)
+    h.coord.add_partitions("open", pid_b, epoch_b, [("b", 0)])
+    # "restart": a new coordinator replays the state records
+    h.fail_markers = False
+    fresh = h.reload()
+    assert fresh.describe("t").state == TxnStatus.PREPARE_COMMIT
+    assert fresh.describe("open").state == TxnStatus.ONGOING
+    assert fresh.describe("open").partitions == {("b", 0)}
+    assert fresh.complete_prepared() == ["t"]
+    assert h.markers == [(pid, epoch, True, [("a", 0), ("a", 1)])]
+    assert fresh.describe("t").state == TxnStatus.COMPLETE_COMMIT
+    # the open one is aborted by its timeout, measured from its start time that was persisted
+    h.now += 30_000
+    assert fresh.abort_timed_out() == ["open"]
+    assert h.markers[-1] == (pid_b, epoch_b + 1, False, [("b", 0)])
+
+
+def test_list_describe_and_expiration(h):
+    p1, e1 = h.coord.init_producer_id("alpha", 10_000)
+    p2, e2 = h.coord.init_producer_id("beta", 10_000)
+    h.coord.add_partitions("beta", p2, e2, [("a", 0)])
+    txns, unknown = h.coord.list_transactions()
+    assert [m.transactional_id for m in txns] == ["alpha", "beta"] and unknown == []
+    txns, unknown = h.coord.list_transactions(state_filters=["Ongoing", "Bogus"])
+    assert [m.transactional_id for m in txns] == ["beta"] and unknown == ["Bogus"]
+    assert [m.transactional_id for m in h.coord.list_transactions(producer_id_filters=[p1])[0]] == ["alpha"]
+    assert [m.transactional_id for m in h.coord.list_transactions(transactional_id_pattern="^al")[0]] == ["alpha"]
+    h.now += 5_000
+    assert [m.transactional_id for m in h.coord.list_transactions(duration_filter_ms=4_000)[0]] == ["beta"]
+    assert h.coord.list_transactions(duration_filter_ms=6_000)[0] == []
+    with pytest.raises(errors.TransactionalIdNotFound):
+        h.coord.describe("gamma")
+    h.coord.end_txn("beta", p2, e2, commit=True)
+    h.now += 3_600_000
+    assert sorted(h.coord.expire_transactional_ids()) == ["alpha", "beta"]
+    assert h.state_records[-1][2] is None  # tombstone
+    assert h.reload().transactions == {}

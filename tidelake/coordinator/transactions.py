@@ -1,0 +1,387 @@
+"""The transaction coordinator: Kafka's transaction state machine, without network or disk.
+
+One ``TransactionMetadata`` per ``transactional.id``. Every state change is first written as a
+TransactionLogKey/Value record to the ``__transaction_state`` partition of the id (``write_state``
+callback; the broker appends it to the compacted internal topic) and only then applied in memory,
+so a restart that replays the topic (``load``) sees exactly the acknowledged states.
+
+States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x and librdkafka speak):
+
+    Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn(commit)--> PrepareCommit --markers--> CompleteCommit
+                                             \\--EndTxn(abort) / timeout / fencing--> PrepareAbort --markers--> CompleteAbort
+    Empty/Complete* --InitProducerId--> Empty (epoch + 1)
+
+COMMIT/ABORT control markers are written to every partition of the transaction (including the
+``__consumer_offsets`` partition of a group added by AddOffsetsToTxn) through ``write_markers``.
+This broker is a single node, so markers are written synchronously before EndTxn answers; a
+failure leaves the transaction in Prepare* and ``complete_prepared()`` (called by the periodic
+check and after a reload) finishes it — the same recovery as after a crash.
+
+The clock is injected (``clock_ms``); ``abort_timed_out()`` / ``expire_transactional_ids()`` are
+driven by the broker's periodic task.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+from tidelake import errors
+from tidelake.coordinator.txn_log import (
+    TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
+)
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
+
+
+class StateWriter(Protocol):
+    def __call__(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """Durably append one record to ``__transaction_state``-``partition`` (raise on failure)."""
+
+
+class MarkerWriter(Protocol):
+    def __call__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                 partitions: list[TopicPartition]) -> None:
+        """Append a COMMIT/ABORT control batch to each partition (raise on failure; re-tried)."""
+
+
+@dataclass
+class TransactionMetadata:
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    state: TxnStatus = TxnStatus.EMPTY
+    partitions: set[TopicPartition] = field(default_factory=set)
+    start_ms: int = -1  # first AddPartitions of the current transaction
+    last_update_ms: int = -1
+    last_producer_id: int = -1  # the (id, epoch) handed out before the last InitProducerId: a
+    last_producer_epoch: int = -1  # client retrying that InitProducerId gets the same answer
+
+    def to_log_value(self) -> TxnLogValue:
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in self.partitions:
+            by_topic.setdefault(topic, []).append(p)
+        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
+                           {t: sorted(ps) for t, ps in by_topic.items()}, self.last_update_ms, self.start_ms,
+                           previous_producer_id=self.last_producer_id)
+
+    @property
+    def epoch_exhausted(self) -> bool:
+        return self.producer_epoch >= MAX_PRODUCER_EPOCH - 1
+
+    def topics(self) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
+        for topic, p in sorted(self.partitions):
+            out.setdefault(topic, []).append(p)
+        return out
+
+
+class TransactionCoordinator:
+    """Kafka's transaction coordinator for a single node (it owns every ``__transaction_state`` partition)."""
+
+    def __init__(self, *, write_state: StateWriter, write_markers: MarkerWriter,
+                 allocate_producer_id: Callable[[], int], clock_ms: Callable[[], int],
+                 max_timeout_ms: int = 900_000, num_partitions: int = 50, offsets_partitions: int = 50,
+                 id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0):
+        self._write_state = write_state
+        self._write_markers = write_markers
+        self._allocate_producer_id = allocate_producer_id
+        self.clock_ms = clock_ms
+        self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
+        self.num_partitions = num_partitions  # transaction.state.log.num.partitions
+        self.offsets_partitions = offsets_partitions  # offsets.topic.num.partitions
+        self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
+        self.coordinator_epoch = coordinator_epoch
+        self.transactions: dict[str, TransactionMetadata] = {}
+
+    # ------------------------------------------------------------------------------------------
+    # Persistence
+    # ------------------------------------------------------------------------------------------
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.num_partitions)
+
+    def offsets_partition_for(self, group_id: str) -> TopicPartition:
+        return OFFSETS_TOPIC, partition_for(group_id, self.offsets_partitions)
+
+    def _persist(self, new: TransactionMetadata) -> None:
+        """Write the new state, then make it the in-memory state (write-ahead)."""
+        self._write_state(self.partition_for(new.transactional_id), encode_key(new.transactional_id),
+                          encode_value(new.to_log_value()))
+        self.transactions[new.transactional_id] = new
+
+    def load(self, records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """Replay ``__transaction_state`` records (key, value) in log order; the last value wins.
+
+        Call ``complete_prepared()`` afterwards to finish transactions caught in Prepare*.
+        Returns the number of records applied.
+        """
+        n = 0
+        for key, value in records:
+            if key is None:
+                continue
+            txn_id = decode_key(key)
+            v = decode_value(value)
+            n += 1
+            if v is None:
+                self.transactions.pop(txn_id, None)
+                continue
+            self.transactions[txn_id] = TransactionMetadata(
+                txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
+                {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
+                last_producer_id=v.previous_producer_id)
+        return n
+
+    # ------------------------------------------------------------------------------------------
+    # InitProducerId
+    # ------------------------------------------------------------------------------------------
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
+                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+        """Return (producer id, epoch) for a transactional producer; bumps the epoch (fencing older
+        sessions) and aborts a transaction the previous session left open.
+
+        ``producer_id``/``producer_epoch`` (InitProducerId v3+, KIP-360) are the caller's current
+        ones, or -1; a stale pair means a zombie → ProducerFenced.
+        """
+        if not transactional_id:
+            raise errors.InvalidRequest("transactional id must be non-empty")
+        if transaction_timeout_ms <= 0 or transaction_timeout_ms > self.max_timeout_ms:
+            raise errors.InvalidTransactionTimeout(
+                f"transaction.timeout.ms {transaction_timeout_ms} not in (0, {self.max_timeout_ms}]")
+        now = self.clock_ms()
+        meta = self.transactions.get(transactional_id)
+        if meta is None:
+            meta = TransactionMetadata(transactional_id, self._allocate_producer_id(), -1,
+                                       transaction_timeout_ms, TxnStatus.EMPTY, set(), -1, now)
+            return self._init_bump(meta, transaction_timeout_ms, now)
+
+        if producer_id >= 0:  # KIP-360: the client says which (id, epoch) it holds
+            if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
+                    and meta.state == TxnStatus.EMPTY:
+                return meta.producer_id, meta.producer_epoch  # retry of the InitProducerId we answered
+            if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+                raise errors.ProducerFenced(
+                    f"{transactional_id}: producer ({producer_id}, {producer_epoch}) is not the current "
+                    f"({meta.producer_id}, {meta.producer_epoch})")
+
+        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            # markers still to be written (an earlier write failed): finish now, else tell the client to retry
+            self._complete(meta)
+            meta = self.transactions[transactional_id]
+            if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                raise errors.ConcurrentTransactions(f"{transactional_id} is completing")
+        if meta.state == TxnStatus.ONGOING:
+            # A new session of the same transactional id: fence the old one (epoch + 1) and abort its
+            # transaction with the fenced epoch; the markers make the old session's writes invisible.
+            meta = self._fence_and_abort(meta, now)
+        if meta.state == TxnStatus.DEAD:
+            raise errors.ConcurrentTransactions(f"{transactional_id} is being expired")
+        return self._init_bump(meta, transaction_timeout_ms, now)
+
+    def _init_bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> tuple[int, int]:
+        new = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch + 1, timeout_ms,
+                                  TxnStatus.EMPTY, set(), -1, now)
+        if meta.producer_epoch >= 0:  # remembered so a retried InitProducerId (KIP-360) is recognised
+            new.last_producer_id, new.last_producer_epoch = meta.producer_id, meta.producer_epoch
+        if meta.epoch_exhausted:
+            new.producer_id, new.producer_epoch = self._allocate_producer_id(), 0
+        self._persist(new)
+        log.info("InitProducerId %s -> producer id %d epoch %d", meta.transactional_id, new.producer_id,
+                 new.producer_epoch)
+        return new.producer_id, new.producer_epoch
+
+    def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> TransactionMetadata:
+        """Bump the epoch (so the current holder is fenced) and abort the open transaction."""
+        epoch = meta.producer_epoch if meta.epoch_exhausted else meta.producer_epoch + 1
+        prepared = TransactionMetadata(meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
+                                       TxnStatus.PREPARE_ABORT, set(meta.partitions), meta.start_ms, now,
+                                       meta.last_producer_id, meta.last_producer_epoch)
+        self._persist(prepared)
+        self._complete(prepared)
+        done = self.transactions[meta.transactional_id]
+        if done.state != TxnStatus.COMPLETE_ABORT:
+            raise errors.ConcurrentTransactions(f"{meta.transactional_id}: abort of the fenced transaction pending")
+        return done
+
+    # ------------------------------------------------------------------------------------------
+    # AddPartitionsToTxn / AddOffsetsToTxn
+    # ------------------------------------------------------------------------------------------
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TransactionMetadata:
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state == TxnStatus.DEAD:
+            raise errors.InvalidProducerIdMapping(f"unknown transactional id {transactional_id!r}")
+        if meta.producer_id != producer_id:
+            raise errors.InvalidProducerIdMapping(
+                f"{transactional_id}: producer id {producer_id} != {meta.producer_id}")
+        if producer_epoch != meta.producer_epoch:
+            raise errors.ProducerFenced(
+                f"{transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
+        return meta
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition]) -> None:
+        """Add partitions to the producer's transaction (starting it if none is open)."""
+        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        wanted = set(partitions)
+        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            self._complete(meta)  # normally already complete; retry a failed marker write
+            raise errors.ConcurrentTransactions(f"{transactional_id}: previous transaction still completing")
+        if meta.state == TxnStatus.PREPARE_EPOCH_FENCE:
+            raise errors.ConcurrentTransactions(f"{transactional_id}: being fenced")
+        if meta.state == TxnStatus.ONGOING and wanted <= meta.partitions:
+            return
+        now = self.clock_ms()
+        starting = meta.state != TxnStatus.ONGOING
+        new = TransactionMetadata(transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                                  TxnStatus.ONGOING, (set() if starting else set(meta.partitions)) | wanted,
+                                  now if starting else meta.start_ms, now,
+                                  meta.last_producer_id, meta.last_producer_epoch)
+        self._persist(new)
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    group_id: str) -> TopicPartition:
+        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+        tp = self.offsets_partition_for(group_id)
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        return tp
+
+    def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                          partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """AddPartitionsToTxn v4+ ``verify_only``: error code per partition, 0 if it is in the open
+        transaction of this producer (KIP-890 part 1), INVALID_TXN_STATE otherwise."""
+        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        ongoing = meta.state == TxnStatus.ONGOING
+        return {tp: 0 if ongoing and tp in meta.partitions else errors.InvalidTxnState.code for tp in partitions}
+
+    def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                group_id: str) -> None:
+        """TxnOffsetCommit may only be sent inside the transaction, after AddOffsetsToTxn for the group."""
+        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if meta.state != TxnStatus.ONGOING or self.offsets_partition_for(group_id) not in meta.partitions:
+            raise errors.InvalidTxnState(f"{transactional_id}: group {group_id!r} not added to an open transaction")
+
+    # ------------------------------------------------------------------------------------------
+    # EndTxn and completion
+    # ------------------------------------------------------------------------------------------
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        state = meta.state
+        if state == TxnStatus.ONGOING:
+            prepared = TransactionMetadata(
+                transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, set(meta.partitions),
+                meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
+            self._persist(prepared)
+            self._complete(prepared)
+            return
+        if state == TxnStatus.COMPLETE_COMMIT and commit or state == TxnStatus.COMPLETE_ABORT and not commit:
+            return  # a retried EndTxn whose first attempt succeeded
+        if state == TxnStatus.PREPARE_COMMIT and commit or state == TxnStatus.PREPARE_ABORT and not commit:
+            self._complete(meta)
+            if self.transactions[transactional_id].state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                raise errors.ConcurrentTransactions(f"{transactional_id}: markers not yet written")
+            return
+        raise errors.InvalidTxnState(
+            f"{transactional_id}: cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
+
+    def _complete(self, meta: TransactionMetadata) -> bool:
+        """Write the markers of a Prepare* transaction, then persist Complete*. False if markers failed."""
+        commit = meta.state == TxnStatus.PREPARE_COMMIT
+        try:
+            if meta.partitions:
+                self._write_markers(meta.producer_id, meta.producer_epoch, commit, self.coordinator_epoch,
+                                    sorted(meta.partitions))
+        except Exception:  # noqa: BLE001 - stays in Prepare*; complete_prepared() retries
+            log.exception("writing %s markers for %s failed; will retry",
+                          "COMMIT" if commit else "ABORT", meta.transactional_id)
+            return False
+        done = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                                   TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
+                                   meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
+        self._persist(done)
+        return True
+
+    def complete_prepared(self) -> list[str]:
+        """Finish every transaction in PrepareCommit/PrepareAbort (after a reload or a failed marker write)."""
+        finished = []
+        for meta in list(self.transactions.values()):
+            if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT) and self._complete(meta):
+                finished.append(meta.transactional_id)
+        return finished
+
+    # ------------------------------------------------------------------------------------------
+    # Periodic work (driven by the clock)
+    # ------------------------------------------------------------------------------------------
+    def abort_timed_out(self) -> list[str]:
+        """Abort Ongoing transactions older than their timeout; the epoch is bumped so the producer
+        that went quiet is fenced (its next request gets PRODUCER_FENCED)."""
+        now = self.clock_ms()
+        aborted = []
+        for meta in list(self.transactions.values()):
+            if meta.state == TxnStatus.ONGOING and meta.start_ms + meta.timeout_ms <= now:
+                log.info("transaction %s (producer %d) timed out after %d ms: aborting",
+                         meta.transactional_id, meta.producer_id, meta.timeout_ms)
+                try:
+                    self._fence_and_abort(meta, now)
+                except errors.KafkaApiError:
+                    pass  # stays Prepare*; complete_prepared retries
+                aborted.append(meta.transactional_id)
+        return aborted
+
+    def expire_transactional_ids(self) -> list[str]:
+        """Forget ids idle for ``transactional.id.expiration.ms`` (tombstone in the state topic)."""
+        now = self.clock_ms()
+        expired = []
+        for meta in list(self.transactions.values()):
+            if meta.state in (TxnStatus.EMPTY, TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT) \
+                    and meta.last_update_ms + self.id_expiration_ms <= now:
+                self._write_state(self.partition_for(meta.transactional_id), encode_key(meta.transactional_id), None)
+                del self.transactions[meta.transactional_id]
+                expired.append(meta.transactional_id)
+        return expired
+
+    def tick(self) -> None:
+        """One round of the periodic check."""
+        self.complete_prepared()
+        self.abort_timed_out()
+        self.expire_transactional_ids()
+
+    # ------------------------------------------------------------------------------------------
+    # DescribeTransactions / ListTransactions
+    # ------------------------------------------------------------------------------------------
+    def describe(self, transactional_id: str) -> TransactionMetadata:
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state == TxnStatus.DEAD:
+            raise errors.TransactionalIdNotFound(transactional_id)
+        return meta
+
+    def list_transactions(self, state_filters: Iterable[str] = (), producer_id_filters: Iterable[int] = (),
+                          duration_filter_ms: int = -1, transactional_id_pattern: str | None = None,
+                          ) -> tuple[list[TransactionMetadata], list[str]]:
+        """(matching transactions, unknown state names) as ListTransactions v0-2 defines the filters."""
+        states, unknown = set(), []
+        for name in state_filters:
+            st = TxnStatus.from_kafka_name(name)
+            (unknown.append(name) if st is None else states.add(st))
+        pids = set(producer_id_filters)
+        pattern = re.compile(transactional_id_pattern) if transactional_id_pattern else None
+        now = self.clock_ms()
+        out = []
+        for meta in sorted(self.transactions.values(), key=lambda m: m.transactional_id):
+            if meta.state == TxnStatus.DEAD:
+                continue
+            if state_filters and meta.state not in states:
+                continue
+            if pids and meta.producer_id not in pids:
+                continue
+            if duration_filter_ms >= 0 and (meta.start_ms < 0 or now - meta.start_ms <= duration_filter_ms):
+                continue
+            if pattern and not pattern.search(meta.transactional_id):
+                continue
+            out.append(meta)
+        return out, unknown
