@@ -194,8 +194,9 @@ def produce_aiokafka(bootstrap: str, topic: str, recs: Sequence[Rec], codec: str
             futures = [await producer.send(topic, value=r.value, key=r.key, partition=r.partition,
                                            timestamp_ms=r.timestamp, headers=list(r.headers)) for r in recs]
             mds = await asyncio.wait_for(asyncio.gather(*futures), 60)
-            return [replace(r, partition=md.partition, offset=md.offset, timestamp=md.timestamp)
-                    for r, md in zip(recs, mds)]
+            # aiokafka's RecordMetadata.timestamp for CreateTime is the batch's first timestamp (a
+            # client quirk, seen against Tansu too), so the record keeps the timestamp it was sent with.
+            return [replace(r, partition=md.partition, offset=md.offset) for r, md in zip(recs, mds)]
         finally:
             await producer.stop()
     return asyncio.run(run())
