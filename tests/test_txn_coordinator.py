@@ -255,3 +255,33 @@ def test_list_describe_and_expiration(h):
     assert sorted(h.coord.expire_transactional_ids()) == ["alpha", "beta"]
     assert h.state_records[-1][2] is None  # tombstone
     assert h.reload().transactions == {}
+
+
+def test_resolve_transactional_offset_records():
+    from tidelake.coordinator.txn_offsets import PendingTxnOffsets, resolve_transactional_records
+    from tidelake.protocol.records import CONTROL_ABORT, CONTROL_COMMIT, Record, build_batch, \
+        build_control_batch, parse_header
+
+    def b(data):
+        return parse_header(data), data
+
+    batches = [
+        b(build_batch([Record(0, 1, b"k-plain", b"v1")])),
+        b(build_batch([Record(0, 1, b"k-committed", b"v2")], producer_id=7, producer_epoch=0, transactional=True)),
+        b(build_batch([Record(0, 1, b"k-aborted", b"v3")], producer_id=8, producer_epoch=0, transactional=True)),
+        b(build_batch([Record(0, 1, b"k-open", b"v4")], producer_id=9, producer_epoch=0, transactional=True)),
+        b(build_control_batch(CONTROL_ABORT, producer_id=8, producer_epoch=0, coordinator_epoch=0, timestamp=2)),
+        b(build_control_batch(CONTROL_COMMIT, producer_id=7, producer_epoch=0, coordinator_epoch=0, timestamp=2)),
+    ]
+    applied, open_txns = resolve_transactional_records(batches)
+    assert applied == [(b"k-plain", b"v1"), (b"k-committed", b"v2")]
+    assert open_txns == {9: [(b"k-open", b"v4")]}
+
+    from tidelake.coordinator.offsets import offset_commit_key
+    pending = PendingTxnOffsets()
+    pending.add(7, 3, "g", [(offset_commit_key("g", "t", 0), b"x")])
+    assert pending.has_pending("g", "t", 0) and not pending.has_pending("g", "t", 1)
+    assert not pending.has_pending("other")
+    assert pending.complete(7, 2, True) == []  # another offsets partition
+    assert pending.complete(7, 3, False) == []  # aborted: dropped
+    assert not pending.has_pending("g")
