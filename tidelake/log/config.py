@@ -1,0 +1,102 @@
+"""Topic-level log configuration, with Kafka's property names mapped to fields."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+from typing import Any, Mapping
+
+from tidelake.errors import InvalidConfig
+
+LONG_MAX = 2**63 - 1
+
+# Kafka topic-config name -> LogConfig field name.
+PROPERTY_FIELDS: dict[str, str] = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.ms": "retention_ms",
+    "retention.bytes": "retention_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "segment.index.bytes": "segment_index_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "cleanup.policy": "cleanup_policy",
+    "max.message.bytes": "max_message_bytes",
+    "message.timestamp.type": "message_timestamp_type",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "file.delete.delay.ms": "file_delete_delay_ms",
+}
+
+
+@dataclass
+class LogConfig:
+    """Per-partition log settings (Kafka topic-config semantics and defaults)."""
+
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 168 * 3600 * 1000  # -1 = keep forever
+    retention_bytes: int = -1  # -1 = no size limit
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10 * 1024 * 1024
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    min_compaction_lag_ms: int = 0
+    delete_retention_ms: int = 86400000
+    file_delete_delay_ms: int = 60000  # accepted, ignored: files are deleted at once
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
+        """Build from Kafka topic-config names (string values). Unknown keys are ignored.
+
+        Raises InvalidConfig for a value that does not parse or is out of range."""
+        updates: dict[str, Any] = {}
+        types = {f.name: f.type for f in fields(cls)}
+        for key, raw in props.items():
+            name = PROPERTY_FIELDS.get(key)
+            if name is None or raw is None:
+                continue
+            if types[name] in ("int", int):
+                try:
+                    updates[name] = int(str(raw).strip())
+                except ValueError:
+                    raise InvalidConfig(f"{key}: not an integer: {raw!r}") from None
+            else:
+                updates[name] = str(raw).strip()
+        cfg = replace(base or cls(), **updates)
+        cfg.validate()
+        return cfg
+
+    def to_properties(self) -> dict[str, str]:
+        """The Kafka-named view (for DescribeConfigs)."""
+        return {key: str(getattr(self, name)) for key, name in PROPERTY_FIELDS.items()}
+
+    def validate(self) -> None:
+        if self.segment_bytes < 14:  # Kafka's minimum: one record batch header + overhead
+            raise InvalidConfig(f"segment.bytes {self.segment_bytes} too small")
+        if self.segment_ms < 1:
+            raise InvalidConfig("segment.ms must be >= 1")
+        if self.index_interval_bytes < 0:
+            raise InvalidConfig("index.interval.bytes must be >= 0")
+        if self.max_message_bytes < 0:
+            raise InvalidConfig("max.message.bytes must be >= 0")
+        if self.flush_messages < 1 or self.flush_ms < 0:
+            raise InvalidConfig("flush.messages must be >= 1 and flush.ms >= 0")
+        policies = {p.strip() for p in self.cleanup_policy.split(",") if p.strip()}
+        if not policies or not policies <= {"delete", "compact"}:
+            raise InvalidConfig(f"cleanup.policy {self.cleanup_policy!r}")
+        if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
+            raise InvalidConfig(f"message.timestamp.type {self.message_timestamp_type!r}")
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"

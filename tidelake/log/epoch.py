@@ -1,0 +1,82 @@
+"""Leader epoch cache persisted as Kafka's text ``leader-epoch-checkpoint``:
+
+    0            <- version
+    2            <- number of entries
+    0 0          <- epoch, start offset
+    3 1500
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+CHECKPOINT_NAME = "leader-epoch-checkpoint"
+
+
+class LeaderEpochCache:
+    def __init__(self, directory: Path):
+        self.path = directory / CHECKPOINT_NAME
+        self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            lines = self.path.read_text().split("\n")
+            count = int(lines[1])
+            entries = [tuple(int(x) for x in line.split()) for line in lines[2:2 + count]]
+            if int(lines[0]) != 0 or any(len(e) != 2 for e in entries):
+                raise ValueError("bad leader-epoch-checkpoint")
+            self.entries = [(e[0], e[1]) for e in entries]
+        except (FileNotFoundError, ValueError, IndexError):
+            self.entries = []
+
+    def _write(self) -> None:
+        text = "0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries))
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` starts at ``start_offset`` (only newer epochs are added)."""
+        if epoch < 0 or (self.entries and epoch <= self.entries[-1][0]):
+            return
+        self.entries = [e for e in self.entries if e[1] < start_offset]
+        self.entries.append((epoch, start_offset))
+        self._write()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, the start offset of the next epoch or LEO)."""
+        found = (-1, -1)
+        for i, (e, start) in enumerate(self.entries):
+            if e > epoch:
+                break
+            end = self.entries[i + 1][1] if i + 1 < len(self.entries) else log_end_offset
+            found = (e, end)
+        return found
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop epochs starting at or after ``end_offset`` (log truncated to it)."""
+        kept = [e for e in self.entries if e[1] < end_offset]
+        if kept != self.entries:
+            self.entries = kept
+            self._write()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: keep the epoch covering it, starting there."""
+        if not self.entries or self.entries[0][1] >= start_offset:
+            return
+        covering = [e for e in self.entries if e[1] <= start_offset][-1]
+        rest = [e for e in self.entries if e[1] > start_offset]
+        self.entries = [(covering[0], start_offset)] + rest
+        self._write()
+
+    def clear(self) -> None:
+        self.entries = []
+        self._write()

@@ -1,0 +1,255 @@
+"""Idempotent / transactional producer state for one partition (SPEC B6, B7).
+
+Per producer id: the epoch, the last 5 batches' (first_seq, last_seq, first_offset, last_offset), the
+coordinator epoch of its last marker and the first offset of its open transaction (for the LSO).
+Persisted as ``<offset>.snapshot`` files (JSON with a CRC-32C) at segment roll and close; on open the
+newest snapshot at or below the log end is loaded and the log after it is replayed (headers only).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import crc32c
+
+from tidelake.errors import (
+    InvalidProducerEpoch,
+    OutOfOrderSequenceNumber,
+    TransactionCoordinatorFenced,
+)
+from tidelake.protocol.records import BatchHeader
+
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+BATCHES_KEPT = 5  # Kafka keeps the metadata of the last 5 batches (max.in.flight.requests=5)
+SNAPSHOT_SUFFIX = ".snapshot"
+
+
+@dataclass(frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int = -1
+
+
+@dataclass
+class ProducerEntry:
+    producer_id: int
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def to_json(self) -> dict:
+        return {"pid": self.producer_id, "epoch": self.epoch, "coordinator_epoch": self.coordinator_epoch,
+                "txn_first_offset": self.current_txn_first_offset, "last_timestamp": self.last_timestamp,
+                "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
+                            for b in self.batches]}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ProducerEntry":
+        e = cls(d["pid"], d["epoch"], coordinator_epoch=d["coordinator_epoch"],
+                current_txn_first_offset=d["txn_first_offset"], last_timestamp=d["last_timestamp"])
+        for b in d["batches"]:
+            e.batches.append(BatchMetadata(*b))
+        return e
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 0x7FFFFFFF)
+
+
+@dataclass(frozen=True)
+class CompletedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+class ProducerStateManager:
+    """Validates producer id / epoch / sequence on append and tracks open transactions.
+
+    Usage on append: ``check(header)`` per batch (raises, or returns the duplicate's metadata), then,
+    once the batch is written, ``update(header)`` with its assigned offsets."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.producers: dict[int, ProducerEntry] = {}
+        # first offset of each open transaction -> producer id (insertion order = offset order)
+        self.ongoing: dict[int, int] = {}
+        self.map_end_offset = 0  # the log offset up to which this state reflects the log
+
+    # ------------------------------------------------------------------ validation
+    def check(self, h: BatchHeader) -> BatchMetadata | None:
+        """Validate an incoming client batch. Returns the original batch metadata if it is a retried
+        duplicate; raises InvalidProducerEpoch / OutOfOrderSequenceNumber; None if it may be appended."""
+        if h.producer_id < 0:
+            return None
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            return None  # unknown producer: any sequence is accepted (state may have been lost to retention)
+        if h.producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"producer {h.producer_id} epoch {h.producer_epoch} is older than current {entry.epoch}")
+        if h.base_sequence < 0:
+            return None
+        last_seq = h.last_sequence
+        if h.producer_epoch == entry.epoch:
+            dup = entry.find_duplicate(h.base_sequence, last_seq)
+            if dup is not None:
+                return dup
+            if entry.epoch != NO_PRODUCER_EPOCH and not _in_sequence(entry.last_seq, h.base_sequence):
+                raise OutOfOrderSequenceNumber(
+                    f"producer {h.producer_id}: sequence {h.base_sequence} after {entry.last_seq}")
+        elif h.base_sequence != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+            raise OutOfOrderSequenceNumber(
+                f"producer {h.producer_id}: new epoch {h.producer_epoch} must start at sequence 0, "
+                f"got {h.base_sequence}")
+        return None
+
+    # ------------------------------------------------------------------ updates
+    def update(self, h: BatchHeader) -> None:
+        """Record a data batch written at h.base_offset (also used while replaying the log)."""
+        if h.producer_id < 0:
+            return
+        entry = self.producers.get(h.producer_id)
+        if entry is None:
+            entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id)
+        if h.producer_epoch != entry.epoch:
+            entry.epoch = h.producer_epoch
+            entry.batches.clear()
+        if h.base_sequence >= 0:
+            entry.batches.append(BatchMetadata(h.base_sequence, h.last_sequence, h.base_offset,
+                                               h.base_offset + h.last_offset_delta, h.max_timestamp))
+        entry.last_timestamp = h.max_timestamp
+        if h.is_transactional and entry.current_txn_first_offset is None:
+            entry.current_txn_first_offset = h.base_offset
+            self.ongoing[h.base_offset] = h.producer_id
+        self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return
+        if producer_epoch < entry.epoch:
+            raise InvalidProducerEpoch(
+                f"marker for producer {producer_id} has epoch {producer_epoch} < current {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFenced(
+                f"marker coordinator epoch {coordinator_epoch} < {entry.coordinator_epoch}")
+
+    def complete_txn(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     marker_offset: int, is_abort: bool, timestamp: int) -> CompletedTxn | None:
+        """Apply a COMMIT/ABORT marker written at ``marker_offset``. Returns the completed transaction
+        (None if the producer had no open transaction in this partition)."""
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry(producer_id)
+        if producer_epoch != entry.epoch:
+            entry.epoch = producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        self.map_end_offset = marker_offset + 1
+        first = entry.current_txn_first_offset
+        if first is None:
+            return None
+        entry.current_txn_first_offset = None
+        self.ongoing.pop(first, None)
+        return CompletedTxn(producer_id, first, marker_offset, is_abort)
+
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest open transaction (bounds the LSO)."""
+        return next(iter(self.ongoing), None)
+
+    def truncate_and_reload_needed(self, offset: int) -> bool:
+        return self.map_end_offset > offset
+
+    def clear(self) -> None:
+        self.producers.clear()
+        self.ongoing.clear()
+        self.map_end_offset = 0
+
+    # ------------------------------------------------------------------ snapshots
+    def snapshot_path(self, offset: int) -> Path:
+        return self.directory / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+    def snapshot_offsets(self) -> list[int]:
+        out = []
+        for p in self.directory.glob(f"*{SNAPSHOT_SUFFIX}"):
+            try:
+                out.append(int(p.name[:-len(SNAPSHOT_SUFFIX)]))
+            except ValueError:
+                continue
+        return sorted(out)
+
+    def take_snapshot(self, keep: int = 2) -> None:
+        """Write ``<map_end_offset>.snapshot`` atomically and keep only the newest ``keep``."""
+        body = json.dumps({"version": 1, "offset": self.map_end_offset,
+                           "producers": [e.to_json() for e in self.producers.values()]},
+                          separators=(",", ":")).encode()
+        data = f"{crc32c.crc32c(body):08x}\n".encode() + body
+        path = self.snapshot_path(self.map_end_offset)
+        tmp = path.with_suffix(".snapshot.tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        for off in self.snapshot_offsets()[:-keep]:
+            self.snapshot_path(off).unlink(missing_ok=True)
+
+    def delete_snapshots_above(self, offset: int) -> None:
+        for off in self.snapshot_offsets():
+            if off > offset:
+                self.snapshot_path(off).unlink(missing_ok=True)
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        """Drop snapshots older than ``offset`` but keep the newest one at or below it."""
+        offs = self.snapshot_offsets()
+        below = [o for o in offs if o < offset]
+        for off in below[:-1]:
+            self.snapshot_path(off).unlink(missing_ok=True)
+
+    def load_latest_snapshot(self, max_offset: int) -> int | None:
+        """Load the newest valid snapshot with offset <= max_offset. Returns its offset, or None."""
+        self.clear()
+        for off in reversed(self.snapshot_offsets()):
+            if off > max_offset:
+                continue
+            try:
+                raw = self.snapshot_path(off).read_bytes()
+                crc_hex, body = raw.split(b"\n", 1)
+                if int(crc_hex, 16) != crc32c.crc32c(body):
+                    raise ValueError("snapshot CRC mismatch")
+                doc = json.loads(body)
+            except (OSError, ValueError):
+                self.snapshot_path(off).unlink(missing_ok=True)  # corrupt: fall back to an older one
+                continue
+            for d in doc["producers"]:
+                e = ProducerEntry.from_json(d)
+                self.producers[e.producer_id] = e
+            for e in sorted(self.producers.values(), key=lambda e: e.current_txn_first_offset or 0):
+                if e.current_txn_first_offset is not None:
+                    self.ongoing[e.current_txn_first_offset] = e.producer_id
+            self.ongoing = dict(sorted(self.ongoing.items()))
+            self.map_end_offset = doc["offset"]
+            return off
+        return None
