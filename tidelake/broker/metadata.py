@@ -1,0 +1,107 @@
+"""Cluster metadata kept by the (single) broker: topics, their partitions and config overrides,
+dynamic broker configs and the producer-id block — persisted as one JSON file, written atomically
+(temp file + fsync + rename + directory fsync), so a crash leaves the old or the new state.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+METADATA_FILE = "tidelake-metadata.json"
+PRODUCER_ID_BLOCK = 1000  # ids reserved per persisted write (Kafka's ProducerIdManager does the same)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # overrides only
+    internal: bool = False
+    topic_id: uuid.UUID = field(default_factory=uuid.uuid4)
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "partitions": self.partitions, "configs": self.configs,
+                "internal": self.internal, "topic_id": str(self.topic_id)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> TopicInfo:
+        return cls(d["name"], int(d["partitions"]), dict(d.get("configs", {})), bool(d.get("internal", False)),
+                   uuid.UUID(d["topic_id"]))
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    payload = json.dumps(data, indent=1, sort_keys=True).encode()
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, payload)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    dfd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
+class MetadataStore:
+    """Topics by name (and by id), dynamic broker configs, producer-id allocation; thread-safe."""
+
+    def __init__(self, data_dir: Path, cluster_id: str | None = None):
+        self.path = Path(data_dir) / METADATA_FILE
+        self._lock = threading.RLock()
+        self.topics: dict[str, TopicInfo] = {}
+        self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.dynamic_broker_configs: dict[str, str] = {}
+        self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
+        self._next_producer_id = 0  # next id to hand out
+        self._producer_id_limit = 0  # ids below this are reserved on disk
+        if self.path.exists():
+            d = json.loads(self.path.read_text())
+            for t in d.get("topics", []):
+                info = TopicInfo.from_json(t)
+                self.topics[info.name] = info
+                self.topics_by_id[info.topic_id] = info
+            self.dynamic_broker_configs = dict(d.get("dynamic_broker_configs", {}))
+            self.cluster_id = d.get("cluster_id", self.cluster_id)
+            # Never reuse an id that might have been handed out before a crash: start past the block.
+            self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
+
+    def save(self) -> None:
+        with self._lock:
+            write_json_atomically(self.path, {
+                "topics": [t.to_json() for t in self.topics.values()],
+                "dynamic_broker_configs": self.dynamic_broker_configs,
+                "cluster_id": self.cluster_id,
+                "producer_id_limit": self._producer_id_limit,
+            })
+
+    def add_topic(self, info: TopicInfo) -> None:
+        with self._lock:
+            self.topics[info.name] = info
+            self.topics_by_id[info.topic_id] = info
+            self.save()
+
+    def remove_topic(self, name: str) -> TopicInfo | None:
+        with self._lock:
+            info = self.topics.pop(name, None)
+            if info is not None:
+                self.topics_by_id.pop(info.topic_id, None)
+                self.save()
+            return info
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, even across crashes (monotonic)."""
+        with self._lock:
+            if self._next_producer_id >= self._producer_id_limit:
+                self._producer_id_limit = self._next_producer_id + PRODUCER_ID_BLOCK
+                self.save()
+            pid = self._next_producer_id
+            self._next_producer_id += 1
+            return pid

@@ -1,0 +1,515 @@
+"""The broker process: an asyncio (uvloop) TCP server speaking the Kafka protocol.
+
+One ``KafkaConnection`` per client socket. Requests on a connection are handled strictly one after
+another and answered in order (Kafka's own rule: a connection is muted while its request is in
+flight), so pipelining clients get their responses in order. A malformed frame or a request over
+``socket.request.max.bytes`` closes that connection only.
+
+``Broker`` holds what handlers need: ``config`` (BrokerConfig), ``logs`` (LogManager), ``metadata``
+(topics and configs, persisted), ``node_id``, the advertised address, a producer-id allocator,
+``append(...)`` which also wakes fetch long-pollers, ``create_topic(...)`` and periodic maintenance.
+API handlers register in ``tidelake.broker.registry`` from ``api_core`` / ``api_groups`` / ``api_txn``;
+those modules may define ``async def on_start(broker)`` / ``async def on_stop(broker)``.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import importlib
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from tidelake.broker.config import BrokerConfig, validate_topic_configs
+from tidelake.broker.metadata import MetadataStore, TopicInfo
+from tidelake.broker.registry import REGISTRY, ApiSpec
+from tidelake.errors import (InvalidPartitions, InvalidReplicationFactor, InvalidTopic, KafkaApiError,
+                             TopicAlreadyExists, UnknownTopicOrPartition)
+from tidelake.log import LogConfig, LogManager, PartitionLog
+from tidelake.protocol.framing import (FrameDecoder, FramingError, RequestHeader, encode_response_frame,
+                                       parse_request_header, peek_api)
+
+log = logging.getLogger("tidelake.broker")
+
+API_MODULES = ("tidelake.broker.api_core", "tidelake.broker.api_groups", "tidelake.broker.api_txn")
+API_VERSIONS_KEY = 18
+UNSUPPORTED_VERSION = 35
+_MAX_QUEUED_REQUESTS = 64  # per connection, before we stop reading from its socket
+_LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def validate_topic_name(name: str | None) -> None:
+    """Kafka's rule: 1-249 chars of [a-zA-Z0-9._-], not '.' or '..'."""
+    if not name or name in (".", "..") or len(name) > 249 or not set(name) <= _LEGAL_TOPIC_CHARS:
+        raise InvalidTopic(f"invalid topic name {name!r}")
+
+
+@dataclass
+class RequestContext:
+    """What a handler knows about the request besides its body."""
+    header: RequestHeader
+    connection: "KafkaConnection"
+    received_ms: int = field(default_factory=wall_clock_ms)
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+    @property
+    def client_id(self) -> str | None:
+        return self.header.client_id
+
+    @property
+    def client_host(self) -> str:
+        return self.connection.peer[0] if self.connection.peer else ""
+
+
+class Broker:
+    """A single-node Kafka-compatible broker. Use ``await start()`` / ``await stop()`` in a loop."""
+
+    def __init__(self, data_dir: str | Path, config: BrokerConfig | Mapping[str, str] | None = None, *,
+                 host: str = "127.0.0.1", port: int = 9092,
+                 advertised_host: str | None = None, advertised_port: int | None = None):
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.config = config if isinstance(config, BrokerConfig) else BrokerConfig(config or {})
+        self.node_id = self.config.get_int("node.id", self.config.get_int("broker.id", 1))
+        self.host, self.port = host, port
+        self._advertised_host, self._advertised_port = advertised_host, advertised_port
+        self.metadata = MetadataStore(self.data_dir, cluster_id=None)
+        self.config.dynamic.update(self.metadata.dynamic_broker_configs)
+        self.logs = LogManager(self.data_dir)
+        self.group_coordinator: Any = None
+        self.txn_coordinator: Any = None
+        self.api_modules: list[Any] = []
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self._maintenance_task: asyncio.Task | None = None
+        self._fetch_waiters: dict[tuple[str, int], list[asyncio.Future]] = collections.defaultdict(list)
+        self._started = False
+
+    # -- addresses --------------------------------------------------------------------------------
+    @property
+    def advertised_host(self) -> str:
+        return self._advertised_host or self.host
+
+    @property
+    def advertised_port(self) -> int:
+        return self._advertised_port or self.port
+
+    @property
+    def cluster_id(self) -> str:
+        return self.metadata.cluster_id
+
+    # -- lifecycle --------------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.logs.load()
+        # A log directory with no topic in the metadata (e.g. crash between mkdir and metadata write)
+        # is adopted rather than ignored, so no data silently disappears.
+        for (topic, partition), plog in self.logs.all_logs().items():
+            info = self.metadata.topics.get(topic)
+            if info is None:
+                n = 1 + max(p for (t, p) in self.logs.all_logs() if t == topic)
+                self.metadata.add_topic(TopicInfo(topic, n, internal=topic.startswith("__")))
+                info = self.metadata.topics[topic]
+            plog.update_config(self.log_config(topic))
+        for info in list(self.metadata.topics.values()):  # partitions whose directory vanished
+            for p in range(info.partitions):
+                if self.logs.get(info.name, p) is None:
+                    self.logs.create(info.name, p, self.log_config(info.name))
+        self.api_modules = []
+        for name in API_MODULES:
+            try:
+                self.api_modules.append(importlib.import_module(name))
+            except ModuleNotFoundError as e:
+                if e.name != name:
+                    raise
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: KafkaConnection(self), self.host, self.port,
+                                                reuse_address=True, backlog=1024)
+        self.port = self._server.sockets[0].getsockname()[1]
+        for mod in self.api_modules:
+            hook = getattr(mod, "on_start", None)
+            if hook is not None:
+                await hook(self)
+        self._maintenance_task = loop.create_task(self._maintenance_loop())
+        self._started = True
+        log.info("broker %d listening on %s:%d (advertised %s:%d), data in %s", self.node_id, self.host,
+                 self.port, self.advertised_host, self.advertised_port, self.data_dir)
+
+    async def stop(self) -> None:
+        """Stop accepting, close connections, run on_stop hooks, flush and close every log."""
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._maintenance_task is not None:
+            self._maintenance_task.cancel()
+            try:
+                await self._maintenance_task
+            except (asyncio.CancelledError, Exception):
+                pass
+        for mod in reversed(self.api_modules):
+            hook = getattr(mod, "on_stop", None)
+            if hook is not None:
+                try:
+                    await hook(self)
+                except Exception:
+                    log.exception("on_stop of %s failed", mod.__name__)
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass
+            self._server = None
+        for futs in self._fetch_waiters.values():
+            for f in futs:
+                if not f.done():
+                    f.cancel()
+        self._fetch_waiters.clear()
+        self.logs.close()
+        self._started = False
+        log.info("broker %d stopped", self.node_id)
+
+    async def _maintenance_loop(self) -> None:
+        interval = max(0.01, self.config.get_int("broker.maintenance.interval.ms", 1000) / 1000)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                # roll by segment.ms, flush by flush.ms, retention, compaction
+                self.logs.run_maintenance(wall_clock_ms())
+            except Exception:
+                log.exception("log maintenance failed")
+
+    # -- topics -----------------------------------------------------------------------------------
+    def log_config(self, topic: str) -> LogConfig:
+        info = self.metadata.topics.get(topic)
+        overrides = info.configs if info is not None else {}
+        return LogConfig.from_properties(self.config.effective_topic_configs(overrides))
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self.metadata.topics.get(name)
+
+    def create_topic(self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None,
+                     internal: bool = False, *, replication_factor: int = 1, validate_only: bool = False) -> TopicInfo:
+        """Create a topic and its partition logs. Raises TopicAlreadyExists / InvalidTopic /
+        InvalidPartitions / InvalidReplicationFactor / InvalidConfig."""
+        validate_topic_name(name)
+        if name in self.metadata.topics:
+            raise TopicAlreadyExists(f"Topic '{name}' already exists.")
+        if partitions is None or partitions == -1:
+            partitions = self.config.get_int("num.partitions", 1)
+        if partitions <= 0:
+            raise InvalidPartitions(f"Number of partitions must be larger than 0, got {partitions}")
+        if replication_factor == -1:
+            replication_factor = self.config.get_int("default.replication.factor", 1)
+        if replication_factor != 1:
+            raise InvalidReplicationFactor(
+                f"Replication factor {replication_factor} larger than available brokers: 1")
+        overrides = validate_topic_configs(dict(configs or {}))
+        info = TopicInfo(name, partitions, overrides, internal)
+        if validate_only:
+            return info
+        log_config = LogConfig.from_properties(self.config.effective_topic_configs(overrides))
+        for p in range(partitions):
+            self.logs.create(name, p, log_config)
+        self.metadata.add_topic(info)
+        log.info("created topic %s with %d partitions", name, partitions)
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self.metadata.topics:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
+        self.metadata.remove_topic(name)
+        self.logs.delete_topic(name)
+        self._wake_topic(name)
+        log.info("deleted topic %s", name)
+
+    def add_partitions(self, name: str, count: int, *, validate_only: bool = False) -> None:
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
+        if count < info.partitions:
+            raise InvalidPartitions(f"Topic currently has {info.partitions} partitions, which is higher than "
+                                    f"the requested {count}.")
+        if count == info.partitions:
+            raise InvalidPartitions(f"Topic already has {info.partitions} partitions.")
+        if validate_only:
+            return
+        cfg = self.log_config(name)
+        for p in range(info.partitions, count):
+            self.logs.create(name, p, cfg)
+        info.partitions = count
+        self.metadata.save()
+
+    def alter_topic_configs(self, name: str, overrides: Mapping[str, str], *, validate_only: bool = False) -> None:
+        """Replace a topic's config overrides (already merged by the caller for incremental alters)."""
+        info = self.metadata.topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
+        normalised = validate_topic_configs(dict(overrides))
+        if validate_only:
+            return
+        info.configs = normalised
+        self.metadata.save()
+        cfg = self.log_config(name)
+        for p in range(info.partitions):
+            plog = self.logs.get(name, p)
+            if plog is not None:
+                plog.update_config(cfg)
+
+    def set_dynamic_broker_configs(self, changes: Mapping[str, str | None]) -> None:
+        for k, v in changes.items():
+            self.config.set_dynamic(k, v)
+        self.metadata.dynamic_broker_configs = dict(self.config.dynamic)
+        self.metadata.save()
+        for name in list(self.metadata.topics):  # broker defaults back topic configs
+            cfg = self.log_config(name)
+            for p in range(self.metadata.topics[name].partitions):
+                plog = self.logs.get(name, p)
+                if plog is not None:
+                    plog.update_config(cfg)
+
+    def get_log(self, topic: str, partition: int) -> PartitionLog | None:
+        return self.logs.get(topic, partition)
+
+    # -- data -------------------------------------------------------------------------------------
+    def append(self, topic: str, partition: int, data: bytes | bytearray | memoryview, *,
+               now_ms: int | None = None, leader_epoch: int = 0):
+        """Append client/coordinator RecordBatches to a partition and wake its fetch long-pollers.
+        Raises UnknownTopicOrPartition or the log's errors (CorruptMessage, OutOfOrderSequenceNumber …)."""
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartition(f"{topic}-{partition}")
+        result = plog.append(data, now_ms=wall_clock_ms() if now_ms is None else now_ms,
+                             leader_epoch=leader_epoch)
+        if not result.duplicate:
+            self.notify_data(topic, partition)
+        return result
+
+    def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int = 0, now_ms: int | None = None) -> int:
+        """Write a COMMIT/ABORT control batch (transaction coordinator) and wake fetchers (the LSO moved)."""
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartition(f"{topic}-{partition}")
+        offset = plog.append_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                    coordinator_epoch=coordinator_epoch,
+                                    now_ms=wall_clock_ms() if now_ms is None else now_ms)
+        self.notify_data(topic, partition)
+        return offset
+
+    def notify_data(self, topic: str, partition: int) -> None:
+        """Wake every Fetch waiting on this partition (new data, HW or LSO moved)."""
+        waiters = self._fetch_waiters.pop((topic, partition), None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _wake_topic(self, topic: str) -> None:
+        for key in [k for k in self._fetch_waiters if k[0] == topic]:
+            self.notify_data(*key)
+
+    async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """Sleep until one of ``partitions`` gets data (or HW/LSO moves) or the timeout passes."""
+        if timeout_s <= 0:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        keys = list(partitions)
+        for key in keys:
+            self._fetch_waiters[key].append(fut)
+        try:
+            await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                lst = self._fetch_waiters.get(key)
+                if lst is not None:
+                    try:
+                        lst.remove(fut)
+                    except ValueError:
+                        pass
+                    if not lst:
+                        self._fetch_waiters.pop(key, None)
+
+    def allocate_producer_id(self) -> int:
+        return self.metadata.allocate_producer_id()
+
+    # -- request dispatch -------------------------------------------------------------------------
+    @staticmethod
+    def is_flexible(api_key: int, api_version: int) -> bool:
+        spec = REGISTRY.get(api_key)
+        if spec is None:
+            return False
+        first, _last = spec.request_cls._flexible_versions or (-1, -1)
+        return first >= 0 and api_version >= first
+
+    async def handle_frame(self, frame: bytes, conn: "KafkaConnection") -> bytes | None:
+        """Answer one request frame. Returns the response frame, None for no response (acks=0).
+        Raises FramingError when the connection must be closed."""
+        api_key, api_version, correlation_id = peek_api(frame)
+        spec = REGISTRY.get(api_key)
+        if spec is None:
+            raise FramingError(f"unknown api key {api_key}")
+        if not spec.min_version <= api_version <= spec.max_version:
+            return self._unsupported_version_response(spec, api_version, correlation_id)
+        header, body_pos = parse_request_header(frame, self.is_flexible)
+        try:
+            request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+        except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
+            raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
+        ctx = RequestContext(header, conn)
+        try:
+            response = await spec.handler(self, ctx, request)
+        except KafkaApiError as e:
+            response = _top_level_error_response(spec, api_version, e.code)
+            if response is None:
+                raise FramingError(f"{spec.name} failed with {e!r} and has no top-level error code") from e
+        if response is None:
+            return None
+        return self._encode_response(spec, api_version, correlation_id, response)
+
+    def _encode_response(self, spec: ApiSpec, api_version: int, correlation_id: int, response) -> bytes:
+        if isinstance(response, (bytes, bytearray, memoryview)):
+            body = response  # pre-encoded body (hot paths)
+        else:
+            body = response.encode(version=api_version)
+        flexible_header = api_version >= 0 and spec.api_key != API_VERSIONS_KEY and \
+            spec.response_cls.flexible_version_q(api_version)
+        return encode_response_frame(correlation_id, body, flexible_header=flexible_header)
+
+    def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int) -> bytes:
+        if spec.api_key == API_VERSIONS_KEY:
+            # Clients send their newest ApiVersions first; a v0 answer with UNSUPPORTED_VERSION and our
+            # ranges lets Java/librdkafka retry with a version we serve.
+            resp = self.api_versions_response(0, error_code=UNSUPPORTED_VERSION)
+            return encode_response_frame(correlation_id, resp.encode(version=0), flexible_header=False)
+        version = spec.max_version if api_version > spec.max_version else spec.min_version
+        resp = _top_level_error_response(spec, version, UNSUPPORTED_VERSION)
+        if resp is None:
+            raise FramingError(f"unsupported {spec.name} version {api_version} "
+                               f"(serving {spec.min_version}-{spec.max_version})")
+        return self._encode_response(spec, version, correlation_id, resp)
+
+    def api_versions_response(self, version: int, error_code: int = 0):
+        from kafka.protocol.metadata import ApiVersionsResponse
+        keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version,
+                                               max_version=s.max_version)
+                for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
+        return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
+                                   supported_features=[], finalized_features_epoch=-1, finalized_features=[],
+                                   zk_migration_ready=False)
+
+
+def _top_level_error_response(spec: ApiSpec, version: int, code: int):
+    """A response of ``spec`` at ``version`` carrying ``code`` in a top-level error_code, if it has one."""
+    fields = spec.response_cls.json["fields"]
+    if not any(f["name"] == "ErrorCode" for f in fields):
+        return None
+    try:
+        return spec.response_cls(version=version, error_code=code)
+    except Exception:
+        return None
+
+
+class KafkaConnection(asyncio.Protocol):
+    """One client socket: frames in, responses out, one request at a time, in order."""
+
+    def __init__(self, broker: Broker):
+        self.broker = broker
+        self.decoder = FrameDecoder(broker.config.get_int("socket.request.max.bytes", 104857600))
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple | None = None
+        self.queue: collections.deque[bytes] = collections.deque()
+        self._wakeup: asyncio.Future | None = None
+        self._writable: asyncio.Future | None = None
+        self._paused_reading = False
+        self._closed = False
+        self._worker: asyncio.Task | None = None
+        self.state: dict[str, Any] = {}  # per-connection state for handlers (e.g. SASL, fetch sessions)
+
+    # asyncio.Protocol callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.broker.connections.add(self)
+        self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self.decoder.feed(data)
+        except FramingError as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            self.close()
+            return
+        if frames:
+            self.queue.extend(frames)
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.set_result(None)
+            if len(self.queue) >= _MAX_QUEUED_REQUESTS and not self._paused_reading:
+                self._paused_reading = True
+                self.transport.pause_reading()
+
+    def connection_lost(self, exc) -> None:
+        self._closed = True
+        self.broker.connections.discard(self)
+        for fut in (self._wakeup, self._writable):
+            if fut is not None and not fut.done():
+                fut.cancel()
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self.transport is not None:
+                self.transport.close()
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.cancel()
+
+    async def _run(self) -> None:
+        broker = self.broker
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._closed:
+                if not self.queue:
+                    if self._paused_reading:
+                        self._paused_reading = False
+                        self.transport.resume_reading()
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                frame = self.queue.popleft()
+                try:
+                    out = await broker.handle_frame(frame, self)
+                except FramingError as e:
+                    log.warning("closing connection from %s: %s", self.peer, e)
+                    self.close()
+                    return
+                if out is not None and not self._closed:
+                    self.transport.write(out)
+                    if self._writable is not None:
+                        await self._writable
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection from %s failed; closing it", self.peer)
+        finally:
+            self.close()
