@@ -1,0 +1,304 @@
+"""KIP-848 consumer groups (ConsumerGroupHeartbeat / ConsumerGroupDescribe): a state machine.
+
+The coordinator computes the assignment (seed 000's "central coordinator"): a membership or
+subscription change bumps the *group epoch*; the target assignment is then recomputed by the
+server-side assignor (``range`` / ``roundrobin`` / ``sticky`` alias ``uniform``) and stamped with
+that epoch. Each member then converges towards its target through its heartbeats, per the KIP:
+
+1. partitions it owns but no longer targets are *revoked first*: the member is told its kept
+   partitions and stays at its epoch (UNREVOKED_PARTITIONS) until a heartbeat reports it no longer
+   owns them (or its rebalance timeout expires: it is fenced);
+2. then it moves to the target epoch and receives the target partitions that no other member still
+   holds; those still held elsewhere arrive on later heartbeats (UNRELEASED_PARTITIONS).
+
+So a partition never has two owners. Fencing: a heartbeat with an epoch other than the member's
+(or its previous one, with nothing extra owned) gets FENCED_MEMBER_EPOCH; an unknown member id gets
+UNKNOWN_MEMBER_ID. Clock injected through ``now_ms`` arguments and ``tick``.
+"""
+from __future__ import annotations
+
+import base64
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from tidelake import errors
+from tidelake.coordinator.assignors import ASSIGNORS, Subscription, TopicPartition
+
+STABLE = "stable"
+UNREVOKED_PARTITIONS = "unrevoked_partitions"
+UNRELEASED_PARTITIONS = "unreleased_partitions"
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+STALE_MEMBER_EPOCH = 113  # OffsetCommit/OffsetFetch v9+: epoch older than the member's
+
+
+def new_member_id() -> str:
+    """Kafka's Uuid.randomUuid().toString(): 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    subscribed_topics: list[str]
+    subscribed_regex: str | None
+    server_assignor: str | None
+    last_heartbeat_ms: int
+    epoch: int = 0
+    previous_epoch: int = -1
+    state: str = STABLE
+    assigned: set[TopicPartition] = field(default_factory=set)
+    pending_revocation: set[TopicPartition] = field(default_factory=set)
+    revocation_deadline_ms: int = 0
+    last_sent: frozenset[TopicPartition] | None = None
+    departed: bool = False  # static member that left with epoch -2 and may come back
+
+
+@dataclass
+class HeartbeatResult:
+    error: int
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: list[TopicPartition] | None = None  # None: unchanged since the last answer
+    error_message: str | None = None
+
+
+class ConsumerGroup:
+    """One KIP-848 group. ``partitions_of(topic)`` gives a topic's partition count (None if the
+    topic does not exist); it is consulted on every heartbeat so new topics/partitions rebalance."""
+
+    protocol_kind = "consumer"
+
+    def __init__(self, group_id: str, *, session_timeout_ms: int, heartbeat_interval_ms: int,
+                 assignors: Sequence[str], partitions_of: Callable[[str], int | None]) -> None:
+        self.group_id = group_id
+        self.session_timeout_ms = session_timeout_ms
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.assignors = list(assignors)
+        self.partitions_of = partitions_of
+        self.members: dict[str, ConsumerMember] = {}
+        self.static_members: dict[str, str] = {}
+        self.group_epoch = 0
+        self.assignment_epoch = 0
+        self.target: dict[str, set[TopicPartition]] = {}
+        self.assignor_name = self.assignors[0]
+        self._topic_snapshot: dict[str, int] = {}
+        self.dead = False
+
+    # ---- state ---------------------------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        if self.dead:
+            return "Dead"
+        if not self.members:
+            return "Empty"
+        if self.group_epoch != self.assignment_epoch:
+            return "Assigning"
+        if any(m.epoch != self.assignment_epoch or m.state != STABLE for m in self.members.values()):
+            return "Reconciling"
+        return "Stable"
+
+    def is_empty(self) -> bool:
+        return not self.members
+
+    def subscribed_topics(self) -> set[str]:
+        return {t for m in self.members.values() for t in m.subscribed_topics}
+
+    def _owner_elsewhere(self, tp: TopicPartition, member_id: str) -> bool:
+        return any(tp in o.assigned or tp in o.pending_revocation
+                   for mid, o in self.members.items() if mid != member_id)
+
+    # ---- heartbeat -------------------------------------------------------------------------------
+    def heartbeat(self, *, member_id: str, member_epoch: int, instance_id: str | None, rack_id: str | None,
+                  rebalance_timeout_ms: int, subscribed_topic_names: Sequence[str] | None,
+                  subscribed_topic_regex: str | None, server_assignor: str | None,
+                  owned: Iterable[TopicPartition] | None, client_id: str, client_host: str,
+                  now_ms: int) -> HeartbeatResult:
+        if server_assignor is not None and server_assignor not in ASSIGNORS:
+            return HeartbeatResult(errors.UnsupportedAssignor.code,
+                                   error_message=f"assignor {server_assignor!r} is not one of {sorted(ASSIGNORS)}")
+        owned_set = None if owned is None else set(owned)
+
+        if member_epoch == LEAVE_EPOCH or member_epoch == STATIC_LEAVE_EPOCH:
+            m = self.members.get(member_id)
+            if m is None:
+                return HeartbeatResult(errors.UnknownMemberId.code)
+            if member_epoch == STATIC_LEAVE_EPOCH and m.instance_id is not None:
+                m.departed = True  # keeps its assignment until it returns or its session expires
+                m.last_heartbeat_ms = now_ms
+            else:
+                self._remove(member_id)
+            return HeartbeatResult(0, member_id, member_epoch, self.heartbeat_interval_ms)
+
+        if member_epoch == 0:
+            if subscribed_topic_names is None and subscribed_topic_regex is None:
+                return HeartbeatResult(errors.InvalidRequest.code,
+                                       error_message="a joining member must send its subscription")
+            member_id = member_id or new_member_id()
+            m = self._join(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, now_ms)
+            if isinstance(m, HeartbeatResult):
+                return m
+            m.last_sent = None  # a (re)joining member always gets its assignment
+        else:
+            m = self.members.get(member_id)
+            if m is None:
+                return HeartbeatResult(errors.UnknownMemberId.code)
+            if member_epoch != m.epoch:
+                acceptable_stale = (member_epoch == m.previous_epoch and owned_set is not None
+                                    and owned_set <= m.assigned)
+                if not acceptable_stale:
+                    return HeartbeatResult(errors.FencedMemberEpoch.code,
+                                           error_message=f"epoch {member_epoch} is not the member's {m.epoch}")
+        m.last_heartbeat_ms = now_ms
+        m.client_id, m.client_host = client_id, client_host
+        if rack_id is not None:
+            m.rack_id = rack_id
+        if rebalance_timeout_ms is not None and rebalance_timeout_ms > 0:
+            m.rebalance_timeout_ms = rebalance_timeout_ms
+        changed = False
+        if subscribed_topic_names is not None and sorted(subscribed_topic_names) != sorted(m.subscribed_topics):
+            m.subscribed_topics = sorted(set(subscribed_topic_names)); changed = True
+        if subscribed_topic_regex is not None and subscribed_topic_regex != m.subscribed_regex:
+            m.subscribed_regex = subscribed_topic_regex or None; changed = True
+        if server_assignor is not None and server_assignor != m.server_assignor:
+            m.server_assignor = server_assignor; changed = True
+        self._refresh_target(now_ms, bump=changed or member_epoch == 0)
+        self._reconcile(m, owned_set, now_ms)
+        assignment = None
+        current = frozenset(m.assigned)
+        if m.last_sent is None or current != m.last_sent:
+            assignment = sorted(current)
+            m.last_sent = current
+        return HeartbeatResult(0, m.member_id, m.epoch, self.heartbeat_interval_ms, assignment)
+
+    def _join(self, member_id: str, instance_id: str | None, client_id: str, client_host: str,
+              rebalance_timeout_ms: int, now_ms: int) -> ConsumerMember | HeartbeatResult:
+        if instance_id is not None and instance_id in self.static_members:
+            old_id = self.static_members[instance_id]
+            old = self.members[old_id]
+            if old_id != member_id and not old.departed:
+                return HeartbeatResult(errors.UnreleasedInstanceId.code,
+                                       error_message=f"instance {instance_id} is in use by {old_id}")
+            # the static member comes back: it takes over its previous assignment and epoch
+            del self.members[old_id]
+            old.member_id, old.departed = member_id, False
+            self.members[member_id] = old
+            self.static_members[instance_id] = member_id
+            return old
+        if member_id in self.members:  # a member rejoining with epoch 0 starts afresh
+            self._remove(member_id, bump=False)
+        m = ConsumerMember(member_id, instance_id, None, client_id, client_host,
+                           rebalance_timeout_ms if rebalance_timeout_ms and rebalance_timeout_ms > 0 else 300000,
+                           [], None, None, now_ms)
+        self.members[member_id] = m
+        if instance_id is not None:
+            self.static_members[instance_id] = member_id
+        return m
+
+    def _remove(self, member_id: str, bump: bool = True) -> None:
+        m = self.members.pop(member_id, None)
+        if m is None:
+            return
+        if m.instance_id is not None and self.static_members.get(m.instance_id) == member_id:
+            del self.static_members[m.instance_id]
+        self.target.pop(member_id, None)
+        if bump:
+            self.group_epoch += 1
+
+    # ---- assignment ------------------------------------------------------------------------------
+    def _select_assignor(self) -> str:
+        votes = Counter(m.server_assignor for m in self.members.values() if m.server_assignor)
+        return votes.most_common(1)[0][0] if votes else self.assignors[0]
+
+    def _refresh_target(self, now_ms: int, bump: bool = False) -> None:
+        topics = sorted(self.subscribed_topics())
+        snapshot = {t: n for t in topics if (n := self.partitions_of(t))}
+        if snapshot != self._topic_snapshot:
+            self._topic_snapshot = snapshot
+            bump = True  # topics created / partitions added: a new assignment
+        if bump:
+            self.group_epoch += 1
+        if self.group_epoch == self.assignment_epoch:
+            return
+        self.assignor_name = self._select_assignor()
+        subs = {mid: Subscription(tuple(m.subscribed_topics), tuple(sorted(self.target.get(mid, ()))))
+                for mid, m in self.members.items()}
+        result = ASSIGNORS[self.assignor_name](subs, snapshot)
+        self.target = {mid: set(tps) for mid, tps in result.items()}
+        self.assignment_epoch = self.group_epoch
+
+    def _reconcile(self, m: ConsumerMember, owned: set[TopicPartition] | None, now_ms: int) -> None:
+        if m.state == UNREVOKED_PARTITIONS:
+            if owned is None or owned & m.pending_revocation:
+                return  # still holding what it must give up
+            m.pending_revocation = set()
+            m.state = STABLE if m.epoch == self.assignment_epoch else UNRELEASED_PARTITIONS
+        target = self.target.get(m.member_id, set())
+        if m.epoch == self.assignment_epoch and m.state == STABLE and m.assigned == target:
+            return
+        revoke = m.assigned - target
+        if revoke:
+            m.assigned -= revoke
+            m.pending_revocation = revoke
+            m.state = UNREVOKED_PARTITIONS
+            m.revocation_deadline_ms = now_ms + m.rebalance_timeout_ms
+            return
+        m.assigned |= {tp for tp in target - m.assigned if not self._owner_elsewhere(tp, m.member_id)}
+        if m.epoch != self.assignment_epoch:
+            m.previous_epoch, m.epoch = m.epoch, self.assignment_epoch
+        m.state = STABLE if m.assigned == target else UNRELEASED_PARTITIONS
+
+    # ---- time --------------------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        for mid, m in list(self.members.items()):
+            if now_ms - m.last_heartbeat_ms > self.session_timeout_ms:
+                self._remove(mid)  # session expired (also a departed static member not back in time)
+            elif m.state == UNREVOKED_PARTITIONS and now_ms > m.revocation_deadline_ms:
+                self._remove(mid)  # did not revoke within its rebalance timeout: fenced
+
+    # ---- offsets -------------------------------------------------------------------------------------
+    def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
+        if self.dead:
+            return errors.CoordinatorNotAvailable.code
+        if member_epoch < 0 and not member_id:
+            return 0 if not self.members else errors.UnknownMemberId.code
+        m = self.members.get(member_id)
+        if m is None:
+            return errors.UnknownMemberId.code
+        if member_epoch > m.epoch:
+            return errors.FencedMemberEpoch.code
+        if member_epoch < m.epoch:
+            return STALE_MEMBER_EPOCH
+        return 0
+
+    def target_of(self, member_id: str) -> list[TopicPartition]:
+        return sorted(self.target.get(member_id, ()))
+
+
+def owned_from_wire(topic_partitions, name_of: Callable[[object], str | None]) -> list[TopicPartition] | None:
+    """Owned partitions from a heartbeat's TopicPartitions (topic ids) — None stays None."""
+    if topic_partitions is None:
+        return None
+    out = []
+    for tp in topic_partitions:
+        name = name_of(tp.topic_id)
+        if name is not None:
+            out.extend(TopicPartition(name, p) for p in tp.partitions)
+    return out
+
+
+def group_by_topic(tps: Iterable[TopicPartition]) -> Mapping[str, list[int]]:
+    by: dict[str, list[int]] = {}
+    for tp in sorted(tps):
+        by.setdefault(tp.topic, []).append(tp.partition)
+    return by
