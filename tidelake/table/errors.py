@@ -1,0 +1,46 @@
+"""Errors raised by the transactional table. All derive from :class:`TableError`."""
+from __future__ import annotations
+
+
+class TableError(Exception):
+    """Base class of every table error."""
+
+
+class TableNotFound(TableError):
+    """No table (no metadata log) at the given path."""
+
+
+class TableExists(TableError):
+    """Table.create on a path that already holds a table."""
+
+
+class CommitConflict(TableError):
+    """The later of two conflicting jobs fails (MaxCompute's conflict table, SPEC T4).
+
+    ``this_operation`` is the failing job's operation, ``other_operation`` / ``other_version`` the
+    commit it conflicts with, ``rule`` the row of the conflict table that applies.
+    """
+
+    def __init__(self, this_operation: str, read_version: int, other_operation: str,
+                 other_version: int, rule: str):
+        self.this_operation = this_operation
+        self.read_version = read_version
+        self.other_operation = other_operation
+        self.other_version = other_version
+        self.rule = rule
+        super().__init__(
+            f"commit conflict: this {this_operation} (started at version {read_version}) conflicts "
+            f"with {other_operation} committed at version {other_version} ({rule}); "
+            f"re-run the {this_operation} against the new version")
+
+
+class VersionExpired(TableError):
+    """A read of a version/time older than the retention horizon (acid.data.retain.hours)."""
+
+
+class VersionNotFound(TableError):
+    """A version or timestamp outside the table's history (in the future, or before creation)."""
+
+
+class SchemaError(TableError):
+    """Data that does not fit the table schema (missing primary key, null key, bad type)."""

@@ -1,0 +1,237 @@
+"""Data files of a transactional table: bucketing, PK sorting, Parquet read/write, file descriptors.
+
+Layout under the table root::
+
+    data/bucket-00003/delta-L0-<uuid>.parquet   rows written by one commit (one row per key)
+    data/bucket-00003/delta-L1-<uuid>.parquet   clustering output (many commits, every row kept)
+    data/bucket-00003/base-<uuid>.parquet       compaction output (merged state, one row per key)
+
+Every file is plain Parquet (zstd), sorted by the primary key, readable by any Parquet reader.
+Delta files carry ``_op`` (int8: 0 = upsert, 1 = delete). Clustered (L1/L2) delta files also carry
+``_commit_version`` (int64) and ``_commit_time`` (timestamp ms, UTC) per row; an L0 file belongs to
+exactly one commit, whose version and time are in the metadata log (its file entry's
+``min_version``), because the file is written before the commit that publishes it gets a number.
+Base files hold only the user columns.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .errors import SchemaError
+
+OP = "_op"
+COMMIT_VERSION = "_commit_version"
+COMMIT_TIME = "_commit_time"
+OP_UPSERT = 0
+OP_DELETE = 1
+OP_NAMES = {OP_UPSERT: "upsert", OP_DELETE: "delete"}
+SYSTEM_COLUMNS = (OP, COMMIT_VERSION, COMMIT_TIME)
+COMMIT_TIME_TYPE = pa.timestamp("ms", tz="UTC")
+
+
+@dataclass
+class DataFile:
+    """One data file as recorded in the metadata log. JSON-safe via to_dict()/from_dict().
+
+    ``min_version``/``max_version``: commit versions of the rows (an L0 file's are filled in by the
+    commit that publishes it); for a base file both are the snapshot version it holds.
+    ``key_min``/``key_max``: per primary-key column min/max (None where not JSON-representable).
+    """
+    path: str
+    kind: str                      # 'base' | 'delta'
+    bucket: int
+    level: int                     # delta: 0 (written by a data commit), 1, 2 (clustering); base: 0
+    rows: int
+    bytes: int
+    min_version: int | None = None
+    max_version: int | None = None
+    key_min: list | None = None
+    key_max: list | None = None
+    deletes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "DataFile":
+        return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
+
+
+@dataclass(frozen=True)
+class FilePlan:
+    """A file a read would touch (table.plan())."""
+    path: str
+    kind: str
+    bucket: int
+    level: int
+    min_version: int | None
+    max_version: int | None
+    rows: int
+    bytes: int
+
+
+# ---------------------------------------------------------------- bucketing (stable hash of the PK)
+
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    """murmur3's 64-bit finalizer: a stable, well-mixing function of a uint64 array."""
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> np.uint64(33))
+        h = h * _M1
+        h = h ^ (h >> np.uint64(33))
+        h = h * _M2
+        h = h ^ (h >> np.uint64(33))
+    return h
+
+
+def _hash_column(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    t = col.type
+    if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
+        # every integer-like type hashes its value as int64, so int32 5 and int64 5 share a bucket
+        vals = pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        return _fmix64(vals.view(np.uint64))
+    # strings, binary, decimals, floats: pandas' hash_array (SipHash with a fixed key: stable)
+    vals = col.to_pandas() if isinstance(col, (pa.ChunkedArray, pa.Array)) else col
+    arr = vals.to_numpy(dtype=object) if pa.types.is_string(t) or pa.types.is_large_string(t) else vals.to_numpy()
+    return pd.util.hash_array(arr, categorize=False).astype(np.uint64, copy=False)
+
+
+def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int) -> np.ndarray:
+    """Bucket of every row: stable hash of the primary key mod ``bucket_num`` (int32 array)."""
+    h = np.zeros(keys.num_rows, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for name in primary_key:
+            h = _fmix64(h * np.uint64(31) + _hash_column(keys.column(name)))
+    return (h % np.uint64(bucket_num)).astype(np.int32)
+
+
+# ---------------------------------------------------------------- schema conformance
+
+def conform(data: pa.Table, schema: pa.Schema, *, extra: Iterable[pa.Field] = ()) -> pa.Table:
+    """Columns of ``schema`` (+ ``extra``) in order, cast; missing columns become nulls."""
+    fields = list(schema) + list(extra)
+    cols = []
+    for f in fields:
+        if f.name in data.column_names:
+            c = data.column(f.name)
+            cols.append(c if c.type == f.type else pc.cast(c, f.type))
+        else:
+            cols.append(pa.nulls(data.num_rows, f.type))
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def to_arrow(data: Any, schema: pa.Schema | None = None) -> pa.Table:
+    """Accept pa.Table / RecordBatch / pandas DataFrame / list of dicts."""
+    if isinstance(data, pa.Table):
+        return data
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pd.DataFrame):
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if isinstance(data, list):
+        if schema is not None and data and isinstance(data[0], dict):
+            names = set().union(*(d.keys() for d in data))
+            sub = pa.schema([f for f in schema if f.name in names])
+            return pa.Table.from_pylist(data, schema=sub)
+        return pa.Table.from_pylist(data)
+    raise SchemaError(f"unsupported data type {type(data).__name__}: pass a pyarrow Table")
+
+
+def check_keys(data: pa.Table, primary_key: list[str]) -> None:
+    for k in primary_key:
+        if k not in data.column_names:
+            raise SchemaError(f"primary key column {k!r} missing from the data")
+        if data.column(k).null_count:
+            raise SchemaError(f"primary key column {k!r} has nulls")
+
+
+# ---------------------------------------------------------------- dedup (last wins)
+
+def sort_keys(primary_key: list[str], *extra: tuple[str, str]) -> list[tuple[str, str]]:
+    return [(k, "ascending") for k in primary_key] + list(extra)
+
+
+def first_of_each_key(sorted_table: pa.Table, primary_key: list[str]) -> pa.Table:
+    """Rows of a PK-sorted table whose key differs from the previous row's key."""
+    n = sorted_table.num_rows
+    if n <= 1:
+        return sorted_table
+    change = None
+    for k in primary_key:
+        col = sorted_table.column(k)
+        ne = pc.not_equal(col.slice(1), col.slice(0, n - 1))
+        change = ne if change is None else pc.or_(change, ne)
+    mask = pa.concat_arrays([pa.array([True]), pa.concat_arrays(change.chunks) if isinstance(change, pa.ChunkedArray) else change])
+    return sorted_table.filter(mask)
+
+
+def last_wins(data: pa.Table, primary_key: list[str]) -> pa.Table:
+    """One row per key, the last in input order, sorted by the primary key."""
+    if data.num_rows <= 1:
+        return data
+    seq = "__seq"
+    t = data.append_column(seq, pa.array(np.arange(data.num_rows, dtype=np.int64)))
+    t = t.take(pc.sort_indices(t, sort_keys=sort_keys(primary_key, (seq, "descending"))))
+    return first_of_each_key(t, primary_key).drop_columns([seq])
+
+
+# ---------------------------------------------------------------- Parquet I/O
+
+def _json_safe(v: Any) -> Any:
+    return v if isinstance(v, (bool, int, float, str)) or v is None else None
+
+
+def key_range(sorted_table: pa.Table, primary_key: list[str]) -> tuple[list | None, list | None]:
+    """Per-PK-column min/max (as JSON-safe Python values)."""
+    if sorted_table.num_rows == 0:
+        return None, None
+    mins, maxs = [], []
+    for k in primary_key:
+        mm = pc.min_max(sorted_table.column(k))
+        mins.append(_json_safe(mm["min"].as_py()))
+        maxs.append(_json_safe(mm["max"].as_py()))
+    return mins, maxs
+
+
+def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: int,
+                  primary_key: list[str], min_version: int | None = None,
+                  max_version: int | None = None) -> DataFile:
+    """Write a PK-sorted table as one zstd Parquet file under ``data/bucket-NNNNN/``."""
+    name = f"{'base' if kind == 'base' else f'delta-L{level}'}-{uuid.uuid4().hex}.parquet"
+    rel = f"data/bucket-{bucket:05d}/{name}"
+    full = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
+    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, write_statistics=True)
+    kmin, kmax = key_range(table, primary_key)
+    deletes = 0
+    if OP in table.column_names:
+        deletes = int(pc.sum(table.column(OP)).as_py() or 0)  # deletes are 1, upserts 0
+    return DataFile(path=rel, kind=kind, bucket=bucket, level=level, rows=table.num_rows,
+                    bytes=os.path.getsize(full), min_version=min_version, max_version=max_version,
+                    key_min=kmin, key_max=kmax, deletes=deletes)
+
+
+def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None) -> pa.Table:
+    """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest."""
+    full = os.path.join(root, f.path)
+    if columns is not None:
+        present = set(pq.read_schema(full).names)
+        columns = [c for c in columns if c in present]
+    return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False)
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    return schema.empty_table()
