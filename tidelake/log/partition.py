@@ -115,7 +115,8 @@ class PartitionLog:
         self._last_flush_ms = 0
         self._recovery_point = 0
         self._position_cache: dict[int, tuple[Segment, int]] = {}  # next offset -> (segment, position)
-        self._cleaned_up_to = 0  # compaction: closed segments below this base are already clean
+        self._cleaned_up_to = 0  # compaction: closed segments below this offset are already clean
+        self._tombstone_horizon_ms: int | None = None  # compaction: when the next kept tombstone expires
         self.recovery_report: list[str] = []  # what recovery did on open (for logs and tests)
         self.closed = False
 

@@ -130,6 +130,8 @@ class Segment:
         self._index_written = 0  # entries already on disk
         self._time_index_written = 0
         self.unflushed = False
+        if self.size == 0:  # a new segment gets its (empty) index files at once, as in Kafka
+            self.write_indexes()
 
     # ------------------------------------------------------------------ writing
     def append(self, buf, batches: list[tuple[int, int, int, int]], now_ms: int) -> None:
