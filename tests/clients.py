@@ -50,7 +50,7 @@ def sample_records(tag: str, n: int, partitions: int, base_ts: int = 1_600_000_0
     recs = []
     for i in range(n):
         key = None if i % 7 == 3 else f"{tag}-key-{i}".encode()
-        if i % 13 == 6:
+        if i % 13 == 6 and key is not None:  # kafka-python refuses a record with neither key nor value
             value = None
         elif i % 11 == 5:
             value = b""
