@@ -360,7 +360,7 @@ class Broker:
         if spec is None:
             raise FramingError(f"unknown api key {api_key}")
         if not spec.min_version <= api_version <= spec.max_version:
-            return self._unsupported_version_response(spec, api_version, correlation_id)
+            return self._unsupported_version_response(spec, api_version, correlation_id, frame)
         header, body_pos = parse_request_header(frame, self.is_flexible)
         try:
             request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
@@ -386,18 +386,29 @@ class Broker:
             spec.response_cls.flexible_version_q(api_version)
         return encode_response_frame(correlation_id, body, flexible_header=flexible_header)
 
-    def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int) -> bytes:
+    def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
+                                      frame: bytes) -> bytes:
         if spec.api_key == API_VERSIONS_KEY:
             # Clients send their newest ApiVersions first; a v0 answer with UNSUPPORTED_VERSION and our
             # ranges lets Java/librdkafka retry with a version we serve.
             resp = self.api_versions_response(0, error_code=UNSUPPORTED_VERSION)
             return encode_response_frame(correlation_id, resp.encode(version=0), flexible_header=False)
-        version = spec.max_version if api_version > spec.max_version else spec.min_version
-        resp = _top_level_error_response(spec, version, UNSUPPORTED_VERSION)
+        if 0 <= api_version <= spec.request_cls.max_version:
+            # The codec knows this version: answer in it, with UNSUPPORTED_VERSION wherever the response
+            # carries an error code (top level and/or per partition), so the client sees the error.
+            header, body_pos = parse_request_header(frame, self.is_flexible)
+            try:
+                request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+            except Exception as e:
+                raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
+            resp = error_response_for(spec, request, api_version, UNSUPPORTED_VERSION)
+            if resp is not None:
+                return self._encode_response(spec, api_version, correlation_id, resp)
+        resp = _top_level_error_response(spec, spec.max_version, UNSUPPORTED_VERSION)
         if resp is None:
             raise FramingError(f"unsupported {spec.name} version {api_version} "
                                f"(serving {spec.min_version}-{spec.max_version})")
-        return self._encode_response(spec, version, correlation_id, resp)
+        return self._encode_response(spec, spec.max_version, correlation_id, resp)
 
     def api_versions_response(self, version: int, error_code: int = 0):
         from kafka.protocol.metadata import ApiVersionsResponse
@@ -407,6 +418,45 @@ class Broker:
         return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[],
                                    zk_migration_ready=False)
+
+
+def error_response_for(spec: ApiSpec, request, version: int, code: int):
+    """A response to ``request`` with ``code`` on every partition (Produce, Fetch, ListOffsets, Metadata)
+    or at the top level; None when neither applies."""
+    resp_cls = spec.response_cls
+    try:
+        if spec.api_key == 0:  # Produce
+            t_cls = resp_cls.TopicProduceResponse
+            p_cls = t_cls.PartitionProduceResponse
+            return resp_cls(throttle_time_ms=0, responses=[
+                t_cls(name=t.name, topic_id=t.topic_id, partition_responses=[
+                    p_cls(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                          log_start_offset=-1, record_errors=[], error_message=None)
+                    for p in t.partition_data]) for t in request.topic_data])
+        if spec.api_key == 1:  # Fetch
+            t_cls = resp_cls.FetchableTopicResponse
+            p_cls = t_cls.PartitionData
+            return resp_cls(throttle_time_ms=0, error_code=code, session_id=0, responses=[
+                t_cls(topic=t.topic, topic_id=t.topic_id, partitions=[
+                    p_cls(partition_index=p.partition, error_code=code, high_watermark=-1, last_stable_offset=-1,
+                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
+                    for p in t.partitions]) for t in request.topics])
+        if spec.api_key == 2:  # ListOffsets
+            t_cls = resp_cls.ListOffsetsTopicResponse
+            p_cls = t_cls.ListOffsetsPartitionResponse
+            return resp_cls(throttle_time_ms=0, topics=[
+                t_cls(name=t.name, partitions=[
+                    p_cls(partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=-1,
+                          offset=-1, leader_epoch=-1) for p in t.partitions]) for t in request.topics])
+        if spec.api_key == 3:  # Metadata
+            t_cls = resp_cls.MetadataResponseTopic
+            return resp_cls(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, error_code=code,
+                            topics=[t_cls(error_code=code, name=t.name, is_internal=False, partitions=[])
+                                    for t in (request.topics or [])])
+    except Exception:
+        log.exception("cannot build an error response for %s v%d", spec.name, version)
+        return None
+    return _top_level_error_response(spec, version, code)
 
 
 def _top_level_error_response(spec: ApiSpec, version: int, code: int):
