@@ -1,0 +1,128 @@
+"""Log compaction (cleanup.policy=compact): latest value per key, tombstones, never the active segment."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from tidelake.log import LogConfig, LogManager, PartitionLog
+from tidelake.protocol.records import COMPRESSION_ZSTD, Record, build_batch, decode_records
+
+NOW = 1_700_000_000_000
+
+
+def kv(pairs: list[tuple[bytes, bytes | None]], ts: int = NOW, **kw) -> bytes:
+    return build_batch([Record(i, ts, k, v) for i, (k, v) in enumerate(pairs)], **kw)
+
+
+def records(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
+    return [(r.offset, r.key, r.value) for _h, data in log.iter_batches(0) for r in decode_records(data)]
+
+
+def compact_config(**kw) -> LogConfig:
+    return LogConfig(cleanup_policy="compact", segment_bytes=kw.pop("segment_bytes", 400), **kw)
+
+
+def test_latest_value_per_key_with_original_offsets(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", compact_config())
+    expected_latest: dict[bytes, tuple[int, bytes]] = {}
+    for i in range(40):
+        key = b"k%d" % (i % 5)
+        r = log.append(kv([(key, b"v%d" % i)]), now_ms=NOW)
+        expected_latest[key] = (r.base_offset, b"v%d" % i)
+    log.append(kv([(b"k0", b"in-active")]), now_ms=NOW)  # the active segment is never touched
+    active_base = log.active_segment.base_offset
+    before = records(log)
+    stats = log.compact(NOW)
+    assert stats.segments_cleaned > 0 and stats.records_removed > 0
+    assert stats.bytes_after < stats.bytes_before
+    after = records(log)
+    closed = [(o, k, v) for o, k, v in after if o < active_base]
+    # in the closed segments: exactly the latest record per key (among closed ones), offsets unchanged
+    latest_closed: dict[bytes, tuple[int, bytes]] = {}
+    for o, k, v in before:
+        if o < active_base:
+            latest_closed[k] = (o, v)
+    assert sorted(closed) == sorted((o, k, v) for k, (o, v) in latest_closed.items())
+    assert [r for r in after if r[0] >= active_base] == [r for r in before if r[0] >= active_base]
+    assert log.log_end_offset == 41
+    # offsets now have gaps; reads of a removed offset return the next batch
+    gap = next(o for o in range(active_base) if o not in {r[0] for r in closed})
+    data = log.read(gap, 1 << 20).data
+    assert decode_records(data)[0].offset > gap
+    # survives reopen
+    log.close()
+    log = PartitionLog.open(tmp_path / "t-0", compact_config())
+    assert records(log) == after
+    assert log.compact(NOW).segments_cleaned == 0  # nothing new: no work
+    log.close()
+
+
+def test_partially_kept_batches_are_rebuilt_keeping_attributes(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", compact_config(segment_bytes=10_000))
+    log.append(kv([(b"a", b"1"), (b"b", b"1"), (b"c", b"1")], compression=COMPRESSION_ZSTD,
+                  producer_id=3, producer_epoch=0, base_sequence=0), now_ms=NOW)
+    log.append(kv([(b"b", b"2")]), now_ms=NOW)
+    log.roll(NOW)
+    log.compact(NOW)
+    hs = [(h, data) for h, data in log.iter_batches(0)]
+    first, data = hs[0]
+    assert first.compression == COMPRESSION_ZSTD and first.producer_id == 3
+    assert [(r.offset, r.key) for r in decode_records(data)] == [(0, b"a"), (2, b"c")]
+    assert first.base_offset == 0 and first.last_offset_delta == 2
+    assert [(r.offset, r.key, r.value) for r in decode_records(hs[1][1])] == [(3, b"b", b"2")]
+    log.close()
+
+
+def test_tombstones_removed_after_delete_retention(tmp_path: Path):
+    cfg = compact_config(delete_retention_ms=60_000)
+    log = PartitionLog.open(tmp_path / "t-0", cfg)
+    for i in range(10):
+        log.append(kv([(b"k%d" % i, b"value-%d" % i)]), now_ms=NOW)
+    log.append(kv([(b"k3", None), (b"k7", None)]), now_ms=NOW)  # delete two keys
+    log.roll(NOW)
+    log.append(kv([(b"other", b"x")]), now_ms=NOW)
+    now = int(time.time() * 1000)
+    stats = log.compact(now)
+    keys = {k: v for _o, k, v in records(log)}
+    assert b"k3" in keys and keys[b"k3"] is None  # tombstone kept for delete.retention.ms
+    assert stats.tombstones_removed == 0 and stats.records_removed == 2
+    stats = log.compact(now + 60_001)
+    keys = {k: v for _o, k, v in records(log)}
+    assert b"k3" not in keys and b"k7" not in keys and stats.tombstones_removed == 2
+    assert {k for k in keys} == {b"k%d" % i for i in range(10) if i not in (3, 7)} | {b"other"}
+    log.close()
+
+
+def test_min_compaction_lag_and_aborted_transactions(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", compact_config(min_compaction_lag_ms=1000,
+                                                             segment_bytes=10_000))
+    log.append(kv([(b"a", b"1")], ts=NOW), now_ms=NOW)
+    log.append(kv([(b"a", b"aborted")], producer_id=8, producer_epoch=0, base_sequence=0,
+                  transactional=True), now_ms=NOW)
+    log.append_marker(producer_id=8, producer_epoch=0, commit=False, coordinator_epoch=0, now_ms=NOW)
+    log.append(kv([(b"a", b"2")], ts=NOW), now_ms=NOW)
+    log.roll(NOW)
+    log.append(kv([(b"z", b"1")]), now_ms=NOW)
+    assert log.compact(NOW + 10).segments_cleaned == 0  # too young
+    log.compact(NOW + 1001)
+    got = records(log)
+    # the aborted record is gone, the latest committed "a" stays, the ABORT marker is kept
+    assert [(o, k, v) for o, k, v in got if k == b"a"] == [(3, b"a", b"2")]
+    assert any(h.is_control for h, _ in log.iter_batches(0))
+    log.close()
+
+
+def test_maintenance_compacts_compacted_topics_only(tmp_path: Path):
+    mgr = LogManager(tmp_path)
+    compacted = mgr.create("__consumer_offsets", 0, compact_config())
+    plain = mgr.create("plain", 0, LogConfig(segment_bytes=400, retention_ms=-1))
+    for log in (compacted, plain):
+        for i in range(30):
+            log.append(kv([(b"same-key", b"v%d" % i)]), now_ms=NOW)
+    n_plain = len(records(plain))
+    mgr.run_maintenance(NOW)
+    assert len(records(plain)) == n_plain == 30
+    assert len(records(compacted)) < 30
+    mgr.close()
+    assert not [p for p in os.listdir(tmp_path / "__consumer_offsets-0") if p.endswith((".cleaned", ".swap"))]
