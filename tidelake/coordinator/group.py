@@ -493,3 +493,147 @@ class ClassicGroup:
                 g.static_members[mr.group_instance_id] = mr.member_id
         g.state = STABLE if g.members else EMPTY
         return g
+
+
+# =================================================================================================
+# The group coordinator: every group of this broker (classic and KIP-848), their committed offsets,
+# and the records written to __consumer_offsets. Still no network: ``write(partition, records)``
+# appends (key, value) records to a __consumer_offsets partition; ``partitions_of(topic)`` reads
+# topic metadata.
+# =================================================================================================
+
+class GroupCoordinator:
+    def __init__(self, config: GroupConfig, *, write: Callable[[int, list], None],
+                 partitions_of: Callable[[str], int | None]) -> None:
+        from tidelake.coordinator.offsets import OffsetStore
+        self.config = config
+        self.write = write
+        self.partitions_of = partitions_of
+        self.offsets = OffsetStore()  # the attribute the transaction coordinator looks for
+        self.groups: dict[str, object] = {}  # group id -> ClassicGroup | ConsumerGroup
+
+    # ---- loading -----------------------------------------------------------------------------------
+    def load(self, records, now_ms: int) -> int:
+        """Replay (key, value) records of __consumer_offsets (in log order); returns how many."""
+        n = 0
+        for key, value in records:
+            try:
+                self.offsets.apply_record(key, value)
+                n += 1
+            except ValueError:
+                continue  # a record type this coordinator does not know (e.g. KIP-848 records)
+        for group_id, rec in self.offsets.groups.items():
+            if rec.protocol_type or rec.members:
+                self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
+        return n
+
+    def partition_for(self, group_id: str) -> int:
+        from tidelake.coordinator.offsets import partition_for
+        return partition_for(group_id, self.config.offsets_partitions)
+
+    def _persist(self, g: ClassicGroup) -> None:
+        from tidelake.coordinator.offsets import group_metadata_key, group_metadata_value
+        rec = g.to_record()
+        self.write(self.partition_for(g.group_id), [(group_metadata_key(g.group_id), group_metadata_value(rec))])
+        self.offsets.groups[g.group_id] = rec
+
+    # ---- lookup ------------------------------------------------------------------------------------
+    def classic_group(self, group_id: str, *, create: bool, now_ms: int) -> ClassicGroup:
+        g = self.groups.get(group_id)
+        if g is None or getattr(g, "state", None) == DEAD:
+            if not create:
+                raise errors.UnknownMemberId(f"group {group_id} does not exist")
+            g = ClassicGroup(group_id, self.config, now_ms, self._persist)
+            self.groups[group_id] = g
+        if not isinstance(g, ClassicGroup):
+            if g.is_empty():  # an empty consumer group may be taken over by the classic protocol
+                g = ClassicGroup(group_id, self.config, now_ms, self._persist)
+                self.groups[group_id] = g
+            else:
+                raise errors.InconsistentGroupProtocol(f"group {group_id} uses the consumer protocol")
+        return g
+
+    def consumer_group(self, group_id: str, *, create: bool):
+        from tidelake.coordinator.consumer_group import ConsumerGroup
+        g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup) and not g.dead:
+            return g
+        if g is not None and isinstance(g, ClassicGroup) and not g.is_empty() and g.state != DEAD:
+            raise errors.GroupIdNotFound(f"group {group_id} is a classic group with members")
+        if not create:
+            raise errors.UnknownMemberId(f"group {group_id} does not exist")
+        g = ConsumerGroup(group_id, session_timeout_ms=self.config.consumer_session_timeout_ms,
+                          heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+                          assignors=self.config.consumer_assignors, partitions_of=self.partitions_of)
+        self.groups[group_id] = g
+        return g
+
+    def known_group_ids(self) -> set[str]:
+        live = {gid for gid, g in self.groups.items() if getattr(g, "state", None) != DEAD}
+        return live | self.offsets.known_groups()
+
+    def group_state(self, group_id: str) -> tuple[str, str, str]:
+        """(state, protocol type, group type) as ListGroups shows them."""
+        g = self.groups.get(group_id)
+        if g is None:
+            return EMPTY, "consumer" if self.offsets.has_offsets(group_id) else "", "classic"
+        if isinstance(g, ClassicGroup):
+            return g.state, g.protocol_type or "", "classic"
+        return g.state, "consumer", "consumer"
+
+    # ---- offsets -----------------------------------------------------------------------------------
+    def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
+                        now_ms: int) -> int:
+        g = self.groups.get(group_id)
+        if g is None or getattr(g, "state", None) == DEAD:
+            if generation < 0:
+                return NONE  # a standalone commit creates an empty group
+            return errors.IllegalGeneration.code
+        if isinstance(g, ClassicGroup):
+            return g.validate_offset_commit(member_id, instance_id, generation)
+        return g.validate_offset_commit(member_id, generation)
+
+    def commit(self, group_id: str, commits: Sequence[tuple[str, int, object]], now_ms: int) -> None:
+        """Write and apply OffsetCommit records (``commits``: (topic, partition, OffsetAndMetadata|None))."""
+        from tidelake.coordinator.offsets import offset_records
+        records = list(offset_records(group_id, commits))
+        if records:
+            self.write(self.partition_for(group_id), records)
+            for key, value in records:
+                self.offsets.apply_record(key, value)
+        if group_id not in self.groups:
+            self.groups[group_id] = ClassicGroup(group_id, self.config, now_ms, self._persist)
+
+    def subscribed_topics(self, group_id: str) -> set[str] | None:
+        g = self.groups.get(group_id)
+        if g is None:
+            return set()
+        return g.subscribed_topics()
+
+    def delete_group(self, group_id: str) -> int:
+        from tidelake.coordinator.offsets import group_metadata_key
+        g = self.groups.get(group_id)
+        if g is None and not self.offsets.has_offsets(group_id) and group_id not in self.offsets.groups:
+            return errors.GroupIdNotFound.code
+        if g is not None and not g.is_empty():
+            return errors.NonEmptyGroup.code
+        records = [(k, None) for k, _ in self._offset_keys(group_id)]
+        records.append((group_metadata_key(group_id), None))
+        self.write(self.partition_for(group_id), records)
+        self.offsets.delete_group(group_id)
+        if isinstance(g, ClassicGroup):
+            g.state = DEAD
+        elif g is not None:
+            g.dead = True
+        self.groups.pop(group_id, None)
+        return NONE
+
+    def _offset_keys(self, group_id: str):
+        from tidelake.coordinator.offsets import offset_commit_key
+        for (topic, partition) in self.offsets.group_offsets(group_id):
+            yield offset_commit_key(group_id, topic, partition), None
+
+    # ---- time --------------------------------------------------------------------------------------
+    def tick(self, now_ms: int) -> None:
+        for g in list(self.groups.values()):
+            g.tick(now_ms)

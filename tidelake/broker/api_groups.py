@@ -1,0 +1,534 @@
+"""Group coordinator APIs: FindCoordinator, the classic group protocol (JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete), ListGroups,
+DescribeGroups, DeleteGroups, and KIP-848's ConsumerGroupHeartbeat / ConsumerGroupDescribe.
+
+This module only translates between wire messages and ``tidelake.coordinator.group.GroupCoordinator``
+(state machines, no sockets). ``on_start`` creates ``__consumer_offsets`` (50 compacted partitions
+by default), replays it into the coordinator, and starts the clock that expires sessions and
+rebalance timeouts; ``on_stop`` stops that clock.
+
+Single node: this broker is the coordinator of every group and every transactional id.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from kafka.protocol.admin import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+                                  DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse)
+from kafka.protocol.api_message import ApiMessage
+from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
+                                     LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest,
+                                     OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+                                     OffsetFetchRequest, OffsetFetchResponse, SyncGroupRequest, SyncGroupResponse)
+from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
+
+from tidelake import errors
+from tidelake.broker.registry import api
+from tidelake.coordinator.assignors import TopicPartition
+from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
+from tidelake.coordinator.group import ClassicGroup, GroupConfig, GroupCoordinator
+from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
+from tidelake.protocol.records import Record, build_batch
+
+log = logging.getLogger("tidelake.broker.groups")
+
+# Kafka's own message specs for the KIP-848 APIs (kafka-python 3.0.12 has none), loaded the same
+# way kafka-python loads its specs: tidelake/protocol/schemas/<Name>.json.
+_SCHEMAS = "tidelake.protocol.schemas"
+
+
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass
+
+
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
+OFFSET_METADATA_TOO_LARGE = 12
+INVALID_GROUP_ID = 24
+UNSTABLE_OFFSET_COMMIT = 88
+TICK_INTERVAL_S = 0.1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _gc(broker) -> GroupCoordinator:
+    gc = broker.group_coordinator
+    if gc is None:
+        raise errors.CoordinatorNotAvailable("group coordinator not started")
+    return gc
+
+
+# ---------------------------------------------------------------------------------------------
+# lifecycle
+# ---------------------------------------------------------------------------------------------
+async def on_start(broker: Any) -> None:
+    config = GroupConfig.from_properties(broker.config)
+    info = broker.topic(OFFSETS_TOPIC)
+    if info is None:
+        broker.create_topic(OFFSETS_TOPIC, config.offsets_partitions, OFFSETS_TOPIC_CONFIGS, internal=True)
+    else:
+        config.offsets_partitions = info.partitions  # the topic's partition count is what hashing uses
+
+    def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        now = _now_ms()
+        batch = build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)])
+        broker.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
+
+    def partitions_of(topic: str) -> int | None:
+        t = broker.topic(topic)
+        return t.partitions if t is not None else None
+
+    gc = GroupCoordinator(config, write=write, partitions_of=partitions_of)
+    n = 0
+    for p in range(config.offsets_partitions):
+        plog = broker.get_log(OFFSETS_TOPIC, p)
+        if plog is not None:
+            n += gc.load(_committed_records(plog), _now_ms())
+    log.info("group coordinator loaded %d __consumer_offsets records: %d groups", n, len(gc.known_group_ids()))
+    broker.group_coordinator = gc
+    gc._clock_task = asyncio.get_running_loop().create_task(_clock(gc))
+
+
+def _committed_records(plog):
+    """(key, value) of plain and committed-transactional records, skipping control and aborted ones."""
+    try:
+        from tidelake.coordinator.txn_offsets import resolve_transactional_records
+    except ImportError:  # transactions not present: every non-control record is an offset record
+        from tidelake.protocol.records import decode_records
+        for header, data in plog.iter_batches(0):
+            if not header.is_control:
+                for r in decode_records(data, 0, header):
+                    yield r.key, r.value
+        return
+    records, _open = resolve_transactional_records(plog.iter_batches(0))
+    yield from records
+
+
+async def _clock(gc: GroupCoordinator) -> None:
+    while True:
+        await asyncio.sleep(TICK_INTERVAL_S)
+        try:
+            gc.tick(_now_ms())
+        except Exception:
+            log.exception("group coordinator tick failed")
+
+
+async def on_stop(broker: Any) -> None:
+    gc = broker.group_coordinator
+    task = getattr(gc, "_clock_task", None)
+    if task is not None:
+        task.cancel()
+        try:
+            await task
+        except (asyncio.CancelledError, Exception):
+            pass
+    broker.group_coordinator = None
+
+
+# ---------------------------------------------------------------------------------------------
+# FindCoordinator: key type 0 (group) and 1 (transaction); always this broker
+# ---------------------------------------------------------------------------------------------
+@api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
+async def find_coordinator(broker, ctx, req):
+    v = ctx.api_version
+    key_type = req.key_type if v >= 1 else 0
+    code = 0 if key_type in (0, 1) else errors.InvalidRequest.code
+    if v < 4:
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
+                                       node_id=broker.node_id if not code else -1,
+                                       host=broker.advertised_host if not code else "",
+                                       port=broker.advertised_port if not code else -1)
+    C = FindCoordinatorResponse.Coordinator
+    return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
+        C(key=k, node_id=broker.node_id if not code else -1, host=broker.advertised_host if not code else "",
+          port=broker.advertised_port if not code else -1, error_code=code, error_message=None)
+        for k in req.coordinator_keys])
+
+
+# ---------------------------------------------------------------------------------------------
+# classic protocol
+# ---------------------------------------------------------------------------------------------
+@api(JoinGroupRequest, JoinGroupResponse, 0, 9)
+async def join_group(broker, ctx, req):
+    v = ctx.api_version
+    now = _now_ms()
+
+    def fail(code: int, member_id: str = ""):
+        return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
+                                 protocol_name=None if v >= 7 else "", leader="", skip_assignment=False,
+                                 member_id=member_id, members=[])
+    if not req.group_id:
+        return fail(INVALID_GROUP_ID, req.member_id)
+    try:
+        group = _gc(broker).classic_group(req.group_id, create=not req.member_id, now_ms=now)
+    except errors.KafkaApiError as e:
+        return fail(e.code, req.member_id)
+    result = await group.join(
+        member_id=req.member_id, group_instance_id=req.group_instance_id if v >= 5 else None,
+        client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
+        session_timeout_ms=req.session_timeout_ms, rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else -1,
+        protocol_type=req.protocol_type, protocols=[(p.name, p.metadata) for p in req.protocols],
+        require_known_member_id=v >= 4, now_ms=now)
+    if result.error:
+        return fail(result.error, result.member_id)
+    M = JoinGroupResponse.JoinGroupResponseMember
+    return JoinGroupResponse(
+        throttle_time_ms=0, error_code=0, generation_id=result.generation_id, protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if (result.protocol_name is not None or v >= 7) else "",
+        leader=result.leader, skip_assignment=result.skip_assignment, member_id=result.member_id,
+        members=[M(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in result.members])
+
+
+def _classic_or_error(broker, group_id: str) -> ClassicGroup:
+    g = _gc(broker).groups.get(group_id)
+    if g is None:
+        raise errors.UnknownMemberId(f"no group {group_id}")
+    if not isinstance(g, ClassicGroup):
+        raise errors.InconsistentGroupProtocol(f"group {group_id} uses the consumer protocol")
+    return g
+
+
+@api(SyncGroupRequest, SyncGroupResponse, 0, 5)
+async def sync_group(broker, ctx, req):
+    v = ctx.api_version
+    try:
+        group = _classic_or_error(broker, req.group_id)
+    except errors.KafkaApiError as e:
+        return SyncGroupResponse(throttle_time_ms=0, error_code=e.code, protocol_type=None, protocol_name=None,
+                                 assignment=b"")
+    result = await group.sync(
+        member_id=req.member_id, group_instance_id=req.group_instance_id if v >= 3 else None,
+        generation_id=req.generation_id, protocol_type=req.protocol_type if v >= 5 else None,
+        protocol_name=req.protocol_name if v >= 5 else None,
+        assignments={a.member_id: a.assignment for a in (req.assignments or [])}, now_ms=_now_ms())
+    return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
+                             protocol_name=result.protocol_name, assignment=result.assignment)
+
+
+@api(HeartbeatRequest, HeartbeatResponse, 0, 4)
+async def heartbeat(broker, ctx, req):
+    try:
+        group = _classic_or_error(broker, req.group_id)
+        code = group.heartbeat(member_id=req.member_id,
+                               group_instance_id=req.group_instance_id if ctx.api_version >= 3 else None,
+                               generation_id=req.generation_id, now_ms=_now_ms())
+    except errors.KafkaApiError as e:
+        code = e.code
+    return HeartbeatResponse(throttle_time_ms=0, error_code=code)
+
+
+@api(LeaveGroupRequest, LeaveGroupResponse, 0, 5)
+async def leave_group(broker, ctx, req):
+    v = ctx.api_version
+    members = [(req.member_id, None)] if v < 3 else [(m.member_id, m.group_instance_id) for m in req.members]
+    try:
+        group = _classic_or_error(broker, req.group_id)
+        codes = group.leave(members, _now_ms())
+    except errors.KafkaApiError as e:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=e.code, members=[])
+    if v < 3:
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=codes[0], members=[])
+    R = LeaveGroupResponse.MemberResponse
+    return LeaveGroupResponse(throttle_time_ms=0, error_code=0, members=[
+        R(member_id=m, group_instance_id=i, error_code=c) for (m, i), c in zip(members, codes)])
+
+
+# ---------------------------------------------------------------------------------------------
+# offsets
+# ---------------------------------------------------------------------------------------------
+# v10 identifies topics by id (Kafka 4.1); clients negotiate v9, which carries names.
+@api(OffsetCommitRequest, OffsetCommitResponse, 2, 9)
+async def offset_commit(broker, ctx, req):
+    v = ctx.api_version
+    now = _now_ms()
+    gc = None
+    try:
+        gc = _gc(broker)
+        group_code = 0 if req.group_id else INVALID_GROUP_ID
+        if not group_code:
+            group_code = gc.validate_commit(req.group_id, req.member_id or "",
+                                            req.group_instance_id if v >= 7 else None,
+                                            req.generation_id_or_member_epoch, now)
+    except errors.KafkaApiError as e:
+        group_code = e.code
+    per_partition: dict[tuple[str, int], int] = {}
+    commits = []
+    for t in req.topics:
+        info = broker.topic(t.name)
+        for p in t.partitions:
+            key = (t.name, p.partition_index)
+            if group_code:
+                per_partition[key] = group_code
+            elif info is None or not 0 <= p.partition_index < info.partitions:
+                per_partition[key] = errors.UnknownTopicOrPartition.code
+            elif p.committed_metadata is not None and \
+                    len(p.committed_metadata.encode()) > gc.config.offset_metadata_max_bytes:
+                per_partition[key] = OFFSET_METADATA_TOO_LARGE
+            else:
+                per_partition[key] = 0
+                commits.append((t.name, p.partition_index, OffsetAndMetadata(
+                    p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata or "", now)))
+    if commits:
+        try:
+            gc.commit(req.group_id, commits, now)
+        except errors.KafkaApiError as e:
+            for topic, partition, _ in commits:
+                per_partition[(topic, partition)] = e.code
+    T = OffsetCommitResponse.OffsetCommitResponseTopic
+    P = T.OffsetCommitResponsePartition
+    return OffsetCommitResponse(throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=per_partition[(t.name, p.partition_index)])
+                                   for p in t.partitions]) for t in req.topics])
+
+
+def _pending_txn_offsets(broker):
+    txns = getattr(broker, "transactions", None)
+    return getattr(txns, "pending_offsets", None)
+
+
+def _fetch_group_offsets(broker, group_id: str, topics, require_stable: bool,
+                         member_id: str | None = None, member_epoch: int = -1):
+    """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])."""
+    gc = _gc(broker)
+    if member_id is not None and member_epoch >= 0:  # KIP-848 members fetch with their epoch
+        g = gc.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            code = g.validate_offset_commit(member_id, member_epoch)
+            if code:
+                return code, []
+    pending = _pending_txn_offsets(broker) if require_stable else None
+    if topics is None:
+        by_topic: dict[str, list[int]] = {}
+        for (t, p) in sorted(gc.offsets.group_offsets(group_id)):
+            by_topic.setdefault(t, []).append(p)
+        wanted = list(by_topic.items())
+    else:
+        wanted = [(t.name, list(t.partition_indexes)) for t in topics]
+    out = []
+    for topic, partitions in wanted:
+        rows = []
+        for p in partitions:
+            if pending is not None and pending.has_pending(group_id, topic, p):
+                rows.append((p, -1, -1, "", UNSTABLE_OFFSET_COMMIT))
+                continue
+            om = gc.offsets.get(group_id, topic, p)
+            rows.append((p, -1, -1, "", 0) if om is None else (p, om.offset, om.leader_epoch, om.metadata, 0))
+        out.append((topic, rows))
+    return 0, out
+
+
+# v10 identifies topics by id; clients negotiate v9.
+@api(OffsetFetchRequest, OffsetFetchResponse, 1, 9)
+async def offset_fetch(broker, ctx, req):
+    v = ctx.api_version
+    require_stable = bool(req.require_stable) if v >= 7 else False
+    if v < 8:
+        T = OffsetFetchResponse.OffsetFetchResponseTopic
+        P = T.OffsetFetchResponsePartition
+        try:
+            code, rows = _fetch_group_offsets(broker, req.group_id, req.topics, require_stable)
+        except errors.KafkaApiError as e:
+            code, rows = e.code, []
+        return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
+            T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=le, metadata=m,
+                                    error_code=c) for p, o, le, m, c in parts]) for t, parts in rows])
+    G = OffsetFetchResponse.OffsetFetchResponseGroup
+    T = G.OffsetFetchResponseTopics
+    P = T.OffsetFetchResponsePartitions
+    groups = []
+    for g in req.groups:
+        try:
+            code, rows = _fetch_group_offsets(broker, g.group_id, g.topics, require_stable,
+                                              g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+        except errors.KafkaApiError as e:
+            code, rows = e.code, []
+        groups.append(G(group_id=g.group_id, error_code=code, topics=[
+            T(name=t, partitions=[P(partition_index=p, committed_offset=o, committed_leader_epoch=le, metadata=m,
+                                    error_code=c) for p, o, le, m, c in parts]) for t, parts in rows]))
+    return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
+
+
+@api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
+async def offset_delete(broker, ctx, req):
+    T = OffsetDeleteResponse.OffsetDeleteResponseTopic
+    P = T.OffsetDeleteResponsePartition
+    gc = _gc(broker)
+    if req.group_id not in gc.known_group_ids():
+        return OffsetDeleteResponse(error_code=errors.GroupIdNotFound.code, throttle_time_ms=0, topics=[])
+    subscribed = gc.subscribed_topics(req.group_id)
+    now = _now_ms()
+    deletes, codes = [], {}
+    for t in req.topics:
+        for p in t.partitions:
+            if subscribed is None or t.name in subscribed:
+                codes[(t.name, p.partition_index)] = errors.GroupSubscribedToTopic.code
+            else:
+                codes[(t.name, p.partition_index)] = 0
+                if gc.offsets.get(req.group_id, t.name, p.partition_index) is not None:
+                    deletes.append((t.name, p.partition_index, None))
+    if deletes:
+        gc.commit(req.group_id, deletes, now)
+    return OffsetDeleteResponse(error_code=0, throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=codes[(t.name, p.partition_index)])
+                                   for p in t.partitions]) for t in req.topics])
+
+
+# ---------------------------------------------------------------------------------------------
+# group admin
+# ---------------------------------------------------------------------------------------------
+@api(ListGroupsRequest, ListGroupsResponse, 0, 5)
+async def list_groups(broker, ctx, req):
+    v = ctx.api_version
+    gc = _gc(broker)
+    states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
+    types = {s.lower() for s in (req.types_filter or [])} if v >= 5 else set()
+    L = ListGroupsResponse.ListedGroup
+    listed = []
+    for gid in sorted(gc.known_group_ids()):
+        state, protocol_type, group_type = gc.group_state(gid)
+        if (states and state.lower() not in states) or (types and group_type not in types):
+            continue
+        listed.append(L(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=group_type))
+    return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
+
+
+def _consumer_protocol_assignment(tps) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
+    return bytes(ConsumerProtocolAssignment(version=0, assigned_partitions=[
+        ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps) for t, ps in group_by_topic(tps).items()],
+        user_data=None).encode(version=0))
+
+
+def _consumer_protocol_subscription(topics) -> bytes:
+    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+    return bytes(ConsumerProtocolSubscription(version=0, topics=list(topics), user_data=None).encode(version=0))
+
+
+@api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
+async def describe_groups(broker, ctx, req):
+    v = ctx.api_version
+    gc = _gc(broker)
+    D = DescribeGroupsResponse.DescribedGroup
+    M = D.DescribedGroupMember
+    out = []
+    for gid in req.groups:
+        g = gc.groups.get(gid)
+        if g is None:
+            known = gid in gc.known_group_ids()
+            out.append(D(error_code=0 if known or v < 6 else errors.GroupIdNotFound.code, error_message=None,
+                         group_id=gid, group_state="Empty" if known else "Dead", protocol_type="", protocol_data="",
+                         members=[], authorized_operations=None))
+        elif isinstance(g, ClassicGroup):
+            out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
+                         protocol_type=g.protocol_type or "", protocol_data=g.protocol or "",
+                         members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                                    client_host=m.client_host, member_metadata=m.metadata(g.protocol),
+                                    member_assignment=m.assignment) for m in g.members.values()],
+                         authorized_operations=None))
+        else:  # a KIP-848 group, shown in the classic shape so older tools can read it
+            out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
+                         protocol_type="consumer", protocol_data=g.assignor_name,
+                         members=[M(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
+                                    client_host=m.client_host,
+                                    member_metadata=_consumer_protocol_subscription(m.subscribed_topics),
+                                    member_assignment=_consumer_protocol_assignment(m.assigned))
+                                  for m in g.members.values()],
+                         authorized_operations=None))
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
+
+
+@api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
+async def delete_groups(broker, ctx, req):
+    gc = _gc(broker)
+    R = DeleteGroupsResponse.DeletableGroupResult
+    results = []
+    for gid in req.groups_names:
+        try:
+            code = gc.delete_group(gid)
+        except errors.KafkaApiError as e:
+            code = e.code
+        results.append(R(group_id=gid, error_code=code))
+    return DeleteGroupsResponse(throttle_time_ms=0, results=results)
+
+
+# ---------------------------------------------------------------------------------------------
+# KIP-848
+# ---------------------------------------------------------------------------------------------
+def _topic_ids(broker) -> dict:
+    return {info.topic_id: name for name, info in broker.metadata.topics.items()}
+
+
+@api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
+async def consumer_group_heartbeat(broker, ctx, req):
+    R = ConsumerGroupHeartbeatResponse
+    if not req.group_id:
+        return R(throttle_time_ms=0, error_code=INVALID_GROUP_ID, error_message="empty group id",
+                 member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    try:
+        group = _gc(broker).consumer_group(req.group_id, create=req.member_epoch == 0)
+    except errors.KafkaApiError as e:
+        return R(throttle_time_ms=0, error_code=e.code, error_message=str(e), member_id=None, member_epoch=-1,
+                 heartbeat_interval_ms=0, assignment=None)
+    ids = _topic_ids(broker)
+    result = group.heartbeat(
+        member_id=req.member_id, member_epoch=req.member_epoch, instance_id=req.instance_id, rack_id=req.rack_id,
+        rebalance_timeout_ms=req.rebalance_timeout_ms, subscribed_topic_names=req.subscribed_topic_names,
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
+        server_assignor=req.server_assignor, owned=owned_from_wire(req.topic_partitions, ids.get),
+        client_id=ctx.client_id or "", client_host="/" + ctx.client_host, now_ms=_now_ms())
+    if result.error:
+        return R(throttle_time_ms=0, error_code=result.error, error_message=result.error_message, member_id=None,
+                 member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
+    assignment = None
+    if result.assignment is not None:
+        name_to_id = {name: tid for tid, name in ids.items()}
+        assignment = R.Assignment(topic_partitions=[
+            R.Assignment.TopicPartitions(topic_id=name_to_id[t], partitions=ps)
+            for t, ps in group_by_topic(result.assignment).items() if t in name_to_id])
+    return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=result.member_id,
+             member_epoch=result.member_epoch, heartbeat_interval_ms=result.heartbeat_interval_ms,
+             assignment=assignment)
+
+
+@api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1)
+async def consumer_group_describe(broker, ctx, req):
+    R = ConsumerGroupDescribeResponse
+    D = R.DescribedGroup
+    M = D.Member
+    A = M.Assignment
+    TP = A.TopicPartitions
+    gc = _gc(broker)
+    name_to_id = {name: info.topic_id for name, info in broker.metadata.topics.items()}
+
+    def assignment(tps) -> Any:
+        return A(topic_partitions=[TP(topic_id=name_to_id.get(t), topic_name=t, partitions=ps)
+                                   for t, ps in group_by_topic(tps).items() if t in name_to_id])
+    out = []
+    for gid in req.group_ids:
+        g = gc.groups.get(gid)
+        if not isinstance(g, ConsumerGroup) or g.dead:
+            out.append(D(error_code=errors.GroupIdNotFound.code, error_message=f"Group {gid} not found.",
+                         group_id=gid, group_state="Dead", group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                         members=[], authorized_operations=-2147483648))
+            continue
+        out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state, group_epoch=g.group_epoch,
+                     assignment_epoch=g.assignment_epoch, assignor_name=g.assignor_name,
+                     members=[M(member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id,
+                                member_epoch=m.epoch, client_id=m.client_id, client_host=m.client_host,
+                                subscribed_topic_names=list(m.subscribed_topics),
+                                subscribed_topic_regex=m.subscribed_regex,
+                                assignment=assignment(m.assigned),
+                                target_assignment=assignment(g.target_of(m.member_id)), member_type=1)
+                              for m in g.members.values()],
+                     authorized_operations=-2147483648))
+    return R(throttle_time_ms=0, groups=out)
+
+
+__all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
+           "ConsumerGroupDescribeResponse", "TopicPartition", "on_start", "on_stop"]
