@@ -266,7 +266,7 @@ class BrokerConfig:
         if name in self.static:
             return self.static[name], SOURCE_STATIC_BROKER
         defn = BROKER_CONFIGS.get(name)
-        if defn is not None and defn.default is not None:
+        if defn is not None:  # Kafka lists unset configs (e.g. log.retention.ms) as null defaults
             return defn.default, SOURCE_DEFAULT
         return None, SOURCE_UNKNOWN
 
