@@ -258,6 +258,24 @@ async def add_offsets_to_txn(broker, ctx, req):
     return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
 
 
+def _check_group_member(broker: Any, req, version: int) -> None:
+    """KIP-447: a TxnOffsetCommit carrying the consumer's group metadata (v3+) is fenced like an
+    OffsetCommit of that member; without it (generation -1, no member id) it is accepted."""
+    if version < 3 or (req.generation_id < 0 and not req.member_id):
+        return
+    gc = broker.group_coordinator
+    group = getattr(gc, "groups", {}).get(req.group_id) if gc is not None else None
+    if group is None:
+        return
+    from tidelake.coordinator.consumer_group import ConsumerGroup
+    if isinstance(group, ConsumerGroup):  # KIP-848 group: the generation is the member epoch
+        code = group.validate_offset_commit(req.member_id, req.generation_id)
+    else:
+        code = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id)
+    if code:
+        raise errors.KafkaApiError(f"TxnOffsetCommit from {req.member_id!r} gen {req.generation_id}", code=code)
+
+
 @api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5)
 async def txn_offset_commit(broker, ctx, req):
     from tidelake.coordinator.offsets import OffsetAndMetadata, offset_records
@@ -267,9 +285,9 @@ async def txn_offset_commit(broker, ctx, req):
     try:
         txns = _txns(broker)
         # The group's partition must be in this producer's open transaction (AddOffsetsToTxn first).
-        # TODO(groups): generation/member checks (KIP-447) need the group coordinator's validation API.
         txns.coordinator.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
                                                  req.group_id)
+        _check_group_member(broker, req, ctx.api_version)
         _, partition = txns.coordinator.offsets_partition_for(req.group_id)
         commits = [(t.name, p.partition_index,
                     OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
