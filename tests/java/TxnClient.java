@@ -207,8 +207,7 @@ public class TxnClient {
                 fresh.initTransactions();  // bumps the epoch: the zombie is fenced, its txn aborted
                 String outcome = "not_fenced";
                 try {
-                    zombie.send(new ProducerRecord<>(topic, 0, "z", "zombie-late"));
-                    zombie.commitTransaction();
+                    zombie.commitTransaction();  // EndTxn with the old epoch
                 } catch (Exception e) {
                     Throwable t = e;
                     while (t.getCause() != null && !(t instanceof org.apache.kafka.common.errors.ProducerFencedException)
