@@ -301,6 +301,20 @@ def test_truncate_to(tmp_path: Path):
     assert text == "0\n1\n0 0\n"
 
 
+def test_truncate_into_the_batch_holding_the_log_start(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log.append(batch(2), now_ms=NOW)  # 0, 1
+    log.append(batch(4), now_ms=NOW)  # 2..5
+    log.delete_records_before(3)
+    log.truncate_to(4)  # the batch 2..5 holds the log start: the log becomes empty at 3
+    assert (log.log_start_offset, log.log_end_offset) == (3, 3)
+    assert log.read(3, 100).data == b""
+    assert log.append(batch(1), now_ms=NOW).base_offset == 3
+    log.truncate_to(1)  # below the log start: empty, starting at 1
+    assert (log.log_start_offset, log.log_end_offset) == (1, 1)
+    log.close()
+
+
 def test_log_manager(tmp_path: Path):
     mgr = LogManager(tmp_path)
     mgr.load()

@@ -692,6 +692,9 @@ class PartitionLog:
             if offset >= self.log_end_offset:
                 return
             self._position_cache.clear()
+            cut = self.locate(offset) if offset > self.log_start_offset else None
+            if cut is not None and cut.batch_base_offset <= self.log_start_offset:
+                offset = self.log_start_offset  # the batch holding the log start goes: empty log there
             if offset <= self.log_start_offset:
                 # nothing below the truncation point survives: start over empty at ``offset``
                 for seg in list(self.segments):
