@@ -14,6 +14,7 @@ import click
 from tidelake.cli._kafka import bootstrap_option, client_config, err, kafka_error_message, parse_pairs, stdout_bytes
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+GROUP_JOIN_TIMEOUT_S = 60.0  # with --timeout-ms: give up if the group never assigns partitions
 
 
 @click.command()
@@ -94,7 +95,8 @@ def _parse_offset(value: str | None) -> int | None:
 @click.option("--max-messages", type=click.IntRange(min=1), default=None, help="Exit after this many records.")
 @click.option("--group", default=None, help="Consume as a member of this consumer group, committing offsets.")
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=None,
-              help="Exit when no record arrives for this long (default: wait forever).")
+              help="Exit when no record arrives for this long once partitions are assigned "
+                   "(default: wait forever).")
 @click.option("--print-key", is_flag=True, help="Print the key before the value.")
 @click.option("--print-partition", is_flag=True, help="Print Partition:P before the value.")
 @click.option("--print-offset", is_flag=True, help="Print Offset:O before the value.")
@@ -127,8 +129,9 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | N
     sep = separator.encode()
     count = 0
     try:
+        assigned_at: list[float] = []  # when the partitions were assigned; --timeout-ms counts from then
         if group is not None:
-            consumer.subscribe([topic])
+            consumer.subscribe([topic], on_assign=lambda _c, _parts: assigned_at.append(time.monotonic()))
         else:
             if partition is not None:
                 partitions = [partition]
@@ -139,13 +142,20 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | N
                     raise click.ClickException(f"cannot consume {topic}: {tmd.error if tmd else 'unknown topic'}")
                 partitions = sorted(tmd.partitions)
             consumer.assign([TopicPartition(topic, p, start) for p in partitions])
+            assigned_at.append(time.monotonic())
 
-        last_record = time.monotonic()
+        started = time.monotonic()
+        last_record: float | None = None
         while max_messages is None or count < max_messages:
             msg = consumer.poll(0.2)
             if msg is None:
-                if timeout_ms is not None and (time.monotonic() - last_record) * 1000 >= timeout_ms:
-                    break
+                if timeout_ms is not None:
+                    since = last_record or (assigned_at[0] if assigned_at else None)
+                    if since is not None and (time.monotonic() - since) * 1000 >= timeout_ms:
+                        break
+                    if since is None and time.monotonic() - started > GROUP_JOIN_TIMEOUT_S + timeout_ms / 1000:
+                        raise click.ClickException(f"no partitions of {topic} assigned to group {group} "
+                                                   f"within {GROUP_JOIN_TIMEOUT_S:.0f}s")
                 continue
             if msg.error():
                 if msg.error().code() == KafkaError._PARTITION_EOF:
