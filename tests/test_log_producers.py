@@ -137,6 +137,9 @@ def test_transactions_lso_and_aborted_index(tmp_path: Path):
     assert log.aborted_transactions(0, 9) == [(200, 4)]
     assert log.aborted_transactions(0, 4) == []   # the txn starts at 4
     assert log.aborted_transactions(9, 20) == []  # ended at 8
+    described = {p["producer_id"]: p for p in log.producer_state.describe()}
+    assert described[100]["current_txn_start_offset"] == -1 and described[100]["last_sequence"] == 2
+    assert described[200]["coordinator_epoch"] == 1
     raw = (d / f"{0:020d}.txnindex").read_bytes()
     assert struct.unpack(">hqqqq", raw) == (0, 200, 4, 8, 9)
     # a stale coordinator or an old producer epoch cannot write markers

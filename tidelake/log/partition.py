@@ -277,13 +277,19 @@ class PartitionLog:
                leader_epoch: int = 0) -> AppendResult:
         """Append a Produce request's ``records`` (one or more client RecordBatch v2).
 
+        ``data`` given as a bytearray or writable memoryview is patched in place (base offsets, leader
+        epoch, LogAppendTime) only after every batch validated; other types are copied first.
+
         All-or-nothing. Raises CorruptMessage (bad CRC / magic / truncation / inconsistent counts),
         MessageTooLarge (a batch over max.message.bytes), InvalidProducerEpoch and
         OutOfOrderSequenceNumber. A retried duplicate batch is not written: the result carries the
         original offsets and ``duplicate=True``."""
         if now_ms is None:
             now_ms = self.clock_ms()
-        buf = bytearray(data)
+        if isinstance(data, bytearray) or (isinstance(data, memoryview) and not data.readonly):
+            buf = data  # patched in place (offsets, leader epoch): saves a copy of the request
+        else:
+            buf = bytearray(data)
         n = len(buf)
         if n == 0:
             raise CorruptMessage("empty record set")

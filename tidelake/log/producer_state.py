@@ -175,6 +175,14 @@ class ProducerStateManager:
         self.ongoing.pop(first, None)
         return CompletedTxn(producer_id, first, marker_offset, is_abort)
 
+    def describe(self) -> list[dict]:
+        """Active producers for DescribeProducers."""
+        return [{"producer_id": e.producer_id, "producer_epoch": e.epoch, "last_sequence": e.last_seq,
+                 "last_timestamp": e.last_timestamp, "coordinator_epoch": e.coordinator_epoch,
+                 "current_txn_start_offset": -1 if e.current_txn_first_offset is None
+                 else e.current_txn_first_offset}
+                for e in self.producers.values()]
+
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest open transaction (bounds the LSO)."""
         return next(iter(self.ongoing), None)
