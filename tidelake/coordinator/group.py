@@ -523,8 +523,7 @@ class GroupCoordinator:
             except ValueError:
                 continue  # a record type this coordinator does not know (e.g. KIP-848 records)
         for group_id, rec in self.offsets.groups.items():
-            if rec.protocol_type or rec.members:
-                self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
+            self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
         return n
 
     def partition_for(self, group_id: str) -> int:

@@ -1,0 +1,270 @@
+"""Consumer groups with every client: librdkafka (range, roundrobin, cooperative-sticky and the
+KIP-848 protocol), kafka-python, aiokafka, and the Java client (classic and KIP-848). Each group
+splits the partitions between its members, commits, and a later member resumes exactly after the
+committed offsets. A broker restart keeps committed offsets and the classic group's generation."""
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from conftest import java_classpath
+from tidelake.broker.embedded import EmbeddedBroker
+
+PARTITIONS = 4
+CONFIG = {"group.min.session.timeout.ms": "1000", "group.consumer.heartbeat.interval.ms": "300"}
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "data", config=CONFIG) as b:
+        yield b
+
+
+def create_topic(bs: str, topic: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(15)
+
+
+def produce(bs: str, topic: str, tag: str, n: int) -> set[bytes]:
+    p = Producer({"bootstrap.servers": bs})
+    values = {f"{tag}-{i}".encode() for i in range(n)}
+    for i, v in enumerate(sorted(values)):
+        p.produce(topic, value=v, partition=i % PARTITIONS)
+    assert p.flush(15) == 0
+    return values
+
+
+def confluent_consumer(bs: str, group: str, **extra) -> Consumer:
+    conf = {"bootstrap.servers": bs, "group.id": group, "auto.offset.reset": "earliest",
+            "enable.auto.commit": False, "heartbeat.interval.ms": 300, "session.timeout.ms": 6000}
+    conf.update(extra)
+    if conf.get("group.protocol") == "consumer":  # KIP-848: the broker owns these
+        for k in ("heartbeat.interval.ms", "session.timeout.ms", "partition.assignment.strategy"):
+            conf.pop(k, None)
+    return Consumer(conf)
+
+
+def partitions_of(c: Consumer) -> list[int]:
+    return sorted(tp.partition for tp in c.assignment())
+
+
+CONFLUENT_VARIANTS = {
+    "range": {"partition.assignment.strategy": "range"},
+    "roundrobin": {"partition.assignment.strategy": "roundrobin"},
+    "cooperative-sticky": {"partition.assignment.strategy": "cooperative-sticky"},
+    "consumer-uniform": {"group.protocol": "consumer", "group.remote.assignor": "uniform"},
+    "consumer-range": {"group.protocol": "consumer", "group.remote.assignor": "range"},
+}
+
+
+@pytest.mark.parametrize("variant", sorted(CONFLUENT_VARIANTS))
+def test_confluent_two_members_split_commit_and_resume(broker, variant):
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    extra = CONFLUENT_VARIANTS[variant]
+    first = produce(bs, "t", "first", 40)
+    members = [confluent_consumer(bs, "g", **extra), confluent_consumer(bs, "g", **extra)]
+    got: dict[int, list[bytes]] = {0: [], 1: []}
+    try:
+        for c in members:
+            c.subscribe(["t"])
+        deadline = time.monotonic() + 60
+        split = False
+        while time.monotonic() < deadline:
+            for i, c in enumerate(members):
+                m = c.poll(0.05)
+                if m is not None and m.error() is None:
+                    got[i].append(m.value())
+            a, b = partitions_of(members[0]), partitions_of(members[1])
+            split = split or (bool(a) and bool(b) and sorted(a + b) == list(range(PARTITIONS)))
+            if split and set(got[0]) | set(got[1]) == first:
+                break
+        assert split, f"members never split the partitions: {partitions_of(members[0])} {partitions_of(members[1])}"
+        assert set(got[0]) | set(got[1]) == first
+        assert not set(partitions_of(members[0])) & set(partitions_of(members[1]))
+        for c in members:
+            c.commit(asynchronous=False)
+    finally:
+        for c in members:
+            c.close()
+    second = produce(bs, "t", "second", 12)
+    resumed = confluent_consumer(bs, "g", **extra)
+    resumed.subscribe(["t"])
+    seen: list[bytes] = []
+    try:
+        deadline = time.monotonic() + 60
+        while set(seen) != second and time.monotonic() < deadline:
+            m = resumed.poll(0.1)
+            if m is not None and m.error() is None:
+                seen.append(m.value())
+        assert sorted(seen) == sorted(second)  # nothing before the committed offsets, nothing twice
+    finally:
+        resumed.close()
+
+
+def test_kafka_python_group_commit_and_resume(broker):
+    from kafka import KafkaConsumer
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    first = produce(bs, "t", "first", 20)
+
+    def consume_until(want: set[bytes]) -> list[bytes]:
+        c = KafkaConsumer("t", bootstrap_servers=bs, group_id="kp", auto_offset_reset="earliest",
+                          enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while set(seen) != want and time.monotonic() < deadline:
+                for recs in c.poll(timeout_ms=200).values():
+                    seen.extend(r.value for r in recs)
+            assert sorted(c.assignment(), key=lambda tp: tp.partition)
+            c.commit()
+        finally:
+            c.close()
+        return seen
+
+    assert sorted(consume_until(first)) == sorted(first)
+    second = produce(bs, "t", "second", 8)
+    assert sorted(consume_until(second)) == sorted(second)
+    gc = broker.broker.group_coordinator
+    assert sum(om.offset for om in gc.offsets.group_offsets("kp").values()) == 28
+
+
+def test_aiokafka_group_commit_and_resume(broker):
+    from aiokafka import AIOKafkaConsumer
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    first = produce(bs, "t", "first", 20)
+
+    async def consume_until(want: set[bytes]) -> list[bytes]:
+        c = AIOKafkaConsumer("t", bootstrap_servers=bs, group_id="aio", auto_offset_reset="earliest",
+                             enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=500)
+        await c.start()
+        seen: list[bytes] = []
+        try:
+            deadline = time.monotonic() + 60
+            while set(seen) != want and time.monotonic() < deadline:
+                for recs in (await c.getmany(timeout_ms=200)).values():
+                    seen.extend(r.value for r in recs)
+            await c.commit()
+        finally:
+            await c.stop()
+        return seen
+
+    assert sorted(asyncio.run(consume_until(first))) == sorted(first)
+    second = produce(bs, "t", "second", 8)
+    assert sorted(asyncio.run(consume_until(second))) == sorted(second)
+
+
+JAVA_SOURCE = r"""
+import org.apache.kafka.clients.consumer.*;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import java.time.Duration;
+import java.util.*;
+
+public class GroupConsumer {
+  // args: bootstrap group protocol(classic|consumer) topic want [remoteAssignor]
+  public static void main(String[] a) {
+    Properties p = new Properties();
+    p.put("bootstrap.servers", a[0]);
+    p.put("group.id", a[1]);
+    p.put("group.protocol", a[2]);
+    p.put("key.deserializer", StringDeserializer.class.getName());
+    p.put("value.deserializer", StringDeserializer.class.getName());
+    p.put("auto.offset.reset", "earliest");
+    p.put("enable.auto.commit", "false");
+    if (a[2].equals("classic")) {
+      p.put("session.timeout.ms", "6000");
+      p.put("heartbeat.interval.ms", "500");
+    } else if (a.length > 5) {
+      p.put("group.remote.assignor", a[5]);
+    }
+    int want = Integer.parseInt(a[4]);
+    try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
+      c.subscribe(List.of(a[3]));
+      List<String> got = new ArrayList<>();
+      long deadline = System.currentTimeMillis() + 60000;
+      while (got.size() < want && System.currentTimeMillis() < deadline) {
+        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) got.add(r.value());
+      }
+      c.commitSync();
+      System.out.println("ASSIGNED " + c.assignment().size());
+      for (String v : got) System.out.println("VALUE " + v);
+    }
+  }
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def java_classes(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("java")
+    (out / "GroupConsumer.java").write_text(JAVA_SOURCE)
+    subprocess.run(["javac", "-nowarn", "-cp", java_classpath(), "-d", str(out), str(out / "GroupConsumer.java")],
+                   check=True, timeout=300, capture_output=True)
+    return out
+
+
+def run_java(classes: Path, *args: str) -> list[bytes]:
+    import os
+    proc = subprocess.run(["java", "-cp", os.pathsep.join([str(classes), java_classpath()]), "GroupConsumer", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"ASSIGNED {PARTITIONS}" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return [line[6:].encode() for line in proc.stdout.splitlines() if line.startswith("VALUE ")]
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_java_group_commit_and_resume(broker, java_classes, protocol):
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    first = produce(bs, "t", "first", 20)
+    assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "20", "range")) == sorted(first)
+    second = produce(bs, "t", "second", 8)
+    assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "8", "range")) == sorted(second)
+    group = broker.broker.group_coordinator.groups["jg"]
+    assert group.protocol_kind == protocol
+
+
+def test_restart_keeps_offsets_and_group(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, config=CONFIG) as b:
+        bs = b.bootstrap_servers
+        create_topic(bs, "t")
+        produce(bs, "t", "first", 20)
+        c = confluent_consumer(bs, "rg", **{"partition.assignment.strategy": "range"})
+        c.subscribe(["t"])
+        seen = 0
+        deadline = time.monotonic() + 60
+        while seen < 20 and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            seen += m is not None and m.error() is None
+        c.commit(asynchronous=False)
+        committed = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=10)}
+        generation = b.broker.group_coordinator.groups["rg"].generation
+        c.close()
+    assert sum(committed.values()) == 20
+    with EmbeddedBroker(data, config=CONFIG) as b:
+        gc = b.broker.group_coordinator
+        assert {p: om.offset for (t, p), om in gc.offsets.group_offsets("rg").items()} == committed
+        # the group came back Empty (its last member left) with the generation it had reached
+        assert gc.groups["rg"].state == "Empty" and gc.groups["rg"].generation == generation + 1
+        bs = b.bootstrap_servers
+        produce(bs, "t", "second", 4)
+        c = confluent_consumer(bs, "rg", **{"partition.assignment.strategy": "range"})
+        c.subscribe(["t"])
+        values = []
+        deadline = time.monotonic() + 60
+        while len(values) < 4 and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                values.append(m.value())
+        c.close()
+        assert sorted(values) == [b"second-0", b"second-1", b"second-2", b"second-3"]
