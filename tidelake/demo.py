@@ -56,6 +56,7 @@ def run_broker_demo(data_dir: Path, records: int = 5000, partitions: int = 3) ->
         consume_s = time.perf_counter() - t0
         marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10) for p in range(partitions)}
         consumer.close()
+        del producer, admin  # release librdkafka handles before the broker stops (no reconnect noise)
 
     table = RichTable(title=f"topic {topic}")
     for col in ("partition", "records consumed", "log start", "high watermark"):
