@@ -1,0 +1,230 @@
+"""Bad input on the request path (issue 2 item 8): malformed frames, lying sizes, unknown API keys and
+versions, truncated record batches, bad CRCs, oversize requests. The broker must answer with the
+right error or close only that connection — and another client keeps producing and consuming
+during and after, which a background client checks the whole time."""
+from __future__ import annotations
+
+import importlib
+import socket
+import struct
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+from kafka.protocol.consumer import FetchRequest as FR
+from kafka.protocol.metadata import ApiVersionsRequest
+from kafka.protocol.producer import ProduceRequest as PR
+
+from tidelake.broker import EmbeddedBroker
+from tidelake.broker.registry import REGISTRY
+from tidelake.broker.server import API_MODULES
+from tidelake.protocol.framing import encode_request_frame, split_response_frame
+from tidelake.protocol.records import Record, build_batch
+from tidelake.protocol.wire_client import WireClient
+
+# Register every API module's handlers now, so the strategies below see the full registry.
+for _name in API_MODULES:
+    try:
+        importlib.import_module(_name)
+    except ModuleNotFoundError as _e:
+        if _e.name != _name:
+            raise
+
+MAX_REQUEST = 64 * 1024
+FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+class SteadyClient(threading.Thread):
+    """Produces one record and reads it back, over and over, on its own connection."""
+
+    def __init__(self, bootstrap: str):
+        super().__init__(daemon=True)
+        self.bootstrap = bootstrap
+        self.stop_event = threading.Event()
+        self.round_trips = 0
+        self.failures: list[str] = []
+
+    def run(self) -> None:
+        try:
+            with WireClient.connect(self.bootstrap) as c:
+                expected = 0
+                while not self.stop_event.is_set():
+                    value = b"steady-%d" % expected
+                    r = c.request(produce("steady", 0, build_batch([Record(0, 1, None, value)])), 9)
+                    p = r.responses[0].partition_responses[0]
+                    if (p.error_code, p.base_offset) != (0, expected):
+                        self.failures.append(f"produce -> {p.error_code} at {p.base_offset}, expected {expected}")
+                        return
+                    f = c.request(fetch("steady", expected), 11).responses[0].partitions[0]
+                    if f.error_code != 0 or value not in bytes(f.records):
+                        self.failures.append(f"fetch at {expected} -> {f.error_code}")
+                        return
+                    expected += 1
+                    self.round_trips += 1
+                    time.sleep(0.005)
+        except Exception as e:  # noqa: BLE001 - any failure of the steady client is the finding
+            self.failures.append(repr(e))
+
+
+def produce(topic, partition, records, acks=1):
+    return PR(transactional_id=None, acks=acks, timeout_ms=5000, topic_data=[PR.TopicProduceData(
+        name=topic, partition_data=[PR.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
+
+
+def fetch(topic, offset):
+    return FR(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
+              session_epoch=-1, topics=[FR.FetchTopic(topic=topic, partitions=[FR.FetchTopic.FetchPartition(
+                  partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
+                  log_start_offset=-1)])], forgotten_topics_data=[], rack_id="")
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    with EmbeddedBroker(tmp_path_factory.mktemp("fuzz"),
+                        config={"socket.request.max.bytes": str(MAX_REQUEST)}) as b:
+        b.run(b.broker.create_topic, "steady", 1, {})
+        b.run(b.broker.create_topic, "fuzz", 1, {})
+        steady = SteadyClient(b.bootstrap_servers)
+        steady.start()
+        yield b
+        steady.stop_event.set()
+        steady.join(30)
+        assert not steady.failures, steady.failures
+        assert steady.round_trips > 0
+        # and after all the abuse, a fresh client still works
+        with WireClient.connect(b.bootstrap_servers) as c:
+            assert c.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+def exchange(broker, raw: bytes, *, half_close: bool = True, timeout: float = 15.0) -> tuple[list[bytes], bool]:
+    """Send ``raw``; read response frames until the broker closes (or, without half-close, until one
+    frame arrived). Returns (frames, closed_by_broker). A hang fails the test via the timeout."""
+    s = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
+    frames: list[bytes] = []
+    buf = b""
+    try:
+        try:
+            s.sendall(raw)
+        except (BrokenPipeError, ConnectionResetError):
+            return frames, True  # closed while we were still sending (e.g. oversize)
+        if half_close:
+            s.shutdown(socket.SHUT_WR)
+        while True:
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                return frames, True
+            except socket.timeout:
+                raise AssertionError("broker neither answered nor closed the connection (hang)")
+            if not chunk:
+                return frames, True
+            buf += chunk
+            while len(buf) >= 4 and len(buf) - 4 >= struct.unpack(">i", buf[:4])[0]:
+                n = struct.unpack(">i", buf[:4])[0]
+                frames.append(buf[4:4 + n])
+                buf = buf[4 + n:]
+            if frames and not half_close:
+                return frames, False
+    finally:
+        s.close()
+
+
+def assert_alive(broker):
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        assert c.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+@FUZZ
+@given(st.binary(max_size=2000))
+def test_random_bytes(broker, raw):
+    frames, closed = exchange(broker, raw)
+    assert closed  # EOF after garbage: the broker closes; whatever it answered were whole frames
+    for f in frames:
+        assert len(f) >= 4
+    assert_alive(broker)
+
+
+@FUZZ
+@given(st.integers(-2**31, 2**31 - 1), st.binary(min_size=0, max_size=200))
+def test_lying_size_prefix(broker, size, body):
+    raw = struct.pack(">i", size) + body
+    frames, closed = exchange(broker, raw)
+    assert closed
+    if size < 0 or size > MAX_REQUEST or size > len(body):
+        assert frames == []  # negative, oversize or never-completed frames are never answered
+    assert_alive(broker)
+
+
+@FUZZ
+@given(st.integers(-32768, 32767).filter(lambda k: k not in REGISTRY), st.integers(-32768, 32767),
+       st.binary(max_size=100))
+def test_unknown_api_key_closes_connection(broker, api_key, version, body):
+    frames, closed = exchange(broker, encode_request_frame(api_key, version, 7, body, "fuzz"), half_close=False)
+    assert closed and frames == []
+    assert_alive(broker)
+
+
+@FUZZ
+@given(st.sampled_from(sorted(REGISTRY)), st.integers(-32768, 32767), st.binary(max_size=300))
+def test_any_version_of_known_api_answers_or_closes(broker, api_key, version, body):
+    spec = REGISTRY[api_key]
+    flexible = version >= 0 and spec.request_cls.flexible_version_q(version)
+    frame = encode_request_frame(api_key, version, 99, body, "fuzz", flexible_header=flexible)
+    frames, closed = exchange(broker, frame, half_close=False)
+    if frames:
+        cid, _ = split_response_frame(frames[0], flexible_header=False)
+        assert cid == 99
+        if not spec.min_version <= version <= spec.max_version and api_key == 18:
+            from kafka.protocol.metadata import ApiVersionsResponse
+            r = ApiVersionsResponse.decode(frames[0][4:], version=0)
+            assert r.error_code == 35
+    else:
+        assert closed
+    assert_alive(broker)
+
+
+@FUZZ
+@given(st.data())
+def test_truncated_and_corrupted_batches_get_corrupt_message(broker, data):
+    values = data.draw(st.lists(st.binary(max_size=50), min_size=1, max_size=5))
+    good = bytearray(build_batch([Record(i, 1000 + i, None, v) for i, v in enumerate(values)],
+                                 compression=data.draw(st.sampled_from([0, 1, 2, 3, 4]))))
+    mode = data.draw(st.sampled_from(["truncate", "flip", "length"]))
+    if mode == "truncate":
+        bad = bytes(good[:data.draw(st.integers(1, len(good) - 1))])
+    elif mode == "flip":
+        pos = data.draw(st.integers(17, len(good) - 1))  # CRC field or anything it covers
+        good[pos] ^= data.draw(st.integers(1, 255))
+        bad = bytes(good)
+    else:
+        struct.pack_into(">i", good, 8, data.draw(st.integers(-100, 100_000).filter(lambda n: n != len(good) - 12)))
+        bad = bytes(good)
+    plog = broker.broker.logs.get("fuzz", 0)
+    end_before = plog.log_end_offset
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        r = c.request(produce("fuzz", 0, bad), 9)
+        code = r.responses[0].partition_responses[0].error_code
+        assert code in (2, 87), code  # CORRUPT_MESSAGE (or INVALID_RECORD)
+        assert plog.log_end_offset == end_before  # nothing of it was stored
+        # the same connection is still usable
+        ok = c.request(produce("fuzz", 0, build_batch([Record(0, 1, None, b"ok")])), 9)
+        assert ok.responses[0].partition_responses[0].error_code == 0
+
+
+def test_oversize_request_closes_only_that_connection(broker):
+    big = produce("fuzz", 0, build_batch([Record(0, 1, None, b"x" * (MAX_REQUEST + 10))]))
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        frames, closed = exchange(broker, c.encode(big, 9), half_close=False)
+    assert closed and frames == []
+    # a size prefix alone is enough to be refused: the broker does not wait for the body
+    frames, closed = exchange(broker, struct.pack(">i", MAX_REQUEST + 1), half_close=False)
+    assert closed and frames == []
+    assert_alive(broker)
+
+
+def test_valid_header_garbage_body_closes_connection(broker):
+    frames, closed = exchange(broker, encode_request_frame(0, 9, 5, b"\xff" * 40, "fuzz", flexible_header=True),
+                              half_close=False)
+    assert closed and frames == []
+    assert_alive(broker)
