@@ -338,3 +338,38 @@ def test_log_manager(tmp_path: Path):
     assert sorted(os.listdir(tmp_path)) == ["my-topic-2"]
     assert mgr.get("orders", 0) is None and b.closed
     mgr.close()
+
+
+def test_flush_policy_messages_and_ms(tmp_path: Path):
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, LogConfig(flush_messages=5))
+    log.append(batch(2), now_ms=NOW)
+    log.append(batch(2), now_ms=NOW)
+    assert log.active_segment.unflushed and not (d / "recovery-point").exists()
+    log.append(batch(1), now_ms=NOW)  # 5 messages: fsync
+    assert not log.active_segment.unflushed
+    assert (d / "recovery-point").read_text() == "5\n"
+    log.close()
+
+    d = tmp_path / "u-0"
+    clock = [NOW]
+    log = PartitionLog.open(d, LogConfig(flush_ms=1000), clock_ms=lambda: clock[0])
+    log.append(batch(3), now_ms=NOW)
+    log.maybe_flush(NOW + 999)
+    assert log.active_segment.unflushed
+    log.maybe_flush(NOW + 1000)
+    assert not log.active_segment.unflushed and (d / "recovery-point").read_text() == "3\n"
+    log.close()
+
+    # default: left to the OS, but closed segments are checkpointed by maintenance
+    one = len(batch(1))
+    d = tmp_path / "v-0"
+    log = PartitionLog.open(d, LogConfig(segment_bytes=one * 2))
+    for _ in range(5):
+        log.append(batch(1), now_ms=NOW)
+    assert log.active_segment.unflushed and log.segments[0].unflushed
+    log.maybe_flush(NOW)
+    assert not log.segments[0].unflushed and not log.segments[1].unflushed
+    assert log.active_segment.unflushed
+    assert (d / "recovery-point").read_text() == "4\n"
+    log.close()

@@ -193,6 +193,10 @@ def test_clean_reopen_does_not_rescan(tmp_path: Path):
     log = PartitionLog.open(d, LogConfig(index_interval_bytes=100))
     assert not (d / ".clean-shutdown").exists()  # removed while open: a crash now means recovery
     assert log.recovery_report == [] and log.log_end_offset == 60
+    assert log.recovered_segments == []  # indexes trusted, no CRC scan
+    crash(log)
+    log = PartitionLog.open(d, LogConfig(index_interval_bytes=100))
+    assert log.recovered_segments == [0] and log.log_end_offset == 60
     log.close()
 
 

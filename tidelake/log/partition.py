@@ -80,12 +80,13 @@ def _wall_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _write_checkpoint(path: Path, value: int) -> None:
+def _write_checkpoint(path: Path, value: int, *, sync: bool = True) -> None:
     tmp = path.with_suffix(".tmp")
     with open(tmp, "w") as f:
         f.write(f"{value}\n")
-        f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
@@ -118,6 +119,7 @@ class PartitionLog:
         self._cleaned_up_to = 0  # compaction: closed segments below this offset are already clean
         self._tombstone_horizon_ms: int | None = None  # compaction: when the next kept tombstone expires
         self.recovery_report: list[str] = []  # what recovery did on open (for logs and tests)
+        self.recovered_segments: list[int] = []  # segments validated by a full scan on open
         self.closed = False
 
     # ================================================================== open / recovery
@@ -152,10 +154,13 @@ class PartitionLog:
         for i, base in enumerate(bases):
             seg = Segment(d, base, self.config.index_interval_bytes)
             is_last = i == len(bases) - 1
-            flushed = not is_last and bases[i + 1] <= self._recovery_point
-            if flushed and seg.load_indexes():
+            # after a clean shutdown every index was written at close; otherwise only segments wholly
+            # below the recovery point (fsynced) are trusted, the rest are CRC-validated batch by batch
+            trusted = clean or (not is_last and bases[i + 1] <= self._recovery_point)
+            if trusted and seg.load_indexes():
                 seg.finish_load_from_indexes()
             else:
+                self.recovered_segments.append(base)
                 before = seg.size
                 valid, stop = seg.recover(expected_next)
                 if stop is not None or valid < before:
@@ -609,7 +614,7 @@ class PartitionLog:
         self._last_flush_ms = self.clock_ms()
         if self.log_end_offset != self._recovery_point:
             self._recovery_point = self.log_end_offset
-            _write_checkpoint(self.directory / RECOVERY_POINT_FILE, self._recovery_point)
+            _write_checkpoint(self.directory / RECOVERY_POINT_FILE, self._recovery_point, sync=False)
 
     def maybe_flush(self, now_ms: int) -> None:
         """flush.ms policy; also checkpoints closed segments so recovery after a crash stays short."""
@@ -626,7 +631,7 @@ class PartitionLog:
                 point = self.active_segment.base_offset
                 if point > self._recovery_point:
                     self._recovery_point = point
-                    _write_checkpoint(self.directory / RECOVERY_POINT_FILE, point)
+                    _write_checkpoint(self.directory / RECOVERY_POINT_FILE, point, sync=False)
 
     # ================================================================== retention / delete records
     def _delete_segment_locked(self, seg: Segment) -> None:
@@ -721,7 +726,7 @@ class PartitionLog:
             self._hw = min(self._hw, leo)
             if self._recovery_point > leo:
                 self._recovery_point = leo
-                _write_checkpoint(self.directory / RECOVERY_POINT_FILE, leo)
+                _write_checkpoint(self.directory / RECOVERY_POINT_FILE, leo, sync=False)
             if self.leader_epoch_cache is not None:
                 self.leader_epoch_cache.truncate_from_end(leo)
             self._rebuild_producer_state()
