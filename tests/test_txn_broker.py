@@ -230,3 +230,50 @@ def test_state_survives_restart_and_prepared_commit_is_completed(tmp_path):
         # the same transactional id continues with the next epoch
         init = raw_request(bs, InitProducerIdRequest(transactional_id="tx-restart", transaction_timeout_ms=30000), 2)
         assert (init.producer_id, init.producer_epoch) == (before.producer_id, before.producer_epoch + 1)
+
+
+def test_txn_offset_commit_pending_until_commit_across_restart(tmp_path):
+    """Offsets sent in a transaction are invisible (UNSTABLE_OFFSET_COMMIT for require_stable) until
+    the COMMIT marker; the pending state is rebuilt from __consumer_offsets after a restart."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from kafka.protocol.producer import AddOffsetsToTxnRequest, TxnOffsetCommitRequest
+
+    def fetch(bs, require_stable):
+        resp = raw_request(bs, OffsetFetchRequest(
+            group_id="g-txn", topics=[OffsetFetchRequest.OffsetFetchRequestTopic(name="src", partition_indexes=[0, 1])],
+            require_stable=require_stable), 7)
+        return {p.partition_index: (p.committed_offset, p.error_code) for p in resp.topics[0].partitions}
+
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    P = T.TxnOffsetCommitRequestPartition
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, port=0, config=BROKER_CONFIG) as b:
+        bs = b.bootstrap_servers
+        create_topics(bs, {"src": 2})
+        init = raw_request(bs, InitProducerIdRequest(transactional_id="tx-offsets", transaction_timeout_ms=60000), 2)
+        pid, epoch = init.producer_id, init.producer_epoch
+        # TxnOffsetCommit before AddOffsetsToTxn is refused
+        resp = raw_request(bs, TxnOffsetCommitRequest(
+            transactional_id="tx-offsets", group_id="g-txn", producer_id=pid, producer_epoch=epoch,
+            topics=[T(name="src", partitions=[P(partition_index=0, committed_offset=5, committed_metadata="m")])]), 3)
+        assert resp.topics[0].partitions[0].error_code == 48  # INVALID_TXN_STATE
+        resp = raw_request(bs, AddOffsetsToTxnRequest(transactional_id="tx-offsets", producer_id=pid,
+                                                      producer_epoch=epoch, group_id="g-txn"), 3)
+        assert resp.error_code == 0
+        resp = raw_request(bs, TxnOffsetCommitRequest(
+            transactional_id="tx-offsets", group_id="g-txn", producer_id=pid, producer_epoch=epoch,
+            topics=[T(name="src", partitions=[P(partition_index=0, committed_offset=5, committed_metadata="m"),
+                                              P(partition_index=1, committed_offset=9, committed_metadata=None)])]), 3)
+        assert [p.error_code for p in resp.topics[0].partitions] == [0, 0]
+        assert fetch(bs, True) == {0: (-1, 88), 1: (-1, 88)}  # UNSTABLE_OFFSET_COMMIT
+        assert fetch(bs, False) == {0: (-1, 0), 1: (-1, 0)}  # nothing committed yet
+    with EmbeddedBroker(data, port=0, config=BROKER_CONFIG) as b:
+        bs = b.bootstrap_servers
+        assert describe(bs, "tx-offsets").transaction_state == "Ongoing"
+        assert fetch(bs, True) == {0: (-1, 88), 1: (-1, 88)}
+        resp = raw_request(bs, EndTxnRequest(transactional_id="tx-offsets", producer_id=pid, producer_epoch=epoch,
+                                             committed=True), 3)
+        assert resp.error_code == 0
+        assert fetch(bs, True) == {0: (5, 0), 1: (9, 0)}
+    with EmbeddedBroker(data, port=0, config=BROKER_CONFIG) as b:  # and the group loader keeps them
+        assert fetch(b.bootstrap_servers, True) == {0: (5, 0), 1: (9, 0)}
