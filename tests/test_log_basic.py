@@ -373,3 +373,13 @@ def test_flush_policy_messages_and_ms(tmp_path: Path):
     assert log.active_segment.unflushed
     assert (d / "recovery-point").read_text() == "4\n"
     log.close()
+
+
+def test_roll_when_an_index_is_full(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_index_bytes=8 * 3, index_interval_bytes=1))
+    for i in range(10):
+        log.append(batch(1, ts=NOW + i), now_ms=NOW)
+    assert all(len(s.index_rel) <= 3 for s in log.segments)
+    assert len(log.segments) >= 3
+    assert all_offsets(log) == list(range(10))
+    log.close()

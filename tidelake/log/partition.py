@@ -381,6 +381,9 @@ class PartitionLog:
             reason = True
         elif seg.next_offset + offset_count - 1 - seg.base_offset > _MAX_RELATIVE_OFFSET:
             reason = True
+        elif (len(seg.index_rel) >= cfg.segment_index_bytes // 8
+              or len(seg.time_ts) >= cfg.segment_index_bytes // 12):
+            reason = True  # an index is full (segment.index.bytes), as Kafka rolls
         elif seg.first_batch_timestamp >= 0 and max_ts >= 0:
             reason = max_ts - seg.first_batch_timestamp > cfg.segment_ms
         else:
