@@ -67,6 +67,13 @@ def test_offsets_are_assigned_and_read_back(tmp_path: Path):
     # max_offset (HW / LSO) bounds the batches returned
     assert offsets_in(log.read(0, 1 << 20, max_offset=3).data) == [0, 1, 2]
     assert log.read(3, 1 << 20, max_offset=3).data == b""
+    # writable buffers are patched in place instead of copied
+    request = bytearray(batch(2))
+    assert log.append(request, now_ms=NOW).base_offset == 6
+    assert struct.unpack_from(">q", request)[0] == 6
+    view = memoryview(bytearray(batch(1)))
+    assert log.append(view, now_ms=NOW).base_offset == 8
+    assert offsets_in(log.read(6, 1 << 20).data) == [6, 7, 8]
     log.close()
 
 

@@ -24,7 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from tidelake.errors import CorruptMessage, MessageTooLarge, OffsetOutOfRange
+from tidelake.errors import (
+    CorruptMessage,
+    MessageTooLarge,
+    NotLeaderOrFollower,
+    OffsetOutOfRange,
+    OutOfOrderSequenceNumber,
+)
+from tidelake.log.cleaner import compact_log
 from tidelake.log.config import LogConfig
 from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.producer_state import BatchMetadata, ProducerStateManager
@@ -363,7 +370,6 @@ class PartitionLog:
                 # several batches of one producer in one request must follow each other
                 if h.producer_epoch != prev.producer_epoch or (
                         h.base_sequence >= 0 and h.base_sequence != (prev.last_sequence + 1) & 0x7FFFFFFF):
-                    from tidelake.errors import OutOfOrderSequenceNumber
                     raise OutOfOrderSequenceNumber("batches of one producer out of order within a request")
             else:
                 dup = ps.check(h)
@@ -737,7 +743,6 @@ class PartitionLog:
     # ================================================================== compaction / config
     def compact(self, now_ms: int | None = None) -> CompactionStats:
         """cleanup.policy=compact: keep the latest record per key in the closed segments."""
-        from tidelake.log.cleaner import compact_log
         with self._lock:
             self._check_open()
             return compact_log(self, self.clock_ms() if now_ms is None else now_ms)
@@ -751,7 +756,6 @@ class PartitionLog:
     # ================================================================== lifecycle
     def _check_open(self) -> None:
         if self.closed:
-            from tidelake.errors import NotLeaderOrFollower
             raise NotLeaderOrFollower(f"log {self.directory.name} is closed")
 
     def close(self) -> None:
