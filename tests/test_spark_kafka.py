@@ -89,11 +89,17 @@ def test_ranges_are_grouped_per_core_or_split_for_min_partitions():
 
 # ---------------------------------------------------------------- against a broker
 
-@pytest.fixture(params=["tansu"])
+@pytest.fixture
+def tidelake_broker(tmp_path):
+    from tidelake.broker import EmbeddedBroker
+    with EmbeddedBroker(tmp_path / "broker-data", port=0) as broker:
+        yield broker.bootstrap_servers
+
+
+@pytest.fixture(params=["tidelake", "tansu"])
 def bootstrap(request):
-    """A running Kafka-protocol broker; yields its bootstrap address."""
-    if request.param == "tansu":
-        yield request.getfixturevalue("tansu")
+    """A running Kafka-protocol broker (tidelake's own, then Tansu); yields its bootstrap address."""
+    yield request.getfixturevalue("tidelake_broker" if request.param == "tidelake" else "tansu")
 
 
 def create_topic(bootstrap: str, partitions: int) -> str:
@@ -251,3 +257,23 @@ def test_stream_admission_control_and_restart_from_checkpoint(spark, bootstrap, 
     everything = [row for _, rows in batches for row in rows]
     assert {(p, o): k for p, o, k in everything} == {**produced, **more} and len(everything) == 990
     assert len(batches) == -(-330 // 80)  # 330 records per partition, 80 at a time
+
+
+def test_fail_on_data_loss(spark, tidelake_broker):
+    """Offsets below the log start (moved by DeleteRecords) are an error, or skipped with failOnDataLoss=false."""
+    from confluent_kafka import TopicPartition as KafkaTP
+    topic = create_topic(tidelake_broker, 1)
+    produce(tidelake_broker, topic, 100, 1)
+    admin = AdminClient({"bootstrap.servers": tidelake_broker})
+    for future in admin.delete_records([KafkaTP(topic, 0, 30)]).values():
+        assert future.result(30).low_watermark == 30
+
+    def read(fail_on_data_loss: str):
+        return (spark.read.format("tidelake-kafka").option("kafka.bootstrap.servers", tidelake_broker)
+                .option("subscribe", topic).option("startingOffsets", json.dumps({topic: {"0": 10}}))
+                .option("failOnDataLoss", fail_on_data_loss).load().select("offset", "key").collect())
+
+    with pytest.raises(Exception, match="no longer in the log"):
+        read("true")
+    rows = read("false")
+    assert sorted((r.offset, int(r.key)) for r in rows) == [(o, o) for o in range(30, 100)]
