@@ -216,3 +216,26 @@ def test_interrupted_compaction_swap_is_completed(tmp_path: Path):
     assert seg_log.stat().st_size == first_batch_len
     assert log.log_end_offset == 12
     log.close()
+
+
+def test_damage_in_an_older_segment_drops_what_follows(tmp_path: Path):
+    d = tmp_path / "t-0"
+    one = len(batch([b"r0-0", b"r0-1", b"r0-2"]))
+    cfg = LogConfig(index_interval_bytes=100, segment_bytes=one * 5)
+    log, _ = _fill(d, 20, cfg)
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) >= 4
+    crash(log)  # never flushed: no recovery point, every segment is validated
+    middle = d / f"{bases[1]:020d}.log"
+    data = bytearray(middle.read_bytes())
+    third = sum(h.size for _p, h in list(iter_batches(bytes(data)))[:2])
+    data[third + 70] ^= 0xFF  # inside the third batch of the second segment
+    middle.write_bytes(bytes(data))
+    log = PartitionLog.open(d, cfg)
+    assert log.recovered_segments == bases[:2]
+    assert [s.base_offset for s in log.segments] == bases[:2]
+    assert log.log_end_offset == bases[1] + 2 * 3
+    assert not any((d / f"{b:020d}.log").exists() for b in bases[2:])
+    assert [o for o, _ in read_all(log)] == list(range(bases[1] + 6))
+    assert log.append(batch([b"next"]), now_ms=NOW).base_offset == bases[1] + 6
+    log.close()

@@ -160,6 +160,7 @@ class PartitionLog:
         expected_next: int | None = None
         for i, base in enumerate(bases):
             seg = Segment(d, base, self.config.index_interval_bytes)
+            seg.created_ms = self.clock_ms()  # segment.ms counts from the open for reopened segments
             is_last = i == len(bases) - 1
             # after a clean shutdown every index was written at close; otherwise only segments wholly
             # below the recovery point (fsynced) are trusted, the rest are CRC-validated batch by batch
@@ -181,8 +182,6 @@ class PartitionLog:
                             self.recovery_report.append(f"segment {later}: deleted after damaged segment")
                         self._add_segment(seg)
                         break
-            if seg.created_ms is None:
-                seg.created_ms = self.clock_ms()
             self._add_segment(seg)
             expected_next = seg.next_offset
         if not self.segments:
