@@ -4,7 +4,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from tidelake import errors
 from tidelake.coordinator.transactions import TransactionCoordinator, TxnStatus
@@ -285,3 +285,64 @@ def test_resolve_transactional_offset_records():
     assert pending.complete(7, 2, True) == []  # another offsets partition
     assert pending.complete(7, 3, False) == []  # aborted: dropped
     assert not pending.has_pending("g")
+
+
+_OPS = st.lists(st.tuples(
+    st.sampled_from(["init", "add", "add", "offsets", "commit", "commit", "abort", "abort", "tick", "stale_add",
+                     "advance"]),
+    st.sampled_from(["a", "b"]),  # transactional id
+    st.sampled_from([("t", 0), ("t", 1), ("u", 0)]),
+    st.integers(0, 12_000)), min_size=4, max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_OPS)
+@example([("init", "a", ("t", 0), 0), ("add", "a", ("t", 0), 0), ("commit", "a", ("t", 0), 0),
+          ("commit", "a", ("t", 0), 0), ("abort", "a", ("t", 0), 0)])
+def test_random_operations_keep_invariants_and_reload_identically(ops):
+    """Whatever clients do, (1) the state replayed from the records equals the live state, (2) every
+    marker names only partitions of the transaction it ends, with that producer's current id, and
+    (3) each transaction is completed (markers written) at most once."""
+    h = Harness()
+    h.coord.max_timeout_ms = 60_000
+    sessions: dict[str, tuple[int, int]] = {}
+    open_parts: dict[str, set] = {}
+    outcomes: dict[tuple[str, int], bool] = {}
+    instance: dict[str, int] = {}  # counts the transactions each id has started
+    for op, txn, tp, n in ops:
+        before = len(h.markers)
+        try:
+            if op == "init":
+                sessions[txn] = h.coord.init_producer_id(txn, 10_000)
+            elif op == "advance":
+                h.now += n
+            elif op == "tick":
+                h.coord.tick()
+            elif txn in sessions:
+                pid, epoch = sessions[txn]
+                if op == "add":
+                    h.coord.add_partitions(txn, pid, epoch, [tp])
+                elif op == "offsets":
+                    h.coord.add_offsets(txn, pid, epoch, "grp")
+                elif op in ("commit", "abort"):
+                    h.coord.end_txn(txn, pid, epoch, op == "commit")
+                elif op == "stale_add":
+                    h.coord.add_partitions(txn, pid, epoch - 1, [tp])
+        except errors.KafkaApiError:
+            pass
+        for pid, epoch, commit, parts in h.markers[before:]:
+            txn_id = next(t for t, m in h.coord.transactions.items() if m.producer_id == pid)
+            assert set(parts) <= open_parts.get(txn_id, set())
+            assert pid == h.coord.transactions[txn_id].producer_id
+            key = (txn_id, instance[txn_id])
+            assert key not in outcomes, "a transaction was completed twice"
+            outcomes[key] = commit
+        for t, m in h.coord.transactions.items():
+            if m.state == TxnStatus.ONGOING and not open_parts.get(t):
+                instance[t] = instance.get(t, 0) + 1
+            open_parts[t] = set(m.partitions) if m.state == TxnStatus.ONGOING else set()
+    fresh = h.reload()
+    live = {t: (m.producer_id, m.producer_epoch, m.state, m.partitions, m.start_ms, m.timeout_ms)
+            for t, m in h.coord.transactions.items()}
+    assert live == {t: (m.producer_id, m.producer_epoch, m.state, m.partitions, m.start_ms, m.timeout_ms)
+                    for t, m in fresh.transactions.items()}
