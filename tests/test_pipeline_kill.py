@@ -1,0 +1,127 @@
+"""Exactly-once survives kill -9: a real ``tidelake pipeline run`` subprocess killed mid-run, then
+restarted to completion. Every Kafka record must reach the table exactly once (SPEC P2)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tidelake.broker import EmbeddedBroker
+from tidelake.table import Table
+
+pytestmark = pytest.mark.spark
+
+PARTITIONS, PER_PARTITION = 4, 200
+TOTAL = PARTITIONS * PER_PARTITION
+
+
+def debezium_create(i: int) -> bytes:
+    event = {"before": None, "after": {"id": i, "amount": i * 3}, "op": "c" if i % 3 else "r",
+             "ts_ms": 1_700_000_000_000 + i, "source": {"table": "orders"}}
+    if i % 2:  # half of them with the JsonConverter's schema/payload wrapper
+        event = {"schema": {"type": "struct", "name": "orders.Envelope"}, "payload": event}
+    return json.dumps(event).encode()
+
+
+class PipelineProcess:
+    """``tidelake pipeline run`` in a subprocess; its stderr is collected by a thread (bounded waits)."""
+
+    def __init__(self, config: Path, *args: str):
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        self.proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "pipeline", "run", str(config),
+                                      *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line)
+
+    def batches_done(self) -> int:
+        return sum(1 for line in list(self.lines) if "tidelake.pipeline INFO batch " in line)
+
+    def wait_batches(self, n: int, timeout: float = 240.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.batches_done() < n:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"pipeline exited early ({self.proc.returncode}):\n{''.join(self.lines[-30:])}")
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"no batch {n} within {timeout}s:\n{''.join(self.lines[-30:])}")
+            time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(30)
+        self._reader.join(10)
+
+
+@pytest.fixture
+def broker(tmp_path):
+    with EmbeddedBroker(tmp_path / "broker") as b:
+        yield b.bootstrap_servers
+
+
+def test_exactly_once_survives_kill_9(broker, tmp_path):
+    admin = AdminClient({"bootstrap.servers": broker})
+    for f in admin.create_topics([NewTopic("orders", PARTITIONS, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(TOTAL):
+        producer.produce("orders", debezium_create(i), key=json.dumps({"id": i}).encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+    config = tmp_path / "pipeline.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"bootstrap_servers": broker, "topic": "orders", "group_id": "orders-eo",
+                   "max_rate_per_partition": 100, "batch_interval": "500ms"},
+        "offsets": "exactly-once",
+        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
+                 "schema": "id long, amount long", "buckets": 2}}))
+
+    # Killed at a random moment after its first batch: somewhere inside the next batch (read, stage or
+    # commit) or between batches. (benchmarks/paper_experiments.py repeats this 30 times per mode.)
+    run = PipelineProcess(config)
+    run.wait_batches(1)
+    time.sleep(random.uniform(0.0, 1.5))
+    run.kill()
+    assert run.proc.returncode == -signal.SIGKILL
+    table = Table.open(str(tmp_path / "table"))
+    done_before_final = table.app_state("pipeline:orders-eo:orders")
+    assert done_before_final is not None and done_before_final["batch_id"] >= 1
+
+    final = PipelineProcess(config, "--once")
+    assert final.proc.wait(300) == 0, "".join(final.lines[-30:])
+    final._reader.join(10)
+
+    ids = table.changes(start_version=0).column("id").to_pylist()
+    per_id = Counter(ids)
+    assert len(per_id) == TOTAL, f"lost {TOTAL - len(per_id)}"
+    assert len(ids) == TOTAL, f"duplicated {len(ids) - TOTAL}"
+    assert sorted(table.scan().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "amount": i * 3} for i in range(TOTAL)]
+    state = table.app_state("pipeline:orders-eo:orders")
+    assert state["extra"]["offsets"] == {str(p): PER_PARTITION for p in range(PARTITIONS)}
+
+    # The group's lag is visible and zero after the run (`pipeline status` reads broker, file and table).
+    status = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "pipeline", "status", str(config)],
+                            capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="200"))
+    assert status.returncode == 0, status.stderr
+    rows = [line.split() for line in status.stdout.splitlines() if line.strip()[:1] in "│|"]
+    data_rows = [r for r in rows if any(c.isdigit() for c in r[1])]
+    assert len(data_rows) == PARTITIONS
+    assert all(r[-2] == "0" for r in data_rows), status.stdout  # LAG column
