@@ -47,8 +47,6 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *                                   with the same id; prints "fenced CLASS" when the first one's
  *                                   commit fails, then the second commits its own record.
  *   committed GROUP TOPIC PARTITIONS   prints "committed P OFFSET|-1" per partition
- *   hang TXN_ID TOPIC N TIMEOUT_MS  begin a transaction, send N records, flush, and never end it
- *                                   (the process exits; the coordinator must abort on timeout)
  */
 public class TxnClient {
     static String bootstrap;
@@ -67,7 +65,6 @@ public class TxnClient {
                     case "ctp": ctp(f[1], f[2], f[3], f[4], Integer.parseInt(f[5]), Integer.parseInt(f[6]), f[7]); break;
                     case "fence": fence(f[1], f[2]); break;
                     case "committed": committed(f[1], f[2], Integer.parseInt(f[3])); break;
-                    case "hang": hang(f[1], f[2], Integer.parseInt(f[3]), Integer.parseInt(f[4])); break;
                     default: throw new IllegalArgumentException("unknown command " + f[0]);
                 }
             } catch (Exception e) {
@@ -235,17 +232,5 @@ public class TxnClient {
                 System.out.println("committed\t" + i + "\t" + (om == null ? -1 : om.offset()));
             }
         }
-    }
-
-    static void hang(String txnId, String topic, int n, int timeoutMs) {
-        Properties props = producerProps(txnId);
-        props.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(timeoutMs));
-        KafkaProducer<String, String> p = new KafkaProducer<>(props);
-        p.initTransactions();
-        p.beginTransaction();
-        for (int i = 0; i < n; i++) p.send(new ProducerRecord<>(topic, 0, "h" + i, txnId + "/hang/" + i));
-        p.flush();
-        System.out.println("hanging");
-        // no close(): closing would abort; the coordinator's timeout must do it
     }
 }
