@@ -103,6 +103,7 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     table = Table.open(str(tmp_path / "table"))
     done_before_final = table.app_state("pipeline:orders-eo:orders")
     assert done_before_final is not None and done_before_final["batch_id"] >= 1
+    assert sum(done_before_final["extra"]["offsets"].values()) < TOTAL  # the kill left work to do
 
     final = PipelineProcess(config, "--once")
     assert final.proc.wait(300) == 0, "".join(final.lines[-30:])
