@@ -31,6 +31,7 @@ from kafka.protocol.producer import (InitProducerIdRequest, InitProducerIdRespon
 from tidelake.broker import config as cfg
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.registry import api
+from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
 from tidelake.errors import (CoordinatorNotAvailable, InvalidConfig, InvalidRequest, KafkaApiError,
                              OffsetOutOfRange, UnknownTopicOrPartition)
 
@@ -140,17 +141,18 @@ async def metadata(broker, ctx, request):
 # ------------------------------------------------------------------------------------------------
 # Produce
 # ------------------------------------------------------------------------------------------------
-_PRTopic = ProduceResponse.TopicProduceResponse
-_PRPartition = _PRTopic.PartitionProduceResponse
 
 
 @api(ProduceRequest, ProduceResponse, 3, 13)
 async def produce(broker, ctx, request):
+    """Hot path: the request comes from tidelake.protocol.fast (records are memoryviews into the
+    frame) and the response is encoded by hand."""
     acks = request.acks
     version = ctx.api_version
     now = _wall_ms()
-    responses = []
     by_id = version >= 13
+    logs = broker.logs
+    topics_out = []
     for td in request.topic_data:
         name = td.name
         if by_id:
@@ -160,48 +162,35 @@ async def produce(broker, ctx, request):
         for pd in td.partition_data:
             index = pd.index
             if acks not in (0, 1, -1):
-                parts.append(_PRPartition(index=index, error_code=INVALID_REQUIRED_ACKS, base_offset=-1,
-                                          log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                                          error_message=None))
+                parts.append((index, INVALID_REQUIRED_ACKS, -1, -1, -1, None))
                 continue
-            plog = broker.logs.get(name, index) if name is not None else None
+            plog = logs.get(name, index) if name is not None else None
             if plog is None:
-                code = UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION
-                parts.append(_PRPartition(index=index, error_code=code, base_offset=-1,
-                                          log_append_time_ms=-1, log_start_offset=-1, record_errors=[],
-                                          error_message=None))
+                parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
                 continue
             records = pd.records
             try:
-                if not records:
+                if records is None or not len(records):
                     raise InvalidRequest("produce request without records")
                 result = plog.append(records, now_ms=now)
             except Exception as e:
                 code = _code(e)
                 if code == UNKNOWN_SERVER_ERROR:
                     log.exception("append to %s-%d failed", name, index)
-                parts.append(_PRPartition(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                                          log_start_offset=plog.log_start_offset, record_errors=[],
-                                          error_message=str(e)))
+                parts.append((index, code, -1, -1, plog.log_start_offset, str(e)))
                 continue
             if not result.duplicate:
                 broker.notify_data(name, index)
-            parts.append(_PRPartition(index=index, error_code=NONE, base_offset=result.base_offset,
-                                      log_append_time_ms=result.log_append_time_ms,
-                                      log_start_offset=result.log_start_offset, record_errors=[],
-                                      error_message=None))
-        responses.append(_PRTopic(name=td.name, topic_id=td.topic_id, partition_responses=parts))
+            parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
+        topics_out.append((td.name, td.topic_id, parts))
     if acks == 0:
         return None
-    return ProduceResponse(responses=responses, throttle_time_ms=0)
+    return encode_produce_response(version, topics_out)
 
 
 # ------------------------------------------------------------------------------------------------
 # Fetch
 # ------------------------------------------------------------------------------------------------
-_FRTopic = FetchResponse.FetchableTopicResponse
-_FRPartition = _FRTopic.PartitionData
-_FRAborted = _FRPartition.AbortedTransaction
 FETCH_SESSION_ID_NOT_FOUND = 70
 INVALID_FETCH_SESSION_EPOCH = 71
 
@@ -277,11 +266,9 @@ async def fetch(broker, ctx, request):
         else:
             session = cache.get(sid)
             if session is None:
-                return FetchResponse(throttle_time_ms=0, error_code=FETCH_SESSION_ID_NOT_FOUND, session_id=0,
-                                     responses=[])
+                return encode_fetch_response(version, FETCH_SESSION_ID_NOT_FOUND, 0, [])
             if session.epoch != epoch:
-                return FetchResponse(throttle_time_ms=0, error_code=INVALID_FETCH_SESSION_EPOCH, session_id=0,
-                                     responses=[])
+                return encode_fetch_response(version, INVALID_FETCH_SESSION_EPOCH, 0, [])
             forgotten = []
             for fg in request.forgotten_topics_data or []:
                 fname = fg.topic
@@ -325,25 +312,18 @@ async def fetch(broker, ctx, request):
 
     # --- build the response (incremental sessions: only partitions that changed) ---
     topics_out: dict[tuple, list] = {}
-    order = []
     for (name, tid, partition, err, hw, lso, lstart, data, aborted) in results:
         if session is not None:
             changed = session.observe(name, partition, hw, lso, lstart)
             if incremental and not data and err == NONE and not changed:
                 continue
         key = (name, tid)
-        if key not in topics_out:
-            topics_out[key] = []
-            order.append(key)
-        topics_out[key].append(_FRPartition(
-            partition_index=partition, error_code=err, high_watermark=hw, last_stable_offset=lso,
-            log_start_offset=lstart,
-            aborted_transactions=None if aborted is None else [_FRAborted(producer_id=p, first_offset=o)
-                                                                for p, o in aborted],
-            preferred_read_replica=-1, records=data))
-    responses = [_FRTopic(topic=k[0] if k[0] is not None else "", topic_id=k[1], partitions=topics_out[k])
-                 for k in order]
-    return FetchResponse(throttle_time_ms=0, error_code=NONE, session_id=session_id, responses=responses)
+        parts = topics_out.get(key)
+        if parts is None:
+            parts = topics_out[key] = []
+        parts.append((partition, err, hw, lso, lstart, aborted, data))
+    return encode_fetch_response(version, NONE, session_id,
+                                 [(k[0] if k[0] is not None else "", k[1], v) for k, v in topics_out.items()])
 
 
 # ------------------------------------------------------------------------------------------------

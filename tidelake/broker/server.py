@@ -17,6 +17,7 @@ import asyncio
 import collections
 import importlib
 import logging
+import struct
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,7 @@ from tidelake.broker.registry import REGISTRY, ApiSpec
 from tidelake.errors import (InvalidPartitions, InvalidReplicationFactor, InvalidTopic, KafkaApiError,
                              TopicAlreadyExists, UnknownTopicOrPartition)
 from tidelake.log import LogConfig, LogManager, PartitionLog
+from tidelake.protocol.fast import decode_produce_request
 from tidelake.protocol.framing import (FrameDecoder, FramingError, RequestHeader, encode_response_frame,
                                        parse_request_header, peek_api)
 
@@ -35,6 +37,8 @@ log = logging.getLogger("tidelake.broker")
 
 API_MODULES = ("tidelake.broker.api_core", "tidelake.broker.api_groups", "tidelake.broker.api_txn")
 API_VERSIONS_KEY = 18
+# Hand-written decoders for hot-path requests (same attribute names as kafka-python's classes).
+FAST_DECODERS = {0: decode_produce_request}
 UNSUPPORTED_VERSION = 35
 _MAX_QUEUED_REQUESTS = 64  # per connection, before we stop reading from its socket
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
@@ -352,8 +356,9 @@ class Broker:
         first, _last = spec.request_cls._flexible_versions or (-1, -1)
         return first >= 0 and api_version >= first
 
-    async def handle_frame(self, frame: bytes, conn: "KafkaConnection") -> bytes | None:
-        """Answer one request frame. Returns the response frame, None for no response (acks=0).
+    async def handle_frame(self, frame: bytes, conn: "KafkaConnection") -> bytes | list | None:
+        """Answer one request frame. Returns the response frame (bytes, or a list of chunks to write in
+        order), None for no response (acks=0).
         Raises FramingError when the connection must be closed."""
         api_key, api_version, correlation_id = peek_api(frame)
         spec = REGISTRY.get(api_key)
@@ -363,7 +368,11 @@ class Broker:
             return self._unsupported_version_response(spec, api_version, correlation_id, frame)
         header, body_pos = parse_request_header(frame, self.is_flexible)
         try:
-            request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+            fast = FAST_DECODERS.get(api_key)
+            if fast is not None:
+                request = fast(frame, body_pos, api_version)
+            else:
+                request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
         except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
             raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
         ctx = RequestContext(header, conn)
@@ -377,13 +386,18 @@ class Broker:
             return None
         return self._encode_response(spec, api_version, correlation_id, response)
 
-    def _encode_response(self, spec: ApiSpec, api_version: int, correlation_id: int, response) -> bytes:
+    def _encode_response(self, spec: ApiSpec, api_version: int, correlation_id: int, response) -> bytes | list:
+        flexible_header = api_version >= 0 and spec.api_key != API_VERSIONS_KEY and \
+            spec.response_cls.flexible_version_q(api_version)
+        if isinstance(response, list):
+            # pre-encoded body in chunks (Fetch: record bytes are not copied again)
+            size = sum(len(c) for c in response)
+            head = struct.pack(">ii", size + (5 if flexible_header else 4), correlation_id)
+            return [head + b"\x00" if flexible_header else head, *response]
         if isinstance(response, (bytes, bytearray, memoryview)):
             body = response  # pre-encoded body (hot paths)
         else:
             body = response.encode(version=api_version)
-        flexible_header = api_version >= 0 and spec.api_key != API_VERSIONS_KEY and \
-            spec.response_cls.flexible_version_q(api_version)
         return encode_response_frame(correlation_id, body, flexible_header=flexible_header)
 
     def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
@@ -554,7 +568,10 @@ class KafkaConnection(asyncio.Protocol):
                     self.close()
                     return
                 if out is not None and not self._closed:
-                    self.transport.write(out)
+                    if isinstance(out, list):
+                        self.transport.writelines(out)
+                    else:
+                        self.transport.write(out)
                     if self._writable is not None:
                         await self._writable
         except asyncio.CancelledError:
