@@ -19,3 +19,37 @@ def register(spark: "SparkSession") -> None:
     except ImportError:  # the table source is optional until tidelake.table lands
         return
     spark.dataSource.register(TableDataSource)
+    # The table reader implements pushFilters(); Spark refuses such a reader unless pushdown is on.
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+
+
+def write_table(df, path: str, mode: str = "upsert", primary_key: list[str] | None = None,
+                properties: dict[str, str] | None = None) -> int:
+    """Write a DataFrame into the tidelake table at ``path``; returns the new table version.
+
+    ``mode``: ``upsert`` (by primary key), ``append`` (INSERT INTO), ``delete`` (rows with the
+    DataFrame's keys), ``overwrite`` (the table's content becomes the DataFrame). Spark's executors
+    write the Parquet files (staged, invisible); the driver publishes them in ONE atomic commit, so a
+    failed task or job leaves nothing visible. A missing table is created from the DataFrame's schema
+    with ``primary_key`` and ``properties``.
+    """
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from tidelake.spark.table_source import WRITE_OPERATIONS
+    from tidelake.table import Table, TableNotFound
+
+    if mode not in WRITE_OPERATIONS:
+        raise ValueError(f"mode must be one of {sorted(WRITE_OPERATIONS)}, not {mode!r}")
+    register(df.sparkSession)
+    try:
+        table = Table.open(path)
+    except TableNotFound:
+        if not primary_key:
+            raise ValueError(f"no table at {path}: give primary_key (and properties) to create it") from None
+        if mode == "delete":
+            raise
+        table = Table.create(path, to_arrow_schema(df.schema, timezone="UTC"), list(primary_key), properties)
+    read_version = table.version
+    (df.write.format("tidelake").mode("overwrite" if mode == "overwrite" else "append")
+     .option("operation", mode).option("readVersion", str(read_version)).save(path))
+    return Table.open(path).version

@@ -1,0 +1,312 @@
+"""``format("tidelake")``: tidelake tables on Spark — batch reads (latest, time travel, incremental), a batch
+writer in which executors stage the Parquet files and the driver commits once, and an idempotent streaming
+sink.
+
+Read options (``spark.read.format("tidelake").option(...).load(path)``):
+
+====================================  =====================================================================
+``versionAsOf``                       snapshot at that version
+``timestampAsOf``                     snapshot current at that time: epoch milliseconds, or ISO-8601
+                                      (a time without zone is UTC)
+``startingVersion`` / ``endingVersion``  incremental read of the changes in (start, end] (end default
+                                      latest): the table's columns plus ``_op`` ('upsert'/'delete'),
+                                      ``_commit_version``, ``_commit_time``
+``startingTimestamp`` / ``endingTimestamp``  the same by commit time
+====================================  =====================================================================
+
+Snapshot reads have one Spark partition per bucket that holds data (``table.plan``); filters Spark pushes
+(=, <, <=, >, >=, IN on any column) go to the table, where equality on the whole primary key reads one
+bucket and min/max statistics skip files. The version is fixed on the driver when the query is planned,
+so every task reads the same snapshot.
+
+Write options (``df.write.format("tidelake")`` or ``write_table``): ``operation`` = upsert (default) |
+append | delete | overwrite (``mode("overwrite")`` implies overwrite), ``readVersion`` (conflict detection).
+Streaming sink options: ``operation`` = upsert (default) | append, ``appId`` (default: the streaming query's
+id, read from ``<checkpointLocation>/metadata``). Each micro-batch commits once with
+``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
+batch replayed after a crash is never applied twice.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource, DataSourceArrowWriter, DataSourceReader, DataSourceStreamArrowWriter, EqualTo, Filter,
+    GreaterThan, GreaterThanOrEqual, In, InputPartition, LessThan, LessThanOrEqual, WriterCommitMessage,
+)
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+# Spark save "modes" of write_table -> (op given to stage_files, operation given to commit_staged)
+WRITE_OPERATIONS = {
+    "upsert": ("upsert", "upsert"),
+    "append": ("insert", "insert"),
+    "delete": ("delete", "delete"),
+    "overwrite": ("upsert", "overwrite"),
+}
+
+_PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<=",
+             In: "in"}
+
+
+def _open(path: str):
+    from tidelake.table import Table
+    return Table.open(path)
+
+
+def _path(options) -> str:
+    path = options.get("path")
+    if not path:
+        raise ValueError("give the table directory: load(path) / save(path) or option('path', ...)")
+    return path
+
+
+def parse_timestamp_ms(value: str) -> int:
+    """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
+    text = str(value).strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return int(moment.timestamp() * 1000)
+
+
+def _schema_at(table, version: int) -> pa.Schema:
+    # The table's schema as of a version (columns added later are absent from older snapshots).
+    return table._state.schema_at(version)
+
+
+@dataclass
+class ReadSpec:
+    """What a read returns, resolved once on the driver."""
+    path: str
+    version: int | None = None                  # snapshot version
+    start_version: int | None = None            # incremental (start, end]
+    end_version: int | None = None
+    schema: pa.Schema | None = None
+    filters: list[tuple[str, str, Any]] = field(default_factory=list)
+
+    @property
+    def incremental(self) -> bool:
+        return self.start_version is not None
+
+
+def resolve_read(options) -> ReadSpec:
+    path = _path(options)
+    table = _open(path)
+    given = {k for k in ("versionAsOf", "timestampAsOf", "startingVersion", "endingVersion",
+                         "startingTimestamp", "endingTimestamp") if options.get(k) is not None}
+    if {"versionAsOf", "timestampAsOf"} <= given:
+        raise ValueError("give versionAsOf or timestampAsOf, not both")
+    snapshot = given & {"versionAsOf", "timestampAsOf"}
+    incremental = given - snapshot
+    if snapshot and incremental:
+        raise ValueError("time travel (versionAsOf/timestampAsOf) and incremental options cannot be combined")
+    if incremental:
+        if "startingVersion" in incremental or "endingVersion" in incremental:
+            if incremental & {"startingTimestamp", "endingTimestamp"}:
+                raise ValueError("give versions or timestamps for an incremental read, not both")
+            if "startingVersion" not in incremental:
+                raise ValueError("endingVersion needs startingVersion")
+            start = int(options["startingVersion"])
+            end = int(options["endingVersion"]) if "endingVersion" in incremental else table.version
+        else:
+            if "startingTimestamp" not in incremental:
+                raise ValueError("endingTimestamp needs startingTimestamp")
+            # Resolve to versions now, so planning and every task agree on the range.
+            start, end = table._resolve_range(
+                None, None, parse_timestamp_ms(options["startingTimestamp"]),
+                parse_timestamp_ms(options["endingTimestamp"]) if "endingTimestamp" in incremental else None)
+        # An increment that matches no key gives the change schema without reading a file.
+        changes = table.changes(start_version=start, end_version=end, filter=[(table.primary_key[0], "in", [])])
+        return ReadSpec(path=table.path, start_version=start, end_version=end, schema=changes.schema)
+    if "timestampAsOf" in snapshot:
+        version = table.version_at(parse_timestamp_ms(options["timestampAsOf"]))
+    elif "versionAsOf" in snapshot:
+        version = int(options["versionAsOf"])
+    else:
+        version = table.version
+    # plan() validates the version (exists, not expired) before anything is planned.
+    table.plan(version=version)
+    return ReadSpec(path=table.path, version=version, schema=_schema_at(table, version))
+
+
+class BucketPartition(InputPartition):
+    def __init__(self, bucket: int | None):
+        super().__init__(bucket)
+        self.bucket = bucket
+
+
+class TableDataSource(DataSource):
+    """The tidelake table as a Spark data source. See the module docstring for options."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "tidelake"
+
+    def _spec(self) -> ReadSpec:
+        if not hasattr(self, "_read_spec"):
+            self._read_spec = resolve_read(self.options)
+        return self._read_spec
+
+    def schema(self) -> StructType:
+        return from_arrow_schema(self._spec().schema)
+
+    def reader(self, schema: StructType) -> "TableReader":
+        return TableReader(self._spec(), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> "TableWriter":
+        operation = self.options.get("operation", "overwrite" if overwrite else "upsert").lower()
+        if overwrite and operation != "overwrite":
+            raise ValueError(f"mode('overwrite') with operation={operation}: use one or the other")
+        if operation not in WRITE_OPERATIONS:
+            raise ValueError(f"operation must be one of {sorted(WRITE_OPERATIONS)}, not {operation!r}")
+        read_version = self.options.get("readVersion")
+        return TableWriter(_path(self.options), operation,
+                           int(read_version) if read_version is not None else None)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> "TableStreamWriter":
+        operation = self.options.get("operation", "upsert").lower()
+        if overwrite or operation not in ("upsert", "append"):
+            raise ValueError("the streaming sink supports operation=upsert or append (outputMode append/update)")
+        return TableStreamWriter(_path(self.options), operation, self.options.get("appId"),
+                                 self.options.get("checkpointLocation"))
+
+
+class TableReader(DataSourceReader):
+    def __init__(self, spec: ReadSpec, schema: StructType):
+        self.spec = spec
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        for f in filters:
+            op = _PUSHABLE.get(type(f))
+            column = getattr(f, "attribute", None)
+            value = getattr(f, "value", None)
+            usable = (op is not None and column is not None and len(column) == 1
+                      and column[0] in self.spec.schema.names
+                      and value is not None and not (op == "in" and any(v is None for v in value)))
+            if usable:
+                self.spec.filters.append((column[0], op, list(value) if op == "in" else value))
+            else:
+                yield f
+
+    def partitions(self) -> Sequence[InputPartition]:
+        if self.spec.incremental:
+            return [BucketPartition(None)]
+        table = _open(self.spec.path)
+        plans = table.plan(version=self.spec.version, filter=self.spec.filters or None)
+        buckets = sorted({p.bucket for p in plans})
+        return [BucketPartition(b) for b in buckets] or [BucketPartition(-1)]
+
+    def read(self, partition: BucketPartition) -> Iterator[pa.RecordBatch]:
+        spec = self.spec
+        table = _open(spec.path)
+        if spec.incremental:
+            data = table.changes(start_version=spec.start_version, end_version=spec.end_version,
+                                 filter=spec.filters or None)
+        elif partition.bucket == -1:
+            return  # an empty snapshot
+        else:
+            data = table._read_snapshot(spec.version, filter=spec.filters or None, buckets={partition.bucket})
+        data = data.select(self.arrow_schema.names).cast(self.arrow_schema)
+        yield from data.to_batches(max_chunksize=65_536)
+
+
+# ---------------------------------------------------------------- writing
+
+@dataclass
+class StagedFiles(WriterCommitMessage):
+    """Files one task staged (JSON-safe dicts), to be published by the driver's single commit."""
+    files: list[dict]
+    rows: int
+
+
+def _stage(path: str, op: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
+    batches = list(batches)
+    if not batches or sum(b.num_rows for b in batches) == 0:
+        return StagedFiles(files=[], rows=0)
+    data = pa.Table.from_batches(batches)
+    files = _open(path).stage_files(data, op=op)
+    return StagedFiles(files=[f.to_dict() for f in files], rows=data.num_rows)
+
+
+def _remove_staged(path: str, messages: list[StagedFiles | None]) -> None:
+    """Delete files staged by a failed job: they were never visible; this only reclaims space."""
+    for message in messages:
+        for f in (message.files if message else []):
+            try:
+                os.remove(os.path.join(path, f["path"]))
+            except FileNotFoundError:
+                pass
+
+
+class TableWriter(DataSourceArrowWriter):
+    """Executors stage bucketed, PK-sorted delta files; the driver publishes them in ONE commit."""
+
+    def __init__(self, path: str, operation: str, read_version: int | None):
+        self.path = path
+        self.operation = operation
+        self.read_version = read_version
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
+        return _stage(self.path, WRITE_OPERATIONS[self.operation][0], iterator)
+
+    def commit(self, messages: list[StagedFiles | None]) -> None:
+        files = [f for m in messages if m for f in m.files]
+        operation = WRITE_OPERATIONS[self.operation][1]
+        if not files and operation != "overwrite":
+            return  # nothing to publish; an empty overwrite still empties the table
+        _open(self.path).commit_staged(files, operation=operation, read_version=self.read_version)
+
+    def abort(self, messages: list[StagedFiles | None]) -> None:
+        _remove_staged(self.path, messages)
+
+
+def streaming_query_id(checkpoint_location: str | None) -> str:
+    """The query id Spark keeps in ``<checkpoint>/metadata`` (stable across restarts of the query)."""
+    if not checkpoint_location:
+        raise ValueError("the tidelake streaming sink needs option appId or a checkpointLocation")
+    location = checkpoint_location[len("file:"):] if checkpoint_location.startswith("file:") else checkpoint_location
+    with open(os.path.join(location, "metadata")) as f:
+        return json.loads(f.readline())["id"]
+
+
+class TableStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink: one table commit per micro-batch, idempotent per (query id, batch id)."""
+
+    def __init__(self, path: str, operation: str, app_id: str | None, checkpoint_location: str | None):
+        self.path = path
+        self.operation = operation
+        self.app_id = app_id
+        self.checkpoint_location = checkpoint_location
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
+        return _stage(self.path, WRITE_OPERATIONS[self.operation][0], iterator)
+
+    def commit(self, messages: list[StagedFiles | None], batchId: int) -> None:
+        app_id = self.app_id or f"spark-query:{streaming_query_id(self.checkpoint_location)}"
+        files = [f for m in messages if m for f in m.files]
+        table = _open(self.path)
+        state = table.app_state(app_id)
+        if state is not None and batchId <= state["batch_id"]:
+            # Replay of a batch the table already holds (crash after the table commit, before Spark's
+            # own commit log): commit nothing, drop the re-staged files.
+            log.info("tidelake sink: batch %d of %s already committed in version %s", batchId, app_id,
+                     state["version"])
+            _remove_staged(self.path, messages)
+            return
+        table.commit_staged(files, operation=WRITE_OPERATIONS[self.operation][1], app_id=app_id,
+                            batch_id=batchId, app_extra={"rows": sum(m.rows for m in messages if m)})
+
+    def abort(self, messages: list[StagedFiles | None], batchId: int) -> None:
+        _remove_staged(self.path, messages)
