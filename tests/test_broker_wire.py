@@ -306,3 +306,60 @@ def test_pipelined_requests_answered_in_order(broker):
             r = c.read_response(produce_req("t-pipe", 0, b""), 9, cid)  # asserts the correlation id order
             offsets.append(r.responses[0].partition_responses[0].base_offset)
         assert offsets == list(range(50))
+
+
+def test_acks_all_with_min_insync_replicas_above_one_is_refused(client, broker):
+    create(broker, "t-isr", configs={"min.insync.replicas": "2"})
+    r = client.request(produce_req("t-isr", 0, batch([b"x"]), acks=-1), 9).responses[0].partition_responses[0]
+    assert r.error_code == 19  # NOT_ENOUGH_REPLICAS
+    r = client.request(produce_req("t-isr", 0, batch([b"x"]), acks=1), 9).responses[0].partition_responses[0]
+    assert (r.error_code, r.base_offset) == (0, 0)
+
+
+def test_read_committed_fetch_stops_at_lso_and_lists_aborted(client, broker):
+    create(broker, "t-txn")
+    init = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1), 4)
+    pid = init.producer_id
+    txn1 = batch([b"t1a", b"t1b"], producer_id=pid, producer_epoch=0, base_sequence=0, transactional=True)
+    assert client.request(produce_req("t-txn", 0, txn1), 9).responses[0].partition_responses[0].error_code == 0
+    committed = client.request(fetch_req("t-txn", 0, 0, isolation=1), 11).responses[0].partitions[0]
+    assert committed.last_stable_offset == 0 and not committed.records and committed.high_watermark == 2
+    uncommitted = client.request(fetch_req("t-txn", 0, 0, isolation=0), 11).responses[0].partitions[0]
+    assert uncommitted.records
+    broker.run(lambda: broker.broker.append_marker("t-txn", 0, producer_id=pid, producer_epoch=0, commit=False))
+    r = client.request(fetch_req("t-txn", 0, 0, isolation=1), 11).responses[0].partitions[0]
+    assert r.last_stable_offset == 3 and r.records
+    assert [(a.producer_id, a.first_offset) for a in r.aborted_transactions] == [(pid, 0)]
+
+
+def test_incremental_alter_list_ops_broker_configs_cluster_log_dirs_producers(client, broker):
+    from kafka.protocol.admin import (DescribeClusterRequest, DescribeLogDirsRequest, DescribeProducersRequest,
+                                      IncrementalAlterConfigsRequest as IAC)
+    create(broker, "t-iac")
+    R = IAC.AlterConfigsResource
+
+    def alter(rtype, name, ops):
+        r = client.request(IAC(resources=[R(resource_type=rtype, resource_name=name, configs=[
+            R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])], validate_only=False), 1)
+        return r.responses[0].error_code
+    assert alter(2, "t-iac", [("cleanup.policy", 2, "compact")]) == 0  # APPEND to the default "delete"
+    assert broker.broker.topic("t-iac").configs["cleanup.policy"] == "delete,compact"
+    assert alter(2, "t-iac", [("cleanup.policy", 3, "delete")]) == 0  # SUBTRACT
+    assert broker.broker.topic("t-iac").configs["cleanup.policy"] == "compact"
+    assert alter(2, "t-iac", [("retention.ms", 2, "5")]) == 40  # APPEND on a non-list: INVALID_CONFIG
+    assert alter(2, "t-iac", [("no.such", 0, "5")]) == 40
+    assert alter(4, str(broker.broker.node_id), [("log.retention.bytes", 0, "123456")]) == 0
+    assert broker.broker.config.get("log.retention.bytes") == "123456"
+    assert alter(4, str(broker.broker.node_id), [("node.id", 0, "7")]) == 40  # read-only
+    assert alter(4, str(broker.broker.node_id), [("log.retention.bytes", 1, None)]) == 0
+    dc = client.request(DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
+    assert dc.error_code == 0 and [b.port for b in dc.brokers] == [broker.port]
+    ld = client.request(DescribeLogDirsRequest(topics=None), 4)
+    assert ld.results[0].error_code == 0 and any(t.name == "t-iac" for t in ld.results[0].topics)
+    create(broker, "t-prod")
+    pid = client.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=1), 4).producer_id
+    client.request(produce_req("t-prod", 0, batch([b"a", b"b"], producer_id=pid, producer_epoch=0, base_sequence=0)), 9)
+    dp = client.request(DescribeProducersRequest(topics=[DescribeProducersRequest.TopicRequest(
+        name="t-prod", partition_indexes=[0])]), 0)
+    active = dp.topics[0].partitions[0].active_producers
+    assert [(a.producer_id, a.producer_epoch, a.last_sequence) for a in active] == [(pid, 0, 1)]

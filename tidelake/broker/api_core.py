@@ -42,6 +42,7 @@ UNKNOWN_SERVER_ERROR = -1
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_TOPIC = 17
+NOT_ENOUGH_REPLICAS = 19
 INVALID_REQUIRED_ACKS = 21
 INVALID_REQUEST = 42
 TOPIC_DELETION_DISABLED = 73
@@ -167,6 +168,11 @@ async def produce(broker, ctx, request):
             plog = logs.get(name, index) if name is not None else None
             if plog is None:
                 parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
+                continue
+            if acks == -1 and broker.min_insync_replicas(name) > 1:
+                # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
+                parts.append((index, NOT_ENOUGH_REPLICAS, -1, -1, plog.log_start_offset,
+                              "min.insync.replicas exceeds the in-sync replicas (1)"))
                 continue
             records = pd.records
             try:

@@ -197,6 +197,13 @@ class Broker:
         overrides = info.configs if info is not None else {}
         return LogConfig.from_properties(self.config.effective_topic_configs(overrides))
 
+    def min_insync_replicas(self, topic: str) -> int:
+        info = self.metadata.topics.get(topic)
+        value = info.configs.get("min.insync.replicas") if info is not None else None
+        if value is None:
+            value = self.config.topic_default("min.insync.replicas")[0]
+        return int(value)
+
     def topic(self, name: str) -> TopicInfo | None:
         return self.metadata.topics.get(name)
 
