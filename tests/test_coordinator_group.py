@@ -156,3 +156,22 @@ def test_last_member_leaving_empties_the_group_and_reload_restores_it():
         assert g.leave([(r.member_id, None)], 10) == [0]
         assert g.state == EMPTY and saved[-1].members == [] and saved[-1].generation == 2
     run(scenario())
+
+
+def test_pending_member_that_never_rejoins_does_not_block_the_rebalance():
+    async def scenario():
+        g = ClassicGroup("g", GroupConfig(), 0)
+        a = await (await join_known(g, client="a"))
+        await g.sync(member_id=a.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
+                     protocol_name=None, assignments={}, now_ms=0)
+        ghost = await join(g, client="ghost", now=100, session=6000)  # gets an id, never comes back
+        assert ghost.error == errors.MemberIdRequired.code
+        b_f = await join_known(g, client="b", now=200)
+        a_f = join(g, member_id=a.member_id, client="a", now=300)
+        g.tick(5000)
+        assert not a_f.done() and not b_f.done()  # still waiting for the pending member
+        g.tick(6101)  # its session timeout passed: the join completes without it
+        ra, rb = await a_f, await b_f
+        assert ra.generation_id == rb.generation_id == 2 and len(ra.members) == 2
+        assert ghost.member_id not in g.members
+    run(scenario())

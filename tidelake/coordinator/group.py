@@ -134,7 +134,8 @@ class ClassicGroup:
         self.leader: str | None = None
         self.members: dict[str, ClassicMember] = {}
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
-        self.pending_members: dict[str, int] = {}  # member id handed out by MEMBER_ID_REQUIRED -> since
+        # member id handed out by MEMBER_ID_REQUIRED -> (since, session timeout): it must rejoin in time
+        self.pending_members: dict[str, tuple[int, int]] = {}
         self.rebalance_deadline_ms = 0
         self.initial_delay_until_ms = 0
         self.state_timestamp_ms = now_ms
@@ -207,7 +208,7 @@ class ClassicGroup:
             if group_instance_id is not None and group_instance_id in self.static_members:
                 return self._replace_static_member(group_instance_id, new_id, fields, now_ms)
             if require_known_member_id and group_instance_id is None:
-                self.pending_members[new_id] = now_ms
+                self.pending_members[new_id] = (now_ms, session_timeout_ms)
                 return _done(JoinResult(errors.MemberIdRequired.code, new_id))
             return self._add_member_and_rebalance(new_id, group_instance_id, fields, now_ms)
 
@@ -416,9 +417,10 @@ class ClassicGroup:
     # ---- time ----------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
         """Expire sessions and rebalance timeouts as of ``now_ms``."""
-        for mid, since in list(self.pending_members.items()):
-            if now_ms - since > self.config.max_session_timeout_ms or now_ms - since > 2 * self.config.min_session_timeout_ms:
+        for mid, (since, session_ms) in list(self.pending_members.items()):
+            if now_ms - since > session_ms:
                 del self.pending_members[mid]
+                self._maybe_complete_join(now_ms)  # the join may have been waiting for it
         expired = [mid for mid, m in self.members.items()
                    if m.join_future is None and m.sync_future is None
                    and now_ms - m.last_heartbeat_ms > m.session_timeout_ms]
