@@ -29,49 +29,63 @@ class FrameTooLarge(FramingError):
 
 
 class FrameDecoder:
-    """Accumulates bytes and splits them into complete frames (without the size prefix).
+    """Splits a byte stream into complete frames (without the size prefix).
 
-    ``feed`` raises ``FrameTooLarge`` as soon as a size prefix above ``max_frame_bytes`` is seen and
-    ``FramingError`` for a negative size, so the caller never buffers an oversize request.
+    Frames wholly inside one ``feed`` chunk are returned as zero-copy memoryviews of it; a frame that
+    spans chunks is assembled once into a bytearray of its exact size (writable, so the log can patch
+    offsets in place). ``feed`` raises ``FrameTooLarge`` as soon as a size prefix above
+    ``max_frame_bytes`` is seen and ``FramingError`` for a negative size, so the caller never buffers
+    an oversize request.
     """
 
-    __slots__ = ("max_frame_bytes", "_buf", "_need")
+    __slots__ = ("max_frame_bytes", "_prefix", "_partial", "_filled")
 
     def __init__(self, max_frame_bytes: int = 100 * 1024 * 1024):
         self.max_frame_bytes = max_frame_bytes
-        self._buf = bytearray()
-        self._need = -1  # size of the frame being assembled, -1 while reading the prefix
+        self._prefix = b""  # up to 3 bytes of a size prefix split across chunks
+        self._partial: bytearray | None = None  # frame being assembled across chunks
+        self._filled = 0
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        return len(self._prefix) + self._filled
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[bytes]:
-        """Add bytes; return every frame now complete (possibly none)."""
-        buf = self._buf
-        buf += data
-        frames: list[bytes] = []
-        pos = 0
-        end = len(buf)
-        need = self._need
-        while True:
-            if need < 0:
-                if end - pos < 4:
+    def feed(self, data: bytes | bytearray | memoryview) -> list:
+        """Add bytes; return every frame now complete (possibly none), as bytes-like objects."""
+        frames: list = []
+        mv = memoryview(data)
+        pos, end = 0, len(mv)
+        while pos < end:
+            partial = self._partial
+            if partial is not None:
+                take = min(len(partial) - self._filled, end - pos)
+                partial[self._filled:self._filled + take] = mv[pos:pos + take]
+                self._filled += take
+                pos += take
+                if self._filled == len(partial):
+                    frames.append(partial)
+                    self._partial, self._filled = None, 0
+                continue
+            if self._prefix or end - pos < 4:
+                need = 4 - len(self._prefix)
+                self._prefix += bytes(mv[pos:pos + need])
+                pos += min(need, end - pos)
+                if len(self._prefix) < 4:
                     break
-                (need,) = _INT32.unpack_from(buf, pos)
-                if need < 0:
-                    raise FramingError(f"negative frame size {need}")
-                if need > self.max_frame_bytes:
-                    raise FrameTooLarge(f"frame of {need} bytes exceeds limit {self.max_frame_bytes}")
+                (size,) = _INT32.unpack(self._prefix)
+                self._prefix = b""
+            else:
+                (size,) = _INT32.unpack_from(mv, pos)
                 pos += 4
-            if end - pos < need:
-                break
-            frames.append(bytes(buf[pos:pos + need]))
-            pos += need
-            need = -1
-        if pos:
-            del buf[:pos]
-        self._need = need
+            if size < 0:
+                raise FramingError(f"negative frame size {size}")
+            if size > self.max_frame_bytes:
+                raise FrameTooLarge(f"frame of {size} bytes exceeds limit {self.max_frame_bytes}")
+            if end - pos >= size:
+                frames.append(mv[pos:pos + size])
+                pos += size
+            else:
+                self._partial, self._filled = bytearray(size), 0
         return frames
 
 
