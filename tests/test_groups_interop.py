@@ -268,3 +268,40 @@ def test_restart_keeps_offsets_and_group(tmp_path):
                 values.append(m.value())
         c.close()
         assert sorted(values) == [b"second-0", b"second-1", b"second-2", b"second-3"]
+
+
+def test_static_members_come_back_without_a_rebalance(broker):
+    """librdkafka static members (group.instance.id) leave no LeaveGroup on close; a restarted
+    member with the same instance id gets its partitions back in the same generation."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+
+    def member(instance: str) -> Consumer:
+        c = confluent_consumer(bs, "sg", **{"partition.assignment.strategy": "range", "group.instance.id": instance})
+        c.subscribe(["t"])
+        return c
+
+    def wait_split(members: list[Consumer]) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            for c in members:
+                c.poll(0.05)
+            if all(partitions_of(c) for c in members) and \
+                    sorted(sum((partitions_of(c) for c in members), [])) == list(range(PARTITIONS)):
+                return
+        raise AssertionError("static members never split the partitions")
+
+    a, b = member("static-a"), member("static-b")
+    wait_split([a, b])
+    group = broker.broker.group_coordinator.groups["sg"]
+    generation, b_parts = group.generation, partitions_of(b)
+    old_b_id = group.static_members["static-b"]
+    b.close()
+    b2 = member("static-b")
+    try:
+        wait_split([a, b2])
+        assert partitions_of(b2) == b_parts and group.generation == generation
+        assert group.static_members["static-b"] != old_b_id  # new member id, old one fenced
+    finally:
+        a.close()
+        b2.close()
