@@ -160,3 +160,28 @@ def test_sigterm_stops_cleanly_with_exit_code_0(tmp_path):
         assert proc.wait(30) == 0
     finally:
         _stop(proc)
+
+
+def test_cli_reads_server_properties_set_overrides_and_advertises(tmp_path):
+    from kafka.protocol.admin import DescribeConfigsRequest as DCR
+    from kafka.protocol.metadata import MetadataRequest
+
+    from tidelake.protocol.wire_client import WireClient
+    props = tmp_path / "server.properties"
+    props.write_text("# test\nnum.partitions=4\nlog.segment.bytes=2048\nlog.retention.hours=2\n")
+    port, adv_port = free_port(), free_port()
+    proc = _start_cli_broker(tmp_path / "data", port, "--config", str(props), "--set", "log.retention.hours=3",
+                             "--advertised", f"localhost:{adv_port}")
+    try:
+        with WireClient("127.0.0.1", port) as c:
+            md = c.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="from-props")],
+                                           allow_auto_topic_creation=True), 9)
+            assert [(b.host, b.port) for b in md.brokers] == [("localhost", adv_port)]
+            # --set num.partitions=2 (from _start_cli_broker) wins over the file's 4
+            assert len(md.topics[0].partitions) == 2
+            r = c.request(DCR(resources=[DCR.DescribeConfigsResource(
+                resource_type=2, resource_name="from-props", configuration_keys=["segment.bytes", "retention.ms"])]), 4)
+            got = {e.name: (e.value, e.config_source) for e in r.results[0].configs}
+            assert got == {"segment.bytes": ("2048", 4), "retention.ms": (str(3 * 3600 * 1000), 4)}
+    finally:
+        _stop(proc)
