@@ -167,6 +167,7 @@ def produce_confluent(bootstrap: str, topic: str, recs: Sequence[Rec], codec: st
 
 def produce_kafka_python(bootstrap: str, topic: str, recs: Sequence[Rec], codec: str = "none") -> list[Rec]:
     from kafka import KafkaProducer
+    # kafka-python 3 is idempotent by default with acks=all (KIP-679), like the Java client
     producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
                              compression_type=None if codec == "none" else codec)
     try:
@@ -186,7 +187,7 @@ def produce_aiokafka(bootstrap: str, topic: str, recs: Sequence[Rec], codec: str
     from aiokafka import AIOKafkaProducer
 
     async def run() -> list[Rec]:
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, enable_idempotence=True,
                                     compression_type=None if codec == "none" else codec,
                                     request_timeout_ms=30000)
         await producer.start()
