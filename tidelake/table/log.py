@@ -98,6 +98,9 @@ class TableState:
         self.horizon = 0                       # versions below were expired (their files may be gone)
         self.primary_key: list[str] = []
         self.versions: dict[int, dict[str, Any]] = {}   # version -> entry without add/remove lists
+        # commit time of every version still referenced (outlives ``versions`` entries that expire
+        # while a restored or clustered file still holds rows of that version)
+        self.timestamps: dict[int, int] = {}
         self.files: dict[str, FileEntry] = {}
         self.schemas: list[tuple[int, pa.Schema]] = []
         self.properties: list[tuple[int, dict[str, str]]] = []
@@ -129,11 +132,12 @@ class TableState:
         self.versions[v] = {k: e[k] for k in e if k not in ("add", "remove", "schema")}
         self.versions[v]["added"] = len(e.get("add", []))
         self.versions[v]["removed"] = len(e.get("remove", []))
+        self.timestamps[v] = e["timestamp_ms"]
         self.version = v
 
     # ------------------------------------------------------------ queries
     def timestamp(self, v: int) -> int:
-        return self.versions[v]["timestamp_ms"]
+        return self.timestamps[v]
 
     def live_files(self, v: int) -> list[FileEntry]:
         return [fe for fe in self.files.values() if fe.live_at(v)]
@@ -162,6 +166,7 @@ class TableState:
             "schemas": [[v, schema_to_json(s)] for v, s in self.schemas],
             "properties": [[v, p] for v, p in self.properties],
             "apps": self.apps,
+            "timestamps": [[v, ts] for v, ts in sorted(self.timestamps.items())],
         }
 
     @classmethod
@@ -174,6 +179,7 @@ class TableState:
         st.schemas = [(v, schema_from_json(s)) for v, s in d["schemas"]]
         st.properties = [(v, p) for v, p in d["properties"]]
         st.apps = d["apps"]
+        st.timestamps = {v: ts for v, ts in d["timestamps"]}
         return st
 
 

@@ -366,7 +366,10 @@ class Table:
                          fe.file.max_version, fe.file.rows, fe.file.bytes) for fe in fes]
 
     # ================================================================ reading
-    def _read(self, fe: FileEntry, columns: list[str], schema: pa.Schema, filter_expr: pc.Expression | None) -> pa.Table:
+    def _read(self, fe: FileEntry, columns: list[str], schema: pa.Schema, filter_expr: pc.Expression | None,
+              with_time: bool = False) -> pa.Table:
+        """A file's rows conformed to ``columns`` + _op + _commit_version (+ _commit_time): base
+        rows are upserts at the base version, an L0 file's rows carry its commit's version/time."""
         f = fe.file
         try:
             t = read_parquet(self.path, f, columns + ([OP, COMMIT_VERSION, COMMIT_TIME] if f.kind == "delta" else []), filter_expr)
@@ -374,14 +377,18 @@ class Table:
             self.refresh()
             raise VersionExpired(f"data file {f.path} was removed by retention cleanup "
                                  f"(oldest readable version is now {self._horizon()})") from None
-        user = pa.schema([schema.field(c) for c in columns])
+        n = t.num_rows
         if f.kind == "base":
-            return conform(t, user, extra=[pa.field(OP, pa.int8()), pa.field(COMMIT_VERSION, pa.int64())]) \
-                .set_column(len(columns), OP, pa.array(np.zeros(t.num_rows, np.int8))) \
-                .set_column(len(columns) + 1, COMMIT_VERSION, pa.array(np.full(t.num_rows, f.min_version, np.int64)))
-        if COMMIT_VERSION not in t.column_names:   # L0 file: its commit's version
-            t = t.append_column(COMMIT_VERSION, pa.array(np.full(t.num_rows, f.min_version, np.int64)))
-        return conform(t, user, extra=[pa.field(OP, pa.int8()), pa.field(COMMIT_VERSION, pa.int64())])
+            t = t.append_column(OP, pa.array(np.zeros(n, np.int8)))
+        if COMMIT_VERSION not in t.column_names:   # base or L0 file: one version for all rows
+            t = t.append_column(COMMIT_VERSION, pa.array(np.full(n, f.min_version, np.int64)))
+        extra = [pa.field(OP, pa.int8()), pa.field(COMMIT_VERSION, pa.int64())]
+        if with_time:
+            if COMMIT_TIME not in t.column_names:
+                ts = np.full(n, self._state.timestamp(f.min_version), dtype="datetime64[ms]")
+                t = t.append_column(COMMIT_TIME, pa.array(ts).cast(COMMIT_TIME_TYPE))
+            extra.append(pa.field(COMMIT_TIME, COMMIT_TIME_TYPE))
+        return conform(t, pa.schema([schema.field(c) for c in columns]), extra=extra)
 
     def _merge_bucket(self, base: FileEntry | None, base_version: int, deltas: list[FileEntry],
                       columns: list[str], schema: pa.Schema, pk_expr: pc.Expression | None) -> pa.Table:
@@ -497,13 +504,10 @@ class Table:
             fes = self._increment_files(s, e)
             buckets, may_match = self._prune(tuples, schema)
             fes = [fe for fe in fes if (buckets is None or fe.file.bucket in buckets) and may_match(fe.file)]
-            times = {fe.file.min_version: self._state.timestamp(fe.file.min_version) for fe in fes}
         wanted = list(columns) if columns is not None else schema.names
         parts = []
         for fe in fes:
-            t = self._read(fe, schema.names, schema, None)
-            ts = pa.array(np.full(t.num_rows, times[fe.file.min_version], dtype="datetime64[ms]")).cast(COMMIT_TIME_TYPE)
-            parts.append(t.append_column(COMMIT_TIME, ts))
+            parts.append(self._read(fe, schema.names, schema, None, with_time=True))
         out_schema = pa.schema([schema.field(c) for c in wanted] + [
             pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()), pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)])
         if not parts:
@@ -880,21 +884,11 @@ class Table:
 
         def one(g):
             b, level, fes = g
-            parts = []
-            for fe in fes:
-                t = self._read(fe, schema.names, schema, None)
-                if COMMIT_TIME in t.column_names:
-                    t = t.drop_columns([COMMIT_TIME])
-                parts.append(t)
-            t = pa.concat_tables(parts)
+            t = pa.concat_tables([self._read(fe, schema.names, schema, None, with_time=True) for fe in fes])
             seq = "__seq"
             t = t.append_column(seq, pa.array(np.arange(t.num_rows, dtype=np.int64)))
-            t = t.take(pc.sort_indices(t, sort_keys=sort_keys(pk, (COMMIT_VERSION, "ascending"), (seq, "ascending")))).drop_columns([seq])
-            times = np.array([st.timestamp(int(x)) for x in pc.unique(t.column(COMMIT_VERSION)).to_pylist()])
-            vers = pc.unique(t.column(COMMIT_VERSION)).to_numpy()
-            idx = np.searchsorted(vers[np.argsort(vers)], t.column(COMMIT_VERSION).to_numpy())
-            ts = times[np.argsort(vers)][idx].astype("datetime64[ms]")
-            t = t.append_column(COMMIT_TIME, pa.array(ts).cast(COMMIT_TIME_TYPE))
+            order = sort_keys(pk, (COMMIT_VERSION, "ascending"), (seq, "ascending"))
+            t = t.take(pc.sort_indices(t, sort_keys=order)).drop_columns([seq])
             return write_parquet(self.path, t, kind="delta", bucket=b, level=level, primary_key=pk,
                                  min_version=min(fe.file.min_version for fe in fes),
                                  max_version=max(fe.file.max_version for fe in fes)), [fe.file.path for fe in fes]
@@ -960,6 +954,9 @@ class Table:
             del st.files[p]
         for v in [v for v in st.versions if v < horizon]:
             del st.versions[v]
+        referenced = {v for p in keep_paths for v in (st.files[p].file.min_version, st.files[p].file.max_version)}
+        for v in [v for v in st.timestamps if v < horizon and v not in referenced]:
+            del st.timestamps[v]
         for app_id, entries in st.apps.items():   # keep the latest batch per app, whatever its age
             st.apps[app_id] = [e for e in entries if e[1] >= horizon] or entries[-1:]
         st.horizon = horizon

@@ -1,0 +1,166 @@
+"""Model test: random upserts, deletes, overwrites, compactions, clusterings, restores and expiries
+against an in-memory oracle; every step checks the latest state, and rules read random retained
+versions and random increments (begin, end]."""
+from __future__ import annotations
+
+import shutil
+import tempfile
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from tidelake.table import Table, VersionExpired
+
+SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
+HOUR = 3_600_000
+RETAIN_HOURS = 24
+
+keys = st.integers(0, 12)
+rows = st.lists(st.tuples(keys, st.integers(0, 5)), max_size=8)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100 * HOUR
+
+    def __call__(self):
+        return self.now
+
+
+class TableModel(RuleBasedStateMachine):
+    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans())
+    def setup(self, buckets, auto_cluster):
+        self.dir = tempfile.mkdtemp(prefix="tidelake-model-")
+        self.clock = Clock()
+        self.t = Table.create(f"{self.dir}/t", SCHEMA, ["id"], {
+            "write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
+            "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
+            "checkpoint.interval": "5"}, clock=self.clock)
+        self.states = {0: {}}          # version -> {id: amount}
+        self.deltas = {0: []}          # version -> sorted [(id, op, amount)] of data commits
+
+    def teardown(self):
+        shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
+
+    # ------------------------------------------------------------------ helpers
+    def latest(self):
+        return self.states[max(self.states)]
+
+    def record(self, new_state, changes):
+        """The table's commits since the last record: the first is the data commit, any later
+        ones are automatic maintenance (no logical change)."""
+        versions = [h["version"] for h in self.t.history() if h["version"] > max(self.states)]
+        assert versions, "the write made no version"
+        for i, v in enumerate(versions):
+            self.states[v] = dict(new_state)
+            self.deltas[v] = sorted(changes, key=lambda c: c[0]) if i == 0 else []
+
+    def record_maintenance(self):
+        for h in self.t.history():
+            if h["version"] > max(self.states):
+                self.states[h["version"]] = dict(self.latest())
+                self.deltas[h["version"]] = []
+
+    def horizon(self):
+        limit = self.clock.now - RETAIN_HOURS * HOUR
+        hist = {h["version"]: h["timestamp_ms"] for h in self.t.history()}
+        old = [v for v in self.states if v in hist and hist[v] <= limit]
+        return max(old) if old else min(hist)
+
+    # ------------------------------------------------------------------ rules
+    @rule(hours=st.integers(0, 12))
+    def advance_clock(self, hours):
+        self.clock.now += hours * HOUR
+
+    @rule(ups=rows, dels=st.lists(keys, max_size=4))
+    def transaction(self, ups, dels):
+        state = dict(self.latest())
+        last = {}
+        for k, a in ups:
+            state[k] = a
+            last[k] = ("upsert", a)
+        for k in dels:
+            state.pop(k, None)
+            last[k] = ("delete", None)
+        with self.t.transaction() as tx:
+            if ups:
+                tx.upsert(pa.table({"id": pa.array([k for k, _ in ups], pa.int64()), "amount": pa.array([a for _, a in ups], pa.int64())}))
+            if dels:
+                tx.delete(dels)
+        self.record(state, [(k, op, a) for k, (op, a) in last.items()])
+
+    @rule(new=rows)
+    def overwrite(self, new):
+        old = self.latest()
+        state = {}
+        for k, a in new:
+            state[k] = a
+        self.t.insert_overwrite(pa.table({"id": pa.array([k for k, _ in new], pa.int64()), "amount": pa.array([a for _, a in new], pa.int64())}))
+        changes = [(k, "upsert", a) for k, a in state.items()] + [(k, "delete", None) for k in old if k not in state]
+        self.record(state, changes)
+
+    @rule()
+    def compact(self):
+        self.t.compact()
+        self.record_maintenance()
+
+    @rule()
+    def cluster(self):
+        self.t.cluster()
+        self.record_maintenance()
+
+    @precondition(lambda self: len(self.states) > 1)
+    @rule(data=st.data())
+    def restore(self, data):
+        h = self.horizon()
+        target = data.draw(st.sampled_from(sorted(v for v in self.states if v >= h)))
+        old, new = self.latest(), self.states[target]
+        self.t.restore(target)
+        changes = [(k, "upsert", a) for k, a in new.items() if old.get(k, -1) != a] + \
+                  [(k, "delete", None) for k in old if k not in new]
+        self.record(new, changes)
+
+    @rule()
+    def expire(self):
+        h = self.horizon()
+        self.t.expire()
+        for v in [v for v in self.states if v < h]:
+            del self.states[v]
+            del self.deltas[v]
+
+    @rule(data=st.data())
+    def read_version(self, data):
+        h = self.horizon()
+        v = data.draw(st.sampled_from(sorted(self.states)))
+        if v < h:
+            with pytest.raises(VersionExpired):
+                self.t.scan(version=v)
+        else:
+            got = {r["id"]: r["amount"] for r in self.t.scan(version=v).to_pylist()}
+            assert got == self.states[v], f"version {v}"
+
+    @rule(data=st.data())
+    def read_increment(self, data):
+        h = self.horizon()
+        vs = sorted(v for v in self.states if v >= h)
+        s = data.draw(st.sampled_from([h - 1] + vs))
+        e = data.draw(st.sampled_from([v for v in vs if v >= s] or [s]))
+        got = [(r["_commit_version"], r["id"], r["_op"], r["amount"] if r["_op"] == "upsert" else None)
+               for r in self.t.changes(start_version=s, end_version=e).to_pylist()]
+        want = [(v, k, op, a) for v in sorted(self.deltas) if s < v <= e for k, op, a in self.deltas[v]]
+        assert got == want, f"changes ({s}, {e}]"
+
+    @invariant()
+    def latest_matches(self):
+        if hasattr(self, "t"):
+            got = {r["id"]: r["amount"] for r in self.t.scan().to_pylist()}
+            assert got == self.latest()
+            assert self.t.version == max(self.states)
+
+
+TableModel.TestCase.settings = settings(max_examples=20, stateful_step_count=25, deadline=None,
+                                        suppress_health_check=[HealthCheck.too_slow])
+test_table_model = TableModel.TestCase
