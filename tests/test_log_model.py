@@ -25,6 +25,8 @@ class LogModel(RuleBasedStateMachine):
         self.batches: list[tuple[int, list[bytes], int]] = []  # (base offset, values, timestamp)
         self.log_start = 0
         self.leo = 0
+        # idempotent producer 77 (epoch 0): its batches in log order as (first_seq, last_seq, base, last)
+        self.producer_batches: list[tuple[int, int, int, int]] = []
 
     @initialize(segment_bytes=st.integers(200, 3000), index_interval=st.integers(1, 600))
     def open_log(self, segment_bytes, index_interval):
@@ -54,6 +56,26 @@ class LogModel(RuleBasedStateMachine):
             self.batches.append((self.leo, vals, ts))
             self.leo += len(vals)
         assert r.last_offset == self.leo - 1
+
+    @rule(vals=st.lists(values, min_size=1, max_size=4))
+    def append_idempotent(self, vals):
+        seq = self.producer_batches[-1][1] + 1 if self.producer_batches else 0
+        data = build_batch([Record(i, 5000, None, v) for i, v in enumerate(vals)],
+                           producer_id=77, producer_epoch=0, base_sequence=seq)
+        r = self.log.append(data, now_ms=1)
+        assert not r.duplicate and r.base_offset == self.leo
+        self.batches.append((self.leo, vals, 5000))
+        self.producer_batches.append((seq, seq + len(vals) - 1, self.leo, self.leo + len(vals) - 1))
+        self.leo += len(vals)
+
+    @precondition(lambda self: self.producer_batches)
+    @rule(data=st.data())
+    def retry_idempotent(self, data):
+        first_seq, last_seq, base, last = data.draw(st.sampled_from(self.producer_batches[-5:]))
+        retry = build_batch([Record(i, 0, None, b"retry") for i in range(last_seq - first_seq + 1)],
+                            producer_id=77, producer_epoch=0, base_sequence=first_seq)
+        r = self.log.append(retry, now_ms=1)
+        assert r.duplicate and (r.base_offset, r.last_offset) == (base, last)
 
     @rule(data=st.data(), max_bytes=st.integers(0, 3000))
     def read(self, data, max_bytes):
@@ -102,8 +124,14 @@ class LogModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def truncate(self, data):
         offset = data.draw(st.integers(self.log_start + 1, self.leo))
+        holder = next((b for b in self.batches if b[0] + len(b[1]) > offset), None)
         self.log.truncate_to(offset)
+        if holder is not None and holder[0] <= self.log_start:
+            # the batch holding the log start goes: the log restarts empty, producer state with it
+            offset = self.log_start
+            self.producer_batches = []
         self.batches = [b for b in self.batches if b[0] + len(b[1]) - 1 < offset]
+        self.producer_batches = [b for b in self.producer_batches if b[3] < offset]
         self.leo = self.batches[-1][0] + len(self.batches[-1][1]) if self.batches else self.log_start
         if self.leo < self.log_start:
             self.leo = self.log_start
@@ -121,5 +149,5 @@ class LogModel(RuleBasedStateMachine):
             assert self.log.high_watermark == self.leo
 
 
-LogModel.TestCase.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
+LogModel.TestCase.settings = settings(max_examples=100, stateful_step_count=30, deadline=None)
 TestLogModel = LogModel.TestCase

@@ -723,6 +723,8 @@ class PartitionLog:
                 self._add_segment(seg)
                 self.log_start_offset = offset
                 _write_checkpoint(self.directory / LOG_START_FILE, offset)
+                # no log is left to explain any producer state (as Kafka's truncateFullyAndStartAt)
+                self.producer_state.delete_snapshots_above(-1)
             else:
                 while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                     self._delete_segment_locked(self.segments[-1])
