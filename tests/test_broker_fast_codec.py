@@ -67,3 +67,39 @@ def test_fetch_response_encode_matches(version, error, session, topics):
             preferred_read_replica=-1, records=r) for i, e, h, l, s, ab, r in parts]) for n, tid, parts in topics])
     fast = b"".join(bytes(c) for c in encode_fetch_response(version, error, session, topics))
     assert fast == bytes(ref.encode(version=version))
+
+
+@given(st.integers(4, 17), st.integers(-1, 5), st.integers(0, 1000), st.integers(0, 10**6), st.integers(0, 10**7),
+       st.sampled_from([0, 1]), st.integers(0, 2**31 - 1), st.integers(-1, 50),
+       st.lists(st.tuples(names, uuids, st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 9), i64, i64,
+                                                           st.integers(0, 2**20)), max_size=3)), max_size=3),
+       st.lists(st.tuples(names, uuids, st.lists(st.integers(0, 50), max_size=3)), max_size=2),
+       st.text(max_size=5))
+@settings(max_examples=300, deadline=None)
+def test_fetch_request_decode_matches(version, replica, wait, minb, maxb, iso, sid, sepoch, topics, forgotten, rack):
+    from kafka.protocol.consumer import FetchRequest as FR
+
+    from tidelake.protocol.fast import decode_fetch_request
+    req = FR(replica_id=replica, max_wait_ms=wait, min_bytes=minb, max_bytes=maxb, isolation_level=iso,
+             session_id=sid, session_epoch=sepoch, rack_id=rack,
+             topics=[FR.FetchTopic(topic=n, topic_id=tid, partitions=[FR.FetchTopic.FetchPartition(
+                 partition=p, current_leader_epoch=e, fetch_offset=o, log_start_offset=ls, partition_max_bytes=m)
+                 for p, e, o, ls, m in parts]) for n, tid, parts in topics],
+             forgotten_topics_data=[FR.ForgottenTopic(topic=n, topic_id=tid, partitions=ps) for n, tid, ps in forgotten])
+    body = bytes(req.encode(version=version))
+    fast = decode_fetch_request(body, 0, version)
+    ref = FR.decode(body, version=version)
+    for attr in ("max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id", "session_epoch"):
+        assert getattr(fast, attr) == getattr(ref, attr), attr
+    if version < 15:
+        assert fast.replica_id == ref.replica_id
+    key = (lambda t: t.topic_id) if version >= 13 else (lambda t: t.topic)
+    assert [(key(t), [(p.partition, p.fetch_offset, p.partition_max_bytes,
+                       p.current_leader_epoch if version >= 9 else -1, p.log_start_offset if version >= 5 else -1)
+                      for p in t.partitions]) for t in fast.topics] == \
+        [(key(t), [(p.partition, p.fetch_offset, p.partition_max_bytes,
+                    p.current_leader_epoch if version >= 9 else -1, p.log_start_offset if version >= 5 else -1)
+                   for p in t.partitions]) for t in ref.topics]
+    if version >= 7:
+        assert [(key(t), list(t.partitions)) for t in fast.forgotten_topics_data] == \
+            [(key(t), list(t.partitions)) for t in ref.forgotten_topics_data]

@@ -29,7 +29,7 @@ from tidelake.broker.registry import REGISTRY, ApiSpec
 from tidelake.errors import (InvalidPartitions, InvalidReplicationFactor, InvalidTopic, KafkaApiError,
                              TopicAlreadyExists, UnknownTopicOrPartition)
 from tidelake.log import LogConfig, LogManager, PartitionLog
-from tidelake.protocol.fast import decode_produce_request
+from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import (FrameDecoder, FramingError, RequestHeader, encode_response_frame,
                                        parse_request_header, peek_api)
 
@@ -38,7 +38,7 @@ log = logging.getLogger("tidelake.broker")
 API_MODULES = ("tidelake.broker.api_core", "tidelake.broker.api_groups", "tidelake.broker.api_txn")
 API_VERSIONS_KEY = 18
 # Hand-written decoders for hot-path requests (same attribute names as kafka-python's classes).
-FAST_DECODERS = {0: decode_produce_request}
+FAST_DECODERS = {0: decode_produce_request, 1: decode_fetch_request}
 UNSUPPORTED_VERSION = 35
 _MAX_QUEUED_REQUESTS = 64  # per connection, before we stop reading from its socket
 _LEGAL_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")

@@ -181,6 +181,144 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
 
 
 # ------------------------------------------------------------------------------------------------
+# Fetch request
+# ------------------------------------------------------------------------------------------------
+class FetchPartitionData:
+    __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "log_start_offset", "partition_max_bytes")
+
+    def __init__(self, partition, current_leader_epoch, fetch_offset, log_start_offset, partition_max_bytes):
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+
+
+class FetchTopicData:
+    __slots__ = ("topic", "topic_id", "partitions")
+
+    def __init__(self, topic, topic_id, partitions):
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
+class FetchRequestData:
+    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id",
+                 "session_epoch", "topics", "forgotten_topics_data", "rack_id")
+
+    def __init__(self, **kw):
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+
+_FETCH_HEAD_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
+_FETCH_HEAD_V15 = struct.Struct(">iiib")  # max_wait, min_bytes, max_bytes, isolation
+_I32_PAIR = struct.Struct(">ii")
+
+
+def _read_len(buf, pos: int, flexible: bool, fmt=_I32) -> tuple[int, int]:
+    """Array/bytes length: compact (uvarint n+1) or fixed int."""
+    if flexible:
+        b = buf[pos]
+        if b < 0x80:
+            return b - 1, pos + 1
+        n, pos = _read_uvarint(buf, pos)
+        return n - 1, pos
+    (n,) = fmt.unpack_from(buf, pos)
+    return n, pos + fmt.size
+
+
+def _read_str(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
+    n, pos = _read_len(buf, pos, flexible, _I16)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise DecodeError("string runs past the request")
+    return bytes(buf[pos:pos + n]).decode(), pos + n
+
+
+def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
+    """Decode a Fetch request body (v4-v17) starting at ``pos``."""
+    try:
+        flexible = version >= 12
+        if version >= 15:
+            replica_id = -1
+            max_wait, min_bytes, max_bytes, isolation = _FETCH_HEAD_V15.unpack_from(buf, pos)
+            pos += _FETCH_HEAD_V15.size
+        else:
+            replica_id, max_wait, min_bytes, max_bytes, isolation = _FETCH_HEAD_V4.unpack_from(buf, pos)
+            pos += _FETCH_HEAD_V4.size
+        session_id, session_epoch = 0, -1
+        if version >= 7:
+            session_id, session_epoch = _I32_PAIR.unpack_from(buf, pos)
+            pos += 8
+        nt, pos = _read_len(buf, pos, flexible)
+        topics = []
+        for _ in range(max(nt, 0)):
+            name = topic_id = None
+            if version >= 13:
+                topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
+                pos += 16
+            else:
+                name, pos = _read_str(buf, pos, flexible)
+            np_, pos = _read_len(buf, pos, flexible)
+            parts = []
+            for _ in range(max(np_, 0)):
+                (partition,) = _I32.unpack_from(buf, pos)
+                pos += 4
+                leader_epoch = -1
+                if version >= 9:
+                    (leader_epoch,) = _I32.unpack_from(buf, pos)
+                    pos += 4
+                (fetch_offset,) = _I64.unpack_from(buf, pos)
+                pos += 8
+                if version >= 12:
+                    pos += 4  # last_fetched_epoch
+                log_start = -1
+                if version >= 5:
+                    (log_start,) = _I64.unpack_from(buf, pos)
+                    pos += 8
+                (pmax,) = _I32.unpack_from(buf, pos)
+                pos += 4
+                if flexible:
+                    pos = _skip_tags(buf, pos)
+                parts.append(FetchPartitionData(partition, leader_epoch, fetch_offset, log_start, pmax))
+            if flexible:
+                pos = _skip_tags(buf, pos)
+            topics.append(FetchTopicData(name, topic_id, parts))
+        forgotten = []
+        if version >= 7:
+            nf, pos = _read_len(buf, pos, flexible)
+            for _ in range(max(nf, 0)):
+                name = topic_id = None
+                if version >= 13:
+                    topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
+                    pos += 16
+                else:
+                    name, pos = _read_str(buf, pos, flexible)
+                np_, pos = _read_len(buf, pos, flexible)
+                plist = list(struct.unpack_from(f">{max(np_, 0)}i", buf, pos))
+                pos += 4 * max(np_, 0)
+                if flexible:
+                    pos = _skip_tags(buf, pos)
+                forgotten.append(FetchTopicData(name, topic_id, plist))
+        rack = ""
+        if version >= 11:
+            rack, pos = _read_str(buf, pos, flexible)
+        if flexible:
+            pos = _skip_tags(buf, pos)
+        if pos > len(buf):
+            raise DecodeError("request shorter than its fields")
+        return FetchRequestData(replica_id=replica_id, max_wait_ms=max_wait, min_bytes=min_bytes,
+                                max_bytes=max_bytes, isolation_level=isolation, session_id=session_id,
+                                session_epoch=session_epoch, topics=topics, forgotten_topics_data=forgotten,
+                                rack_id=rack)
+    except (struct.error, IndexError, UnicodeDecodeError) as e:
+        raise DecodeError(str(e)) from e
+
+
+# ------------------------------------------------------------------------------------------------
 # Produce response
 # ------------------------------------------------------------------------------------------------
 # partition tuple: (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
