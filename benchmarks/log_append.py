@@ -33,26 +33,26 @@ def main() -> None:
     log = PartitionLog.open(tmp / "bench-0", LogConfig(segment_bytes=256 << 20))
     now = int(time.time() * 1000)
     template = build_batch([Record(i, now, b"key-%d" % i, value) for i in range(per_batch)])
-    batches = [template]
-    if args.idempotent:
-        batches = [build_batch([Record(i, now, b"key-%d" % i, value) for i in range(per_batch)],
-                               producer_id=1, producer_epoch=0, base_sequence=s * per_batch)
-                   for s in range(20000)]
     n = 0
     total_bytes = 0
-    deadline = time.perf_counter() + args.seconds
-    t0 = time.perf_counter()
-    while time.perf_counter() < deadline:
-        for _ in range(100):
-            b = batches[n % len(batches)] if args.idempotent else template
-            if args.idempotent and n >= len(batches):
-                break
+    if args.idempotent:
+        # distinct sequence numbers need distinct batches: pre-build a bounded set, append each once
+        batches = [build_batch([Record(i, now, b"key-%d" % i, value) for i in range(per_batch)],
+                               producer_id=1, producer_epoch=0, base_sequence=s * per_batch)
+                   for s in range(3000)]
+        t0 = time.perf_counter()
+        for b in batches:
             log.append(b, now_ms=now)
-            n += 1
             total_bytes += len(b)
-        else:
-            continue
-        break
+        n = len(batches)
+    else:
+        deadline = time.perf_counter() + args.seconds
+        t0 = time.perf_counter()
+        while time.perf_counter() < deadline:
+            for _ in range(100):
+                log.append(template, now_ms=now)
+            n += 100
+            total_bytes += 100 * len(template)
     elapsed = time.perf_counter() - t0
     print(f"append: {n / elapsed:,.0f} appends/s  {n * per_batch / elapsed:,.0f} records/s  "
           f"{total_bytes / elapsed / 1e6:,.1f} MB/s  ({n} batches of {len(template)} B, "
