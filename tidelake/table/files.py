@@ -126,10 +126,20 @@ def conform(data: pa.Table, schema: pa.Schema, *, extra: Iterable[pa.Field] = ()
     for f in fields:
         if f.name in data.column_names:
             c = data.column(f.name)
-            cols.append(c if c.type == f.type else pc.cast(c, f.type))
+            cols.append(c if c.type == f.type else _cast(c, f.type))
         else:
             cols.append(pa.nulls(data.num_rows, f.type))
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
+
+
+def _cast(col, to: pa.DataType):
+    try:
+        return pc.cast(col, to)
+    except pa.ArrowInvalid:
+        if pa.types.is_decimal(to) and (pa.types.is_integer(col.type) or pa.types.is_floating(col.type)):
+            # int64 -> decimal(10,2) is refused for lack of precision; go through the decimal text
+            return pc.cast(pc.cast(col, pa.string()), to)
+        raise
 
 
 def to_arrow(data: Any, schema: pa.Schema | None = None) -> pa.Table:

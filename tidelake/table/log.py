@@ -243,8 +243,15 @@ class MetadataLog:
         return None
 
     def write_checkpoint(self, state: TableState) -> None:
+        # replaced, not created exclusively: expire/purge rewrite the same version's checkpoint with
+        # a later horizon. Readers see the old or the new file whole (rename is atomic).
         path = os.path.join(self.dir, checkpoint_name(state.version))
-        write_exclusive(path, state.to_json())
+        tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
+        with open(tmp, "w") as fh:
+            json.dump(state.to_json(), fh, separators=(",", ":"))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
         tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
         with open(tmp, "w") as fh:
             json.dump({"version": state.version}, fh)
