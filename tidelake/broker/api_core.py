@@ -102,6 +102,7 @@ async def metadata(broker, ctx, request):
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
+        internal_names = ("__consumer_offsets", "__transaction_state")  # created by their coordinators only
         topics = []
         for t in request.topics:
             name = t.name
@@ -113,7 +114,7 @@ async def metadata(broker, ctx, request):
                     continue
                 name = info.name
             info = broker.topic(name)
-            if info is None and auto:
+            if info is None and auto and name not in internal_names:
                 try:
                     info = broker.create_topic(name, None)
                 except KafkaApiError as e:

@@ -135,13 +135,16 @@ class Broker:
                 if e.name != name:
                     raise
         loop = asyncio.get_running_loop()
+        # Bind first (the port is known to hooks, e.g. for FindCoordinator), accept only once the
+        # coordinators have loaded their state.
         self._server = await loop.create_server(lambda: KafkaConnection(self), self.host, self.port,
-                                                reuse_address=True, backlog=1024)
+                                                reuse_address=True, backlog=1024, start_serving=False)
         self.port = self._server.sockets[0].getsockname()[1]
         for mod in self.api_modules:
             hook = getattr(mod, "on_start", None)
             if hook is not None:
                 await hook(self)
+        await self._server.start_serving()
         self._maintenance_task = loop.create_task(self._maintenance_loop())
         self._started = True
         log.info("broker %d listening on %s:%d (advertised %s:%d), data in %s", self.node_id, self.host,
