@@ -1,0 +1,205 @@
+"""Table benchmarks (issue 3 item 12). Writes the "Table" section of benchmarks/RESULTS.md.
+
+    .venv/bin/python benchmarks/table_bench.py [--scale 1.0] [--no-write]
+
+At --scale 1: upserts of 1M-row batches (50 % updates of existing keys, 50 % new keys) into a
+10M-row table, tidelake vs deltalake (delta-rs) MERGE on the same data in the same run; snapshot
+reads with 0 / 10 / 50 delta files per bucket vs after compaction; incremental read of a fixed
+increment as the table grows 1M -> 10M rows; point lookup with bucket pruning vs a full scan.
+--scale multiplies every row count (e.g. 0.1: 100k-row batches into a 1M-row table).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tidelake.table import Table  # noqa: E402
+
+SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()), ("category", pa.string())])
+CATEGORIES = np.array([f"cat-{i:02d}" for i in range(32)], dtype=object)
+
+
+def rows(ids: np.ndarray, rng: np.random.Generator) -> pa.Table:
+    n = len(ids)
+    return pa.table({"id": pa.array(ids, pa.int64()), "amount": pa.array(rng.integers(0, 1_000_000, n)),
+                     "price": pa.array(rng.random(n) * 100), "category": pa.array(CATEGORIES[rng.integers(0, 32, n)])},
+                    schema=SCHEMA)
+
+
+def timed(fn, repeat: int = 1) -> tuple[float, object]:
+    """Median wall time of ``repeat`` calls and the last result."""
+    times, out = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), out
+
+
+def fmt(n: float) -> str:
+    return f"{n:,.0f}"
+
+
+def bench_upsert(work: str, table_rows: int, batch_rows: int, batches: int, rng) -> list[str]:
+    from deltalake import DeltaTable, write_deltalake
+    base = rows(np.arange(table_rows, dtype=np.int64), rng)
+    t = Table.create(f"{work}/tl", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+    t.insert_into(base)
+    t.compact()
+    write_deltalake(f"{work}/delta", base)
+    del base
+    dt = DeltaTable(f"{work}/delta")
+    next_id = table_rows
+    out = ["| batch | tidelake upsert s | tidelake rows/s | delta-rs MERGE s | delta-rs rows/s | ratio |",
+           "|---:|---:|---:|---:|---:|---:|"]
+    ratios = []
+    for b in range(batches):
+        half = batch_rows // 2
+        ids = np.concatenate([rng.choice(next_id, half, replace=False), np.arange(next_id, next_id + batch_rows - half)])
+        next_id += batch_rows - half
+        batch = rows(rng.permutation(ids), rng)
+        tl_s, _ = timed(lambda: t.upsert(batch))
+        dl_s, _ = timed(lambda: dt.merge(batch, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                        .when_matched_update_all().when_not_matched_insert_all().execute())
+        ratios.append(dl_s / tl_s)
+        out.append(f"| {b + 1} | {tl_s:.2f} | {fmt(batch_rows / tl_s)} | {dl_s:.2f} | {fmt(batch_rows / dl_s)} | {dl_s / tl_s:.1f}x |")
+        print(out[-1], flush=True)
+    # both tables hold the same rows afterwards
+    assert t.scan(columns=["id"]).num_rows == DeltaTable(f"{work}/delta").to_pyarrow_table(columns=["id"]).num_rows
+    out.append(f"\nUpsert throughput ratio tidelake / delta-rs: median {statistics.median(ratios):.1f}x "
+               f"(goal >= 2x). Both tables were checked to hold the same number of rows afterwards.")
+    return out
+
+
+def bench_snapshot(work: str, table_rows: int, rng) -> list[str]:
+    buckets = 8
+    t = Table.create(f"{work}/snap", SCHEMA, ["id"], {"write.bucket.num": str(buckets), "clustering.auto": "false"})
+    t.insert_into(rows(np.arange(table_rows, dtype=np.int64), rng))
+    t.compact()
+    delta_rows = max(1000, table_rows // 200)      # each delta commit: 0.5 % of the table, all buckets
+    out = ["| delta files per bucket | live files | scan s (merge on read) | scan s after compaction | rows |",
+           "|---:|---:|---:|---:|---:|"]
+    done = 0
+    for target in (0, 10, 50):
+        while done < target:
+            t.upsert(rows(rng.choice(table_rows, delta_rows, replace=False), rng))
+            done += 1
+        files = len(t.plan())
+        s, res = timed(lambda: t.scan(), repeat=3)
+        n = res.num_rows
+        # compaction on a copy so the delta count keeps growing in the original
+        shutil.copytree(t.path, f"{work}/snapc")
+        c = Table.open(f"{work}/snapc")
+        c.compact()
+        cs, _ = timed(lambda: c.scan(), repeat=3)
+        shutil.rmtree(f"{work}/snapc")
+        out.append(f"| {target} | {files} | {s:.2f} | {cs:.2f} | {fmt(n)} |")
+        print(out[-1], flush=True)
+    return out
+
+
+def bench_incremental(work: str, sizes: list[int], increment: int, rng) -> list[str]:
+    t = Table.create(f"{work}/inc", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+    out = ["| table rows | versions | changes(v-1, v] s | rows read |", "|---:|---:|---:|---:|"]
+    have = 0
+    for size in sizes:
+        chunk = 1_000_000
+        while have < size:      # grow in commits of up to 1M rows, compacting as a real table would
+            n = min(chunk, size - have)
+            t.insert_into(rows(np.arange(have, have + n, dtype=np.int64), rng))
+            have += n
+        t.compact()
+        v = t.upsert(rows(rng.choice(have, increment, replace=False), rng))
+        s, res = timed(lambda: t.changes(start_version=v - 1, end_version=v), repeat=5)
+        out.append(f"| {fmt(have)} | {v} | {s:.3f} | {fmt(res.num_rows)} |")
+        print(out[-1], flush=True)
+    return out
+
+
+def bench_point(work: str, table_rows: int, rng) -> list[str]:
+    t = Table.create(f"{work}/pt", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+    t.insert_into(rows(np.arange(table_rows, dtype=np.int64), rng))
+    t.compact()
+    for _ in range(5):
+        t.upsert(rows(rng.choice(table_rows, max(1000, table_rows // 100), replace=False), rng))
+    keys = rng.choice(table_rows, 20, replace=False).tolist()
+    pruned, _ = timed(lambda: [t.scan(filter={"id": k}) for k in keys])
+    files = len(t.plan(filter={"id": keys[0]}))
+    full, _ = timed(lambda: [t.scan(filter=pc.field("id") == k) for k in keys[:3]])   # expression: no pruning
+    per_pruned, per_full = pruned / len(keys), full / 3
+    return ["| lookup | files read | ms per lookup |", "|---|---:|---:|",
+            f"| `scan(filter={{'id': k}})` (bucket pruning + min/max) | {files} | {per_pruned * 1000:.1f} |",
+            f"| `scan(filter=pc.field('id') == k)` (full scan, then filter) | {len(t.plan())} | {per_full * 1000:.1f} |",
+            f"\nPoint lookup speed-up from pruning: {per_full / per_pruned:.0f}x on {fmt(table_rows)} rows "
+            f"(base + 5 delta files per bucket, 16 buckets)."]
+
+
+def write_results(section: str) -> None:
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
+    block = "## Table\n\n" + section.strip() + "\n"
+    m = re.search(r"^## Table\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
+    text = text[:m.start()] + block + "\n" + text[m.end():] if m else text.rstrip() + "\n\n" + block
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=float, default=1.0, help="multiplier on every row count (1.0: 10M-row table)")
+    ap.add_argument("--batches", type=int, default=3, help="upsert batches to time")
+    ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
+    ap.add_argument("--only", default="upsert,snapshot,incremental,point")
+    args = ap.parse_args()
+    s = args.scale
+    rng = np.random.default_rng(42)
+    work = tempfile.mkdtemp(prefix="tidelake-bench-")
+    only = set(args.only.split(","))
+    big, batch = int(10_000_000 * s), int(1_000_000 * s)
+    parts = [f"Command: `.venv/bin/python benchmarks/table_bench.py --scale {s:g}` "
+             f"(2-core machine shared with other jobs: expect +-30 % run to run). Rows: "
+             f"`id int64 (PK), amount int64, price float64, category string`; zstd Parquet both sides; "
+             f"pyarrow {pa.__version__}."]
+    try:
+        if "upsert" in only:
+            import deltalake
+            parts += [f"\n### Upsert: {fmt(batch)}-row batches (50 % updates) into a {fmt(big)}-row table, "
+                      f"vs deltalake {deltalake.__version__} MERGE (when matched update all, when not matched insert all)\n",
+                      "tidelake: one `upsert` transaction (dedup, bucket, PK sort, write 16 delta files, one log commit); "
+                      "merge-on-read, so the cost does not depend on the table size. delta-rs MERGE rewrites the "
+                      "files holding matched rows (copy-on-write).\n"]
+            parts += bench_upsert(work, big, batch, args.batches, rng)
+        if "snapshot" in only:
+            parts += [f"\n### Snapshot read of {fmt(int(2_000_000 * s))} rows, 8 buckets: base + N delta files per bucket "
+                      f"(each delta commit upserts 0.5 % of the keys) vs the same table compacted\n"]
+            parts += bench_snapshot(work, int(2_000_000 * s), rng)
+        if "incremental" in only:
+            inc = max(1000, int(100_000 * s))
+            sizes = [int(x * s) for x in (1_000_000, 2_500_000, 5_000_000, 10_000_000)]
+            parts += [f"\n### Incremental read of a fixed {fmt(inc)}-row increment as the table grows "
+                      f"(reads only the delta files of (v-1, v]; should stay flat)\n"]
+            parts += bench_incremental(work, sizes, inc, rng)
+        if "point" in only:
+            parts += [f"\n### Point lookup on a {fmt(int(5_000_000 * s))}-row table\n"]
+            parts += bench_point(work, int(5_000_000 * s), rng)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    section = "\n".join(parts)
+    print(section)
+    if not args.no_write:
+        write_results(section)
+
+
+if __name__ == "__main__":
+    main()
