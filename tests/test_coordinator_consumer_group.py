@@ -87,3 +87,18 @@ def test_static_member_leaves_with_minus_two_and_comes_back_with_its_assignment(
     assert back.assigned == set(a.assignment)
     other = hb(g, instance="i-a", now=7)  # a second live process with the same instance id
     assert other.error == errors.UnreleasedInstanceId.code
+
+
+def test_regex_subscription_follows_matching_topics():
+    topics = {"orders-eu": 2, "orders-us": 1, "payments": 3, "__consumer_offsets": 50}
+    g = ConsumerGroup("g", session_timeout_ms=10000, heartbeat_interval_ms=500, assignors=("range",),
+                      partitions_of=topics.get, list_topics=lambda: list(topics))
+    r = g.heartbeat(member_id="", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=5000,
+                    subscribed_topic_names=None, subscribed_topic_regex="orders-.*", server_assignor=None,
+                    owned=None, client_id="c", client_host="/h", now_ms=0)
+    assert r.assignment == [TP("orders-eu", 0), TP("orders-eu", 1), TP("orders-us", 0)]
+    topics["orders-asia"] = 1  # a new matching topic is picked up on the next heartbeat
+    r2 = g.heartbeat(member_id=r.member_id, member_epoch=r.member_epoch, instance_id=None, rack_id=None,
+                     rebalance_timeout_ms=-1, subscribed_topic_names=None, subscribed_topic_regex=None,
+                     server_assignor=None, owned=r.assignment, client_id="c", client_host="/h", now_ms=10)
+    assert TP("orders-asia", 0) in r2.assignment and r2.member_epoch == r.member_epoch + 1

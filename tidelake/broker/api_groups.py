@@ -84,7 +84,8 @@ async def on_start(broker: Any) -> None:
         t = broker.topic(topic)
         return t.partitions if t is not None else None
 
-    gc = GroupCoordinator(config, write=write, partitions_of=partitions_of)
+    gc = GroupCoordinator(config, write=write, partitions_of=partitions_of,
+                          list_topics=lambda: list(broker.metadata.topics))
     n = 0
     for p in range(config.offsets_partitions):
         plog = broker.get_log(OFFSETS_TOPIC, p)

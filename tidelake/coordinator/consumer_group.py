@@ -80,12 +80,14 @@ class ConsumerGroup:
     protocol_kind = "consumer"
 
     def __init__(self, group_id: str, *, session_timeout_ms: int, heartbeat_interval_ms: int,
-                 assignors: Sequence[str], partitions_of: Callable[[str], int | None]) -> None:
+                 assignors: Sequence[str], partitions_of: Callable[[str], int | None],
+                 list_topics: Callable[[], Iterable[str]] | None = None) -> None:
         self.group_id = group_id
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignors = list(assignors)
         self.partitions_of = partitions_of
+        self.list_topics = list_topics or (lambda: ())  # for regex subscriptions (non-internal topics)
         self.members: dict[str, ConsumerMember] = {}
         self.static_members: dict[str, str] = {}
         self.group_epoch = 0
@@ -111,8 +113,21 @@ class ConsumerGroup:
     def is_empty(self) -> bool:
         return not self.members
 
+    def member_topics(self, m: ConsumerMember) -> list[str]:
+        """Topic names plus the existing topics matching the member's regex (KIP-848 v1)."""
+        topics = set(m.subscribed_topics)
+        if m.subscribed_regex:
+            import re
+            try:
+                pattern = re.compile(m.subscribed_regex)
+            except re.error:
+                pattern = None
+            if pattern is not None:
+                topics |= {t for t in self.list_topics() if not t.startswith("__") and pattern.fullmatch(t)}
+        return sorted(topics)
+
     def subscribed_topics(self) -> set[str]:
-        return {t for m in self.members.values() for t in m.subscribed_topics}
+        return {t for m in self.members.values() for t in self.member_topics(m)}
 
     def _owner_elsewhere(self, tp: TopicPartition, member_id: str) -> bool:
         return any(tp in o.assigned or tp in o.pending_revocation
@@ -231,7 +246,7 @@ class ConsumerGroup:
         if self.group_epoch == self.assignment_epoch:
             return
         self.assignor_name = self._select_assignor()
-        subs = {mid: Subscription(tuple(m.subscribed_topics), tuple(sorted(self.target.get(mid, ()))))
+        subs = {mid: Subscription(tuple(self.member_topics(m)), tuple(sorted(self.target.get(mid, ()))))
                 for mid, m in self.members.items()}
         result = ASSIGNORS[self.assignor_name](subs, snapshot)
         self.target = {mid: set(tps) for mid, tps in result.items()}

@@ -506,11 +506,12 @@ class ClassicGroup:
 
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, *, write: Callable[[int, list], None],
-                 partitions_of: Callable[[str], int | None]) -> None:
+                 partitions_of: Callable[[str], int | None], list_topics: Callable[[], list[str]] | None = None) -> None:
         from tidelake.coordinator.offsets import OffsetStore
         self.config = config
         self.write = write
         self.partitions_of = partitions_of
+        self.list_topics = list_topics
         self.offsets = OffsetStore()  # the attribute the transaction coordinator looks for
         self.groups: dict[str, object] = {}  # group id -> ClassicGroup | ConsumerGroup
 
@@ -565,7 +566,8 @@ class GroupCoordinator:
             raise errors.UnknownMemberId(f"group {group_id} does not exist")
         g = ConsumerGroup(group_id, session_timeout_ms=self.config.consumer_session_timeout_ms,
                           heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-                          assignors=self.config.consumer_assignors, partitions_of=self.partitions_of)
+                          assignors=self.config.consumer_assignors, partitions_of=self.partitions_of,
+                          list_topics=self.list_topics)
         self.groups[group_id] = g
         return g
 
