@@ -1,9 +1,33 @@
-"""Transactional primary-key table (seed 003's Transactional Table 2.0), pyarrow only (no Spark)."""
+"""Transactional primary-key table (seed 003's Transactional Table 2.0), pyarrow only (no Spark).
+
+Format (a directory)::
+
+    _tidelake_log/00000000000000000012.json      one entry per version, published by link() (create-exclusive)
+    _tidelake_log/00000000000000000010.checkpoint.json, _last_checkpoint   replayed state, every N versions
+    data/bucket-00003/delta-L0-<uuid>.parquet     one data commit's rows of bucket 3 (one row per key)
+    data/bucket-00003/delta-L1-<uuid>.parquet     clustering output (L2 likewise): every row of its inputs
+    data/bucket-00003/base-<uuid>.parquet         compaction output: merged state, one row per key
+
+Data files are zstd Parquet sorted by the primary key; bucket = stable hash(PK) mod write.bucket.num
+(``bucket_ids``). Delta files carry ``_op`` (0 upsert, 1 delete); clustered files also
+``_commit_version``/``_commit_time`` per row; an L0 file's commit version/time are its log entry's.
+A log entry holds: version, timestamp_ms, operation, read_version, add (DataFile dicts), remove
+(paths), and optionally schema, properties, app (exactly-once batch id + extra), buckets.
+
+Reads: per bucket the newest live base + live deltas with rows newer than it, last change per key
+wins (merge on read). Incremental reads (start, end] read only L0 delta files committed in range.
+
+Properties (see ``DEFAULT_PROPERTIES``): transactional, write.bucket.num, acid.data.retain.hours,
+retention.auto, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
+clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
+compaction.parallelism, checkpoint.interval.
+"""
 from .errors import (CommitConflict, SchemaError, TableError, TableExists, TableNotFound,
                      VersionExpired, VersionNotFound)
 from .files import DataFile, FilePlan, bucket_ids
+from .schema import parse_schema
 from .table import DEFAULT_PROPERTIES, Table, Transaction, conflict_rule
 
 __all__ = ["Table", "Transaction", "DataFile", "FilePlan", "bucket_ids", "conflict_rule", "DEFAULT_PROPERTIES",
-           "TableError", "TableExists", "TableNotFound", "CommitConflict", "VersionExpired",
+           "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict", "VersionExpired",
            "VersionNotFound", "SchemaError"]

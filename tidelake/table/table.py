@@ -187,8 +187,9 @@ class Table:
     def history(self) -> list[dict[str, Any]]:
         """Every retained version, oldest first: version, timestamp_ms, operation, read_version,
         files added/removed, rows added, app state."""
-        self.refresh()
-        return [dict(self._state.versions[v]) for v in sorted(self._state.versions)]
+        with self._lock:
+            self.refresh()
+            return [dict(self._state.versions[v]) for v in sorted(self._state.versions)]
 
     def latest_version(self, n: int = 1) -> int:
         """The n-th latest version (seed 003's get_latest_version(table, n)); n=1 is the latest."""
@@ -261,7 +262,9 @@ class Table:
     def _bucket_files(self, v: int) -> dict[int, tuple[FileEntry | None, int, list[FileEntry]]]:
         """Per bucket at version v: (base, base_version, deltas newer than the base)."""
         by_bucket: dict[int, list[FileEntry]] = {}
-        for fe in self._state.live_files(v):
+        with self._lock:   # another thread's refresh may be applying log entries
+            live = self._state.live_files(v)
+        for fe in live:
             by_bucket.setdefault(fe.file.bucket, []).append(fe)
         out = {}
         for b, fes in by_bucket.items():
@@ -432,7 +435,8 @@ class Table:
         # PK-only predicates are safe before the merge (every version of a key shares its PK)
         pk_tuples = [t for t in tuples if t[0] in pk]
         pk_expr = pq.filters_to_expression([pk_tuples]) if pk_tuples else None
-        plan = self._snapshot_plan(v, tuples)
+        with self._lock:
+            plan = self._snapshot_plan(v, tuples)
         if buckets is not None:
             plan = {b: p for b, p in plan.items() if b in buckets}
         work = sorted(plan.items())
@@ -487,7 +491,9 @@ class Table:
             if self._state.timestamp(v) <= ts:
                 best = v
         if best == -1 and self._state.horizon > 0:
-            best = self._state.horizon - 1   # before the retained history; _resolve_range rejects it
+            # versions before the retained history were committed after ts: their changes are gone
+            raise VersionExpired(f"timestamp {ts} is before the retention horizon (oldest retained version "
+                                 f"{self._state.horizon}, acid.data.retain.hours={self._prop('acid.data.retain.hours')})")
         return best
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
@@ -634,10 +640,10 @@ class Table:
                     rule = conflict_rule(operation, o["operation"], buckets, set(o.get("buckets") or []) or None)
                     if rule:
                         raise CommitConflict(operation, read_version, o["operation"], ov, rule)
-                if inputs is not None:   # clustering/compaction inputs must still be live
-                    gone = [p for p in inputs if not st.files[p].live]
+                if inputs is not None:   # clustering inputs must still be live
+                    gone = [p for p in inputs if p not in st.files or not st.files[p].live]
                     if gone:
-                        culprit = max((fe.intervals[-1][1] for p in gone for fe in [st.files[p]]))
+                        culprit = max((st.files[p].intervals[-1][1] for p in gone if p in st.files), default=st.version)
                         raise CommitConflict(operation, read_version, st.versions[culprit]["operation"], culprit,
                                              f"{operation} inputs were replaced")
                 version = st.version + 1
