@@ -175,3 +175,32 @@ def test_pending_member_that_never_rejoins_does_not_block_the_rebalance():
         assert ra.generation_id == rb.generation_id == 2 and len(ra.members) == 2
         assert ghost.member_id not in g.members
     run(scenario())
+
+
+def test_offsets_of_empty_groups_expire_after_retention():
+    from tidelake.coordinator.group import GroupCoordinator
+    from tidelake.coordinator.offsets import OffsetAndMetadata, OffsetStore
+    log: list = []
+    config = GroupConfig(offsets_retention_ms=1000, offsets_retention_check_interval_ms=100)
+    gc = GroupCoordinator(config, write=lambda p, recs: log.extend(recs), partitions_of=lambda t: 2)
+
+    async def scenario():
+        gc.commit("idle", [("t", 0, OffsetAndMetadata(5, -1, "", 0))], 0)
+        gc.commit("idle", [("t", 1, OffsetAndMetadata(7, -1, "", 600))], 600)
+        active = gc.classic_group("busy", create=True, now_ms=0)
+        r = await (await join_known(active))
+        await active.sync(member_id=r.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
+                          protocol_name=None, assignments={}, now_ms=0)
+        gc.commit("busy", [("t", 0, OffsetAndMetadata(3, -1, "", 0))], 0)
+        active.heartbeat(member_id=r.member_id, group_instance_id=None, generation_id=1, now_ms=1400)
+        gc.tick(1500)
+        assert gc.offsets.get("idle", "t", 0) is None and gc.offsets.get("idle", "t", 1) is not None
+        assert gc.offsets.get("busy", "t", 0) is not None  # a group with members keeps its offsets
+        gc.tick(1700)
+        assert "idle" not in gc.known_group_ids()  # no offsets, no members: the group is gone
+        # the tombstones were written, so a replay agrees
+        replayed = OffsetStore()
+        for k, v in log:
+            replayed.apply_record(k, v)
+        assert replayed.known_groups() == {"busy"}
+    run(scenario())

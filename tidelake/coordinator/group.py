@@ -35,6 +35,8 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; 0 keeps single-broker tests quick
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (Kafka: 7 days)
+    offsets_retention_check_interval_ms: int = 600000
     # KIP-848 consumer groups
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
@@ -51,6 +53,9 @@ class GroupConfig:
         c.initial_rebalance_delay_ms = int(get("group.initial.rebalance.delay.ms", c.initial_rebalance_delay_ms))
         c.offsets_partitions = int(get("offsets.topic.num.partitions", c.offsets_partitions))
         c.offset_metadata_max_bytes = int(get("offset.metadata.max.bytes", c.offset_metadata_max_bytes))
+        c.offsets_retention_ms = int(get("offsets.retention.minutes", c.offsets_retention_ms // 60000)) * 60000
+        c.offsets_retention_check_interval_ms = int(get("offsets.retention.check.interval.ms",
+                                                        c.offsets_retention_check_interval_ms))
         c.consumer_session_timeout_ms = int(get("group.consumer.session.timeout.ms", c.consumer_session_timeout_ms))
         c.consumer_heartbeat_interval_ms = int(get("group.consumer.heartbeat.interval.ms", c.consumer_heartbeat_interval_ms))
         assignors = get("group.consumer.assignors", None)
@@ -640,3 +645,29 @@ class GroupCoordinator:
     def tick(self, now_ms: int) -> None:
         for g in list(self.groups.values()):
             g.tick(now_ms)
+        if now_ms >= getattr(self, "_next_retention_check_ms", 0):
+            self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
+            self.expire_offsets(now_ms)
+
+    def expire_offsets(self, now_ms: int) -> int:
+        """Kafka's offset retention: the offsets of a group without members expire
+        ``offsets.retention.minutes`` after the later of their commit and the group becoming empty;
+        a group left with no offsets and no members is then deleted. Returns how many expired."""
+        from tidelake.coordinator.offsets import group_metadata_key
+        expired_total = 0
+        for group_id in sorted(self.offsets.known_groups()):
+            g = self.groups.get(group_id)
+            if g is not None and not g.is_empty():
+                continue  # members are consuming: their offsets stay
+            empty_since = g.state_timestamp_ms if isinstance(g, ClassicGroup) else -1
+            expired = [(t, p, None) for (t, p), om in self.offsets.group_offsets(group_id).items()
+                       if now_ms - max(om.commit_timestamp_ms, empty_since) > self.config.offsets_retention_ms]
+            if not expired:
+                continue
+            self.commit(group_id, expired, now_ms)
+            expired_total += len(expired)
+            if not self.offsets.has_offsets(group_id):
+                self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
+                self.offsets.delete_group(group_id)
+                self.groups.pop(group_id, None)
+        return expired_total
