@@ -53,7 +53,7 @@ def test_produce_response_encode_matches(version, topics, throttle):
 aborted = st.none() | st.lists(st.tuples(i64, i64), max_size=3)
 
 
-@given(st.integers(4, 17), i16, st.integers(0, 2**31 - 1), st.lists(st.tuples(names, uuids, st.lists(
+@given(st.integers(4, 18), i16, st.integers(0, 2**31 - 1), st.lists(st.tuples(names, uuids, st.lists(
     st.tuples(st.integers(0, 100), i16, i64, i64, i64, aborted, st.binary(max_size=40)), max_size=3)), max_size=3))
 @settings(max_examples=300, deadline=None)
 def test_fetch_response_encode_matches(version, error, session, topics):
@@ -69,7 +69,7 @@ def test_fetch_response_encode_matches(version, error, session, topics):
     assert fast == bytes(ref.encode(version=version))
 
 
-@given(st.integers(4, 17), st.integers(-1, 5), st.integers(0, 1000), st.integers(0, 10**6), st.integers(0, 10**7),
+@given(st.integers(4, 18), st.integers(-1, 5), st.integers(0, 1000), st.integers(0, 10**6), st.integers(0, 10**7),
        st.sampled_from([0, 1]), st.integers(0, 2**31 - 1), st.integers(-1, 50),
        st.lists(st.tuples(names, uuids, st.lists(st.tuples(st.integers(0, 50), st.integers(-1, 9), i64, i64,
                                                            st.integers(0, 2**20)), max_size=3)), max_size=3),

@@ -235,7 +235,7 @@ def _read_partition(broker, topic: str | None, partition: int, fetch_offset: int
         return e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, b"", None
 
 
-@api(FetchRequest, FetchResponse, 4, 17)
+@api(FetchRequest, FetchResponse, 4, 18)
 async def fetch(broker, ctx, request):
     version = ctx.api_version
     by_id = version >= 13
@@ -338,7 +338,7 @@ async def fetch(broker, ctx, request):
 # ------------------------------------------------------------------------------------------------
 _LRTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LRPartition = _LRTopic.ListOffsetsPartitionResponse
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 
 
 def _list_offset(plog, ts: int, read_committed: bool) -> tuple[int, int]:
@@ -348,7 +348,7 @@ def _list_offset(plog, ts: int, read_committed: bool) -> tuple[int, int]:
         return -1, upper
     if ts in (EARLIEST, EARLIEST_LOCAL):
         return -1, plog.log_start_offset
-    if ts == LATEST_TIERED:
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage here
         return -1, -1
     if ts == MAX_TIMESTAMP:
         found = plog.max_timestamp()
@@ -365,7 +365,7 @@ def _list_offset(plog, ts: int, read_committed: bool) -> tuple[int, int]:
     return found_ts, offset
 
 
-@api(ListOffsetsRequest, ListOffsetsResponse, 1, 10)
+@api(ListOffsetsRequest, ListOffsetsResponse, 1, 11)
 async def list_offsets(broker, ctx, request):
     read_committed = ctx.api_version >= 2 and request.isolation_level == 1
     topics = []
@@ -721,7 +721,7 @@ def _partition_size(broker, topic: str, partition: int) -> int:
         return 0
 
 
-@api(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 4)
+@api(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5)
 async def describe_log_dirs(broker, ctx, request):
     wanted: dict[str, list[int]] = {}
     if request.topics is None:

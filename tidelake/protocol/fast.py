@@ -239,7 +239,7 @@ def _read_str(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
 
 
 def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
-    """Decode a Fetch request body (v4-v17) starting at ``pos``."""
+    """Decode a Fetch request body (v4-v18) starting at ``pos``."""
     try:
         flexible = version >= 12
         if version >= 15:
@@ -357,7 +357,7 @@ def encode_produce_response(version: int, topics: Sequence[tuple], throttle_time
 def encode_fetch_response(version: int, error_code: int, session_id: int, topics: Sequence[tuple],
                           throttle_time_ms: int = 0) -> list:
     """``topics``: [(name, topic_id, [partition tuple, ...]), ...] -> response body as a list of chunks
-    (v4-v17); record bytes are passed through as-is."""
+    (v4-v18); record bytes are passed through as-is."""
     flexible = version >= 12
     chunks: list = []
     head = bytearray(_I32.pack(throttle_time_ms))
