@@ -305,3 +305,30 @@ def test_static_members_come_back_without_a_rebalance(broker):
     finally:
         a.close()
         b2.close()
+
+
+def test_mixed_clients_share_one_group(broker):
+    """A librdkafka member and a kafka-python member in one classic group (both offer `range`):
+    whichever leads assigns for both, and they split the partitions."""
+    from kafka import KafkaConsumer
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    rd = confluent_consumer(bs, "mixed", **{"partition.assignment.strategy": "range"})
+    rd.subscribe(["t"])
+    kp = KafkaConsumer("t", bootstrap_servers=bs, group_id="mixed", enable_auto_commit=False,
+                       session_timeout_ms=6000, heartbeat_interval_ms=300)
+    try:
+        deadline = time.monotonic() + 60
+        rd_parts, kp_parts = [], []
+        while time.monotonic() < deadline:
+            rd.poll(0.05)
+            kp.poll(timeout_ms=50)
+            rd_parts, kp_parts = partitions_of(rd), sorted(tp.partition for tp in kp.assignment())
+            if rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)):
+                break
+        assert rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)), (rd_parts, kp_parts)
+        group = broker.broker.group_coordinator.groups["mixed"]
+        assert group.protocol == "range" and len(group.members) == 2
+    finally:
+        rd.close()
+        kp.close()
