@@ -17,6 +17,7 @@ import asyncio
 import collections
 import importlib
 import logging
+import socket
 import struct
 import time
 from dataclasses import dataclass, field
@@ -101,7 +102,11 @@ class Broker:
     # -- addresses --------------------------------------------------------------------------------
     @property
     def advertised_host(self) -> str:
-        return self._advertised_host or self.host
+        if self._advertised_host:
+            return self._advertised_host
+        if self.host in ("", "0.0.0.0", "::"):  # a wildcard is not an address clients can dial
+            return socket.gethostname()
+        return self.host
 
     @property
     def advertised_port(self) -> int:
