@@ -363,3 +363,40 @@ def test_incremental_alter_list_ops_broker_configs_cluster_log_dirs_producers(cl
         name="t-prod", partition_indexes=[0])]), 0)
     active = dp.topics[0].partitions[0].active_producers
     assert [(a.producer_id, a.producer_epoch, a.last_sequence) for a in active] == [(pid, 0, 1)]
+
+
+def test_admin_validate_only_bad_configs_assignments_and_topic_ids(client, broker):
+    from kafka.protocol.admin import (CreatePartitionsRequest as CPR, CreateTopicsRequest as CTR,
+                                      DeleteTopicsRequest as DTR)
+    T = CTR.CreatableTopic
+
+    def create_topics(topics, validate_only=False):
+        return {t.name: t for t in client.request(CTR(topics=topics, timeout_ms=1000, validate_only=validate_only), 7).topics}
+    r = create_topics([T(name="v-only", num_partitions=3, replication_factor=1, assignments=[], configs=[])], True)
+    assert r["v-only"].error_code == 0 and r["v-only"].num_partitions == 3 and broker.broker.topic("v-only") is None
+    r = create_topics([
+        T(name="bad-cfg", num_partitions=1, replication_factor=1, assignments=[],
+          configs=[T.CreatableTopicConfig(name="retention.ms", value="soon")]),
+        T(name="bad-name?", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
+        T(name="zero-parts", num_partitions=0, replication_factor=1, assignments=[], configs=[]),
+        T(name="assigned", num_partitions=-1, replication_factor=-1, configs=[],
+          assignments=[T.CreatableReplicaAssignment(partition_index=i, broker_ids=[broker.broker.node_id])
+                       for i in range(2)]),
+        T(name="defaults", num_partitions=-1, replication_factor=-1, assignments=[], configs=[])])
+    assert (r["bad-cfg"].error_code, r["bad-name?"].error_code, r["zero-parts"].error_code) == (40, 17, 37)
+    assert r["assigned"].error_code == 0 and r["assigned"].num_partitions == 2
+    assert r["defaults"].error_code == 0 and r["defaults"].num_partitions == 2  # num.partitions of this broker
+    assert r["defaults"].topic_id == broker.broker.topic("defaults").topic_id
+    cp = client.request(CPR(topics=[CPR.CreatePartitionsTopic(name="defaults", count=5, assignments=None)],
+                            timeout_ms=1000, validate_only=True), 3)
+    assert cp.results[0].error_code == 0 and broker.broker.topic("defaults").partitions == 2
+    # Metadata by topic id (v10+), DeleteTopics by topic id (v6)
+    tid = broker.broker.topic("defaults").topic_id
+    md = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=tid)],
+                                        allow_auto_topic_creation=False), 12)
+    assert md.topics[0].name == "defaults" and md.topics[0].error_code == 0
+    dt = client.request(DTR(topics=[DTR.DeleteTopicState(name=None, topic_id=tid)], timeout_ms=1000), 6)
+    assert dt.responses[0].error_code == 0 and dt.responses[0].name == "defaults"
+    assert broker.broker.topic("defaults") is None
+    dt = client.request(DTR(topics=[DTR.DeleteTopicState(name=None, topic_id=tid)], timeout_ms=1000), 6)
+    assert dt.responses[0].error_code == 100  # UNKNOWN_TOPIC_ID
