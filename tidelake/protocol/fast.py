@@ -298,6 +298,8 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
                 else:
                     name, pos = _read_str(buf, pos, flexible)
                 np_, pos = _read_len(buf, pos, flexible)
+                if np_ * 4 > len(buf) - pos:
+                    raise DecodeError("forgotten partitions run past the request")
                 plist = list(struct.unpack_from(f">{max(np_, 0)}i", buf, pos))
                 pos += 4 * max(np_, 0)
                 if flexible:
