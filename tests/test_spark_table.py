@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 import uuid
 
 import pyarrow as pa
@@ -144,14 +145,18 @@ def produce_orders(bootstrap: str, topic: str, orders: list[dict]) -> None:
     assert producer.flush(30) == 0
 
 
-def run_kafka_to_table(spark, bootstrap: str, topic: str, path: str, checkpoint: str) -> None:
+def start_kafka_to_table(spark, bootstrap: str, topic: str, path: str, checkpoint: str, trigger: dict):
     from pyspark.sql.functions import col, from_json
     source = (spark.readStream.format("tidelake-kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", topic).option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "150")
               .load())
     orders = source.select(from_json(col("value").cast("string"), SCHEMA).alias("o")).select("o.*")
-    query = (orders.writeStream.format("tidelake").option("operation", "upsert")
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start(path))
+    return (orders.writeStream.format("tidelake").option("operation", "upsert")
+            .option("checkpointLocation", checkpoint).trigger(**trigger).start(path))
+
+
+def run_kafka_to_table(spark, bootstrap: str, topic: str, path: str, checkpoint: str) -> None:
+    query = start_kafka_to_table(spark, bootstrap, topic, path, checkpoint, {"availableNow": True})
     try:
         assert query.awaitTermination(300), "AvailableNow query did not finish"
         assert query.exception() is None
@@ -194,10 +199,17 @@ def test_kafka_to_table_stream_and_batch_replay(spark, broker, tmp_path):
     assert table.version == version     # ... and the table committed nothing twice
     assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == expected
 
-    # New records continue with the next batch id.
+    # A processing-time query from the same checkpoint picks up new records with the next batch id.
     produce_orders(broker, topic, [{"id": 1000 + i, "amount": i, "name": "new"} for i in range(10)])
-    run_kafka_to_table(spark, broker, topic, path, checkpoint)
+    query = start_kafka_to_table(spark, broker, topic, path, checkpoint, {"processingTime": "1 second"})
+    try:
+        deadline = time.monotonic() + 240
+        while Table.open(path).scan().num_rows < 110 and time.monotonic() < deadline and query.isActive:
+            time.sleep(0.5)
+        assert query.exception() is None
+    finally:
+        query.stop()
     table = Table.open(path)
-    assert table.version == version + 1 and table.app_state(app_id)["batch_id"] == batches
     assert table.scan().num_rows == 110
+    assert table.version == version + 1 and table.app_state(app_id)["batch_id"] == batches
     assert table.changes(start_version=version).num_rows == 10
