@@ -103,3 +103,15 @@ def test_fetch_request_decode_matches(version, replica, wait, minb, maxb, iso, s
     if version >= 7:
         assert [(key(t), list(t.partitions)) for t in fast.forgotten_topics_data] == \
             [(key(t), list(t.partitions)) for t in ref.forgotten_topics_data]
+
+
+@given(st.binary(max_size=400), st.integers(3, 18))
+@settings(max_examples=500, deadline=None)
+def test_fast_decoders_reject_garbage_with_decode_error_only(data, version):
+    from tidelake.protocol.fast import DecodeError, decode_fetch_request
+    for decode, lo, hi in ((decode_produce_request, 3, 13), (decode_fetch_request, 4, 18)):
+        if lo <= version <= hi:
+            try:
+                decode(data, 0, version)
+            except DecodeError:
+                pass

@@ -176,7 +176,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
         if pos > end:
             raise DecodeError("request shorter than its fields")
         return ProduceRequestData(txn, acks, timeout, topics)
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, ValueError) as e:
         raise DecodeError(str(e)) from e
 
 
@@ -316,7 +316,7 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
                                 max_bytes=max_bytes, isolation_level=isolation, session_id=session_id,
                                 session_epoch=session_epoch, topics=topics, forgotten_topics_data=forgotten,
                                 rack_id=rack)
-    except (struct.error, IndexError, UnicodeDecodeError) as e:
+    except (struct.error, IndexError, ValueError) as e:
         raise DecodeError(str(e)) from e
 
 
