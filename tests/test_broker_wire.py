@@ -400,3 +400,10 @@ def test_admin_validate_only_bad_configs_assignments_and_topic_ids(client, broke
     assert broker.broker.topic("defaults") is None
     dt = client.request(DTR(topics=[DTR.DeleteTopicState(name=None, topic_id=tid)], timeout_ms=1000), 6)
     assert dt.responses[0].error_code == 100  # UNKNOWN_TOPIC_ID
+
+
+def test_acks_zero_error_closes_the_connection(broker):
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        c.send_raw(c.encode(produce_req("no-such-topic-acks0", 0, batch([b"x"]), acks=0), 9))
+        with pytest.raises((ConnectionError, OSError)):
+            c.recv_frame()

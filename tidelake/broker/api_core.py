@@ -32,6 +32,7 @@ from tidelake.broker import config as cfg
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.registry import api
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
+from tidelake.protocol.framing import FramingError
 from tidelake.errors import (CoordinatorNotAvailable, InvalidConfig, InvalidRequest, KafkaApiError,
                              OffsetOutOfRange, UnknownTopicOrPartition)
 
@@ -191,6 +192,10 @@ async def produce(broker, ctx, request):
             parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
         topics_out.append((td.name, td.topic_id, parts))
     if acks == 0:
+        if any(part[1] != NONE for _, _, parts in topics_out for part in parts):
+            # Kafka's rule: with acks=0 the only way to tell the producer is to close the connection
+            # (it then refreshes metadata and reconnects).
+            raise FramingError("acks=0 produce failed on some partition; closing the connection")
         return None
     return encode_produce_response(version, topics_out)
 
