@@ -84,7 +84,8 @@ class Broker:
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.config = config if isinstance(config, BrokerConfig) else BrokerConfig(config or {})
-        self.node_id = self.config.get_int("node.id", self.config.get_int("broker.id", 1))
+        explicit = {**self.config.static, **self.config.dynamic}
+        self.node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         self.host, self.port = host, port
         self._advertised_host, self._advertised_port = advertised_host, advertised_port
         self.metadata = MetadataStore(self.data_dir, cluster_id=None)

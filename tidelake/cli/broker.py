@@ -22,14 +22,15 @@ def broker() -> None:
 
 
 @broker.command("start")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False), help="Directory for the logs.")
+@click.option("--data-dir", default=None, type=click.Path(file_okay=False),
+              help="Directory for the logs (default: log.dirs from --config).")
 @click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on.")
 @click.option("--advertised", default=None, help="HOST:PORT clients are told to connect to.")
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
               help="server.properties file (Kafka config names).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override one config; repeatable.")
 @click.option("--log-level", default="INFO", show_default=True)
-def start(data_dir: str, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
+def start(data_dir: str | None, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
           log_level: str) -> None:
     """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0."""
     from tidelake.broker.config import BrokerConfig
@@ -50,6 +51,11 @@ def start(data_dir: str, listen: str, advertised: str | None, config_file: str |
         config = BrokerConfig.from_file(config_file, sets)
     except Exception as e:
         raise click.ClickException(f"bad configuration: {e}") from e
+    if data_dir is None:
+        log_dirs = config.get("log.dirs")
+        if not log_dirs:
+            raise click.UsageError("--data-dir is required (or log.dirs in --config)")
+        data_dir = log_dirs.split(",")[0].strip()
 
     async def main() -> None:
         b = Broker(data_dir, config, host=host, port=port, advertised_host=adv_host, advertised_port=adv_port)
