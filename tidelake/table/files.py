@@ -224,7 +224,9 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
-    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, write_statistics=True)
+    # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file
+    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, write_statistics=True,
+                   row_group_size=128 * 1024)
     kmin, kmax = key_range(table, primary_key)
     deletes = 0
     if OP in table.column_names:

@@ -164,6 +164,18 @@ class Table:
         self.refresh()
         return self._state.schema_at(self._state.version)
 
+    def schema_at(self, version: int) -> pa.Schema:
+        """The table schema as of a version (columns added later are absent)."""
+        with self._lock:
+            return self._state.schema_at(version)
+
+    def resolve_range(self, start_version: int | None = None, end_version: int | None = None, *,
+                      start_timestamp: int | None = None, end_timestamp: int | None = None) -> tuple[int, int]:
+        """The (start, end] version range an incremental read over these bounds covers (validated
+        against the retention horizon)."""
+        with self._lock:
+            return self._resolve_range(start_version, end_version, start_timestamp, end_timestamp)
+
     @property
     def primary_key(self) -> list[str]:
         return list(self._state.primary_key)
