@@ -428,18 +428,24 @@ def main() -> None:
             cmd = ".venv/bin/python benchmarks/broker_throughput.py" + " ".join(
                 [""] + [a for a in sys.argv[1:]])
             notes = [
-                f"Machine: {os.cpu_count()} cores shared with other work; numbers are noisy. Both brokers run in "
-                "the same invocation, one after the other, with identical clients: confluent-kafka "
-                f"{_client_version()}, {PARTITIONS} producer processes (one per partition, linger.ms=5, "
-                "batch.size=1 MB, no compression, idempotence off so acks=1 is allowed) and "
-                f"{PARTITIONS} consumer processes (one per partition, from the beginning, fetch.max.bytes=50 MB).",
+                f"Machine: {os.cpu_count()} cores shared with other work; numbers are noisy. Both brokers run "
+                "side by side in the same invocation and every row alternates between them "
+                f"({repeats} repetitions each, the best kept), with identical clients: confluent-kafka "
+                f"{_client_version()}, {PARTITIONS} producer processes (one per partition, produce_batch() of "
+                f"{PRODUCE_CHUNK} messages, linger.ms=5, batch.size=1 MB, no compression, idempotence off so "
+                "acks=1 is allowed; failed delivery reports are counted, and tidelake's stored count is checked "
+                f"against its high watermarks afterwards) and {PARTITIONS} consumer processes (one per partition, "
+                "from the beginning, fetch.max.bytes=50 MB, reading exactly what acks=all wrote).",
+                f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)}: "
+                "other helpers' tests were running on the same cores.",
                 "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "
                 "policy: page cache, like Kafka); Tansu: `--storage-engine memory://`.",
                 "Client bottleneck check: every client process measures its own CPU time; 'max client CPU' is "
                 "the busiest client (100% = one core). The broker's CPU is read from /proc (tidelake is one "
                 "Python process: ~100% means it is CPU-bound on one core). With 2 cores, clients and broker share "
                 "the machine, so a client near 100% would cap the row. 'Broker CPU-s per GB' is the broker's "
-                "CPU time per GB of payload: the comparison that holds when the machine is busy.",
+                "CPU time per GB of payload (10 ms clock-tick resolution): the comparison that holds when the "
+                "machine is busy.",
             ]
             write_results(lines, cmd, notes)
             print(f"\nwrote {RESULTS}")
@@ -449,7 +455,7 @@ def main() -> None:
 
 def _client_version() -> str:
     import confluent_kafka
-    return f"{confluent_kafka.version()[0]} (librdkafka {confluent_kafka.libversion()[0]})"
+    return f"{confluent_kafka.__version__} (librdkafka {confluent_kafka.libversion()[0]})"
 
 
 if __name__ == "__main__":
