@@ -320,6 +320,7 @@ class Pipeline:
         self._spark = spark
         self._stop = threading.Event()
         self._pending_commit: Offsets | None = None  # commit-after (async): the last batch's offsets, queued
+        self._datasource_registered: bool | None = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
@@ -384,26 +385,30 @@ class Pipeline:
     def _kafka_rows(self, ranges: list[OffsetRange]):
         """A DataFrame of Spark's Kafka rows holding exactly the records of ``ranges``."""
         spark, src = self.spark(), self.config.source
-        if src.reader in ("auto", "datasource"):
+        if src.reader in ("auto", "datasource") and self._datasource_registered is None:
             try:
                 import tidelake.spark as tls
 
                 tls.register(spark)
+                self._datasource_registered = True
             except (ImportError, AttributeError):
                 if src.reader == "datasource":
                     raise
-            else:
-                reader = (spark.read.format("tidelake-kafka")
-                          .option("kafka.bootstrap.servers", src.bootstrap_servers)
-                          .option("assign", json.dumps({src.topic: [r.partition for r in ranges]}))
-                          .option("startingOffsets", offsets_json(src.topic, {r.partition: r.from_offset
-                                                                              for r in ranges}))
-                          .option("endingOffsets", offsets_json(src.topic, {r.partition: r.until_offset
-                                                                            for r in ranges}))
-                          .option("failOnDataLoss", "true"))
-                for k, v in src.kafka.items():
-                    reader = reader.option(f"kafka.{k}", v)
-                return reader.load()
+                log.warning("the tidelake-kafka data source is not available: reading with confluent-kafka "
+                            "in the executors")
+                self._datasource_registered = False
+        if src.reader != "direct" and self._datasource_registered:
+            starting = offsets_json(src.topic, {r.partition: r.from_offset for r in ranges})
+            ending = offsets_json(src.topic, {r.partition: r.until_offset for r in ranges})
+            reader = (spark.read.format("tidelake-kafka")
+                      .option("kafka.bootstrap.servers", src.bootstrap_servers)
+                      .option("assign", json.dumps({src.topic: [r.partition for r in ranges]}))
+                      .option("startingOffsets", starting)
+                      .option("endingOffsets", ending)
+                      .option("failOnDataLoss", "true"))
+            for k, v in src.kafka.items():
+                reader = reader.option(f"kafka.{k}", v)
+            return reader.load()
         plan = spark.createDataFrame(
             [(r.topic, r.partition, r.from_offset, r.until_offset) for r in ranges],
             "topic string, partition int, from_offset long, until_offset long").repartition(len(ranges))
