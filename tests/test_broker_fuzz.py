@@ -228,3 +228,29 @@ def test_valid_header_garbage_body_closes_connection(broker):
                               half_close=False)
     assert closed and frames == []
     assert_alive(broker)
+
+
+@FUZZ
+@given(st.integers(1, 10_000), st.sampled_from([3, 7, 9, 11]))
+def test_records_field_claiming_more_bytes_than_the_frame_closes_connection(broker, extra, version):
+    good = build_batch([Record(0, 1, None, b"payload")])
+    body = bytearray(produce("fuzz", 0, good).encode(version=version))
+    # the records length sits right before the batch bytes: make it lie
+    at = bytes(body).rfind(good)
+    if version >= 9:  # compact bytes: unsigned varint of len+1, one or two bytes here
+        body[at - 1:at] = b""  # drop the one-byte varint and write a bigger one
+        n = len(good) + 1 + extra
+        varint = bytearray()
+        while n >= 0x80:
+            varint.append((n & 0x7F) | 0x80)
+            n >>= 7
+        varint.append(n)
+        body[at - 1:at - 1] = varint
+    else:
+        struct.pack_into(">i", body, at - 4, len(good) + extra)
+    frame = encode_request_frame(0, version, 3, bytes(body), "fuzz", flexible_header=version >= 9)
+    end_before = broker.broker.logs.get("fuzz", 0).log_end_offset
+    frames, closed = exchange(broker, frame, half_close=False)
+    assert closed and frames == []
+    assert broker.broker.logs.get("fuzz", 0).log_end_offset == end_before
+    assert_alive(broker)
