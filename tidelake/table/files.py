@@ -100,6 +100,8 @@ def _hash_column(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     t = col.type
     if pa.types.is_integer(t) or pa.types.is_boolean(t) or pa.types.is_date(t) or pa.types.is_timestamp(t):
         # every integer-like type hashes its value as int64, so int32 5 and int64 5 share a bucket
+        if pa.types.is_date32(t):   # date32 casts to int32 only
+            col = pc.cast(col, pa.int32())
         vals = pc.cast(col, pa.int64()).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         return _fmix64(vals.view(np.uint64))
     # strings, binary, decimals, floats: pandas' hash_array (SipHash with a fixed key: stable)
