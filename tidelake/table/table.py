@@ -538,6 +538,24 @@ class Table:
         t = t.set_column(t.schema.get_field_index(OP), OP, ops)
         return t.select(wanted + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)
 
+    def follow(self, start_version: int, *, poll_seconds: float = 0.5, idle_timeout: float | None = None,
+               stop: Callable[[], bool] | None = None) -> Iterable[tuple[int, int, pa.Table]]:
+        """Incremental pipeline driver (SPEC T13): yields ``(start, end, changes over (start, end])``
+        each time new versions are committed, reading exactly the new increment. Ends when
+        ``stop()`` is true or after ``idle_timeout`` seconds without a new version."""
+        start = start_version
+        idle_since = time.monotonic()
+        while not (stop and stop()):
+            end = self.refresh()
+            if end > start:
+                yield start, end, self.changes(start_version=start, end_version=end)
+                start = end
+                idle_since = time.monotonic()
+                continue
+            if idle_timeout is not None and time.monotonic() - idle_since > idle_timeout:
+                return
+            time.sleep(poll_seconds)
+
     # ================================================================ staging and committing
     def _prepare(self, data: Any, op: int, schema: pa.Schema) -> pa.Table:
         t = to_arrow(data, schema)
