@@ -374,15 +374,15 @@ def table(res: dict, counts: dict[int, int], latency: tuple[int, int, float]) ->
     return lines
 
 
-def write_results(lines: list[str], command: str, notes: list[str]) -> None:
+def write_results(lines: list[str], command: str, notes: list[str], path: Path = RESULTS) -> None:
     body = "\n".join([SECTION_START, "## Broker throughput", "", f"Command: `{command}`", "", *lines, "", *notes,
                       SECTION_END])
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    text = path.read_text() if path.exists() else "# Benchmark results\n"
     if SECTION_START in text and SECTION_END in text:
         text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text, flags=re.S)
     else:
         text = text.rstrip("\n") + "\n\n" + body + "\n"
-    RESULTS.write_text(text)
+    path.write_text(text)
 
 
 def print_profile(path: Path, top: int = 25) -> None:
@@ -399,6 +399,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="run the tidelake broker under cProfile and print hot spots")
     ap.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
     ap.add_argument("--repeats", type=int, default=0, help="repetitions per row (default 3, 1 with --quick)")
+    ap.add_argument("--results", type=Path, default=RESULTS, help="markdown file whose broker section is rewritten")
     args = ap.parse_args()
 
     counts = {s: n // (QUICK_DIVISOR if args.quick else 1) for s, n in FULL_COUNTS.items()}
@@ -447,8 +448,8 @@ def main() -> None:
                 "CPU time per GB of payload (10 ms clock-tick resolution): the comparison that holds when the "
                 "machine is busy.",
             ]
-            write_results(lines, cmd, notes)
-            print(f"\nwrote {RESULTS}")
+            write_results(lines, cmd, notes, args.results)
+            print(f"\nwrote {args.results}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

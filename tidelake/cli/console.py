@@ -185,7 +185,7 @@ def consume(bootstrap: str, topic: str, from_beginning: bool, partition: int | N
             out.write(sep.join(fields) + b"\n")
             out.flush()
             count += 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, or the reader of our stdout went away (| head)
         pass
     except click.ClickException:
         raise
