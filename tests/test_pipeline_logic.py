@@ -165,3 +165,16 @@ def test_config_from_dict(tmp_path):
 def test_config_errors(change, message):
     with pytest.raises(PipelineConfigError, match=message):
         PipelineConfig.from_dict({**BASE, **change})
+
+
+def test_cli_example_config_is_valid(tmp_path):
+    import yaml
+    from click.testing import CliRunner
+
+    from tidelake.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["pipeline", "example"])
+    assert result.exit_code == 0
+    cfg = PipelineConfig.from_dict(yaml.safe_load(result.output), base_dir=tmp_path)
+    assert cfg.offsets == "exactly-once" and cfg.source.max_records_per_partition == 2000
+    assert cfg.sink.primary_key == ["id"] and cfg.sink.table == str(tmp_path / "orders-table")

@@ -74,3 +74,34 @@ def status(config: str) -> None:
         out.add_row(str(p), str(earliest[p]), show(committed), show(gt), show(table_offsets), str(latest[p]),
                     str(lag))
     Console().print(out)
+
+
+EXAMPLE_YAML = """\
+# tidelake pipeline: Kafka topic -> PySpark -> tidelake table.   Run: tidelake pipeline run THIS.yaml [--once]
+source:
+  bootstrap_servers: 127.0.0.1:9092
+  topic: orders
+  group_id: orders-pipeline        # the group whose offsets (and lag) the broker shows
+  max_rate_per_partition: 1000     # records/s/partition; a batch reads at most rate x interval per partition
+  batch_interval: 2s               # DStream batch interval (500ms, 2s, 1m)
+  # reader: auto                   # auto | datasource (format "tidelake-kafka") | direct (confluent-kafka)
+  # kafka: {isolation.level: read_committed}
+offsets: exactly-once              # auto | commit-after | seo | exactly-once
+# commit: async                    # commit-after only: async (Spark's commitAsync) | sync
+seo_dir: ./gtoffset                # seo only: <seo_dir>/<group_id>/<topic>/gtoffset
+sink:
+  table: ./orders-table            # created if absent
+  format: debezium-json            # debezium-json | json
+  mode: upsert                     # upsert | append (json only)
+  primary_key: [id]
+  schema: "id long, amount long"   # Spark DDL
+  buckets: 4                       # write.bucket.num
+  # properties: {compaction.commit.num: "20"}
+# spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}
+"""
+
+
+@pipeline.command()
+def example() -> None:
+    """Print a commented example PIPELINE.yaml."""
+    click.echo(EXAMPLE_YAML, nl=False)

@@ -64,6 +64,10 @@ class PipelineConfigError(ValueError):
     pass
 
 
+class PipelineFencedError(RuntimeError):
+    """Another instance of the same exactly-once pipeline committed the batch this one was writing."""
+
+
 @dataclass
 class SourceConfig:
     bootstrap_servers: str
@@ -426,7 +430,8 @@ class Pipeline:
         sink = self.config.sink
         spark = self.spark()
         kafka = self._kafka_rows(ranges).select("value", "partition", "offset")
-        parsed_schema = pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.string()),
+        # Nullable on the Spark side: a change event without its key is reported by the fold, not by Spark.
+        parsed_schema = pa.schema([f.with_nullable(True) for f in schema] + [pa.field(OP_COLUMN, pa.string()),
                                                   pa.field("_kafka_partition", pa.int32()),
                                                   pa.field("_kafka_offset", pa.int64())])
         schema_json = json.dumps([{"name": f.name, "type": str(f.type)} for f in schema])
@@ -448,7 +453,7 @@ class Pipeline:
         cfg, src = self.config, self.config.source
         self._pending_commit = None
         table = self.open_table()
-        schema = table.schema if hasattr(table, "schema") else self.arrow_schema()
+        schema = table.schema
         gtoffset = GtoffsetFile(cfg.seo_dir, src.group_id, src.topic) if cfg.offsets == "seo" else None
         with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, src.kafka) as broker:
             partitions = broker.partitions()
@@ -535,6 +540,15 @@ class Pipeline:
                 app_extra={"offsets": {str(p): o for p, o in sorted(offsets_after.items())},
                            "topic": self.config.source.topic,
                            "ranges": [[r.partition, r.from_offset, r.until_offset] for r in ranges]})
+            # Fencing: if another instance of this pipeline committed this batch id first, commit_staged was a
+            # no-op and its offsets may differ from ours; continuing would lose or duplicate records.
+            state = table.app_state(self.config.app_id)
+            stored = offsets_from_app_state(state)
+            if state is None or state["batch_id"] != batch_id or any(
+                    stored.get(p) != o for p, o in offsets_after.items()):
+                raise PipelineFencedError(
+                    f"batch {batch_id} of {self.config.app_id} was committed by another instance "
+                    f"(table holds {state}); stopping this one")
         else:
             version = table.commit_staged(files, operation=operation) if files else None
         return BatchResult(batch_id, ranges, records, upserts, deletes, version, time.monotonic() - began)
