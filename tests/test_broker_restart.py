@@ -209,3 +209,14 @@ def test_periodic_maintenance_applies_retention_and_time_roll(tmp_path):
             if len(list(rolling_dir.glob("*.log"))) < 2:
                 b.run(b.broker.append, "rolling", 0, build_batch([Record(0, int(time.time() * 1000), None, b"y")]))
         assert len(list(rolling_dir.glob("*.log"))) >= 2
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
+    import socket
+    with EmbeddedBroker(tmp_path, config={"broker.maintenance.interval.ms": "50",
+                                          "connections.max.idle.ms": "300"}) as b:
+        s = socket.create_connection(("127.0.0.1", b.port), timeout=30)
+        try:
+            assert s.recv(1) == b""  # the broker closed it (a hang would hit the 30 s socket timeout)
+        finally:
+            s.close()

@@ -115,6 +115,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("default.replication.factor", 1, TYPE_INT, "default replication factor", minimum=1),
     _d("auto.create.topics.enable", "true", TYPE_BOOLEAN, "create topics on Metadata requests"),
     _d("delete.topic.enable", "true", TYPE_BOOLEAN, "allow DeleteTopics"),
+    _d("connections.max.idle.ms", 600000, TYPE_LONG, "close connections idle this long", minimum=1),
     _d("socket.request.max.bytes", 104857600, TYPE_INT, "largest request accepted (else disconnect)", minimum=1),
     _d("message.max.bytes", 1048588, TYPE_INT, "default max.message.bytes", minimum=0),
     _d("compression.type", "producer", TYPE_STRING, "default compression.type"),

@@ -199,6 +199,16 @@ class Broker:
                 self.logs.run_maintenance(wall_clock_ms())
             except Exception:
                 log.exception("log maintenance failed")
+            self._close_idle_connections()
+
+    def _close_idle_connections(self) -> None:
+        """Kafka's connections.max.idle.ms: drop connections with no request for that long."""
+        limit = self.config.get_int("connections.max.idle.ms", 600000) / 1000
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if conn.idle_since is not None and now - conn.idle_since > limit:
+                log.info("closing idle connection from %s", conn.peer)
+                conn.close()
 
     # -- topics -----------------------------------------------------------------------------------
     def log_config(self, topic: str) -> LogConfig:
@@ -515,6 +525,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._worker: asyncio.Task | None = None
         self.state: dict[str, Any] = {}  # per-connection state for handlers (e.g. SASL, fetch sessions)
+        self.idle_since: float | None = time.monotonic()  # None while a request is queued or in flight
 
     # asyncio.Protocol callbacks
     def connection_made(self, transport) -> None:
@@ -533,6 +544,7 @@ class KafkaConnection(asyncio.Protocol):
             self.close()
             return
         if frames:
+            self.idle_since = None
             self.queue.extend(frames)
             if self._wakeup is not None and not self._wakeup.done():
                 self._wakeup.set_result(None)
@@ -569,6 +581,7 @@ class KafkaConnection(asyncio.Protocol):
         try:
             while not self._closed:
                 if not self.queue:
+                    self.idle_since = time.monotonic()
                     if self._paused_reading:
                         self._paused_reading = False
                         self.transport.resume_reading()
