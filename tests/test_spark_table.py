@@ -3,6 +3,7 @@ every mode with one driver commit, and the streaming sink's (query id, batch id)
 ``tidelake-kafka`` source from tidelake's own broker."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import re
@@ -16,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import tidelake.spark as tls
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
-from tidelake.spark.table_source import StagedFiles, TableStreamWriter
+from tidelake.spark.table_source import StagedFiles, TableStreamWriter, parse_timestamp_ms
 from tidelake.table import Table
 
 SCHEMA = "id long, amount long, name string"
@@ -48,6 +49,9 @@ def test_batch_reads_latest_time_travel_and_incremental(spark, tmp_path):
     assert rows_of(as_of_v1) == {i: (i * 10, f"n{i}") for i in range(100)}
     as_of_t1 = spark.read.format("tidelake").option("timestampAsOf", str(t1)).load(path)
     assert rows_of(as_of_t1) == rows_of(as_of_v1)
+    iso_t1 = dt.datetime.fromtimestamp(t1 / 1000, dt.timezone.utc).replace(tzinfo=None).isoformat(timespec="milliseconds")
+    assert parse_timestamp_ms(iso_t1) == t1  # a time without zone is UTC
+    assert rows_of(spark.read.format("tidelake").option("timestampAsOf", iso_t1).load(path)) == rows_of(as_of_v1)
 
     # (v1, v3]: the upserts of v2 and the deletes of v3, each with its op and commit version.
     changes = spark.read.format("tidelake").option("startingVersion", v1).option("endingVersion", v3).load(path)
@@ -56,6 +60,10 @@ def test_batch_reads_latest_time_travel_and_incremental(spark, tmp_path):
     assert got == sorted([(i, "upsert", v2) for i in range(90, 120)] + [(i, "delete", v3) for i in range(10)])
     only_v2 = spark.read.format("tidelake").option("startingVersion", v1).option("endingVersion", v2).load(path)
     assert only_v2.count() == 30
+    t2 = Table.open(path).latest_timestamp(2)  # commit time of v2
+    by_time = (spark.read.format("tidelake").option("startingTimestamp", str(t1))
+               .option("endingTimestamp", dt.datetime.fromtimestamp(t2 / 1000, dt.timezone.utc).isoformat()).load(path))
+    assert sorted(r.id for r in by_time.collect()) == list(range(90, 120))
 
     # PK equality is pushed down: Spark plans one partition (one bucket) and applies no filter itself.
     point = spark.read.format("tidelake").load(path).filter("id = 42")
