@@ -20,6 +20,14 @@ pytestmark = pytest.mark.java
 PARTITIONS = 2
 RECORDS_PER_TOPIC = 40
 DEFAULTS_TOPIC = "mx-java-defaults"
+BIG_TOPIC = "mx-big"  # one ~900 KB incompressible record per writer, writer i -> partition i
+BIG_SIZE = 900 * 1024
+
+
+def _big_record(writer: str) -> Rec:
+    import random
+    payload = random.Random(writer).randbytes(BIG_SIZE)
+    return Rec(ALL_CLIENTS.index(writer), writer.encode(), payload, 1_600_000_123_000, (("size", b"900k"),))
 
 
 @dataclass
@@ -29,6 +37,7 @@ class Matrix:
     data_dir: Path
     topics: dict[tuple[str, str], str]
     written: dict[tuple[str, str], list[Rec]] = field(default_factory=dict)     # acknowledged records
+    big_written: dict[str, Rec] = field(default_factory=dict)
     produce_errors: dict[tuple[str, str], str] = field(default_factory=dict)
     java_read: dict[tuple[str, int], list[Rec]] = field(default_factory=dict)
     java_producer_config: dict[str, str] = field(default_factory=dict)
@@ -47,6 +56,7 @@ def matrix(request, tmp_path_factory):
     with running_broker(kind, data_dir) as bootstrap:
         topics = {(w, c): _topic(w, c) for w in ALL_CLIENTS for c in CODECS}
         create_topics(bootstrap, [*topics.values(), DEFAULTS_TOPIC], PARTITIONS)
+        create_topics(bootstrap, [BIG_TOPIC], len(ALL_CLIENTS))
         m = Matrix(kind, bootstrap, data_dir, topics)
         sent = {(w, c): sample_records(f"{w}/{c}", RECORDS_PER_TOPIC, PARTITIONS) for (w, c) in topics}
 
@@ -56,6 +66,10 @@ def matrix(request, tmp_path_factory):
                     m.written[(w, c)] = produce(w, bootstrap, topics[(w, c)], sent[(w, c)], c)
                 except Exception as e:  # reported by test_produce for this (writer, codec)
                     m.produce_errors[(w, c)] = f"{type(e).__name__}: {e}"
+            try:
+                (m.big_written[w],) = produce(w, bootstrap, BIG_TOPIC, [_big_record(w)])
+            except Exception as e:
+                m.produce_errors[(w, "big")] = f"{type(e).__name__}: {e}"
 
         # One JVM: the Java producer per codec, the Java producer with pure defaults (keys, no explicit
         # partition), then one consumer reading every topic the Python clients wrote and its own.
@@ -64,8 +78,10 @@ def matrix(request, tmp_path_factory):
             script.produce(topics[("java", c)], c, sent[("java", c)])
         m.java_defaults_sent = sample_records("java-defaults", RECORDS_PER_TOPIC, PARTITIONS)
         script.produce(DEFAULTS_TOPIC, "default", m.java_defaults_sent, explicit_partition=False)
+        script.produce(BIG_TOPIC, "none", [_big_record("java")])
         want = {(t, p): RECORDS_PER_TOPIC // PARTITIONS for (w, c), t in topics.items()
                 if (w, c) not in m.produce_errors for p in range(PARTITIONS)}
+        want.update({(BIG_TOPIC, i): 1 for i in range(len(ALL_CLIENTS))})
         script.consume(want, timeout=120)
         result = script.run(bootstrap)
         for i, c in enumerate(CODECS):
@@ -78,7 +94,11 @@ def matrix(request, tmp_path_factory):
         else:
             m.java_defaults_acked = result.acks(len(CODECS), m.java_defaults_sent)
             m.java_producer_config = result.producer_config(len(CODECS))
-        m.java_read = result.records(len(CODECS) + 1)
+        if result.error(len(CODECS) + 1):
+            m.produce_errors[("java", "big")] = str(result.error(len(CODECS) + 1))
+        else:
+            (m.big_written["java"],) = result.acks(len(CODECS) + 1, [_big_record("java")])
+        m.java_read = result.records(len(CODECS) + 2)
         yield m
 
 
@@ -159,3 +179,17 @@ def test_java_idempotent_batches_on_disk(matrix: Matrix) -> None:
         for h in headers:
             assert h.base_sequence == expected_seq
             expected_seq = h.last_sequence + 1
+
+
+@pytest.mark.parametrize("reader", ALL_CLIENTS)
+def test_big_records_cross_clients(matrix: Matrix, reader: str) -> None:
+    """A ~900 KB record from every writer (each in its own request frame) reads back intact."""
+    errors = {w: matrix.produce_errors[(w, "big")] for w in ALL_CLIENTS if (w, "big") in matrix.produce_errors}
+    assert not errors, errors
+    want = {(BIG_TOPIC, i): 1 for i in range(len(ALL_CLIENTS))}
+    read = matrix.java_read if reader == "java" else consume(reader, matrix.bootstrap, want, timeout=60)
+    for w in ALL_CLIENTS:
+        (got,) = read.get((BIG_TOPIC, ALL_CLIENTS.index(w)), [None])
+        assert got is not None, f"{reader} read nothing of {w}'s big record"
+        assert (got.offset, got.written()) == (0, _big_record(w).written()), f"{reader} reading {w}'s big record"
+        assert matrix.big_written[w].offset == 0
