@@ -407,3 +407,21 @@ def test_acks_zero_error_closes_the_connection(broker):
         c.send_raw(c.encode(produce_req("no-such-topic-acks0", 0, batch([b"x"]), acks=0), 9))
         with pytest.raises((ConnectionError, OSError)):
             c.recv_frame()
+
+
+def test_describe_topic_partitions_pages_with_a_cursor(client, broker):
+    from kafka.protocol.admin import DescribeTopicPartitionsRequest as DTP
+    create(broker, "dtp-a", 3)
+    create(broker, "dtp-b", 2)
+    seen, cursor = [], None
+    for _ in range(10):
+        r = client.request(DTP(topics=[DTP.TopicRequest(name="dtp-b"), DTP.TopicRequest(name="dtp-a"),
+                                       DTP.TopicRequest(name="dtp-none")],
+                               response_partition_limit=2, cursor=cursor), 0)
+        seen += [(t.name, t.error_code, [p.partition_index for p in t.partitions]) for t in r.topics]
+        cursor = r.next_cursor
+        if cursor is None:
+            break
+    flat = [(n, p) for n, e, ps in seen if e == 0 for p in ps]
+    assert flat == [("dtp-a", 0), ("dtp-a", 1), ("dtp-a", 2), ("dtp-b", 0), ("dtp-b", 1)]
+    assert ("dtp-none", 3, []) in seen

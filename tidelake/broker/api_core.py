@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest,
+from kafka.protocol.admin import (DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse,
+                                  AlterConfigsRequest, AlterConfigsResponse, CreatePartitionsRequest,
                                   CreatePartitionsResponse, CreateTopicsRequest, CreateTopicsResponse,
                                   DeleteRecordsRequest, DeleteRecordsResponse, DeleteTopicsRequest,
                                   DeleteTopicsResponse, DescribeClusterRequest, DescribeClusterResponse,
@@ -139,6 +140,45 @@ async def metadata(broker, ctx, request):
                                           port=broker.advertised_port, rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
                             controller_id=broker.node_id, topics=topics, error_code=NONE)
+
+
+_DTP = DescribeTopicPartitionsResponse
+_DTPTopic = _DTP.DescribeTopicPartitionsResponseTopic
+_DTPPartition = _DTPTopic.DescribeTopicPartitionsResponsePartition
+
+
+@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)
+async def describe_topic_partitions(broker, ctx, request):
+    """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
+    partitions, a cursor to continue from."""
+    nid = broker.node_id
+    names = sorted({t.name for t in request.topics}) if request.topics else sorted(broker.metadata.topics)
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = max(1, request.response_partition_limit)
+    topics, next_cursor, budget = [], None, limit
+    for name in names:
+        info = broker.topic(name)
+        if info is None:
+            topics.append(_DTPTopic(error_code=UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID,
+                                    is_internal=False, partitions=[]))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if budget <= 0:
+            next_cursor = _DTP.Cursor(topic_name=name, partition_index=start)
+            break
+        end = min(info.partitions, start + budget)
+        parts = [_DTPPartition(error_code=NONE, partition_index=p, leader_id=nid, leader_epoch=0,
+                               replica_nodes=[nid], isr_nodes=[nid], eligible_leader_replicas=[],  # Java needs lists, not null
+                               last_known_elr=[], offline_replicas=[]) for p in range(start, end)]
+        budget -= len(parts)
+        topics.append(_DTPTopic(error_code=NONE, name=name, topic_id=info.topic_id, is_internal=info.internal,
+                                partitions=parts))
+        if end < info.partitions:
+            next_cursor = _DTP.Cursor(topic_name=name, partition_index=end)
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
 # ------------------------------------------------------------------------------------------------
