@@ -160,6 +160,8 @@ def start_kafka_to_table(spark, bootstrap: str, topic: str, path: str, checkpoin
               .load())
     orders = source.select(from_json(col("value").cast("string"), SCHEMA).alias("o")).select("o.*")
     return (orders.writeStream.format("tidelake").option("operation", "upsert")
+            .option("primaryKey", "id")  # creates the table on first use
+            .option("tableProperties", json.dumps({"write.bucket.num": "2", "clustering.auto": "false"}))
             .option("checkpointLocation", checkpoint).trigger(**trigger).start(path))
 
 
@@ -178,13 +180,12 @@ def test_kafka_to_table_stream_and_batch_replay(spark, broker, tmp_path):
     for future in admin.create_topics([NewTopic(topic, 2, 1)]).values():
         future.result(30)
     path, checkpoint = str(tmp_path / "orders"), str(tmp_path / "ckpt")
-    Table.create(path, pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("name", pa.string())]), ["id"],
-                 {"write.bucket.num": "2", "clustering.auto": "false"})
     # 400 changes to 100 keys; the last change per key is amount = 3 * 1000 + id.
     produce_orders(broker, topic, [{"id": i % 100, "amount": (i // 100) * 1000 + i % 100, "name": f"r{i // 100}"}
                                    for i in range(400)])
     run_kafka_to_table(spark, broker, topic, path, checkpoint)
     table = Table.open(path)
+    assert table.primary_key == ["id"] and table.bucket_num == 2
     expected = {i: 3000 + i for i in range(100)}
     assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == expected
     app_id = next(iter(table._state.apps))

@@ -20,9 +20,11 @@ bucket and min/max statistics skip files. The version is fixed on the driver whe
 so every task reads the same snapshot.
 
 Write options (``df.write.format("tidelake")`` or ``write_table``): ``operation`` = upsert (default) |
-append | delete | overwrite (``mode("overwrite")`` implies overwrite), ``readVersion`` (conflict detection).
-Streaming sink options: ``operation`` = upsert (default) | append, ``appId`` (default: the streaming query's
-id, read from ``<checkpointLocation>/metadata``). Each micro-batch commits once with
+append | delete | overwrite (``mode("overwrite")`` implies overwrite), ``readVersion`` (conflict detection),
+``primaryKey`` ("id" or "a,b") and ``tableProperties`` (JSON) to create a missing table from the written
+schema. Streaming sink options: ``operation`` = upsert (default) | append, ``primaryKey`` /
+``tableProperties`` as above, ``appId`` (default: the streaming query's id, read from
+``<checkpointLocation>/metadata``). Each micro-batch commits once with
 ``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
 batch replayed after a crash is never applied twice.
 """
@@ -164,12 +166,27 @@ class TableDataSource(DataSource):
     def reader(self, schema: StructType) -> "TableReader":
         return TableReader(self._spec(), schema)
 
+    def _create_if_absent(self, schema: StructType) -> None:
+        """With option ``primaryKey`` (comma-separated) a missing table is created from the written schema
+        (``tableProperties``: JSON of table properties)."""
+        from tidelake.table import Table, TableExists
+        path = _path(self.options)
+        if Table.exists(path) or not self.options.get("primaryKey"):
+            return
+        primary_key = [c.strip() for c in self.options["primaryKey"].split(",") if c.strip()]
+        properties = json.loads(self.options.get("tableProperties") or "{}")
+        try:
+            Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties)
+        except TableExists:
+            pass  # another writer created it first
+
     def writer(self, schema: StructType, overwrite: bool) -> "TableWriter":
         operation = self.options.get("operation", "overwrite" if overwrite else "upsert").lower()
         if overwrite and operation != "overwrite":
             raise ValueError(f"mode('overwrite') with operation={operation}: use one or the other")
         if operation not in WRITE_OPERATIONS:
             raise ValueError(f"operation must be one of {sorted(WRITE_OPERATIONS)}, not {operation!r}")
+        self._create_if_absent(schema)
         read_version = self.options.get("readVersion")
         return TableWriter(_path(self.options), operation,
                            int(read_version) if read_version is not None else None)
@@ -178,6 +195,7 @@ class TableDataSource(DataSource):
         operation = self.options.get("operation", "upsert").lower()
         if overwrite or operation not in ("upsert", "append"):
             raise ValueError("the streaming sink supports operation=upsert or append (outputMode append/update)")
+        self._create_if_absent(schema)
         return TableStreamWriter(_path(self.options), operation, self.options.get("appId"),
                                  self.options.get("checkpointLocation"))
 
