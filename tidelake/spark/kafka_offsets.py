@@ -207,6 +207,9 @@ class KafkaSourceOptions:
             "group.id": f"tidelake-spark-source-{uuid.uuid4().hex[:12]}",
             # Kafka's Java default (and Spark's): transactional records are visible unless asked otherwise.
             "isolation.level": "read_uncommitted",
+            # The reader knows where its ranges end; a long poll only delays the end-of-partition answer
+            # for a range whose last offsets hold no record (transaction markers, compacted records).
+            "fetch.wait.max.ms": 100,
         }
         config.update(self.client_config)
         config.update({

@@ -117,6 +117,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.options = options
         self.offsets = KafkaOffsetReader(options)
         self.available_now_target: OffsetMap | None = None
+        self.last_seen_latest: OffsetMap | None = None  # from the last latestOffset(), for progress reports
 
     def initialOffset(self) -> dict:
         partitions = self.offsets.partitions()
@@ -129,7 +130,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _latest(self) -> OffsetMap:
         partitions = self.offsets.partitions()
-        return self.offsets.list_offsets(partitions, "latest")
+        self.last_seen_latest = self.offsets.list_offsets(partitions, "latest")
+        return dict(self.last_seen_latest)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self.available_now_target = self._latest()
@@ -151,7 +153,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
-        return offsets_to_json(self._latest())
+        # Spark asks right after latestOffset(); reuse that answer instead of asking the broker again.
+        return offsets_to_json(self.last_seen_latest if self.last_seen_latest is not None else self._latest())
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return _input_partitions(self.options, plan_ranges(offsets_from_json(start), offsets_from_json(end)))
