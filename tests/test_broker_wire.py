@@ -425,3 +425,11 @@ def test_describe_topic_partitions_pages_with_a_cursor(client, broker):
     flat = [(n, p) for n, e, ps in seen if e == 0 for p in ps]
     assert flat == [("dtp-a", 0), ("dtp-a", 1), ("dtp-a", 2), ("dtp-b", 0), ("dtp-b", 1)]
     assert ("dtp-none", 3, []) in seen
+
+
+def test_clients_cannot_produce_to_internal_topics(client, broker):
+    broker.run(lambda: broker.broker.create_topic("__internal_x", 1, {}, internal=True))
+    r = client.request(produce_req("__internal_x", 0, batch([b"x"])), 9).responses[0].partition_responses[0]
+    assert r.error_code == 17
+    broker.run(broker.broker.append, "__internal_x", 0, batch([b"by the coordinator"]))  # the broker itself may
+    assert broker.broker.logs.get("__internal_x", 0).log_end_offset == 1

@@ -211,6 +211,11 @@ async def produce(broker, ctx, request):
             if plog is None:
                 parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
                 continue
+            info = broker.metadata.topics.get(name)
+            if info is not None and info.internal:
+                # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
+                parts.append((index, INVALID_TOPIC, -1, -1, -1, f"cannot produce to internal topic {name}"))
+                continue
             if acks == -1 and broker.min_insync_replicas(name) > 1:
                 # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
                 parts.append((index, NOT_ENOUGH_REPLICAS, -1, -1, plog.log_start_offset,
