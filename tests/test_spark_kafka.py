@@ -277,3 +277,51 @@ def test_fail_on_data_loss(spark, tidelake_broker):
         read("true")
     rows = read("false")
     assert sorted((r.offset, int(r.key)) for r in rows) == [(o, o) for o in range(30, 100)]
+
+
+def test_compacted_gaps_end_ranges_without_waiting(tmp_path):
+    """Compaction removes offsets from the middle and from the end of a range: the reader returns the
+    survivors and stops at the end offset without waiting for records that no longer exist."""
+    from confluent_kafka import Consumer, TopicPartition as KafkaTP
+    from tidelake.broker import EmbeddedBroker
+    with EmbeddedBroker(tmp_path / "broker-data", port=0) as broker:
+        bootstrap = broker.bootstrap_servers
+        topic = f"compacted-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        new_topic = NewTopic(topic, 1, 1, config={"cleanup.policy": "compact", "segment.bytes": "1024"})
+        for future in admin.create_topics([new_topic]).values():
+            future.result(30)
+        producer = Producer({"bootstrap.servers": bootstrap, "batch.num.messages": 1, "linger.ms": 0})
+        for i in range(100):  # ten rounds over keys k0..k9: offsets 0..99, newest values in the last round
+            producer.produce(topic, key=f"k{i % 10}".encode(), value=f"round-{i // 10}".encode(), partition=0)
+            producer.flush(30)
+        stats = broker.broker.logs.get(topic, 0).compact()
+        assert stats is not None
+
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "check", "enable.partition.eof": True,
+                             "auto.offset.reset": "earliest"})
+        consumer.assign([KafkaTP(topic, 0, 0)])
+        survivors, eof = [], False
+        for _ in range(100):
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error():
+                    eof = True
+                else:
+                    survivors.append(message.offset())
+            if eof:
+                break
+        consumer.close()
+        assert eof and len(survivors) < 100 and survivors[-1] == 99  # compaction did remove offsets
+
+        options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                            "kafka.isolation.level": "read_committed",
+                                            "kafkaConsumer.pollTimeoutMs": "5000"}, streaming=False)
+
+        def offsets_in(start: int, end: int) -> list[int]:
+            return [o for batch in read_ranges(options, [OffsetRange(topic, 0, start, end)])
+                    for o in batch.column("offset").to_pylist()]
+
+        assert offsets_in(0, 100) == survivors
+        removed = sorted(set(range(100)) - set(survivors))
+        gap_end = removed[len(removed) // 2] + 1  # a range whose last offset was compacted away
+        assert offsets_in(0, gap_end) == [o for o in survivors if o < gap_end]
