@@ -280,7 +280,7 @@ def test_retention_expire_and_purge(tmp_path):
 
 def test_automatic_retention(tmp_path):
     clock = Clock()
-    t = make(tmp_path, clock, acid_data_retain_hours=1, write_bucket_num=1)
+    t = make(tmp_path, clock, acid_data_retain_hours=1, write_bucket_num=1, retention_check_commit_num=1)
     t.upsert(data([1], 1))
     t.upsert(data([1], 2))
     t.compact()

@@ -18,7 +18,7 @@ Reads: per bucket the newest live base + live deltas with rows newer than it, la
 wins (merge on read). Incremental reads (start, end] read only L0 delta files committed in range.
 
 Properties (see ``DEFAULT_PROPERTIES``): transactional, write.bucket.num, acid.data.retain.hours,
-retention.auto, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
+retention.auto, retention.check.commit.num, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
 clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
 compaction.parallelism, checkpoint.interval.
 """

@@ -34,6 +34,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "write.bucket.num": "16",            # buckets: hash(PK) mod this
     "acid.data.retain.hours": "24",      # time travel / incremental horizon; older history is cleaned
     "retention.auto": "true",            # clean expired history automatically after commits
+    "retention.check.commit.num": "10",  # ... checking every this many versions (cleanup lists the data dir)
     "clustering.auto": "true",           # run clustering automatically after data commits
     "clustering.l0.num": "8",            # merge a bucket's L0 delta files into L1 when this many exist
     "clustering.l1.num": "8",            # merge L1 files into L2 when this many exist
@@ -962,7 +963,9 @@ class Table:
                 n = sum(1 for v, e in st.versions.items() if v > last and e["operation"] in DATA_OPERATIONS)
                 if n >= commit_num:
                     self.compact()
-            if self._prop("retention.auto").lower() == "true" and self._horizon() > st.horizon:
+            every = max(1, int(self._prop("retention.check.commit.num")))
+            if (self._prop("retention.auto").lower() == "true" and st.version % every == 0
+                    and self._horizon() > st.horizon):
                 self.expire()
         except CommitConflict as e:
             log.info("automatic maintenance after version %d skipped: %s", version, e)
