@@ -176,6 +176,19 @@ def test_batch_offsets_json_assign_and_pattern(spark, bootstrap):
         offsets_read(assign=json.dumps({topic: [1]}), startingOffsets=json.dumps({topic: {"0": 1}}))
 
 
+def test_batch_offsets_by_timestamp(spark, tidelake_broker):
+    """startingTimestamp / endingOffsetsByTimestamp (ListOffsets by time). Only against tidelake's broker:
+    Tansu answers ListOffsets by timestamp with offsets unrelated to the records' timestamps."""
+    topic = create_topic(tidelake_broker, 2)
+    produce(tidelake_broker, topic, 200, 2)
+    reader = (spark.read.format("tidelake-kafka").option("kafka.bootstrap.servers", tidelake_broker)
+              .option("subscribe", topic).option("startingTimestamp", str(BASE_TS_MS + 150))
+              .option("endingOffsetsByTimestamp", json.dumps({topic: {"0": BASE_TS_MS + 170}})))
+    got = sorted((r.partition, r.offset) for r in reader.load().select("partition", "offset").collect())
+    # Record i has timestamp BASE_TS_MS + i and sits in partition i % 2 at offset i // 2.
+    assert got == [(0, o) for o in range(75, 85)] + [(1, o) for o in range(75, 100)]
+
+
 def test_range_ending_in_transaction_marker_is_read_without_waiting(bootstrap):
     """The last offset of a committed transaction is its COMMIT marker: no record will ever arrive there,
     and the reader must stop at the end offset anyway (a hang would hit the 5 s poll timeout and fail)."""

@@ -115,6 +115,10 @@ class KafkaSourceOptions:
     poll_timeout_ms: int
     max_arrow_batch_rows: int
     verify_latest_offsets: bool = True
+    # startingTimestamp (one number for every partition) / startingOffsetsByTimestamp (JSON per partition),
+    # and the ending forms: epoch ms; they take precedence over startingOffsets/endingOffsets, as in Spark.
+    starting_timestamps: str | None = None
+    ending_timestamps: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> "KafkaSourceOptions":
@@ -188,6 +192,8 @@ class KafkaSourceOptions:
             client_config=client_config,
             subscribe=subscribe, subscribe_pattern=subscribe_pattern, assign=assign,
             starting_offsets=starting, ending_offsets=ending,
+            starting_timestamps=opts.get("startingtimestamp") or opts.get("startingoffsetsbytimestamp"),
+            ending_timestamps=opts.get("endingtimestamp") or opts.get("endingoffsetsbytimestamp"),
             fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
             include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
             max_offsets_per_trigger=positive("maxOffsetsPerTrigger"),
@@ -345,11 +351,44 @@ class KafkaOffsetReader:
             probe.unassign()
         return result
 
-    def resolve(self, spec: str, partitions: list[TopicPartition], *, default: str) -> OffsetMap:
-        """Turn "earliest" / "latest" / JSON (with -2/-1) into concrete offsets for ``partitions``.
+    def offsets_for_times(self, timestamps: str, partitions: list[TopicPartition]) -> OffsetMap:
+        """Per partition, the first offset whose timestamp is >= the given epoch ms (a single number for all
+        partitions, or JSON ``{"t":{"0":1700000000000}}``); no such record: the latest offset.
+        Partitions a JSON spec does not name start at ``latest``."""
+        from confluent_kafka import IsolationLevel, TopicPartition as KafkaTP
+        from confluent_kafka.admin import OffsetSpec
+        text = str(timestamps).strip()
+        by_partition = ({tp: int(text) for tp in partitions} if text.lstrip("-").isdigit()
+                        else offsets_from_json(text))
+        unknown = set(by_partition) - set(partitions)
+        if unknown:
+            raise KafkaSourceError(f"timestamps name partitions the subscription does not cover: {sorted(unknown)}")
+        latest = self.list_offsets(partitions, "latest")
+        if not by_partition:
+            return latest
+        isolation = (IsolationLevel.READ_COMMITTED if self.options.isolation_level == "read_committed"
+                     else IsolationLevel.READ_UNCOMMITTED)
+        request = {KafkaTP(t, p): OffsetSpec.for_timestamp(ts) for (t, p), ts in by_partition.items()}
+        futures = self.admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout_s)
+        result = dict(latest)
+        for tp, future in futures.items():
+            try:
+                offset = future.result(timeout=self.timeout_s).offset
+            except Exception as exc:
+                raise KafkaSourceError(f"ListOffsets(timestamp) for {tp.topic}-{tp.partition}: {exc}") from exc
+            if offset >= 0:
+                result[(tp.topic, tp.partition)] = min(offset, latest[(tp.topic, tp.partition)])
+        return result
+
+    def resolve(self, spec: str, partitions: list[TopicPartition], *, default: str,
+                timestamps: str | None = None) -> OffsetMap:
+        """Turn "earliest" / "latest" / JSON (with -2/-1) into concrete offsets for ``partitions``
+        (or, given ``timestamps``, look the offsets up by time).
 
         Partitions not named in a JSON spec get ``default`` ("earliest" or "latest").
         """
+        if timestamps is not None:
+            return self.offsets_for_times(timestamps, partitions)
         if spec.lower() in ("earliest", "latest"):
             return self.list_offsets(partitions, spec.lower())
         requested = offsets_from_json(spec)

@@ -12,6 +12,10 @@ Options are those of Spark's own Kafka source:
 ``startingOffsets``          ``earliest`` | ``latest`` | JSON ``{"t":{"0":23,"1":-2}}`` (-2 earliest,
                              -1 latest); default latest for streams, earliest for batch
 ``endingOffsets``            batch only: ``latest`` | JSON (-1 latest); default latest
+``startingTimestamp``        epoch ms for every partition, or ``startingOffsetsByTimestamp`` JSON per
+                             partition (``endingTimestamp`` / ``endingOffsetsByTimestamp`` likewise):
+                             the first offset at or after that time, the latest offset if there is none;
+                             these win over startingOffsets / endingOffsets, as in Spark
 ``failOnDataLoss``           default true: a range starting below the log start is an error; false:
                              continue at the log start
 ``includeHeaders``           default false; adds ``headers array<struct<key string, value binary>>``
@@ -93,8 +97,10 @@ class KafkaBatchReader(DataSourceReader):
         offsets = KafkaOffsetReader(options)
         try:
             partitions = offsets.partitions()
-            start = offsets.resolve(options.starting_offsets, partitions, default="earliest")
-            end = offsets.resolve(options.ending_offsets, partitions, default="latest")
+            start = offsets.resolve(options.starting_offsets, partitions, default="earliest",
+                                    timestamps=options.starting_timestamps)
+            end = offsets.resolve(options.ending_offsets, partitions, default="latest",
+                                  timestamps=options.ending_timestamps)
         finally:
             offsets.close()
         bad = [tp for tp in partitions if end[tp] < start[tp]]
@@ -121,7 +127,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def initialOffset(self) -> dict:
         partitions = self.offsets.partitions()
-        return offsets_to_json(self.offsets.resolve(self.options.starting_offsets, partitions, default="latest"))
+        return offsets_to_json(self.offsets.resolve(self.options.starting_offsets, partitions, default="latest",
+                                                    timestamps=self.options.starting_timestamps))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_offsets_per_trigger or self.options.max_rate_per_partition:
