@@ -1,6 +1,9 @@
 """Everything in tidelake that imports pyspark: the Kafka source and the table source/sink.
 
-``register(spark)`` makes ``format("tidelake-kafka")`` and ``format("tidelake")`` available.
+``register(spark)`` makes ``format("tidelake-kafka")`` (kafka_source.py: Spark's Kafka source options,
+batch and streaming) and ``format("tidelake")`` (table_source.py: reads, writes, streaming sink) available;
+``write_table(df, path, mode)`` writes a DataFrame with one driver-side commit. Offset planning and the
+executor-side Kafka reader (kafka_offsets.py, kafka_reader.py) do not import pyspark.
 """
 from __future__ import annotations
 
@@ -13,11 +16,8 @@ if TYPE_CHECKING:
 def register(spark: "SparkSession") -> None:
     """Register every tidelake data source with ``spark``."""
     from tidelake.spark.kafka_source import KafkaDataSource
+    from tidelake.spark.table_source import TableDataSource
     spark.dataSource.register(KafkaDataSource)
-    try:
-        from tidelake.spark.table_source import TableDataSource
-    except ImportError:  # the table source is optional until tidelake.table lands
-        return
     spark.dataSource.register(TableDataSource)
     # The table reader implements pushFilters(); Spark refuses such a reader unless pushdown is on.
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
