@@ -78,7 +78,8 @@ def broker_kinds() -> list[str]:
     TIDELAKE_INTEROP_BROKERS=tidelake,tansu as a cross-check that a test's expectations are the
     clients' and not tidelake's. Tansu 0.x (memory storage) passes the codec matrix but fails, as
     its own limitations: validate_only creates, config sources (all DEFAULT_CONFIG), ListOffsets by
-    timestamp, LogAppendTime, and the Java Admin's max-timestamp lookup (times out)."""
+    timestamp, LogAppendTime, the Java Admin's max-timestamp lookup (times out), and aiokafka's
+    idempotent producer (UnknownError)."""
     return [k.strip() for k in os.environ.get("TIDELAKE_INTEROP_BROKERS", "tidelake").split(",") if k.strip()]
 
 
