@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -278,13 +277,6 @@ def run_latency(broker: BrokerProcess, topic: str, size: int, rate: int, seconds
 
 # ---------------------------------------------------------------------------------------------
 # The run
-
-
-@dataclass
-class Row:
-    phase: str      # "produce" | "consume"
-    size: int
-    acks: str       # "1" | "all" | "-" (consume)
 
 
 def _rate_line(name: str, phase: str, size: int, acks: str, r: dict) -> str:
