@@ -202,6 +202,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000, help="records per graceful run (paper: 100,000)")
     ap.add_argument("--chunk", type=int, default=2000, help="records produced before each killed run")
     ap.add_argument("--skip", nargs="*", default=[], choices=["exp1", "graceful", "kill"])
+    ap.add_argument("--kill-modes", nargs="*", default=["auto"] + MODES, help="modes of the kill -9 column")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None, help="also write the raw results here")
     args = ap.parse_args()
@@ -232,7 +233,7 @@ def main() -> None:
                     print("run:", json.dumps(runs[-1]), flush=True)
         chains = []
         if "kill" not in args.skip:
-            for mode in ["auto"] + MODES:
+            for mode in args.kill_modes:
                 chains.append(kill_chain(bootstrap, work, spark, mode, kills, args.chunk, rng))
                 print("kill chain:", json.dumps(chains[-1]), flush=True)
         if args.json:
