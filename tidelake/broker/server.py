@@ -405,9 +405,8 @@ class Broker:
         try:
             response = await spec.handler(self, ctx, request)
         except KafkaApiError as e:
-            response = _top_level_error_response(spec, api_version, e.code)
-            if response is None:
-                raise FramingError(f"{spec.name} failed with {e!r} and has no top-level error code") from e
+            # The whole request failed: report the error at the top level, or on every item it named.
+            response = self._error_response(spec, request, api_version, e.code, str(e) or None)
         if response is None:
             return None
         return self._encode_response(spec, api_version, correlation_id, response)
@@ -428,27 +427,39 @@ class Broker:
 
     def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
                                       frame: bytes) -> bytes:
+        """UNSUPPORTED_VERSION for a registered API asked at a version outside what we serve.
+
+        ApiVersions: a v0 response listing our ranges (clients send their newest version first and
+        retry with one we serve). Any other API at a version its spec defines: the response at that
+        very version (the client decodes it with that version's schema) with the error wherever the
+        schema carries one — see ``error_response``. A version the spec does not define cannot be
+        answered in a form the client would parse, so only then is the connection closed."""
         if spec.api_key == API_VERSIONS_KEY:
-            # Clients send their newest ApiVersions first; a v0 answer with UNSUPPORTED_VERSION and our
-            # ranges lets Java/librdkafka retry with a version we serve.
             resp = self.api_versions_response(0, error_code=UNSUPPORTED_VERSION)
             return encode_response_frame(correlation_id, resp.encode(version=0), flexible_header=False)
-        if 0 <= api_version <= spec.request_cls.max_version:
-            # The codec knows this version: answer in it, with UNSUPPORTED_VERSION wherever the response
-            # carries an error code (top level and/or per partition), so the client sees the error.
-            header, body_pos = parse_request_header(frame, self.is_flexible)
-            try:
-                request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
-            except Exception as e:
-                raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
-            resp = error_response_for(spec, request, api_version, UNSUPPORTED_VERSION)
-            if resp is not None:
-                return self._encode_response(spec, api_version, correlation_id, resp)
-        resp = _top_level_error_response(spec, spec.max_version, UNSUPPORTED_VERSION)
-        if resp is None:
-            raise FramingError(f"unsupported {spec.name} version {api_version} "
-                               f"(serving {spec.min_version}-{spec.max_version})")
-        return self._encode_response(spec, spec.max_version, correlation_id, resp)
+        served = f"serving v{spec.min_version}-{spec.max_version}"
+        spec_max = min(spec.request_cls.max_version, spec.response_cls.max_version)
+        if not 0 <= api_version <= spec_max:
+            log.warning("closing connection: %s v%d is not defined by its spec (v0-%d), so no response "
+                        "can be encoded (%s)", spec.name, api_version, spec_max, served)
+            raise FramingError(f"{spec.name} v{api_version} is beyond its spec (v0-{spec_max})")
+        header, body_pos = parse_request_header(frame, self.is_flexible)
+        try:
+            request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+        except Exception as e:  # answered anyway, without echoing the request's items
+            log.info("cannot decode %s v%d (unsupported, %s): %r", spec.name, api_version, served, e)
+            request = None
+        message = f"{spec.name.removesuffix('Request')} v{api_version} is not supported ({served})"
+        resp = self._error_response(spec, request, api_version, UNSUPPORTED_VERSION, message)
+        return self._encode_response(spec, api_version, correlation_id, resp)
+
+    @staticmethod
+    def _error_response(spec: ApiSpec, request, api_version: int, code: int, message: str | None):
+        try:
+            return error_response(spec, request, api_version, code, message)
+        except Exception as e:  # a schema shape the builder does not handle: say so, close
+            log.exception("cannot build a %s v%d response carrying error %d", spec.name, api_version, code)
+            raise FramingError(f"no error response for {spec.name} v{api_version}") from e
 
     def api_versions_response(self, version: int, error_code: int = 0):
         from kafka.protocol.metadata import ApiVersionsResponse
@@ -460,54 +471,166 @@ class Broker:
                                    zk_migration_ready=False)
 
 
-def error_response_for(spec: ApiSpec, request, version: int, code: int):
-    """A response to ``request`` with ``code`` on every partition (Produce, Fetch, ListOffsets, Metadata)
-    or at the top level; None when neither applies."""
+# -- error responses derived from the JSON schema ---------------------------------------------------
+# Kafka's Java broker hand-writes getErrorResponse() per request class. Here it is derived from the
+# message spec instead, so every registered API (and every version the spec defines) gets one:
+#   * every int16 field named ``...ErrorCode`` gets the error code, ``ErrorMessage`` gets a message;
+#   * a struct level that carries an error code is where the error is reported: its arrays stay empty;
+#   * a level without one is filled by echoing the request's matching array, item by item, copying the
+#     identifying fields (topic names/ids, partition indexes, resource names, group ids …), down to the
+#     level that carries the error code (Produce per partition, DescribeConfigs per resource …);
+#   * a response array that no request array describes (DescribeLogDirs' log dirs) gets one item
+#     carrying the error, so the client sees it rather than an empty success.
+# Everything else takes the spec's default (offsets, epochs, ids without one: -1, as Kafka answers).
+
+
+def _is_error_code(f) -> bool:
+    return f.type_str == "int16" and f._name.endswith("ErrorCode")
+
+
+def _is_error_message(f) -> bool:
+    return f.type_str == "string" and f._name == "ErrorMessage"
+
+
+def _untagged(struct, version: int) -> list:
+    return [f for f in struct._fields if f.for_version_q(version) and not f.tagged_field_q(version)]
+
+
+def _item_struct(f):
+    return f.array_of if f.is_struct_array() else f
+
+
+def _carries_error(struct, version: int) -> bool:
+    """Whether ``struct`` (or something nested in it) has an error code field at ``version``."""
+    for f in _untagged(struct, version):
+        if _is_error_code(f) or ((f.is_struct() or f.is_struct_array())
+                                 and _carries_error(_item_struct(f), version)):
+            return True
+    return False
+
+
+def _is_partition_key(f) -> bool:
+    return f._name == "Index" or f._name.removesuffix("Index").endswith("Partition")
+
+
+def _identifies(f) -> bool:
+    """Fields that name an item (echoed) rather than describe it (e.g. epochs, offsets: not echoed)."""
+    return (f.type_str in ("string", "uuid", "int8") or bool(f._entity_type) or bool(f._json.get("mapKey"))
+            or _is_partition_key(f))
+
+
+def _same_key(resp_field, req_field) -> bool:
+    """Does the request field identify the same thing as the response field (so it may be echoed)?"""
+    if resp_field.type_str != req_field.type_str or resp_field.is_array() or req_field.is_array():
+        return False
+    if not (_identifies(resp_field) and _identifies(req_field)):
+        return False
+    if resp_field._name == req_field._name:
+        return True
+    if resp_field._name.removesuffix("Index") == req_field._name.removesuffix("Index"):
+        return True  # Fetch: Partition -> PartitionIndex
+    entity = resp_field._entity_type
+    return bool(entity) and entity == req_field._entity_type  # DescribeLogDirs: Topic -> Name
+
+
+def _match_request_array(resp_array, req_struct, version: int, taken: set):
+    """The request array (struct or scalar) whose items the response array answers, or None."""
+    item = _item_struct(resp_array)
+    best, best_score = None, 0
+    for q in _untagged(req_struct, version):
+        if not q.is_array() or q.name in taken:
+            continue
+        if q.is_struct_array():
+            score = sum(1 for rf in _untagged(item, version) for qf in _untagged(q.array_of, version)
+                        if _same_key(rf, qf))
+        else:  # e.g. DeleteTopics v0 TopicNames []string -> Responses[Name ...]
+            score = int(any(_scalar_key(item, q, version) is rf for rf in _untagged(item, version)))
+        if q._name == resp_array._name and (score or q.is_struct_array() == resp_array.is_struct_array()):
+            score += 100
+        if score > best_score:
+            best, best_score = q, score
+    return best
+
+
+def _scalar_key(item_struct, scalar_array, version: int):
+    """The response item field a scalar request array element identifies (same entity, else same type)."""
+    fields = [f for f in _untagged(item_struct, version) if not f.is_array() and not f.is_struct()
+              and not _is_error_code(f) and f.type_str == scalar_array.array_of.type_str]
+    entity = scalar_array._entity_type
+    for f in fields:
+        if entity and f._entity_type == entity:
+            return f
+    return fields[0] if fields else None
+
+
+_NONE_SUFFIXES = ("Offset", "Epoch", "Id", "Watermark")
+
+
+def _default(f, version: int):
+    if f._json.get("default") is None and (f.type_str == "int64" or (
+            f.type_str in ("int16", "int32") and f._name.endswith(_NONE_SUFFIXES))):
+        return -1  # Kafka's "no offset / no epoch / no id" where the spec gives no default
+    if f.type_str in ("records", "bytes") and f.default is None and not f.nullable_for_version_q(version):
+        return b""
+    return f.default
+
+
+def _build_error_struct(struct, data_class, req_field_struct, req, version: int, code: int, message: str,
+                        *, top: bool, echo: dict | None = None):
+    """One response struct at ``version`` answering request struct ``req`` (None: nothing to echo)."""
+    fields = _untagged(struct, version)
+    has_error_here = any(_is_error_code(f) for f in fields)
+    req_fields = _untagged(req_field_struct, version) if req_field_struct is not None and req is not None else []
+    values: dict[str, Any] = {}
+    taken: set = set()
+    for f in fields:
+        if _is_error_code(f):
+            values[f.name] = code
+        elif _is_error_message(f):
+            values[f.name] = message
+        elif f.is_struct_array():
+            values[f.name] = []
+            if has_error_here or not _carries_error(f.array_of, version):
+                continue
+            q = _match_request_array(f, req_field_struct, version, taken) if req_fields else None
+            if q is None:  # nothing in the request to echo: one item carrying the error
+                values[f.name] = [_build_error_struct(f.array_of, f.data_class, None, None, version, code,
+                                                      message, top=False)]
+                continue
+            taken.add(q.name)
+            items = getattr(req, q.name, None) or []  # (fast decoders' objects may lack fields)
+            if q.is_struct_array():
+                values[f.name] = [_build_error_struct(f.array_of, f.data_class, q.array_of, it, version, code,
+                                                      message, top=False) for it in items]
+            else:
+                key = _scalar_key(f.array_of, q, version)
+                values[f.name] = [_build_error_struct(f.array_of, f.data_class, None, None, version, code,
+                                                      message, top=False,
+                                                      echo=None if key is None else {key.name: it})
+                                  for it in items]
+        elif f.is_struct():
+            if f.nullable_for_version_q(version):
+                values[f.name] = None
+            else:
+                values[f.name] = _build_error_struct(f, f.data_class, None, None, version, code, message,
+                                                     top=False)
+        else:
+            source = None if top else next((q for q in req_fields if _same_key(f, q)), None)
+            values[f.name] = _default(f, version) if source is None else \
+                getattr(req, source.name, _default(f, version))
+    values.update(echo or {})
+    return data_class(**values)
+
+
+def error_response(spec: ApiSpec, request, version: int, code: int, message: str | None = None):
+    """A well-formed ``spec`` response at ``version`` reporting ``code`` wherever the schema lets it
+    (see above); ``request`` is the decoded request, or None when it could not be decoded."""
     resp_cls = spec.response_cls
-    try:
-        if spec.api_key == 0:  # Produce
-            t_cls = resp_cls.TopicProduceResponse
-            p_cls = t_cls.PartitionProduceResponse
-            return resp_cls(throttle_time_ms=0, responses=[
-                t_cls(name=t.name, topic_id=t.topic_id, partition_responses=[
-                    p_cls(index=p.index, error_code=code, base_offset=-1, log_append_time_ms=-1,
-                          log_start_offset=-1, record_errors=[], error_message=None)
-                    for p in t.partition_data]) for t in request.topic_data])
-        if spec.api_key == 1:  # Fetch
-            t_cls = resp_cls.FetchableTopicResponse
-            p_cls = t_cls.PartitionData
-            return resp_cls(throttle_time_ms=0, error_code=code, session_id=0, responses=[
-                t_cls(topic=t.topic, topic_id=t.topic_id, partitions=[
-                    p_cls(partition_index=p.partition, error_code=code, high_watermark=-1, last_stable_offset=-1,
-                          log_start_offset=-1, aborted_transactions=None, preferred_read_replica=-1, records=b"")
-                    for p in t.partitions]) for t in request.topics])
-        if spec.api_key == 2:  # ListOffsets
-            t_cls = resp_cls.ListOffsetsTopicResponse
-            p_cls = t_cls.ListOffsetsPartitionResponse
-            return resp_cls(throttle_time_ms=0, topics=[
-                t_cls(name=t.name, partitions=[
-                    p_cls(partition_index=p.partition_index, error_code=code, old_style_offsets=[], timestamp=-1,
-                          offset=-1, leader_epoch=-1) for p in t.partitions]) for t in request.topics])
-        if spec.api_key == 3:  # Metadata
-            t_cls = resp_cls.MetadataResponseTopic
-            return resp_cls(throttle_time_ms=0, brokers=[], cluster_id=None, controller_id=-1, error_code=code,
-                            topics=[t_cls(error_code=code, name=t.name, is_internal=False, partitions=[])
-                                    for t in (request.topics or [])])
-    except Exception:
-        log.exception("cannot build an error response for %s v%d", spec.name, version)
-        return None
-    return _top_level_error_response(spec, version, code)
-
-
-def _top_level_error_response(spec: ApiSpec, version: int, code: int):
-    """A response of ``spec`` at ``version`` carrying ``code`` in a top-level error_code, if it has one."""
-    fields = spec.response_cls.json["fields"]
-    if not any(f["name"] == "ErrorCode" for f in fields):
-        return None
-    try:
-        return spec.response_cls(version=version, error_code=code)
-    except Exception:
-        return None
+    if message is None:
+        message = f"{spec.name.removesuffix('Request')} v{version}: error {code}"
+    return _build_error_struct(resp_cls._struct, lambda **kw: resp_cls(version=version, **kw),
+                               spec.request_cls._struct if request is not None else None, request, version,
+                               code, message, top=True)
 
 
 class KafkaConnection(asyncio.Protocol):
