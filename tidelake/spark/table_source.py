@@ -82,11 +82,6 @@ def parse_timestamp_ms(value: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
-def _schema_at(table, version: int) -> pa.Schema:
-    # The table's schema as of a version (columns added later are absent from older snapshots).
-    return table._state.schema_at(version)
-
-
 @dataclass
 class ReadSpec:
     """What a read returns, resolved once on the driver."""
@@ -125,9 +120,10 @@ def resolve_read(options) -> ReadSpec:
             if "startingTimestamp" not in incremental:
                 raise ValueError("endingTimestamp needs startingTimestamp")
             # Resolve to versions now, so planning and every task agree on the range.
-            start, end = table._resolve_range(
-                None, None, parse_timestamp_ms(options["startingTimestamp"]),
-                parse_timestamp_ms(options["endingTimestamp"]) if "endingTimestamp" in incremental else None)
+            start, end = table.resolve_range(
+                start_timestamp=parse_timestamp_ms(options["startingTimestamp"]),
+                end_timestamp=(parse_timestamp_ms(options["endingTimestamp"])
+                               if "endingTimestamp" in incremental else None))
         # An increment that matches no key gives the change schema without reading a file.
         changes = table.changes(start_version=start, end_version=end, filter=[(table.primary_key[0], "in", [])])
         return ReadSpec(path=table.path, start_version=start, end_version=end, schema=changes.schema)
@@ -139,7 +135,7 @@ def resolve_read(options) -> ReadSpec:
         version = table.version
     # plan() validates the version (exists, not expired) before anything is planned.
     table.plan(version=version)
-    return ReadSpec(path=table.path, version=version, schema=_schema_at(table, version))
+    return ReadSpec(path=table.path, version=version, schema=table.schema_at(version))
 
 
 class BucketPartition(InputPartition):
@@ -235,6 +231,7 @@ class TableReader(DataSourceReader):
         elif partition.bucket == -1:
             return  # an empty snapshot
         else:
+            # One bucket of the snapshot (no public per-bucket scan yet; scan() reads every bucket).
             data = table._read_snapshot(spec.version, filter=spec.filters or None, buckets={partition.bucket})
         data = data.select(self.arrow_schema.names).cast(self.arrow_schema)
         yield from data.to_batches(max_chunksize=65_536)
