@@ -186,6 +186,18 @@ def test_undecodable_body_at_unsupported_version_still_gets_error_35(client, api
     assert_serves_api_versions(client, api_key)
 
 
+def test_acks0_produce_at_unsupported_version_closes_connection(broker, client):
+    """acks=0 producers read no response, so (Kafka's rule) an error is told by closing the connection."""
+    spec = REGISTRY[0]
+    request = sample_request(spec, 2)
+    request.acks = 0
+    client.send_raw(client.encode(request, 2))
+    with pytest.raises(ConnectionError):
+        client.recv_frame()
+    with WireClient.connect(broker.bootstrap_servers) as other:
+        assert_serves_api_versions(other, 0)
+
+
 @pytest.mark.parametrize("api_key", BEYOND_SPEC_CASES)
 def test_version_beyond_spec_closes_only_that_connection_and_logs_why(broker, client, caplog, api_key):
     spec = REGISTRY[api_key]

@@ -3,7 +3,9 @@
 One ``KafkaConnection`` per client socket. Requests on a connection are handled strictly one after
 another and answered in order (Kafka's own rule: a connection is muted while its request is in
 flight), so pipelining clients get their responses in order. A malformed frame or a request over
-``socket.request.max.bytes`` closes that connection only.
+``socket.request.max.bytes`` closes that connection only. A registered API asked at a version we do
+not serve gets UNSUPPORTED_VERSION in a response at that version derived from the JSON schema
+(``error_response``); only a version its spec does not define at all closes the connection.
 
 ``Broker`` holds what handlers need: ``config`` (BrokerConfig), ``logs`` (LogManager), ``metadata``
 (topics and configs, persisted), ``node_id``, the advertised address, a producer-id allocator,
@@ -406,6 +408,8 @@ class Broker:
             response = await spec.handler(self, ctx, request)
         except KafkaApiError as e:
             # The whole request failed: report the error at the top level, or on every item it named.
+            if _expects_no_response(spec, request):
+                raise FramingError(f"acks=0 {spec.name} failed: {e!r}") from e
             response = self._error_response(spec, request, api_version, e.code, str(e) or None)
         if response is None:
             return None
@@ -450,6 +454,9 @@ class Broker:
             log.info("cannot decode %s v%d (unsupported, %s): %r", spec.name, api_version, served, e)
             request = None
         message = f"{spec.name.removesuffix('Request')} v{api_version} is not supported ({served})"
+        if _expects_no_response(spec, request):
+            log.warning("closing connection: acks=0 %s; the producer expects no response", message)
+            raise FramingError(f"acks=0 {message}")
         resp = self._error_response(spec, request, api_version, UNSUPPORTED_VERSION, message)
         return self._encode_response(spec, api_version, correlation_id, resp)
 
@@ -482,6 +489,12 @@ class Broker:
 #   * a response array that no request array describes (DescribeLogDirs' log dirs) gets one item
 #     carrying the error, so the client sees it rather than an empty success.
 # Everything else takes the spec's default (offsets, epochs, ids without one: -1, as Kafka answers).
+
+
+def _expects_no_response(spec: ApiSpec, request) -> bool:
+    """Produce with acks=0: the client reads no response, so an error can only be told by closing the
+    connection (Kafka's rule; the producer then refreshes metadata and reconnects)."""
+    return spec.api_key == 0 and request is not None and getattr(request, "acks", None) == 0
 
 
 def _is_error_code(f) -> bool:
