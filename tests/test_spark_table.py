@@ -17,7 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import tidelake.spark as tls
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
-from tidelake.spark.table_source import StagedFiles, TableStreamWriter, parse_timestamp_ms
+from tidelake.spark.table_source import (StagedFiles, TableStreamWriter, parse_timestamp_ms,
+                                         streaming_query_id)
 from tidelake.table import Table
 
 SCHEMA = "id long, amount long, name string"
@@ -188,8 +189,7 @@ def test_kafka_to_table_stream_and_batch_replay(spark, broker, tmp_path):
     assert table.primary_key == ["id"] and table.bucket_num == 2
     expected = {i: 3000 + i for i in range(100)}
     assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == expected
-    app_id = next(iter(table._state.apps))
-    assert app_id.startswith("spark-query:")
+    app_id = f"spark-query:{streaming_query_id(checkpoint)}"  # the sink's default app id
     state = table.app_state(app_id)
     batches = state["batch_id"] + 1
     assert batches == 3  # 400 records, at most 150 per micro-batch
