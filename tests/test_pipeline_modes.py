@@ -47,9 +47,9 @@ def produce(bootstrap: str, topic: str, ids) -> None:
     assert producer.flush(30) == 0
 
 
-def pipeline(spark, bootstrap, topic, mode, tmp_path, **extra) -> Pipeline:  # noqa: F811
+def pipeline(spark, bootstrap, topic, mode, tmp_path, reader="auto", **extra) -> Pipeline:  # noqa: F811
     config = {"source": {"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"g-{topic}",
-                         "max_rate_per_partition": RATE, "batch_interval": INTERVAL},
+                         "max_rate_per_partition": RATE, "batch_interval": INTERVAL, "reader": reader},
               "offsets": mode, "seo_dir": str(tmp_path / "gtoffset"),
               "sink": {"table": str(tmp_path / "table"), "format": "json", "primary_key": ["id"],
                        "schema": "id long, amount long", "buckets": 2}, **extra}
@@ -98,12 +98,13 @@ def test_commit_after_duplicates_one_batch(spark, broker, tmp_path):  # noqa: F8
 
 
 def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_path):  # noqa: F811
+    """Also the runner's fallback reader (confluent-kafka in the executors instead of the data source)."""
     make_topic(broker, "seo1")
     gtoffset = GtoffsetFile(tmp_path / "gtoffset", "g-seo1", "seo1")
     assert gtoffset.read() is None  # no file: start from earliest
-    pipeline(spark, broker, "seo1", "seo", tmp_path).run(max_batches=2)
+    pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(max_batches=2)
     assert gtoffset.read() == {p: 20 for p in range(PARTITIONS)}
-    pipeline(spark, broker, "seo1", "seo", tmp_path).run(once=True)
+    pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(once=True)
     distinct, rows, _ = sink_counts(tmp_path / "table")
     assert distinct == rows == PARTITIONS * PER_PARTITION  # no loss, no duplicate (the paper's Table 2)
     assert gtoffset.read() == {p: PER_PARTITION for p in range(PARTITIONS)}
@@ -111,7 +112,7 @@ def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_pat
 
     # High out-of-range: the file says more than the log holds -> corrected to the latest N, nothing read.
     gtoffset.write({p: 10_000 for p in range(PARTITIONS)})
-    high = pipeline(spark, broker, "seo1", "seo", tmp_path).run(once=True)
+    high = pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(once=True)
     assert {c.kind for c in high.corrections} == {"high"}
     assert high.start_offsets == {p: PER_PARTITION for p in range(PARTITIONS)} and high.records == 0
 
@@ -121,7 +122,7 @@ def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_pat
     for f in admin.delete_records([TopicPartition("seo1", p, 44) for p in range(PARTITIONS)]).values():
         f.result(30)
     gtoffset.write({p: 5 for p in range(PARTITIONS)})
-    low = pipeline(spark, broker, "seo1", "seo", tmp_path).run(once=True)
+    low = pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(once=True)
     assert {(c.kind, c.corrected) for c in low.corrections} == {("low", 44)}
     assert low.records == 4 * 4  # offsets 44..47 of each partition
     new_ids = set(Table.open(str(tmp_path / "table")).changes(start_version=Table.open(
