@@ -560,8 +560,16 @@ class Pipeline:
             return
         if mode == "seo":
             gtoffset.write(offsets)
-        if mode != "auto":
-            broker.commit(offsets)  # lag visibility (and the commit itself for commit-after sync)
+        if mode == "commit-after":
+            broker.commit(offsets)  # commit: sync - the group is where this mode keeps its progress
+        elif mode in ("seo", "exactly-once"):
+            # Only for lag visibility: the progress is already in the gtoffset file / the table, so a failed
+            # group commit must not stop the pipeline (the next batch commits again).
+            from confluent_kafka import KafkaException
+            try:
+                broker.commit(offsets)
+            except KafkaException as e:
+                log.warning("group offset commit (for lag display) failed: %s", e)
 
 
 def install_signal_handlers(pipeline: Pipeline) -> None:
