@@ -239,3 +239,42 @@ def test_damage_in_an_older_segment_drops_what_follows(tmp_path: Path):
     assert [o for o, _ in read_all(log)] == list(range(bases[1] + 6))
     assert log.append(batch([b"next"]), now_ms=NOW).base_offset == bases[1] + 6
     log.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "empty", "stale"])
+def test_lost_leader_epoch_checkpoint_is_rebuilt_from_the_log(tmp_path: Path, damage: str):
+    """The checkpoint is not fsynced on append: after a crash that lost or staled it, recovery rebuilds
+    it from the batches' partition leader epochs."""
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, LogConfig(segment_bytes=4096))
+    checkpoint = d / "leader-epoch-checkpoint"
+    for _ in range(20):
+        log.append(batch([b"x" * 100] * 3), now_ms=NOW, leader_epoch=0)  # several segments
+    stale = checkpoint.read_text()
+    log.append(batch([b"y"]), now_ms=NOW, leader_epoch=2)
+    log.append(batch([b"z"]), now_ms=NOW, leader_epoch=5)
+    expected = [(0, 0), (2, 60), (5, 61)]
+    assert log.leader_epoch_cache.entries == expected
+    assert len(log.segments) > 1
+    crash(log)
+    if damage == "missing":
+        checkpoint.unlink()
+    elif damage == "empty":
+        checkpoint.write_text("")
+    else:
+        checkpoint.write_text(stale)
+    reopened = PartitionLog.open(d, LogConfig(segment_bytes=4096))
+    assert reopened.leader_epoch_cache.entries == expected
+    assert any("leader-epoch-checkpoint" in line for line in reopened.recovery_report)
+    assert checkpoint.read_text() == "0\n3\n0 0\n2 60\n5 61\n"
+    reopened.close()
+
+
+def test_leader_epoch_checkpoint_synced_on_flush(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    log.append(batch([b"a"]), now_ms=NOW, leader_epoch=0)
+    assert log.leader_epoch_cache.unsynced  # written on append, not fsynced
+    log.flush()
+    assert not log.leader_epoch_cache.unsynced
+    log.close()
+    assert PartitionLog.open(tmp_path / "t-0", LogConfig()).leader_epoch_cache.entries == [(0, 0)]

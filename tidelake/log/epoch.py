@@ -4,6 +4,11 @@
     2            <- number of entries
     0 0          <- epoch, start offset
     3 1500
+
+Written rename-atomically (temp file, rename) but not fsynced on the append path: an fsync per new
+epoch would block the broker's event loop on the first append to every partition. ``sync()`` (called
+when the log is flushed or closed) makes it durable; a checkpoint lost or torn by a crash reads as
+empty or stale, and ``PartitionLog`` then rebuilds it from the batches' partition leader epochs.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ class LeaderEpochCache:
     def __init__(self, directory: Path):
         self.path = directory / CHECKPOINT_NAME
         self.entries: list[tuple[int, int]] = []  # (epoch, start offset), both increasing
+        self.unsynced = False  # written since the last fsync
         self._load()
 
     def _load(self) -> None:
@@ -30,14 +36,30 @@ class LeaderEpochCache:
         except (FileNotFoundError, ValueError, IndexError):
             self.entries = []
 
-    def _write(self) -> None:
+    def _write(self, *, sync: bool = False) -> None:
         text = "0\n%d\n%s" % (len(self.entries), "".join(f"{e} {o}\n" for e, o in self.entries))
         tmp = self.path.with_suffix(".tmp")
         with open(tmp, "w") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, self.path)
+        self.unsynced = not sync
+
+    def sync(self) -> None:
+        """Make the checkpoint durable if it changed since the last fsync (log flush / close)."""
+        if self.unsynced:
+            self._write(sync=True)
+
+    def rebuild(self, epochs_and_offsets) -> None:
+        """Replace the entries from (partition leader epoch, base offset) of every batch, in log order
+        (recovery of a lost or stale checkpoint)."""
+        self.entries = []
+        for epoch, offset in epochs_and_offsets:
+            if epoch >= 0 and (not self.entries or epoch > self.entries[-1][0]):
+                self.entries.append((epoch, offset))
+        self._write(sync=True)
 
     @property
     def latest_epoch(self) -> int:
@@ -49,7 +71,7 @@ class LeaderEpochCache:
             return
         self.entries = [e for e in self.entries if e[1] < start_offset]
         self.entries.append((epoch, start_offset))
-        self._write()
+        self._write()  # no fsync here (the append path): see the module docstring
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, the start offset of the next epoch or LEO)."""
@@ -66,7 +88,7 @@ class LeaderEpochCache:
         kept = [e for e in self.entries if e[1] < end_offset]
         if kept != self.entries:
             self.entries = kept
-            self._write()
+            self._write(sync=True)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log now starts at ``start_offset``: keep the epoch covering it, starting there."""
@@ -75,8 +97,8 @@ class LeaderEpochCache:
         covering = [e for e in self.entries if e[1] <= start_offset][-1]
         rest = [e for e in self.entries if e[1] > start_offset]
         self.entries = [(covering[0], start_offset)] + rest
-        self._write()
+        self._write(sync=True)
 
     def clear(self) -> None:
         self.entries = []
-        self._write()
+        self._write(sync=True)

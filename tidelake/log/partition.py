@@ -192,9 +192,25 @@ class PartitionLog:
         self._hw = self.log_end_offset
         self.leader_epoch_cache = LeaderEpochCache(d)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self._recover_leader_epochs()
         self._rebuild_producer_state()
         self._last_flush_ms = self.clock_ms()
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
+
+    def _recover_leader_epochs(self) -> None:
+        """The checkpoint is not fsynced on append, so a crash can lose or stale it: if the last batch
+        carries a newer epoch than the checkpoint knows, rebuild it from every batch's epoch."""
+        cache = self.leader_epoch_cache
+        last = next((s for s in reversed(self.segments) if s.next_offset > s.base_offset), None)
+        if cache is None or last is None:
+            return
+        found = last.find_batch(last.next_offset - 1)
+        if found is None or found[1].partition_leader_epoch <= cache.latest_epoch:
+            return
+        self.recovery_report.append(f"leader-epoch-checkpoint: rebuilt from the log (it knew epoch "
+                                    f"{cache.latest_epoch}, the log ends in epoch {found[1].partition_leader_epoch})")
+        cache.rebuild((h.partition_leader_epoch, h.base_offset)
+                      for seg in self.segments for _pos, h, _view in seg.iter_batches(0))
 
     def _finish_interrupted_swaps(self) -> None:
         """A compaction that crashed after renaming ``X.log.cleaned`` to ``X.log.swap`` is completed."""
@@ -618,6 +634,8 @@ class PartitionLog:
             if seg.unflushed:
                 seg.flush()
         self.active_segment.write_indexes()
+        if self.leader_epoch_cache is not None:
+            self.leader_epoch_cache.sync()
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock_ms()
         if self.log_end_offset != self._recovery_point:
