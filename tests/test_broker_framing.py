@@ -33,6 +33,30 @@ def test_frame_decoder_splits_any_chunking(payloads, chunk_sizes):
     assert dec.buffered == 0
 
 
+def test_frame_decoder_spanning_frame_is_writable_and_survives_reused_input_buffers():
+    """A frame split across chunks comes back as a bytearray (the log patches it in place); mutable
+    input chunks may be reused by the caller right after ``feed``."""
+    payload = bytes(range(256)) * 40
+    stream = _frames(payload, b"tail")
+    dec = FrameDecoder()
+    reused = bytearray(1000)
+    out = []
+    for i in range(0, len(stream), 1000):
+        chunk = stream[i:i + 1000]
+        reused[:len(chunk)] = chunk
+        # (a frame wholly inside a chunk is a view of it: the caller uses it before reusing the buffer)
+        out += [f if isinstance(f, bytearray) else bytes(f) for f in dec.feed(memoryview(reused)[:len(chunk)])]
+        reused[:] = b"\xee" * len(reused)  # the caller overwrites its buffer
+    assert out == [payload, b"tail"]
+    assert isinstance(out[0], bytearray)
+    out[0][0:1] = b"!"  # writable
+    # bytes chunks are referenced until the frame completes, then joined once
+    dec = FrameDecoder()
+    assert dec.feed(stream[:3000]) == [] and dec.buffered == 2996
+    frames = dec.feed(stream[3000:])
+    assert frames == [payload, b"tail"] and isinstance(frames[0], bytearray) and dec.buffered == 0
+
+
 def test_frame_decoder_rejects_oversize_before_buffering_it():
     dec = FrameDecoder(max_frame_bytes=100)
     assert dec.feed(struct.pack(">i", 100) + b"x" * 100) == [b"x" * 100]

@@ -32,19 +32,24 @@ class FrameDecoder:
     """Splits a byte stream into complete frames (without the size prefix).
 
     Frames wholly inside one ``feed`` chunk are returned as zero-copy memoryviews of it; a frame that
-    spans chunks is assembled once into a bytearray of its exact size (writable, so the log can patch
-    offsets in place). ``feed`` raises ``FrameTooLarge`` as soon as a size prefix above
-    ``max_frame_bytes`` is seen and ``FramingError`` for a negative size, so the caller never buffers
-    an oversize request.
+    spans chunks is gathered as references to the chunks' slices and joined once, when complete, into
+    a bytearray of its exact size (writable, so the log can patch offsets in place; ``bytearray.join``
+    copies each byte once and, unlike ``bytearray(size)``, does not zero-fill first). ``feed`` raises
+    ``FrameTooLarge`` as soon as a size prefix above ``max_frame_bytes`` is seen and ``FramingError``
+    for a negative size, so the caller never buffers an oversize request.
+
+    ``bytes`` chunks are referenced, not copied, until their frame completes; chunks of a mutable type
+    (bytearray, writable memoryview) are copied, since the caller may reuse them.
     """
 
-    __slots__ = ("max_frame_bytes", "_prefix", "_partial", "_filled")
+    __slots__ = ("max_frame_bytes", "_prefix", "_parts", "_missing", "_filled")
 
     def __init__(self, max_frame_bytes: int = 100 * 1024 * 1024):
         self.max_frame_bytes = max_frame_bytes
         self._prefix = b""  # up to 3 bytes of a size prefix split across chunks
-        self._partial: bytearray | None = None  # frame being assembled across chunks
-        self._filled = 0
+        self._parts: list | None = None  # pieces of the frame being assembled across chunks
+        self._missing = 0  # bytes that frame still needs
+        self._filled = 0  # bytes it has
 
     @property
     def buffered(self) -> int:
@@ -54,17 +59,20 @@ class FrameDecoder:
         """Add bytes; return every frame now complete (possibly none), as bytes-like objects."""
         frames: list = []
         mv = memoryview(data)
+        keep_refs = isinstance(data, bytes)
         pos, end = 0, len(mv)
         while pos < end:
-            partial = self._partial
-            if partial is not None:
-                take = min(len(partial) - self._filled, end - pos)
-                partial[self._filled:self._filled + take] = mv[pos:pos + take]
+            parts = self._parts
+            if parts is not None:
+                take = min(self._missing, end - pos)
+                piece = mv[pos:pos + take]
+                parts.append(piece if keep_refs else bytes(piece))
+                self._missing -= take
                 self._filled += take
                 pos += take
-                if self._filled == len(partial):
-                    frames.append(partial)
-                    self._partial, self._filled = None, 0
+                if not self._missing:
+                    frames.append(bytearray().join(parts))
+                    self._parts, self._filled = None, 0
                 continue
             if self._prefix or end - pos < 4:
                 need = 4 - len(self._prefix)
@@ -85,7 +93,7 @@ class FrameDecoder:
                 frames.append(mv[pos:pos + size])
                 pos += size
             else:
-                self._partial, self._filled = bytearray(size), 0
+                self._parts, self._missing, self._filled = [], size, 0
         return frames
 
 
