@@ -308,6 +308,44 @@ def test_pipelined_requests_answered_in_order(broker):
         assert offsets == list(range(50))
 
 
+def test_pipelined_produce_answers_are_not_held_behind_a_parked_fetch(broker):
+    """Answers to pipelined Produce requests are written together, but never wait for a Fetch that
+    long-polls: the produce answer arrives while the fetch is still parked (the fetch waits up to 60 s,
+    the client's socket timeout is 20 s)."""
+    create(broker, "t-coalesce")
+    create(broker, "t-coalesce-wait")
+    with WireClient.connect(broker.bootstrap_servers, timeout=20) as c, \
+            WireClient.connect(broker.bootstrap_servers) as other:
+        produce_cids = [c.next_correlation_id() for _ in range(3)]
+        fetch_cid = c.next_correlation_id()
+        data = b"".join(c.encode(produce_req("t-coalesce", 0, batch([b"%d" % i])), 9, cid)
+                        for i, cid in enumerate(produce_cids))
+        data += c.encode(fetch_req("t-coalesce-wait", 0, 0, max_wait_ms=60_000, min_bytes=1), 11, fetch_cid)
+        c.send_raw(data)
+        offsets = [c.read_response(produce_req("t-coalesce", 0, b""), 9, cid)
+                   .responses[0].partition_responses[0].base_offset for cid in produce_cids]
+        assert offsets == [0, 1, 2]
+        # the fetch is still parked: data on its partition wakes it
+        assert other.request(produce_req("t-coalesce-wait", 0, batch([b"wake"])), 9) \
+            .responses[0].partition_responses[0].error_code == 0
+        part = c.read_response(fetch_req("t-coalesce-wait", 0, 0), 11, fetch_cid).responses[0].partitions[0]
+        assert part.error_code == 0 and part.high_watermark == 1 and part.records
+
+
+def test_answers_before_a_bad_frame_are_sent_before_the_connection_closes(broker):
+    create(broker, "t-before-bad")
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        cids = [c.next_correlation_id() for _ in range(3)]
+        data = b"".join(c.encode(produce_req("t-before-bad", 0, batch([b"%d" % i])), 9, cid)
+                        for i, cid in enumerate(cids))
+        c.send_raw(data + encode_request_frame(999, 0, 99, b"", "x"))  # unknown api key: close
+        offsets = [c.read_response(produce_req("t-before-bad", 0, b""), 9, cid)
+                   .responses[0].partition_responses[0].base_offset for cid in cids]
+        assert offsets == [0, 1, 2]
+        with pytest.raises((ConnectionError, OSError)):
+            c.recv_frame()
+
+
 def test_acks_all_with_min_insync_replicas_above_one_is_refused(client, broker):
     create(broker, "t-isr", configs={"min.insync.replicas": "2"})
     r = client.request(produce_req("t-isr", 0, batch([b"x"]), acks=-1), 9).responses[0].partition_responses[0]
