@@ -93,6 +93,19 @@ def test_response_frame_headers():
     assert split_response_frame(f[4:], flexible_header=False) == (9, b"xyz")
 
 
+def test_metadata_store_save_async_writes_on_a_worker_thread_and_never_goes_back(tmp_path):
+    import asyncio
+    m = MetadataStore(tmp_path)
+    m.add_topic(TopicInfo("late", 1), save=False)
+    assert "late" not in MetadataStore(tmp_path).topics  # not on disk until saved
+    asyncio.run(m.save_async())
+    assert "late" in MetadataStore(tmp_path).topics
+    stale = m._serialize()  # a state serialised before the next change...
+    m.add_topic(TopicInfo("newer", 1))
+    m._write(*stale)  # ...and written after it (a slow worker) does not replace the newer state
+    assert set(MetadataStore(tmp_path).topics) == {"late", "newer"}
+
+
 def test_properties_parsing_and_broker_precedence(tmp_path):
     props = parse_properties("# comment\nlog.segment.bytes=1024\n! other\nnum.partitions : 3\n\nlog.retention.hours=1\n")
     assert props == {"log.segment.bytes": "1024", "num.partitions": "3", "log.retention.hours": "1"}

@@ -220,3 +220,29 @@ def test_idle_connections_are_closed_after_connections_max_idle_ms(tmp_path):
             assert s.recv(1) == b""  # the broker closed it (a hang would hit the 30 s socket timeout)
         finally:
             s.close()
+
+
+def test_kill_9_right_after_create_topics_keeps_the_acknowledged_topics_and_configs(tmp_path):
+    """CreateTopics persists the metadata on a worker thread (the loop is not blocked by the fsync),
+    but answers only once it is on disk: a kill -9 right after the answer loses nothing."""
+    data = tmp_path / "data"
+    port = free_port()
+    proc = _start_cli_broker(data, port)
+    try:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        futures = admin.create_topics([NewTopic("made-1", 2, 1, config={"retention.ms": "123456"}),
+                                       NewTopic("made-2", 1, 1, config={"cleanup.policy": "compact"})],
+                                      operation_timeout=30)
+        for f in futures.values():
+            f.result(30)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        proc = _start_cli_broker(data, port)
+        from tidelake.broker.metadata import MetadataStore
+        stored = MetadataStore(data).topics
+        assert stored["made-1"].partitions == 2 and stored["made-1"].configs == {"retention.ms": "123456"}
+        assert stored["made-2"].configs == {"cleanup.policy": "compact"}
+        md = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"}).list_topics(timeout=30).topics
+        assert len(md["made-1"].partitions) == 2 and len(md["made-2"].partitions) == 1
+    finally:
+        _stop(proc)

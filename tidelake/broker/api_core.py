@@ -106,6 +106,7 @@ async def metadata(broker, ctx, request):
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
         internal_names = ("__consumer_offsets", "__transaction_state")  # created by their coordinators only
         topics = []
+        created = False
         for t in request.topics:
             name = t.name
             if name is None and version >= 10 and t.topic_id not in (None, ZERO_UUID):
@@ -118,7 +119,8 @@ async def metadata(broker, ctx, request):
             info = broker.topic(name)
             if info is None and auto and name not in internal_names:
                 try:
-                    info = broker.create_topic(name, None)
+                    info = broker.create_topic(name, None, persist=False)
+                    created = True
                 except KafkaApiError as e:
                     if broker.topic(name) is None:
                         topics.append(_MRTopic(error_code=e.code, name=name, topic_id=ZERO_UUID,
@@ -136,6 +138,8 @@ async def metadata(broker, ctx, request):
                                        partitions=[]))
             else:
                 topics.append(_topic_metadata(broker, info))
+        if created:
+            await broker.metadata.save_async()  # durable before the client hears of it, loop not blocked
     brokers = [_MR.MetadataResponseBroker(node_id=broker.node_id, host=broker.advertised_host,
                                           port=broker.advertised_port, rack=None)]
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
@@ -477,6 +481,7 @@ async def create_topics(broker, ctx, request):
     version = ctx.api_version
     names = [t.name for t in request.topics]
     results = []
+    created = False
     for t in request.topics:
         def fail(code, msg):
             results.append(_CTRTopic(name=t.name, topic_id=ZERO_UUID, error_code=code, error_message=msg,
@@ -499,7 +504,8 @@ async def create_topics(broker, ctx, request):
             configs[c.name] = c.value
         try:
             info = broker.create_topic(t.name, num_partitions, configs, replication_factor=replication,
-                                       validate_only=request.validate_only)
+                                       validate_only=request.validate_only, persist=False)
+            created = created or not request.validate_only
         except Exception as e:
             fail(_code(e), str(e))
             continue
@@ -509,6 +515,8 @@ async def create_topics(broker, ctx, request):
             num_partitions=info.partitions, replication_factor=1,
             configs=[_CTRConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                                 is_sensitive=False) for e in describe]))
+    if created:
+        await broker.metadata.save_async()  # durable before acknowledged, without blocking the loop
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 

@@ -1,9 +1,15 @@
 """Cluster metadata kept by the (single) broker: topics, their partitions and config overrides,
 dynamic broker configs and the producer-id block — persisted as one JSON file, written atomically
 (temp file + fsync + rename + directory fsync), so a crash leaves the old or the new state.
+
+``save()`` writes at once (and blocks for the fsyncs). An asyncio caller that must not stall its loop
+changes the state with ``save=False`` and then awaits ``save_async()``: the state is serialised on the
+caller's thread, written and fsynced on a worker thread; writes are numbered so an older state never
+replaces a newer one on disk.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -33,9 +39,9 @@ class TopicInfo:
                    uuid.UUID(d["topic_id"]))
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
+def write_json_atomically(path: Path, data: dict | bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    payload = json.dumps(data, indent=1, sort_keys=True).encode()
+    payload = data if isinstance(data, bytes) else json.dumps(data, indent=1, sort_keys=True).encode()
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, payload)
@@ -56,6 +62,9 @@ class MetadataStore:
     def __init__(self, data_dir: Path, cluster_id: str | None = None):
         self.path = Path(data_dir) / METADATA_FILE
         self._lock = threading.RLock()
+        self._write_lock = threading.Lock()  # one file write at a time (loop thread or worker thread)
+        self._version = 0  # bumped by every serialisation of the state
+        self._written_version = 0  # newest version on disk
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
@@ -73,20 +82,39 @@ class MetadataStore:
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
 
-    def save(self) -> None:
+    def _serialize(self) -> tuple[int, bytes]:
         with self._lock:
-            write_json_atomically(self.path, {
+            self._version += 1
+            return self._version, json.dumps({
                 "topics": [t.to_json() for t in self.topics.values()],
                 "dynamic_broker_configs": self.dynamic_broker_configs,
                 "cluster_id": self.cluster_id,
                 "producer_id_limit": self._producer_id_limit,
-            })
+            }, indent=1, sort_keys=True).encode()
 
-    def add_topic(self, info: TopicInfo) -> None:
+    def _write(self, version: int, payload: bytes) -> None:
+        with self._write_lock:
+            if version > self._written_version:  # else a newer state is already on disk
+                write_json_atomically(self.path, payload)
+                self._written_version = version
+
+    def save(self) -> None:
+        """Write the current state durably, now (blocks for the fsyncs)."""
+        self._write(*self._serialize())
+
+    async def save_async(self) -> None:
+        """Write the current state durably without blocking the event loop: serialised here, written
+        and fsynced on a worker thread; returns once it is on disk."""
+        version, payload = self._serialize()
+        await asyncio.get_running_loop().run_in_executor(None, self._write, version, payload)
+
+    def add_topic(self, info: TopicInfo, *, save: bool = True) -> None:
+        """Add ``info``; with ``save=False`` the caller persists it (``save_async``) before acknowledging."""
         with self._lock:
             self.topics[info.name] = info
             self.topics_by_id[info.topic_id] = info
-            self.save()
+            if save:
+                self.save()
 
     def remove_topic(self, name: str) -> TopicInfo | None:
         with self._lock:

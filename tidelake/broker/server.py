@@ -230,9 +230,14 @@ class Broker:
         return self.metadata.topics.get(name)
 
     def create_topic(self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None,
-                     internal: bool = False, *, replication_factor: int = 1, validate_only: bool = False) -> TopicInfo:
+                     internal: bool = False, *, replication_factor: int = 1, validate_only: bool = False,
+                     persist: bool = True) -> TopicInfo:
         """Create a topic and its partition logs. Raises TopicAlreadyExists / InvalidTopic /
-        InvalidPartitions / InvalidReplicationFactor / InvalidConfig."""
+        InvalidPartitions / InvalidReplicationFactor / InvalidConfig.
+
+        ``persist=False``: the metadata file is not written here (an fsync would block the event loop);
+        the caller awaits ``metadata.save_async()`` before acknowledging. A crash in between leaves
+        partition directories without metadata, which ``start()`` adopts."""
         validate_topic_name(name)
         if name in self.metadata.topics:
             raise TopicAlreadyExists(f"Topic '{name}' already exists.")
@@ -252,7 +257,7 @@ class Broker:
         log_config = LogConfig.from_properties(self.config.effective_topic_configs(overrides))
         for p in range(partitions):
             self.logs.create(name, p, log_config)
-        self.metadata.add_topic(info)
+        self.metadata.add_topic(info, save=persist)
         log.info("created topic %s with %d partitions", name, partitions)
         return info
 
