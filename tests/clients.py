@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from conftest import ROOT, free_port, java_classpath, tansu_binary, wait_port
+from conftest import ROOT, java_classpath, tansu_broker  # noqa: F401 (re-exported)
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PY_CLIENTS = ("confluent", "kafka-python", "aiokafka")
@@ -81,25 +81,6 @@ def broker_kinds() -> list[str]:
     timestamp, LogAppendTime, the Java Admin's max-timestamp lookup (times out), and aiokafka's
     idempotent producer (UnknownError)."""
     return [k.strip() for k in os.environ.get("TIDELAKE_INTEROP_BROKERS", "tidelake").split(",") if k.strip()]
-
-
-@contextlib.contextmanager
-def tansu_broker() -> Iterator[str]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(tansu_binary()), "broker", "--storage-engine", "memory://tansu/",
-         "--listener-url", f"tcp://127.0.0.1:{port}", "--advertised-listener-url", f"tcp://127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        wait_port(port)
-        yield f"127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @contextlib.contextmanager

@@ -1,6 +1,7 @@
 """Shared fixtures: free ports, peer brokers (Tansu), the reference Java client's classpath."""
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -44,9 +45,9 @@ def java_classpath() -> str:
     return os.pathsep.join(str(lib / j) for j in jars)
 
 
-@pytest.fixture
-def tansu():
-    """A Tansu broker (memory storage) on a free port; yields its bootstrap address."""
+@contextlib.contextmanager
+def tansu_broker():
+    """A Tansu broker (memory storage) on a free port, stopped by its pid on exit; yields its bootstrap."""
     port = free_port()
     proc = subprocess.Popen(
         [str(tansu_binary()), "broker", "--storage-engine", "memory://tansu/",
@@ -62,3 +63,10 @@ def tansu():
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(10)
+
+
+@pytest.fixture
+def tansu():
+    """A Tansu broker (memory storage) on a free port; yields its bootstrap address."""
+    with tansu_broker() as bootstrap:
+        yield bootstrap
