@@ -1,9 +1,10 @@
 """A live consumer group survives a broker restart (same data dir, same port).
 
 Classic: the group's GroupMetadataValue is replayed from __consumer_offsets, so the member keeps
-heart-beating in the same generation and no rebalance happens. KIP-848: the coordinator keeps no
-member state across restarts; the member is told UNKNOWN_MEMBER_ID, rejoins with epoch 0 and
-resumes from its committed offsets. Either way, no record is lost or read twice.
+heart-beating in the same generation and no rebalance happens. KIP-848 (librdkafka with
+group.protocol=consumer): the ConsumerGroup* records are replayed, so the member keeps heart-beating
+with the same member id and epoch and keeps its assignment — no rejoin, no new group epoch. Either
+way, no record is lost or read twice.
 """
 from __future__ import annotations
 
@@ -38,6 +39,31 @@ def consume(c: Consumer, n: int, timeout: float = 60) -> list[bytes]:
     return got
 
 
+def _group_view(group) -> dict:
+    """What must not change across the restart: the generation (classic) or group/assignment epochs
+    (KIP-848), and each member's id, epoch and assignment."""
+    if hasattr(group, "generation"):
+        return {"generation": group.generation, "leader": group.leader,
+                "members": {mid: m.assignment for mid, m in group.members.items()}}
+    return {"group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+            "members": {mid: (m.epoch, sorted(m.assigned)) for mid, m in group.members.items()}}
+
+
+def _settle(group, consumers: list[Consumer], members: int, timeout: float = 60) -> None:
+    """Poll ``consumers`` until the group has ``members`` members and is Stable (bounded)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for c in consumers:
+            m = c.poll(0.05)
+            assert m is None or m.error() is not None  # nothing new to read while settling
+        if len(group.members) == members and group.state == "Stable" and \
+                all(getattr(m, "state", "stable") == "stable" for m in group.members.values()):
+            if not hasattr(group, "group_epoch") or \
+                    sum(len(m.assigned) for m in group.members.values()) == 2:
+                return
+    raise AssertionError(f"group did not settle: {_group_view(group)} state {group.state}")
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_group_survives_broker_restart(tmp_path, protocol):
     data, port = tmp_path / "data", free_port()
@@ -47,27 +73,45 @@ def test_group_survives_broker_restart(tmp_path, protocol):
         conf["group.protocol"] = "consumer"
     else:
         conf.update({"session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
-    with EmbeddedBroker(data, port=port, config=CONFIG) as b:
-        bs = b.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": bs})
-        for f in admin.create_topics([NewTopic("t", 2, 1)]).values():
-            f.result(15)
-        first = produce(bs, "first", 10)
-        c = Consumer({**conf, "bootstrap.servers": bs})
-        c.subscribe(["t"])
-        assert sorted(consume(c, 10)) == first
-        c.commit(asynchronous=False)
-        generation = getattr(b.broker.group_coordinator.groups["rg"], "generation", None)
+    c = None
     try:
+        with EmbeddedBroker(data, port=port, config=CONFIG) as b:
+            bs = b.bootstrap_servers
+            admin = AdminClient({"bootstrap.servers": bs})
+            for f in admin.create_topics([NewTopic("t", 2, 1)]).values():
+                f.result(15)
+            first = produce(bs, "first", 10)
+            c = Consumer({**conf, "bootstrap.servers": bs})
+            c.subscribe(["t"])
+            assert sorted(consume(c, 10)) == first
+            c.commit(asynchronous=False)
+            # a second member joins and leaves, so the group is past the epoch / generation a fresh
+            # join would give: a rejoin after the restart could not look like the same state
+            group = b.broker.group_coordinator.groups["rg"]
+            c2 = Consumer({**conf, "bootstrap.servers": bs})
+            try:
+                c2.subscribe(["t"])
+                _settle(group, [c, c2], members=2)
+            finally:
+                c2.close()
+            _settle(group, [c], members=1)
+            before = _group_view(group)
+            if protocol == "consumer":
+                assert before["group_epoch"] >= 3
+                assert before["members"] == {c.memberid(): (before["group_epoch"], [("t", 0), ("t", 1)])}
+            else:
+                assert before["generation"] >= 3
         with EmbeddedBroker(data, port=port, config=CONFIG) as b:
             second = produce(bs, "second", 10)
             assert sorted(consume(c, 10)) == second  # nothing lost, nothing from before the restart
             c.commit(asynchronous=False)
             group = b.broker.group_coordinator.groups["rg"]
-            assert len(group.members) == 1
-            if protocol == "classic":
-                assert group.generation == generation and group.state == "Stable"  # no rebalance needed
+            assert _group_view(group) == before  # same member id, generation/epoch and assignment
+            assert group.state == "Stable"
+            if protocol == "consumer":
+                assert c.memberid() in before["members"]
             offsets = b.broker.group_coordinator.offsets.group_offsets("rg")
             assert sum(om.offset for om in offsets.values()) == 20
     finally:
-        c.close()
+        if c is not None:
+            c.close()

@@ -84,8 +84,17 @@ async def on_start(broker: Any) -> None:
         t = broker.topic(topic)
         return t.partitions if t is not None else None
 
+    def topic_id_of(name: str):
+        info = broker.metadata.topics.get(name)
+        return info.topic_id if info is not None else None
+
+    def topic_name_of(topic_id):
+        info = broker.metadata.topics_by_id.get(topic_id)
+        return info.name if info is not None else None
+
     gc = GroupCoordinator(config, write=write, partitions_of=partitions_of,
-                          list_topics=lambda: list(broker.metadata.topics))
+                          list_topics=lambda: list(broker.metadata.topics),
+                          topic_id_of=topic_id_of, topic_name_of=topic_name_of)
     n = 0
     for p in range(config.offsets_partitions):
         plog = broker.get_log(OFFSETS_TOPIC, p)

@@ -14,6 +14,12 @@ that epoch. Each member then converges towards its target through its heartbeats
 So a partition never has two owners. Fencing: a heartbeat with an epoch other than the member's
 (or its previous one, with nothing extra owned) gets FENCED_MEMBER_EPOCH; an unknown member id gets
 UNKNOWN_MEMBER_ID. Clock injected through ``now_ms`` arguments and ``tick``.
+
+Durability: after every change the group calls ``persist(group)``; the coordinator turns
+``to_records`` into Kafka's KIP-848 records in ``__consumer_offsets`` (only what changed), and
+``from_records`` rebuilds the group after a restart: members keep their ids, epochs, assignments and
+pending revocations, so a member that keeps heart-beating is not rebalanced; session and revocation
+timers restart at load time.
 """
 from __future__ import annotations
 
@@ -25,10 +31,16 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from tidelake import errors
 from tidelake.coordinator.assignors import ASSIGNORS, Subscription, TopicPartition
+from tidelake.coordinator.offsets import (MEMBER_STATE_STABLE, MEMBER_STATE_UNRELEASED_PARTITIONS,
+                                          MEMBER_STATE_UNREVOKED_PARTITIONS, ConsumerGroupRecords,
+                                          ConsumerMemberAssignment, ConsumerMemberMetadata, PartitionsById)
 
 STABLE = "stable"
 UNREVOKED_PARTITIONS = "unrevoked_partitions"
 UNRELEASED_PARTITIONS = "unreleased_partitions"
+_STATE_BYTES = {STABLE: MEMBER_STATE_STABLE, UNREVOKED_PARTITIONS: MEMBER_STATE_UNREVOKED_PARTITIONS,
+                UNRELEASED_PARTITIONS: MEMBER_STATE_UNRELEASED_PARTITIONS}
+_STATES_BY_BYTE = {b: name for name, b in _STATE_BYTES.items()}
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -81,8 +93,10 @@ class ConsumerGroup:
 
     def __init__(self, group_id: str, *, session_timeout_ms: int, heartbeat_interval_ms: int,
                  assignors: Sequence[str], partitions_of: Callable[[str], int | None],
-                 list_topics: Callable[[], Iterable[str]] | None = None) -> None:
+                 list_topics: Callable[[], Iterable[str]] | None = None,
+                 persist: Callable[["ConsumerGroup"], None] | None = None) -> None:
         self.group_id = group_id
+        self.persist = persist or (lambda g: None)
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignors = list(assignors)
@@ -153,6 +167,7 @@ class ConsumerGroup:
                 m.last_heartbeat_ms = now_ms
             else:
                 self._remove(member_id)
+            self.persist(self)
             return HeartbeatResult(0, member_id, member_epoch, self.heartbeat_interval_ms)
 
         if member_epoch == 0:
@@ -194,6 +209,7 @@ class ConsumerGroup:
         if m.last_sent is None or current != m.last_sent:
             assignment = sorted(current)
             m.last_sent = current
+        self.persist(self)
         return HeartbeatResult(0, m.member_id, m.epoch, self.heartbeat_interval_ms, assignment)
 
     def _join(self, member_id: str, instance_id: str | None, client_id: str, client_host: str,
@@ -275,11 +291,16 @@ class ConsumerGroup:
 
     # ---- time --------------------------------------------------------------------------------------
     def tick(self, now_ms: int) -> None:
+        removed = False
         for mid, m in list(self.members.items()):
             if now_ms - m.last_heartbeat_ms > self.session_timeout_ms:
                 self._remove(mid)  # session expired (also a departed static member not back in time)
+                removed = True
             elif m.state == UNREVOKED_PARTITIONS and now_ms > m.revocation_deadline_ms:
                 self._remove(mid)  # did not revoke within its rebalance timeout: fenced
+                removed = True
+        if removed:
+            self.persist(self)
 
     # ---- offsets -------------------------------------------------------------------------------------
     def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
@@ -298,6 +319,76 @@ class ConsumerGroup:
 
     def target_of(self, member_id: str) -> list[TopicPartition]:
         return sorted(self.target.get(member_id, ()))
+
+    # ---- durability ----------------------------------------------------------------------------------
+    def to_records(self, topic_id_of: Callable[[str], object | None]) -> ConsumerGroupRecords:
+        """This group's durable state as its ``__consumer_offsets`` records hold it (topic ids).
+        A dead group has none (every record tombstoned)."""
+        if self.dead:
+            return ConsumerGroupRecords()
+
+        def by_id(tps: Iterable[TopicPartition]) -> PartitionsById:
+            out: dict = {}
+            for tp in tps:
+                tid = topic_id_of(tp.topic)
+                if tid is not None:
+                    out.setdefault(tid, []).append(tp.partition)
+            return {tid: tuple(sorted(ps)) for tid, ps in out.items()}
+
+        members, current = {}, {}
+        for mid, m in self.members.items():
+            members[mid] = ConsumerMemberMetadata(
+                m.instance_id, m.rack_id, m.client_id, m.client_host, sorted(m.subscribed_topics), m.subscribed_regex,
+                m.rebalance_timeout_ms, m.server_assignor)
+            # a departed static member is recorded with epoch -2 as Kafka does; its epoch in PreviousMemberEpoch
+            epoch, previous = (STATIC_LEAVE_EPOCH, m.epoch) if m.departed else (m.epoch, m.previous_epoch)
+            current[mid] = ConsumerMemberAssignment(epoch, previous, _STATE_BYTES[m.state], by_id(m.assigned),
+                                                    by_id(m.pending_revocation))
+        subscription = {t: (tid, n) for t, n in self._topic_snapshot.items() if (tid := topic_id_of(t)) is not None}
+        return ConsumerGroupRecords(
+            epoch=self.group_epoch, subscription_metadata=subscription, members=members,
+            assignment_epoch=self.assignment_epoch,
+            target={mid: by_id(tps) for mid, tps in self.target.items() if mid in self.members}, current=current)
+
+    @classmethod
+    def from_records(cls, group_id: str, rec: ConsumerGroupRecords, *, topic_name_of: Callable[[object], str | None],
+                     now_ms: int, **kwargs) -> "ConsumerGroup":
+        """Rebuild a group from its replayed records (``kwargs``: the constructor's settings). Every
+        member's session starts now, as does the rebalance timeout of one still revoking."""
+        g = cls(group_id, **kwargs)
+        g.group_epoch = rec.epoch or 0
+        g.assignment_epoch = rec.assignment_epoch if rec.assignment_epoch is not None else 0
+
+        def names(pbi: PartitionsById) -> set[TopicPartition]:
+            return {TopicPartition(name, p) for tid, ps in pbi.items()
+                    if (name := topic_name_of(tid)) is not None for p in ps}
+
+        # a topic deleted or re-created since (another id) is left out: the next heartbeat sees the
+        # difference and computes a new assignment
+        g._topic_snapshot = {name: n for name, (tid, n) in (rec.subscription_metadata or {}).items()
+                             if topic_name_of(tid) == name}
+        for mid, mm in rec.members.items():
+            m = ConsumerMember(mid, mm.instance_id, mm.rack_id, mm.client_id, mm.client_host,
+                               mm.rebalance_timeout_ms if mm.rebalance_timeout_ms > 0 else 300000,
+                               list(mm.subscribed_topic_names), mm.subscribed_topic_regex, mm.server_assignor,
+                               last_heartbeat_ms=now_ms)
+            a = rec.current.get(mid)
+            if a is not None:
+                if a.member_epoch == STATIC_LEAVE_EPOCH:
+                    m.departed, m.epoch = True, a.previous_member_epoch
+                else:
+                    m.epoch, m.previous_epoch = a.member_epoch, a.previous_member_epoch
+                m.state = _STATES_BY_BYTE.get(a.state, STABLE)
+                m.assigned = names(a.assigned)
+                m.pending_revocation = names(a.pending_revocation)
+                if m.state == UNREVOKED_PARTITIONS:
+                    m.revocation_deadline_ms = now_ms + m.rebalance_timeout_ms
+            g.members[mid] = m
+            if m.instance_id is not None:
+                g.static_members[m.instance_id] = mid
+        g.target = {mid: names(t) for mid, t in rec.target.items() if mid in g.members}
+        g.assignor_name = g._select_assignor()
+        return g
 
 
 def owned_from_wire(topic_partitions, name_of: Callable[[object], str | None]) -> list[TopicPartition] | None:

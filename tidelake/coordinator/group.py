@@ -509,16 +509,32 @@ class ClassicGroup:
 # topic metadata.
 # =================================================================================================
 
+_TOPIC_ID_NAMESPACE = uuid.UUID("6ba7b811-9dad-11d1-80b4-00c04fd430c8")  # uuid.NAMESPACE_URL
+
+
 class GroupCoordinator:
+    """``topic_id_of(name)`` / ``topic_name_of(id)`` map topics to the ids KIP-848 records carry
+    (the broker's topic ids; without them, a name-derived uuid5 over ``list_topics``)."""
+
     def __init__(self, config: GroupConfig, *, write: Callable[[int, list], None],
-                 partitions_of: Callable[[str], int | None], list_topics: Callable[[], list[str]] | None = None) -> None:
+                 partitions_of: Callable[[str], int | None], list_topics: Callable[[], list[str]] | None = None,
+                 topic_id_of: Callable[[str], uuid.UUID | None] | None = None,
+                 topic_name_of: Callable[[uuid.UUID], str | None] | None = None) -> None:
         from tidelake.coordinator.offsets import OffsetStore
         self.config = config
         self.write = write
         self.partitions_of = partitions_of
         self.list_topics = list_topics
+        self.topic_id_of = topic_id_of or (lambda name: uuid.uuid5(_TOPIC_ID_NAMESPACE, name))
+        self.topic_name_of = topic_name_of or self._name_of_derived_id
         self.offsets = OffsetStore()  # the attribute the transaction coordinator looks for
         self.groups: dict[str, object] = {}  # group id -> ClassicGroup | ConsumerGroup
+
+    def _name_of_derived_id(self, topic_id: uuid.UUID) -> str | None:
+        for name in (self.list_topics() if self.list_topics else ()):
+            if uuid.uuid5(_TOPIC_ID_NAMESPACE, name) == topic_id:
+                return name
+        return None
 
     # ---- loading -----------------------------------------------------------------------------------
     def load(self, records, now_ms: int) -> int:
@@ -532,7 +548,22 @@ class GroupCoordinator:
                 continue  # a record type this coordinator does not know (e.g. KIP-848 records)
         for group_id, rec in self.offsets.groups.items():
             self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
+        from tidelake.coordinator.consumer_group import ConsumerGroup
+        for group_id, crec in self.offsets.consumer_groups.items():
+            if crec.epoch is None:
+                continue  # member records without the group's own (should not happen): not a group
+            classic = self.groups.get(group_id)
+            if isinstance(classic, ClassicGroup) and classic.members and not crec.members:
+                continue  # both kinds recorded (a conversion cut short): the one with members wins
+            self.groups[group_id] = ConsumerGroup.from_records(
+                group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms, **self._consumer_group_settings())
         return n
+
+    def _consumer_group_settings(self) -> dict:
+        return dict(session_timeout_ms=self.config.consumer_session_timeout_ms,
+                    heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+                    assignors=self.config.consumer_assignors, partitions_of=self.partitions_of,
+                    list_topics=self.list_topics, persist=self._persist_consumer)
 
     def partition_for(self, group_id: str) -> int:
         from tidelake.coordinator.offsets import partition_for
@@ -544,6 +575,29 @@ class GroupCoordinator:
         self.write(self.partition_for(g.group_id), [(group_metadata_key(g.group_id), group_metadata_value(rec))])
         self.offsets.groups[g.group_id] = rec
 
+    def _persist_consumer(self, g) -> None:
+        """Write the KIP-848 records that changed since the last ones (tombstones for what is gone)
+        and apply them to the store, the same path a replay takes."""
+        new = g.to_records(self.topic_id_of)
+        self._write_consumer_records(g.group_id, new)
+
+    def _write_consumer_records(self, group_id: str, new) -> None:
+        from tidelake.coordinator.offsets import consumer_group_records
+        records = consumer_group_records(group_id, self.offsets.consumer_group_records(group_id), new)
+        if records:
+            self.write(self.partition_for(group_id), records)
+            for key, value in records:
+                self.offsets.apply_record(key, value)
+
+    def _group_tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
+        """Tombstones for every record of a group: offsets, classic metadata, KIP-848 records."""
+        from tidelake.coordinator.offsets import ConsumerGroupRecords, consumer_group_records, group_metadata_key
+        records = [(k, None) for k, _ in self._offset_keys(group_id)]
+        records += consumer_group_records(group_id, self.offsets.consumer_group_records(group_id),
+                                          ConsumerGroupRecords())
+        records.append((group_metadata_key(group_id), None))
+        return records
+
     # ---- lookup ------------------------------------------------------------------------------------
     def classic_group(self, group_id: str, *, create: bool, now_ms: int) -> ClassicGroup:
         g = self.groups.get(group_id)
@@ -554,6 +608,8 @@ class GroupCoordinator:
             self.groups[group_id] = g
         if not isinstance(g, ClassicGroup):
             if g.is_empty():  # an empty consumer group may be taken over by the classic protocol
+                g.dead = True
+                self._persist_consumer(g)  # its KIP-848 records are tombstoned
                 g = ClassicGroup(group_id, self.config, now_ms, self._persist)
                 self.groups[group_id] = g
             else:
@@ -569,10 +625,11 @@ class GroupCoordinator:
             raise errors.GroupIdNotFound(f"group {group_id} is a classic group with members")
         if not create:
             raise errors.UnknownMemberId(f"group {group_id} does not exist")
-        g = ConsumerGroup(group_id, session_timeout_ms=self.config.consumer_session_timeout_ms,
-                          heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
-                          assignors=self.config.consumer_assignors, partitions_of=self.partitions_of,
-                          list_topics=self.list_topics)
+        if group_id in self.offsets.groups:  # an empty classic group becomes a consumer group
+            from tidelake.coordinator.offsets import group_metadata_key
+            self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
+            self.offsets.apply_record(group_metadata_key(group_id), None)
+        g = ConsumerGroup(group_id, **self._consumer_group_settings())
         self.groups[group_id] = g
         return g
 
@@ -619,15 +676,12 @@ class GroupCoordinator:
         return g.subscribed_topics()
 
     def delete_group(self, group_id: str) -> int:
-        from tidelake.coordinator.offsets import group_metadata_key
         g = self.groups.get(group_id)
-        if g is None and not self.offsets.has_offsets(group_id) and group_id not in self.offsets.groups:
+        if g is None and group_id not in self.offsets.known_groups():
             return errors.GroupIdNotFound.code
         if g is not None and not g.is_empty():
             return errors.NonEmptyGroup.code
-        records = [(k, None) for k, _ in self._offset_keys(group_id)]
-        records.append((group_metadata_key(group_id), None))
-        self.write(self.partition_for(group_id), records)
+        self.write(self.partition_for(group_id), self._group_tombstones(group_id))
         self.offsets.delete_group(group_id)
         if isinstance(g, ClassicGroup):
             g.state = DEAD
@@ -653,7 +707,6 @@ class GroupCoordinator:
         """Kafka's offset retention: the offsets of a group without members expire
         ``offsets.retention.minutes`` after the later of their commit and the group becoming empty;
         a group left with no offsets and no members is then deleted. Returns how many expired."""
-        from tidelake.coordinator.offsets import group_metadata_key
         expired_total = 0
         for group_id in sorted(self.offsets.known_groups()):
             g = self.groups.get(group_id)
@@ -667,7 +720,9 @@ class GroupCoordinator:
             self.commit(group_id, expired, now_ms)
             expired_total += len(expired)
             if not self.offsets.has_offsets(group_id):
-                self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
+                self.write(self.partition_for(group_id), self._group_tombstones(group_id))
                 self.offsets.delete_group(group_id)
+                if g is not None and not isinstance(g, ClassicGroup):
+                    g.dead = True
                 self.groups.pop(group_id, None)
         return expired_total

@@ -12,14 +12,30 @@ Record formats (Kafka's group-coordinator message specs; big-endian, non-flexibl
   int32 rebalanceTimeout, int32 sessionTimeout, bytes subscription, bytes assignment]``
   (v0..v3 read; v4 is the flexible encoding and is not produced here)
 
-A ``None`` value is a tombstone (offset deleted / group deleted); the topic is compacted, so the
-latest record per key is the state.
+KIP-848 consumer groups (Kafka 4.0's records; key = ``int16 record type`` + non-flexible body,
+value = ``int16 0`` + flexible body; codec: kafka-python's schema-driven ``ApiData`` over Kafka's JSON
+specs in ``tidelake/protocol/schemas/ConsumerGroup*Key|Value.json``):
+
+- type 3 ``ConsumerGroupMetadata`` (group) -> ``Epoch`` (the group epoch)
+- type 4 ``ConsumerGroupPartitionMetadata`` (group) -> the subscribed topics (id, name, partitions)
+- type 5 ``ConsumerGroupMemberMetadata`` (group, member) -> instance, rack, client, subscription, assignor
+- type 6 ``ConsumerGroupTargetAssignmentMetadata`` (group) -> ``AssignmentEpoch``
+- type 7 ``ConsumerGroupTargetAssignmentMember`` (group, member) -> the member's target partitions
+- type 8 ``ConsumerGroupCurrentMemberAssignment`` (group, member) -> member epoch, previous epoch,
+  state, assigned partitions, partitions pending revocation
+
+A ``None`` value is a tombstone (offset deleted / member left / group deleted); the topic is
+compacted, so the latest record per key is the state.
 """
 from __future__ import annotations
 
 import struct
+import types
+import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
+
+from kafka.protocol.api_data import ApiData
 
 OFFSETS_TOPIC = "__consumer_offsets"
 DEFAULT_OFFSETS_PARTITIONS = 50
@@ -167,13 +183,16 @@ class GroupKey:
     group: str
 
 
-def decode_key(data: bytes) -> OffsetKey | GroupKey:
+def decode_key(data: bytes) -> "OffsetKey | GroupKey | ConsumerGroupKey":
     r = _Reader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string() or "", r.string() or "", r.i32())
     if version == 2:
         return GroupKey(r.string() or "")
+    if version in _KEY_CLASSES:
+        body = _KEY_CLASSES[version].decode(bytes(data[2:]), version=0, header=False)
+        return ConsumerGroupKey(version, body.group_id, getattr(body, "member_id", None))
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
 
@@ -208,6 +227,217 @@ def decode_group_value(data: bytes) -> GroupMetadataRecord:
     return g
 
 
+# ---- KIP-848 consumer group records ------------------------------------------------------------
+
+_SCHEMAS = "tidelake.protocol.schemas"
+
+
+def _coordinator_record_class(name: str) -> type:
+    """A kafka-python ``ApiData`` class for one of Kafka's coordinator record specs. Kafka marks them
+    ``coordinator-key`` / ``coordinator-value``; kafka-python's ApiData codes ``data`` specs, and the
+    wire layout is the same (an int16 prefix, then the fields)."""
+    def body(ns: dict) -> None:
+        ns["__module__"] = __name__
+        ns["json_patch"] = classmethod(lambda mcls, j: {**j, "type": "data"})
+    return types.new_class(name, (ApiData,), {"load_json": _SCHEMAS}, body)
+
+
+CONSUMER_GROUP_METADATA = 3
+CONSUMER_GROUP_PARTITION_METADATA = 4
+CONSUMER_GROUP_MEMBER_METADATA = 5
+CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA = 6
+CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER = 7
+CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT = 8
+
+_RECORD_NAMES = {
+    CONSUMER_GROUP_METADATA: "ConsumerGroupMetadata",
+    CONSUMER_GROUP_PARTITION_METADATA: "ConsumerGroupPartitionMetadata",
+    CONSUMER_GROUP_MEMBER_METADATA: "ConsumerGroupMemberMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA: "ConsumerGroupTargetAssignmentMetadata",
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
+}
+_KEY_CLASSES = {t: _coordinator_record_class(n + "Key") for t, n in _RECORD_NAMES.items()}
+_VALUE_CLASSES = {t: _coordinator_record_class(n + "Value") for t, n in _RECORD_NAMES.items()}
+_MEMBER_KEYED = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+                 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
+
+# Kafka's MemberState byte values (org.apache.kafka.coordinator.group.modern.MemberState)
+MEMBER_STATE_STABLE = 0
+MEMBER_STATE_UNREVOKED_PARTITIONS = 1
+MEMBER_STATE_UNRELEASED_PARTITIONS = 2
+
+# partitions by topic id, as the records hold them: {topic id: (partition, ...)} sorted
+PartitionsById = dict[uuid.UUID, tuple[int, ...]]
+
+
+@dataclass(frozen=True)
+class ConsumerGroupKey:
+    record_type: int  # 3..8
+    group: str
+    member_id: str | None = None
+
+
+@dataclass
+class ConsumerMemberMetadata:
+    """ConsumerGroupMemberMetadataValue."""
+    instance_id: str | None
+    rack_id: str | None
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    rebalance_timeout_ms: int
+    server_assignor: str | None
+
+
+@dataclass
+class ConsumerMemberAssignment:
+    """ConsumerGroupCurrentMemberAssignmentValue."""
+    member_epoch: int
+    previous_member_epoch: int
+    state: int
+    assigned: PartitionsById = field(default_factory=dict)
+    pending_revocation: PartitionsById = field(default_factory=dict)
+
+
+@dataclass
+class ConsumerGroupRecords:
+    """The durable state of one KIP-848 group, exactly what its records in ``__consumer_offsets`` hold
+    (topic ids, not names). ``epoch is None``: no ConsumerGroupMetadata record (no group)."""
+    epoch: int | None = None
+    subscription_metadata: dict[str, tuple[uuid.UUID, int]] | None = None  # name -> (id, partitions)
+    members: dict[str, ConsumerMemberMetadata] = field(default_factory=dict)
+    assignment_epoch: int | None = None
+    target: dict[str, PartitionsById] = field(default_factory=dict)
+    current: dict[str, ConsumerMemberAssignment] = field(default_factory=dict)
+
+    def apply(self, key: ConsumerGroupKey, value: bytes | None) -> None:
+        t, mid = key.record_type, key.member_id
+        if value is None:
+            if t == CONSUMER_GROUP_METADATA:
+                self.epoch = None
+            elif t == CONSUMER_GROUP_PARTITION_METADATA:
+                self.subscription_metadata = None
+            elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                self.assignment_epoch = None
+            else:
+                {CONSUMER_GROUP_MEMBER_METADATA: self.members, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: self.target,
+                 CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: self.current}[t].pop(mid, None)
+            return
+        v = _VALUE_CLASSES[t].decode(bytes(value))
+        if t == CONSUMER_GROUP_METADATA:
+            self.epoch = v.epoch
+        elif t == CONSUMER_GROUP_PARTITION_METADATA:
+            self.subscription_metadata = {tm.topic_name: (tm.topic_id, tm.num_partitions) for tm in v.topics}
+        elif t == CONSUMER_GROUP_MEMBER_METADATA:
+            self.members[mid] = ConsumerMemberMetadata(
+                v.instance_id, v.rack_id, v.client_id, v.client_host, list(v.subscribed_topic_names),
+                v.subscribed_topic_regex, v.rebalance_timeout_ms, v.server_assignor)
+        elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+            self.assignment_epoch = v.assignment_epoch
+        elif t == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+            self.target[mid] = _partitions_from_wire(v.topic_partitions)
+        else:
+            self.current[mid] = ConsumerMemberAssignment(
+                v.member_epoch, v.previous_member_epoch, v.state, _partitions_from_wire(v.assigned_partitions),
+                _partitions_from_wire(v.partitions_pending_revocation))
+
+
+def _partitions_from_wire(topic_partitions) -> PartitionsById:
+    return {tp.topic_id: tuple(sorted(tp.partitions)) for tp in topic_partitions or ()}
+
+
+def consumer_group_key(record_type: int, group: str, member_id: str | None = None) -> bytes:
+    fields = {"group_id": group}
+    if record_type in _MEMBER_KEYED:
+        fields["member_id"] = member_id or ""
+    body = _KEY_CLASSES[record_type](version=0, **fields).encode(version=0, header=False)
+    return struct.pack(">h", record_type) + body
+
+
+def consumer_group_value(record_type: int, state: object) -> bytes:
+    """The value record of type ``record_type`` for ``state`` (an int epoch, the subscription
+    metadata dict, a ConsumerMemberMetadata, a PartitionsById or a ConsumerMemberAssignment)."""
+    V = _VALUE_CLASSES[record_type]
+    if record_type == CONSUMER_GROUP_METADATA:
+        v = V(version=0, epoch=state)
+    elif record_type == CONSUMER_GROUP_PARTITION_METADATA:
+        T = V.TopicMetadata
+        v = V(version=0, topics=[T(topic_id=tid, topic_name=name, num_partitions=n, partition_metadata=[])
+                                 for name, (tid, n) in sorted(state.items())])
+    elif record_type == CONSUMER_GROUP_MEMBER_METADATA:
+        m: ConsumerMemberMetadata = state
+        v = V(version=0, instance_id=m.instance_id, rack_id=m.rack_id, client_id=m.client_id,
+              client_host=m.client_host, subscribed_topic_names=list(m.subscribed_topic_names),
+              subscribed_topic_regex=m.subscribed_topic_regex, rebalance_timeout_ms=m.rebalance_timeout_ms,
+              server_assignor=m.server_assignor, classic_member_metadata=None)
+    elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+        v = V(version=0, assignment_epoch=state)
+    elif record_type == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+        v = V(version=0, topic_partitions=_partitions_to_wire(V.TopicPartition, state))
+    else:
+        a: ConsumerMemberAssignment = state
+        v = V(version=0, member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
+              state=a.state, assigned_partitions=_partitions_to_wire(V.TopicPartitions, a.assigned),
+              partitions_pending_revocation=_partitions_to_wire(V.TopicPartitions, a.pending_revocation))
+    return bytes(v.encode(version=0))
+
+
+def _partitions_to_wire(cls, partitions: PartitionsById) -> list:
+    return [cls(topic_id=tid, partitions=list(ps)) for tid, ps in sorted(partitions.items(), key=lambda kv: str(kv[0]))]
+
+
+def consumer_group_records(group: str, old: ConsumerGroupRecords,
+                           new: ConsumerGroupRecords) -> list[tuple[bytes, bytes | None]]:
+    """The records that turn ``old`` into ``new`` (Kafka's order: a leaving member's current
+    assignment, target and metadata tombstones first; a deleted group's metadata tombstones last)."""
+    out: list[tuple[bytes, bytes | None]] = []
+    key = consumer_group_key
+
+    gone = (old.members.keys() | old.target.keys() | old.current.keys()) - new.members.keys()
+    for mid in sorted(gone):  # members that left
+        if mid in old.current and mid not in new.current:
+            out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid), None))
+        if mid in old.target and mid not in new.target:
+            out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid), None))
+        if mid in old.members:
+            out.append((key(CONSUMER_GROUP_MEMBER_METADATA, group, mid), None))
+    for mid, m in new.members.items():
+        if old.members.get(mid) != m:
+            out.append((key(CONSUMER_GROUP_MEMBER_METADATA, group, mid), consumer_group_value(CONSUMER_GROUP_MEMBER_METADATA, m)))
+    if new.subscription_metadata is not None and new.subscription_metadata != old.subscription_metadata:
+        out.append((key(CONSUMER_GROUP_PARTITION_METADATA, group),
+                    consumer_group_value(CONSUMER_GROUP_PARTITION_METADATA, new.subscription_metadata)))
+    if new.epoch is not None and new.epoch != old.epoch:
+        out.append((key(CONSUMER_GROUP_METADATA, group), consumer_group_value(CONSUMER_GROUP_METADATA, new.epoch)))
+    for mid in old.target.keys() - new.target.keys():
+        if mid in new.members:  # (a departed member's target tombstone was written above)
+            out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid), None))
+    for mid, tps in new.target.items():
+        if old.target.get(mid) != tps:
+            out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid),
+                        consumer_group_value(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, tps)))
+    if new.assignment_epoch is not None and new.assignment_epoch != old.assignment_epoch:
+        out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group),
+                    consumer_group_value(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, new.assignment_epoch)))
+    for mid in old.current.keys() - new.current.keys():
+        if mid in new.members:
+            out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid), None))
+    for mid, a in new.current.items():
+        if old.current.get(mid) != a:
+            out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid),
+                        consumer_group_value(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, a)))
+    # the group itself going away
+    if new.assignment_epoch is None and old.assignment_epoch is not None:
+        out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group), None))
+    if new.subscription_metadata is None and old.subscription_metadata is not None:
+        out.append((key(CONSUMER_GROUP_PARTITION_METADATA, group), None))
+    if new.epoch is None and old.epoch is not None:
+        out.append((key(CONSUMER_GROUP_METADATA, group), None))
+    return out
+
+
 # ---- in-memory store ------------------------------------------------------------------------------
 
 class OffsetStore:
@@ -220,6 +450,7 @@ class OffsetStore:
     def __init__(self) -> None:
         self._offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         self.groups: dict[str, GroupMetadataRecord] = {}  # last GroupMetadataValue per group
+        self.consumer_groups: dict[str, ConsumerGroupRecords] = {}  # KIP-848 groups' records
 
     def get(self, group: str, topic: str, partition: int) -> OffsetAndMetadata | None:
         return self._offsets.get(group, {}).get((topic, partition))
@@ -231,7 +462,8 @@ class OffsetStore:
         return bool(self._offsets.get(group))
 
     def known_groups(self) -> set[str]:
-        return set(g for g, offs in self._offsets.items() if offs) | set(self.groups)
+        return (set(g for g, offs in self._offsets.items() if offs) | set(self.groups)
+                | {g for g, r in self.consumer_groups.items() if r.epoch is not None})
 
     def put(self, group: str, topic: str, partition: int, om: OffsetAndMetadata) -> None:
         self._offsets.setdefault(group, {})[(topic, partition)] = om
@@ -246,6 +478,11 @@ class OffsetStore:
     def delete_group(self, group: str) -> None:
         self._offsets.pop(group, None)
         self.groups.pop(group, None)
+        self.consumer_groups.pop(group, None)
+
+    def consumer_group_records(self, group: str) -> ConsumerGroupRecords:
+        """The KIP-848 records of ``group`` as applied so far (empty if none)."""
+        return self.consumer_groups.get(group) or ConsumerGroupRecords()
 
     def apply_record(self, key: bytes | None, value: bytes | None) -> None:
         if key is None:
@@ -256,6 +493,11 @@ class OffsetStore:
                 self.delete(k.group, k.topic, k.partition)
             else:
                 self.put(k.group, k.topic, k.partition, decode_offset_value(value))
+        elif isinstance(k, ConsumerGroupKey):
+            rec = self.consumer_groups.setdefault(k.group, ConsumerGroupRecords())
+            rec.apply(k, value)
+            if rec == ConsumerGroupRecords():
+                del self.consumer_groups[k.group]  # every record of the group tombstoned
         else:
             if value is None:
                 self.groups.pop(k.group, None)
