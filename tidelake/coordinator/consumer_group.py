@@ -109,6 +109,7 @@ class ConsumerGroup:
         self.target: dict[str, set[TopicPartition]] = {}
         self.assignor_name = self.assignors[0]
         self._topic_snapshot: dict[str, int] = {}
+        self._stale_metadata = False  # replayed metadata names a topic since deleted or re-created
         self.dead = False
 
     # ---- state ---------------------------------------------------------------------------------
@@ -164,6 +165,7 @@ class ConsumerGroup:
                 return HeartbeatResult(errors.UnknownMemberId.code)
             if member_epoch == STATIC_LEAVE_EPOCH and m.instance_id is not None:
                 m.departed = True  # keeps its assignment until it returns or its session expires
+                m.previous_epoch = -1  # its next incarnation starts from the epoch it gets back
                 m.last_heartbeat_ms = now_ms
             else:
                 self._remove(member_id)
@@ -183,6 +185,9 @@ class ConsumerGroup:
             m = self.members.get(member_id)
             if m is None:
                 return HeartbeatResult(errors.UnknownMemberId.code)
+            if m.departed:  # left with epoch -2 (as Kafka records it): only a rejoin (epoch 0) comes back
+                return HeartbeatResult(errors.FencedMemberEpoch.code,
+                                       error_message=f"static member {member_id} left the group")
             if member_epoch != m.epoch:
                 acceptable_stale = (member_epoch == m.previous_epoch and owned_set is not None
                                     and owned_set <= m.assigned)
@@ -254,9 +259,10 @@ class ConsumerGroup:
     def _refresh_target(self, now_ms: int, bump: bool = False) -> None:
         topics = sorted(self.subscribed_topics())
         snapshot = {t: n for t in topics if (n := self.partitions_of(t))}
-        if snapshot != self._topic_snapshot:
+        if snapshot != self._topic_snapshot or self._stale_metadata:
             self._topic_snapshot = snapshot
-            bump = True  # topics created / partitions added: a new assignment
+            self._stale_metadata = False
+            bump = True  # topics created / deleted / partitions added: a new assignment
         if bump:
             self.group_epoch += 1
         if self.group_epoch == self.assignment_epoch:
@@ -363,10 +369,11 @@ class ConsumerGroup:
             return {TopicPartition(name, p) for tid, ps in pbi.items()
                     if (name := topic_name_of(tid)) is not None for p in ps}
 
-        # a topic deleted or re-created since (another id) is left out: the next heartbeat sees the
-        # difference and computes a new assignment
-        g._topic_snapshot = {name: n for name, (tid, n) in (rec.subscription_metadata or {}).items()
-                             if topic_name_of(tid) == name}
+        # a topic deleted or re-created since (another id) is left out, and the next heartbeat
+        # computes a new assignment
+        recorded = rec.subscription_metadata or {}
+        g._topic_snapshot = {name: n for name, (tid, n) in recorded.items() if topic_name_of(tid) == name}
+        g._stale_metadata = len(g._topic_snapshot) != len(recorded)
         for mid, mm in rec.members.items():
             m = ConsumerMember(mid, mm.instance_id, mm.rack_id, mm.client_id, mm.client_host,
                                mm.rebalance_timeout_ms if mm.rebalance_timeout_ms > 0 else 300000,
