@@ -96,3 +96,26 @@ def test_groups_cli_list_describe_reset_delete(broker):
         {0: ["6", "10", "4"], 1: ["6", "10", "4"], 2: ["6", "10", "4"]}
     assert "deleted group g" in run("delete", "g", "--bootstrap-server", bs)
     assert not re.search(r"^g\s", run("list", "--bootstrap-server", bs), re.M)
+
+
+def test_groups_cli_describes_a_kip848_group(broker):
+    """librdkafka describes consumer-protocol groups with ConsumerGroupDescribe (DescribeGroups
+    answers Dead for them, as Kafka does), so the CLI shows the live group and its assignment."""
+    bs = broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic("t", 3, 1)]).values():
+        f.result(15)
+    c = Consumer({"bootstrap.servers": bs, "group.id": "kg", "client.id": "kip848-consumer",
+                  "group.protocol": "consumer", "group.remote.assignor": "range"})
+    c.subscribe(["t"])
+    try:
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) < 3 and time.monotonic() < deadline:
+            c.poll(0.1)
+        c.commit(offsets=[TopicPartition("t", p, 0) for p in range(3)], asynchronous=False)
+        out = run("describe", "kg", "--bootstrap-server", bs)
+        assert "STATE STABLE" in out and "TYPE consumer" in out and "ASSIGNOR range" in out and "MEMBERS 1" in out
+        table = rows(out, "kg")
+        assert sorted(table) == [0, 1, 2] and all(table[p][-1] == "kip848-consumer" for p in table)
+    finally:
+        c.close()

@@ -5,7 +5,7 @@ ListGroups filters, and where the records land in __consumer_offsets."""
 from __future__ import annotations
 
 import pytest
-from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
 from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGroupRequest, OffsetCommitRequest,
                                      OffsetDeleteRequest, OffsetFetchRequest, SyncGroupRequest)
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
@@ -161,5 +161,19 @@ def test_consumer_group_heartbeat_and_describe_on_the_wire(broker, wire):
     assert member.member_id == hb.member_id and member.member_type == 1
     assert [(tp.topic_name, tp.partitions) for tp in member.assignment.topic_partitions] == [("t", [0, 1])]
     assert missing.error_code == GROUP_ID_NOT_FOUND
+    # DescribeGroups knows only classic groups, as in Kafka 4.x: Dead, and GROUP_ID_NOT_FOUND from v6
+    for version, code in ((5, NONE), (6, GROUP_ID_NOT_FOUND)):
+        (g,) = wire.request(DescribeGroupsRequest(groups=["kg"], include_authorized_operations=False), version).groups
+        assert (g.error_code, g.group_state, g.members) == (code, "Dead", [])
     left = wire.request(ConsumerGroupHeartbeatRequest(group_id="kg", member_id=hb.member_id, member_epoch=-1), 0)
     assert left.error_code == NONE and left.member_epoch == -1
+
+    # the group's KIP-848 records, then the member's tombstones, in partition abs(hash("kg")) % 50
+    plog = broker.broker.get_log(OFFSETS_TOPIC, partition_for("kg"))
+    records = [(decode_key(r.key), r.value) for header, data in plog.iter_batches(0)
+               for r in decode_records(data, 0, header)]
+    written = {k.record_type for k, v in records if v is not None}
+    assert written == {3, 4, 5, 6, 7, 8}  # epoch, subscription metadata, member, target (2), current
+    tombstoned = [k for k, v in records if v is None]
+    assert {(k.record_type, k.member_id) for k in tombstoned} == {(8, hb.member_id), (7, hb.member_id),
+                                                                   (5, hb.member_id)}

@@ -408,18 +408,6 @@ async def list_groups(broker, ctx, req):
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
 
 
-def _consumer_protocol_assignment(tps) -> bytes:
-    from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment
-    return bytes(ConsumerProtocolAssignment(version=0, assigned_partitions=[
-        ConsumerProtocolAssignment.TopicPartition(topic=t, partitions=ps) for t, ps in group_by_topic(tps).items()],
-        user_data=None).encode(version=0))
-
-
-def _consumer_protocol_subscription(topics) -> bytes:
-    from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
-    return bytes(ConsumerProtocolSubscription(version=0, topics=list(topics), user_data=None).encode(version=0))
-
-
 @api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
 async def describe_groups(broker, ctx, req):
     v = ctx.api_version
@@ -441,14 +429,11 @@ async def describe_groups(broker, ctx, req):
                                     client_host=m.client_host, member_metadata=m.metadata(g.protocol),
                                     member_assignment=m.assignment) for m in g.members.values()],
                          authorized_operations=None))
-        else:  # a KIP-848 group, shown in the classic shape so older tools can read it
-            out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
-                         protocol_type="consumer", protocol_data=g.assignor_name,
-                         members=[M(member_id=m.member_id, group_instance_id=m.instance_id, client_id=m.client_id,
-                                    client_host=m.client_host,
-                                    member_metadata=_consumer_protocol_subscription(m.subscribed_topics),
-                                    member_assignment=_consumer_protocol_assignment(m.assigned))
-                                  for m in g.members.values()],
+        else:  # a KIP-848 group: Kafka 4.x's DescribeGroups knows only classic groups (clients
+            # describe consumer groups with ConsumerGroupDescribe): Dead, GROUP_ID_NOT_FOUND from v6
+            out.append(D(error_code=errors.GroupIdNotFound.code if v >= 6 else 0,
+                         error_message=f"Group {gid} is not a classic group." if v >= 6 else None,
+                         group_id=gid, group_state="Dead", protocol_type="", protocol_data="", members=[],
                          authorized_operations=None))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 

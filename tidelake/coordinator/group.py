@@ -545,7 +545,7 @@ class GroupCoordinator:
                 self.offsets.apply_record(key, value)
                 n += 1
             except ValueError:
-                continue  # a record type this coordinator does not know (e.g. KIP-848 records)
+                continue  # a record type this coordinator does not know (share/streams groups, ...)
         for group_id, rec in self.offsets.groups.items():
             self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
         from tidelake.coordinator.consumer_group import ConsumerGroup

@@ -191,7 +191,7 @@ def decode_key(data: bytes) -> "OffsetKey | GroupKey | ConsumerGroupKey":
     if version == 2:
         return GroupKey(r.string() or "")
     if version in _KEY_CLASSES:
-        body = _KEY_CLASSES[version].decode(bytes(data[2:]), version=0, header=False)
+        body = _decode_body(_KEY_CLASSES[version], bytes(data[2:]), header=False)
         return ConsumerGroupKey(version, body.group_id, getattr(body, "member_id", None))
     raise ValueError(f"unknown __consumer_offsets key version {version}")
 
@@ -325,7 +325,7 @@ class ConsumerGroupRecords:
                 {CONSUMER_GROUP_MEMBER_METADATA: self.members, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: self.target,
                  CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: self.current}[t].pop(mid, None)
             return
-        v = _VALUE_CLASSES[t].decode(bytes(value))
+        v = _decode_body(_VALUE_CLASSES[t], bytes(value), header=True)
         if t == CONSUMER_GROUP_METADATA:
             self.epoch = v.epoch
         elif t == CONSUMER_GROUP_PARTITION_METADATA:
@@ -342,6 +342,19 @@ class ConsumerGroupRecords:
             self.current[mid] = ConsumerMemberAssignment(
                 v.member_epoch, v.previous_member_epoch, v.state, _partitions_from_wire(v.assigned_partitions),
                 _partitions_from_wire(v.partitions_pending_revocation))
+
+
+def _decode_body(cls, data: bytes, *, header: bool):
+    """Decode a coordinator record body (version 0, the only one Kafka defines for these), raising
+    ValueError for another version or a malformed body, as the other record decoders do."""
+    if header:
+        if len(data) < 2 or struct.unpack_from(">h", data)[0] != 0:
+            raise ValueError(f"{cls.__name__}: only version 0 is known")
+        data = data[2:]
+    try:
+        return cls.decode(data, version=0, header=False)
+    except (ValueError, struct.error, EOFError, IndexError, UnicodeDecodeError) as e:
+        raise ValueError(f"malformed {cls.__name__}: {e}") from e
 
 
 def _partitions_from_wire(topic_partitions) -> PartitionsById:
