@@ -102,7 +102,7 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     assert run.proc.returncode == -signal.SIGKILL
     table = Table.open(str(tmp_path / "table"))
     done_before_final = table.app_state("pipeline:orders-eo:orders")
-    assert done_before_final is not None and done_before_final["batch_id"] >= 1
+    assert done_before_final is not None and done_before_final["batch_id"] >= 0  # batch 0 committed before the kill
     assert sum(done_before_final["extra"]["offsets"].values()) < TOTAL  # the kill left work to do
 
     final = PipelineProcess(config, "--once")
