@@ -110,6 +110,9 @@ class ConsumerGroup:
         self.assignor_name = self.assignors[0]
         self._topic_snapshot: dict[str, int] = {}
         self._stale_metadata = False  # replayed metadata names a topic since deleted or re-created
+        # members whose durable state may have changed since the last persist (None: any of them),
+        # so a heartbeat costs O(1) members to persist, not O(group)
+        self._dirty: set[str] | None = None
         self.dead = False
 
     # ---- state ---------------------------------------------------------------------------------
@@ -163,6 +166,7 @@ class ConsumerGroup:
             m = self.members.get(member_id)
             if m is None:
                 return HeartbeatResult(errors.UnknownMemberId.code)
+            self._touch(member_id)
             if member_epoch == STATIC_LEAVE_EPOCH and m.instance_id is not None:
                 m.departed = True  # keeps its assignment until it returns or its session expires
                 m.previous_epoch = -1  # its next incarnation starts from the epoch it gets back
@@ -194,6 +198,7 @@ class ConsumerGroup:
                 if not acceptable_stale:
                     return HeartbeatResult(errors.FencedMemberEpoch.code,
                                            error_message=f"epoch {member_epoch} is not the member's {m.epoch}")
+        self._touch(m.member_id)
         m.last_heartbeat_ms = now_ms
         m.client_id, m.client_host = client_id, client_host
         if rack_id is not None:
@@ -227,6 +232,8 @@ class ConsumerGroup:
                                        error_message=f"instance {instance_id} is in use by {old_id}")
             # the static member comes back: it takes over its previous assignment and epoch
             del self.members[old_id]
+            self._touch(old_id)
+            self.target[member_id] = self.target.pop(old_id, set())  # (touched by the heartbeat)
             old.member_id, old.departed = member_id, False
             self.members[member_id] = old
             self.static_members[instance_id] = member_id
@@ -241,10 +248,15 @@ class ConsumerGroup:
             self.static_members[instance_id] = member_id
         return m
 
+    def _touch(self, member_id: str) -> None:
+        if self._dirty is not None:
+            self._dirty.add(member_id)
+
     def _remove(self, member_id: str, bump: bool = True) -> None:
         m = self.members.pop(member_id, None)
         if m is None:
             return
+        self._touch(member_id)
         if m.instance_id is not None and self.static_members.get(m.instance_id) == member_id:
             del self.static_members[m.instance_id]
         self.target.pop(member_id, None)
@@ -272,6 +284,7 @@ class ConsumerGroup:
                 for mid, m in self.members.items()}
         result = ASSIGNORS[self.assignor_name](subs, snapshot)
         self.target = {mid: set(tps) for mid, tps in result.items()}
+        self._dirty = None  # every member's target may have moved
         self.assignment_epoch = self.group_epoch
 
     def _reconcile(self, m: ConsumerMember, owned: set[TopicPartition] | None, now_ms: int) -> None:
@@ -327,9 +340,11 @@ class ConsumerGroup:
         return sorted(self.target.get(member_id, ()))
 
     # ---- durability ----------------------------------------------------------------------------------
-    def to_records(self, topic_id_of: Callable[[str], object | None]) -> ConsumerGroupRecords:
+    def to_records(self, topic_id_of: Callable[[str], object | None],
+                   base: ConsumerGroupRecords | None = None) -> ConsumerGroupRecords:
         """This group's durable state as its ``__consumer_offsets`` records hold it (topic ids).
-        A dead group has none (every record tombstoned)."""
+        A dead group has none (every record tombstoned). With ``base`` (the records as of the last
+        ``persisted()``), only the members touched since are recomputed."""
         if self.dead:
             return ConsumerGroupRecords()
 
@@ -341,8 +356,19 @@ class ConsumerGroup:
                     out.setdefault(tid, []).append(tp.partition)
             return {tid: tuple(sorted(ps)) for tid, ps in out.items()}
 
-        members, current = {}, {}
-        for mid, m in self.members.items():
+        if base is not None and self._dirty is not None:
+            members, current, target = dict(base.members), dict(base.current), dict(base.target)
+            for mid in self._dirty:
+                for records in (members, current, target):
+                    records.pop(mid, None)
+            recompute = [mid for mid in self._dirty if mid in self.members]
+        else:
+            members, current, target = {}, {}, {}
+            recompute = list(self.members)
+        for mid in recompute:
+            m = self.members[mid]
+            if mid in self.target:
+                target[mid] = by_id(self.target[mid])
             members[mid] = ConsumerMemberMetadata(
                 m.instance_id, m.rack_id, m.client_id, m.client_host, sorted(m.subscribed_topics), m.subscribed_regex,
                 m.rebalance_timeout_ms, m.server_assignor)
@@ -351,10 +377,16 @@ class ConsumerGroup:
             current[mid] = ConsumerMemberAssignment(epoch, previous, _STATE_BYTES[m.state], by_id(m.assigned),
                                                     by_id(m.pending_revocation))
         subscription = {t: (tid, n) for t, n in self._topic_snapshot.items() if (tid := topic_id_of(t)) is not None}
-        return ConsumerGroupRecords(
-            epoch=self.group_epoch, subscription_metadata=subscription, members=members,
-            assignment_epoch=self.assignment_epoch,
-            target={mid: by_id(tps) for mid, tps in self.target.items() if mid in self.members}, current=current)
+        return ConsumerGroupRecords(epoch=self.group_epoch, subscription_metadata=subscription, members=members,
+                                    assignment_epoch=self.assignment_epoch, target=target, current=current)
+
+    def touched_members(self) -> set[str] | None:
+        """Member ids whose records may have changed since ``persisted()`` (None: any)."""
+        return None if self._dirty is None else set(self._dirty)
+
+    def persisted(self) -> None:
+        """The records of ``to_records`` are written: track changes from here."""
+        self._dirty = set()
 
     @classmethod
     def from_records(cls, group_id: str, rec: ConsumerGroupRecords, *, topic_name_of: Callable[[object], str | None],

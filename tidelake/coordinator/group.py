@@ -578,12 +578,14 @@ class GroupCoordinator:
     def _persist_consumer(self, g) -> None:
         """Write the KIP-848 records that changed since the last ones (tombstones for what is gone)
         and apply them to the store, the same path a replay takes."""
-        new = g.to_records(self.topic_id_of)
-        self._write_consumer_records(g.group_id, new)
+        base = self.offsets.consumer_groups.get(g.group_id)
+        new = g.to_records(self.topic_id_of, base=base)
+        self._write_consumer_records(g.group_id, new, None if base is None else g.touched_members())
+        g.persisted()
 
-    def _write_consumer_records(self, group_id: str, new) -> None:
+    def _write_consumer_records(self, group_id: str, new, members=None) -> None:
         from tidelake.coordinator.offsets import consumer_group_records
-        records = consumer_group_records(group_id, self.offsets.consumer_group_records(group_id), new)
+        records = consumer_group_records(group_id, self.offsets.consumer_group_records(group_id), new, members)
         if records:
             self.write(self.partition_for(group_id), records)
             for key, value in records:

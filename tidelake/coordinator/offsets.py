@@ -401,46 +401,51 @@ def _partitions_to_wire(cls, partitions: PartitionsById) -> list:
     return [cls(topic_id=tid, partitions=list(ps)) for tid, ps in sorted(partitions.items(), key=lambda kv: str(kv[0]))]
 
 
-def consumer_group_records(group: str, old: ConsumerGroupRecords,
-                           new: ConsumerGroupRecords) -> list[tuple[bytes, bytes | None]]:
+def _changed(old: object, new: object) -> bool:
+    return old is not new and old != new  # (unchanged members are the same objects: skip comparing)
+
+
+def consumer_group_records(group: str, old: ConsumerGroupRecords, new: ConsumerGroupRecords,
+                           members: Iterable[str] | None = None) -> list[tuple[bytes, bytes | None]]:
     """The records that turn ``old`` into ``new`` (Kafka's order: a leaving member's current
-    assignment, target and metadata tombstones first; a deleted group's metadata tombstones last)."""
+    assignment, target and metadata tombstones first; a deleted group's metadata tombstones last).
+    ``members``: the only member ids that may differ (None: any)."""
     out: list[tuple[bytes, bytes | None]] = []
     key = consumer_group_key
+    if members is None:
+        members = (old.members.keys() | old.target.keys() | old.current.keys() | new.members.keys()
+                   | new.target.keys() | new.current.keys())
+    members = sorted(members)
 
-    gone = (old.members.keys() | old.target.keys() | old.current.keys()) - new.members.keys()
-    for mid in sorted(gone):  # members that left
+    def per_member(record_type: int, old_records: dict, new_records: dict) -> None:
+        for mid in members:
+            value = new_records.get(mid)
+            if value is None:
+                if mid in old_records and mid in new.members:  # (a leaving member's: written above)
+                    out.append((key(record_type, group, mid), None))
+            elif _changed(old_records.get(mid), value):
+                out.append((key(record_type, group, mid), consumer_group_value(record_type, value)))
+
+    for mid in members:  # members that left
+        if mid in new.members:
+            continue
         if mid in old.current and mid not in new.current:
             out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid), None))
         if mid in old.target and mid not in new.target:
             out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid), None))
         if mid in old.members:
             out.append((key(CONSUMER_GROUP_MEMBER_METADATA, group, mid), None))
-    for mid, m in new.members.items():
-        if old.members.get(mid) != m:
-            out.append((key(CONSUMER_GROUP_MEMBER_METADATA, group, mid), consumer_group_value(CONSUMER_GROUP_MEMBER_METADATA, m)))
+    per_member(CONSUMER_GROUP_MEMBER_METADATA, old.members, new.members)
     if new.subscription_metadata is not None and new.subscription_metadata != old.subscription_metadata:
         out.append((key(CONSUMER_GROUP_PARTITION_METADATA, group),
                     consumer_group_value(CONSUMER_GROUP_PARTITION_METADATA, new.subscription_metadata)))
     if new.epoch is not None and new.epoch != old.epoch:
         out.append((key(CONSUMER_GROUP_METADATA, group), consumer_group_value(CONSUMER_GROUP_METADATA, new.epoch)))
-    for mid in old.target.keys() - new.target.keys():
-        if mid in new.members:  # (a departed member's target tombstone was written above)
-            out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid), None))
-    for mid, tps in new.target.items():
-        if old.target.get(mid) != tps:
-            out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, group, mid),
-                        consumer_group_value(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, tps)))
+    per_member(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, old.target, new.target)
     if new.assignment_epoch is not None and new.assignment_epoch != old.assignment_epoch:
         out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group),
                     consumer_group_value(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, new.assignment_epoch)))
-    for mid in old.current.keys() - new.current.keys():
-        if mid in new.members:
-            out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid), None))
-    for mid, a in new.current.items():
-        if old.current.get(mid) != a:
-            out.append((key(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, group, mid),
-                        consumer_group_value(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, a)))
+    per_member(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, old.current, new.current)
     # the group itself going away
     if new.assignment_epoch is None and old.assignment_epoch is not None:
         out.append((key(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, group), None))
