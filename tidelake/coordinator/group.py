@@ -580,7 +580,7 @@ class GroupCoordinator:
         and apply them to the store, the same path a replay takes."""
         base = self.offsets.consumer_groups.get(g.group_id)
         new = g.to_records(self.topic_id_of, base=base)
-        self._write_consumer_records(g.group_id, new, None if base is None else g.touched_members())
+        self._write_consumer_records(g.group_id, new, None if base is None or g.dead else g.touched_members())
         g.persisted()
 
     def _write_consumer_records(self, group_id: str, new, members=None) -> None:
