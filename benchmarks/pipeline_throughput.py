@@ -115,7 +115,6 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
     pq.write_table(pa.table({"value": pa.array(values, pa.binary()), "partition": pa.array(parts, pa.int32()),
                              "offset": pa.array(offsets, pa.int64())}), src)
     schema = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("ts_ms", pa.int64())])
-    schema_json = json.dumps([{"name": f.name, "type": str(f.type)} for f in schema])
     parsed_schema = from_arrow_schema(pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.string()),
                                                                 pa.field("_kafka_partition", pa.int32()),
                                                                 pa.field("_kafka_offset", pa.int64())]))
@@ -126,7 +125,7 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
         df = spark.read.parquet(str(src))
         if batches > 1:
             df = df.where(f"offset >= {b * batch} and offset < {(b + 1) * batch}")
-        parsed = df.mapInArrow(_parse_values("debezium-json", schema_json), parsed_schema)
+        parsed = df.mapInArrow(_parse_values("debezium-json", schema), parsed_schema)
         parsed = parsed.repartition(spark.sparkContext.defaultParallelism, "id")
         parsed.drop(OP_COLUMN, "_kafka_partition", "_kafka_offset").write.mode("append").parquet(str(out))
     return time.monotonic() - began, batches

@@ -264,11 +264,10 @@ def _read_one_range(Consumer, KafkaError, TopicPartition, bootstrap, client_conf
         consumer.close()
 
 
-def _parse_values(fmt: str, schema_json: str):
+def _parse_values(fmt: str, schema: pa.Schema):
     """mapInArrow function: Kafka rows (value, partition, offset) -> typed rows + op + ordering columns."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        schema = pa.schema([pa.field(f["name"], _arrow_type(f["type"])) for f in json.loads(schema_json)])
         for batch in batches:
             table = changes_to_arrow(batch.column("value").to_pylist(), batch.column("partition").to_pylist(),
                                      batch.column("offset").to_pylist(), schema, fmt)
@@ -305,13 +304,6 @@ def _fold_and_stage(table_path: str, primary_key: list[str], mode: str):
             "upserts": pa.array([0] * len(files) + [counts["upsert"]], pa.int64()),
             "deletes": pa.array([0] * len(files) + [counts["delete"]], pa.int64())})
     return stage
-
-
-def _arrow_type(name: str) -> pa.DataType:
-    return {"bool": pa.bool_(), "int8": pa.int8(), "int16": pa.int16(), "int32": pa.int32(),
-            "int64": pa.int64(), "float": pa.float32(), "double": pa.float64(), "string": pa.string(),
-            "large_string": pa.large_string(), "binary": pa.binary(), "date32[day]": pa.date32(),
-            "timestamp[us, tz=UTC]": pa.timestamp("us", "UTC"), "timestamp[us]": pa.timestamp("us")}[name]
 
 
 # ---------------------------------------------------------------------------------------------------- driver
@@ -422,20 +414,17 @@ class Pipeline:
         """Read, parse, fold and stage one batch; returns (DataFiles, records, upserts, deletes)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        try:
-            from tidelake.table import DataFile
-        except ImportError:
-            from tidelake.table.files import DataFile
+        from tidelake.table import DataFile
 
         sink = self.config.sink
         spark = self.spark()
         kafka = self._kafka_rows(ranges).select("value", "partition", "offset")
-        # Nullable on the Spark side: a change event without its key is reported by the fold, not by Spark.
-        parsed_schema = pa.schema([f.with_nullable(True) for f in schema] + [pa.field(OP_COLUMN, pa.string()),
+        # Nullable while parsing: a change event without its key is reported by the fold, not by Spark.
+        schema = pa.schema([f.with_nullable(True) for f in schema])
+        parsed_schema = pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.string()),
                                                   pa.field("_kafka_partition", pa.int32()),
                                                   pa.field("_kafka_offset", pa.int64())])
-        schema_json = json.dumps([{"name": f.name, "type": str(f.type)} for f in schema])
-        parsed = kafka.mapInArrow(_parse_values(sink.format, schema_json), from_arrow_schema(parsed_schema))
+        parsed = kafka.mapInArrow(_parse_values(sink.format, schema), from_arrow_schema(parsed_schema))
         if sink.mode == "upsert":
             # Every change of one key in one Spark partition, so the fold there sees all of them.
             parsed = parsed.repartition(spark.sparkContext.defaultParallelism, *sink.primary_key)
