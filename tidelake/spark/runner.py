@@ -335,8 +335,11 @@ class Pipeline:
 
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+            master = self.config.spark.get("master", "local[2]")
+            if master.startswith("local"):
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no outward interface needed
             builder = (SparkSession.builder.appName(f"tidelake-pipeline-{self.config.source.topic}")
-                       .master(self.config.spark.get("master", "local[2]"))
+                       .master(master)
                        .config("spark.ui.enabled", "false")
                        .config("spark.ui.showConsoleProgress", "false")
                        .config("spark.sql.shuffle.partitions", "2"))
