@@ -126,3 +126,33 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     data_rows = [r for r in rows if any(c.isdigit() for c in r[1])]
     assert len(data_rows) == PARTITIONS
     assert all(r[-2] == "0" for r in data_rows), status.stdout  # LAG column
+
+
+def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
+    """SIGTERM (as ssc.stop(true, true)): the batch in progress is finished and committed, then exit 0."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    for f in admin.create_topics([NewTopic("graceful", PARTITIONS, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(TOTAL):
+        producer.produce("graceful", debezium_create(i), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    config = tmp_path / "graceful.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"bootstrap_servers": broker, "topic": "graceful", "group_id": "graceful",
+                   "max_rate_per_partition": 50, "batch_interval": "500ms"},
+        "offsets": "exactly-once",
+        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
+                 "schema": "id long, amount long", "buckets": 2}}))
+    run = PipelineProcess(config)
+    run.wait_batches(1)
+    run.proc.send_signal(signal.SIGTERM)
+    try:
+        assert run.proc.wait(120) == 0, "".join(run.lines[-30:])
+    finally:
+        run.kill()
+    assert "(signal)" in run.proc.stdout.read()
+    done = run.batches_done()
+    state = Table.open(str(tmp_path / "table")).app_state("pipeline:graceful:graceful")
+    assert state["batch_id"] == done - 1  # every batch it logged is committed, none half-done
+    assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
