@@ -429,8 +429,8 @@ def main() -> None:
                 "acks=1 is allowed; failed delivery reports are counted, and tidelake's stored count is checked "
                 f"against its high watermarks afterwards) and {PARTITIONS} consumer processes (one per partition, "
                 "from the beginning, fetch.max.bytes=50 MB, reading exactly what acks=all wrote).",
-                f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)}: "
-                "other helpers' tests were running on the same cores.",
+                f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)} "
+                "(a 1-minute load well above 2 before the run means other work shared the 2 cores).",
                 "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "
                 "policy: page cache, like Kafka); Tansu: `--storage-engine memory://`.",
                 "Client bottleneck check: every client process measures its own CPU time; 'max client CPU' is "
