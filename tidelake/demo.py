@@ -169,7 +169,7 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
             "sink": {"table": str(table_path), "format": "debezium-json", "primary_key": ["id"],
                      "schema": "id long, customer string, amount long, status string", "buckets": 4,
                      "properties": {"clustering.auto": "true", "clustering.l0.num": "4",
-                                    "compaction.commit.num": "4"}},
+                                    "compaction.commit.num": "2"}},
         }
         pipeline = Pipeline(config)
         console.print("[bold]spark[/]    starting local[2] ...")
