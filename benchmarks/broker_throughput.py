@@ -1,5 +1,5 @@
 """Broker throughput and latency: tidelake (durable, on disk, a real `tidelake broker start`
-process) against Tansu (memory storage), with the same confluent-kafka client setup, in one run.
+process) against Tansu (memory storage), with the same client setups against both, in one run.
 
     .venv/bin/python benchmarks/broker_throughput.py            # full run, writes benchmarks/RESULTS.md
     .venv/bin/python benchmarks/broker_throughput.py --quick    # short smoke run (results not written)
@@ -8,7 +8,9 @@ process) against Tansu (memory storage), with the same confluent-kafka client se
 Per message size (100 B, 1 KB, 10 KB) into a 3-partition topic: produce throughput with acks=1 and
 acks=all (several producer processes, one per partition), then consume throughput of what acks=all
 wrote (several consumer processes, one per partition); then produce latency p50/p99 at a fixed
-moderate rate. Client processes record their own CPU time and the broker's CPU time is read from
+moderate rate. Two client setups: the lean wire-level generator of benchmarks/wire_load.py (no
+per-message client work, so the brokers and not the clients use the 2 cores) and confluent-kafka
+(a real client library end to end). Client processes record their own CPU time and the broker's CPU time is read from
 /proc, so each row says whether the clients or the broker were the busy side.
 """
 from __future__ import annotations
@@ -173,6 +175,16 @@ def producer_worker(bootstrap: str, topic: str, partition: int, acks: str, size:
                  "cpu": cpu1 - cpu0, "unflushed": count - delivered})
 
 
+def delete_topics(bootstrap: str, topics: list[str]) -> None:
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for fut in admin.delete_topics(topics, operation_timeout=30).values():
+        try:
+            fut.result(60)
+        except Exception as e:  # a broker that cannot delete only costs memory: say so, go on
+            print(f"  (could not delete a topic on {bootstrap}: {e})", flush=True)
+
+
 def stored_messages(bootstrap: str, topic: str) -> int:
     """Sum of the partitions' high watermarks: how many messages the broker actually stored."""
     from confluent_kafka import Consumer, TopicPartition
@@ -204,6 +216,33 @@ def consumer_worker(bootstrap: str, topic: str, partition: int, count: int, read
     t1, cpu1 = time.monotonic(), _cpu()
     consumer.close()
     results.put({"t0": t0, "t1": t1, "count": got, "bytes": nbytes, "cpu": cpu1 - cpu0, "unflushed": count - got})
+
+
+def wire_producer_worker(bootstrap: str, topic: str, partition: int, acks: str, size: int, count: int,
+                         ready, go, results) -> None:
+    """The lean generator's producer (benchmarks/wire_load.py): pre-encoded batches, 5 in flight."""
+    import wire_load
+    wire_load.Connection(bootstrap).close()  # the broker is reachable before the clock starts
+    ready.put(partition)
+    go.wait()
+    cpu0, t0 = _cpu(), time.monotonic()
+    r = wire_load.produce(bootstrap, topic, partition, 1 if acks == "1" else -1, size, count)
+    t1, cpu1 = time.monotonic(), _cpu()
+    results.put({"t0": t0, "t1": t1, "count": r["count"], "bytes": r["bytes"], "cpu": cpu1 - cpu0,
+                 "unflushed": r["errors"], "sent": count})
+
+
+def wire_consumer_worker(bootstrap: str, topic: str, partition: int, count: int, size: int,
+                         ready, go, results) -> None:
+    import wire_load
+    wire_load.Connection(bootstrap).close()
+    ready.put(partition)
+    go.wait()
+    cpu0, t0 = _cpu(), time.monotonic()
+    r = wire_load.consume(bootstrap, topic, partition, count, size)
+    t1, cpu1 = time.monotonic(), _cpu()
+    results.put({"t0": t0, "t1": t1, "count": r["count"], "bytes": r["bytes"], "cpu": cpu1 - cpu0,
+                 "unflushed": count - r["count"]})
 
 
 def latency_worker(bootstrap: str, topic: str, size: int, rate: int, seconds: float, results) -> None:
@@ -280,7 +319,7 @@ def run_latency(broker: BrokerProcess, topic: str, size: int, rate: int, seconds
 
 
 def _rate_line(name: str, phase: str, size: int, acks: str, r: dict) -> str:
-    return (f"  {name:8} {phase} {size:>6} B acks={acks:3}: {r['count'] / r['wall']:>10,.0f} msg/s "
+    return (f"  {name:19} {phase} {size:>6} B acks={acks:3}: {r['count'] / r['wall']:>10,.0f} msg/s "
             f"{r['bytes'] / r['wall'] / 1e6:7.1f} MB/s  broker cpu {r['broker_cpu_pct']:4.0f}%  "
             f"max client cpu {r['client_cpu_pct']:4.0f}%")
 
@@ -290,45 +329,66 @@ def _best(runs: list[dict]) -> dict:
     return max(runs, key=lambda r: r["count"] / r["wall"])
 
 
-def bench(brokers: dict[str, BrokerProcess], counts: dict[int, int], repeats: int,
-          latency: tuple[int, int, float]) -> dict:
+CLIENTS = {
+    # name: (producer worker, consumer worker, messages per row in a full run)
+    # ~400 MB per row: the lean client moves it in 1-4 s, long enough that process wake-up is noise
+    "wire": (wire_producer_worker, wire_consumer_worker, {100: 4_000_000, 1024: 400_000, 10 * 1024: 40_000}),
+    "librdkafka": (producer_worker, consumer_worker, FULL_COUNTS),
+}
+
+
+def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int], repeats: int) -> dict:
     """Every row runs on each broker in turn, `repeats` times interleaved, so load from other work on
     the machine hits both alike; the best repetition per broker is kept."""
+    produce_worker, fetch_worker, _ = CLIENTS[client]
     results: dict = {name: {} for name in brokers}
     for size in SIZES:
         per_worker = counts[size] // PARTITIONS
+        if client == "wire":  # whole batches, so the consumers know exactly what was written
+            import wire_load
+            per_worker = -(-per_worker // wire_load.records_per_batch(size)) * wire_load.records_per_batch(size)
         for acks in ("1", "all"):
             runs: dict[str, list] = {name: [] for name in brokers}
             for rep in range(repeats):
                 for name, broker in brokers.items():
-                    topic = f"bench-{size}-acks{acks}-{rep}"
+                    topic = f"bench-{client}-{size}-acks{acks}-{rep}"
                     create_topic(broker.bootstrap, topic)
-                    r = run_phase(broker, producer_worker,
+                    r = run_phase(broker, produce_worker,
                                   [(broker.bootstrap, topic, p, acks, size, per_worker) for p in range(PARTITIONS)])
+                    r["missing"] += per_worker * PARTITIONS - r["count"]
                     if name == "tidelake":
                         # Tansu's ListOffsets(latest) under-reports after batched produce (e.g. 16001 for
                         # 20000 stored messages that a consumer then reads in full), so only tidelake's
-                        # watermarks are checked; Tansu relies on the delivery reports.
-                        r["missing"] += per_worker * PARTITIONS - stored_messages(broker.bootstrap, topic)
+                        # watermarks are checked; Tansu relies on the acknowledgements.
+                        r["missing"] += r["count"] - stored_messages(broker.bootstrap, topic)
                     runs[name].append(r)
-                    print(_rate_line(name, "produce", size, acks, r), flush=True)
+                    print(_rate_line(f"{name}/{client}", "produce", size, acks, r), flush=True)
             for name in brokers:
                 results[name][("produce", size, acks)] = _best(runs[name])
         runs = {name: [] for name in brokers}
         for rep in range(repeats):
             for name, broker in brokers.items():
-                topic = f"bench-{size}-acksall-{rep}"
-                r = run_phase(broker, consumer_worker,
-                              [(broker.bootstrap, topic, p, per_worker) for p in range(PARTITIONS)])
+                topic = f"bench-{client}-{size}-acksall-{rep}"
+                extra = (size,) if client == "wire" else ()
+                r = run_phase(broker, fetch_worker,
+                              [(broker.bootstrap, topic, p, per_worker, *extra) for p in range(PARTITIONS)])
                 runs[name].append(r)
-                print(_rate_line(name, "consume", size, "-", r), flush=True)
+                print(_rate_line(f"{name}/{client}", "consume", size, "-", r), flush=True)
         for name in brokers:
             results[name][("consume", size, "-")] = _best(runs[name])
+        for broker in brokers.values():  # Tansu keeps everything in memory: free it before the next size
+            delete_topics(broker.bootstrap, [f"bench-{client}-{size}-acks{a}-{rep}"
+                                             for a in ("1", "all") for rep in range(repeats)])
+    return results
+
+
+def bench_latency(brokers: dict[str, BrokerProcess], latency: tuple[int, int, float]) -> dict:
     size, rate, seconds = latency
+    results = {}
     for name, broker in brokers.items():
         create_topic(broker.bootstrap, "bench-latency")
         r = run_latency(broker, "bench-latency", size, rate, seconds)
-        results[name]["latency"] = r
+        results[name] = r
         print(f"  {name:8} latency {size} B at {rate}/s: p50 {r['p50']:.2f} ms p99 {r['p99']:.2f} ms "
               f"({r['delivered']}/{r['sent']} delivered, {r['achieved_rate']:.0f}/s achieved)", flush=True)
     return results
@@ -340,7 +400,7 @@ def _cpu_per_gb(r: dict) -> float:
     return r["broker_cpu_pct"] / 100 * r["wall"] / (r["bytes"] / 1e9)
 
 
-def table(res: dict, counts: dict[int, int], latency: tuple[int, int, float]) -> list[str]:
+def table(res: dict, counts: dict[int, int]) -> list[str]:
     lines = ["| phase | size | acks | msgs | tidelake msg/s | tidelake MB/s | Tansu msg/s | Tansu MB/s | "
              "tidelake/Tansu | broker CPU t / T | broker CPU-s per GB t / T | max client CPU t / T |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -350,20 +410,23 @@ def table(res: dict, counts: dict[int, int], latency: tuple[int, int, float]) ->
             rt, ru = t["count"] / t["wall"], u["count"] / u["wall"]
             flag = "" if t["missing"] == 0 and u["missing"] == 0 else \
                 f" (missing: t {t['missing']}, T {u['missing']})"
-            lines.append(f"| {phase} | {size} B | {acks} | {counts[size]:,} | {rt:,.0f} | {t['bytes'] / t['wall'] / 1e6:.1f}"
+            lines.append(f"| {phase} | {size} B | {acks} | {t['count']:,} | {rt:,.0f} | {t['bytes'] / t['wall'] / 1e6:.1f}"
                          f" | {ru:,.0f} | {u['bytes'] / u['wall'] / 1e6:.1f} | **{rt / ru:.2f}×**{flag} | "
                          f"{t['broker_cpu_pct']:.0f}% / {u['broker_cpu_pct']:.0f}% | "
                          f"{_cpu_per_gb(t):.2f} / {_cpu_per_gb(u):.2f} | "
                          f"{t['client_cpu_pct']:.0f}% / {u['client_cpu_pct']:.0f}% |")
-    size, rate, seconds = latency
-    lt, lu = res["tidelake"]["latency"], res["tansu"]["latency"]
-    lines += ["", f"Produce latency, {size} B, acks=all, linger 0, one producer at {rate} msg/s for {seconds:g} s "
-                  "(send → delivery report):", "",
-              "| | tidelake | Tansu | tidelake/Tansu (lower is better) |", "|---|---:|---:|---:|",
-              f"| p50 | {lt['p50']:.2f} ms | {lu['p50']:.2f} ms | {lt['p50'] / lu['p50']:.2f}× |",
-              f"| p99 | {lt['p99']:.2f} ms | {lu['p99']:.2f} ms | {lt['p99'] / lu['p99']:.2f}× |",
-              f"| delivered | {lt['delivered']}/{lt['sent']} | {lu['delivered']}/{lu['sent']} | |"]
     return lines
+
+
+def latency_table(res: dict, latency: tuple[int, int, float]) -> list[str]:
+    size, rate, seconds = latency
+    lt, lu = res["tidelake"], res["tansu"]
+    return [f"Produce latency, {size} B, acks=all, linger 0, one confluent-kafka producer at {rate} msg/s for "
+            f"{seconds:g} s (send → delivery report):", "",
+            "| | tidelake | Tansu | tidelake/Tansu (lower is better) |", "|---|---:|---:|---:|",
+            f"| p50 | {lt['p50']:.2f} ms | {lu['p50']:.2f} ms | {lt['p50'] / lu['p50']:.2f}× |",
+            f"| p99 | {lt['p99']:.2f} ms | {lu['p99']:.2f} ms | {lt['p99'] / lu['p99']:.2f}× |",
+            f"| delivered | {lt['delivered']}/{lt['sent']} | {lu['delivered']}/{lu['sent']} | |"]
 
 
 def write_results(lines: list[str], command: str, notes: list[str], path: Path = RESULTS) -> None:
@@ -391,29 +454,41 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="run the tidelake broker under cProfile and print hot spots")
     ap.add_argument("--write", action="store_true", help="write RESULTS.md even with --quick")
     ap.add_argument("--repeats", type=int, default=0, help="repetitions per row (default 3, 1 with --quick)")
+    ap.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=list(CLIENTS),
+                    help="client setups to run (default: both, the lean wire generator first)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="markdown file whose broker section is rewritten")
     args = ap.parse_args()
 
-    counts = {s: n // (QUICK_DIVISOR if args.quick else 1) for s, n in FULL_COUNTS.items()}
     repeats = args.repeats or (1 if args.quick else 3)
     latency = (1024, 500, 2.0 if args.quick else 10.0)  # size, msgs/s, seconds
     work = Path(tempfile.mkdtemp(prefix="tidelake-bench-"))
     profile_path = work / "broker.prof" if args.profile else None
     brokers: dict[str, BrokerProcess] = {}
     load_before = Path("/proc/loadavg").read_text().split()[:3]
+    started = time.monotonic()
     try:
         brokers["tidelake"] = start_tidelake(work / "data", profile_path)
         brokers["tansu"] = start_tansu()
+        res, counts = {}, {}
         try:
-            res = bench(brokers, counts, repeats, latency)
+            for client in args.clients:
+                counts[client] = {s: n // (QUICK_DIVISOR if args.quick else 1) for s, n in CLIENTS[client][2].items()}
+                res[client] = bench(brokers, client, counts[client], repeats)
+            lat = bench_latency(brokers, latency)
         finally:
             for b in brokers.values():
                 b.stop()
         load_after = Path("/proc/loadavg").read_text().split()[:3]
         du = sum(f.stat().st_size for f in (work / "data").rglob("*") if f.is_file())
         print(f"  tidelake data dir after the run: {du / 1e6:.0f} MB on disk; load average before "
-              f"{' '.join(load_before)}, after {' '.join(load_after)}", flush=True)
-        lines = table(res, counts, latency)
+              f"{' '.join(load_before)}, after {' '.join(load_after)}; {time.monotonic() - started:.0f} s",
+              flush=True)
+        lines: list[str] = []
+        for client in args.clients:
+            lines += [CLIENT_TITLES[client].format(partitions=PARTITIONS, chunk=PRODUCE_CHUNK,
+                                                   version=_client_version()), "",
+                      *table(res[client], counts[client]), ""]
+        lines += latency_table(lat, latency)
         print("\n" + "\n".join(lines))
         if profile_path is not None and profile_path.exists():
             print_profile(profile_path)
@@ -421,14 +496,8 @@ def main() -> None:
             cmd = ".venv/bin/python benchmarks/broker_throughput.py" + " ".join(
                 [""] + [a for a in sys.argv[1:]])
             notes = [
-                f"Machine: {os.cpu_count()} cores shared with other work; numbers are noisy. Both brokers run "
-                "side by side in the same invocation and every row alternates between them "
-                f"({repeats} repetitions each, the best kept), with identical clients: confluent-kafka "
-                f"{_client_version()}, {PARTITIONS} producer processes (one per partition, produce_batch() of "
-                f"{PRODUCE_CHUNK} messages, linger.ms=5, batch.size=1 MB, no compression, idempotence off so "
-                "acks=1 is allowed; failed delivery reports are counted, and tidelake's stored count is checked "
-                f"against its high watermarks afterwards) and {PARTITIONS} consumer processes (one per partition, "
-                "from the beginning, fetch.max.bytes=50 MB, reading exactly what acks=all wrote).",
+                f"Machine: {os.cpu_count()} cores. Both brokers run side by side in the same invocation and every "
+                f"row alternates between them ({repeats} repetitions each, the best kept), with identical clients.",
                 f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)} "
                 "(a 1-minute load well above 2 before the run means other work shared the 2 cores).",
                 "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "
@@ -436,14 +505,33 @@ def main() -> None:
                 "Client bottleneck check: every client process measures its own CPU time; 'max client CPU' is "
                 "the busiest client (100% = one core). The broker's CPU is read from /proc (tidelake is one "
                 "Python process: ~100% means it is CPU-bound on one core). With 2 cores, clients and broker share "
-                "the machine, so a client near 100% would cap the row. 'Broker CPU-s per GB' is the broker's "
-                "CPU time per GB of payload (10 ms clock-tick resolution): the comparison that holds when the "
-                "machine is busy.",
+                "the machine, so clients that together need more than the broker leaves would cap the row. "
+                "'Broker CPU-s per GB' is the broker's CPU time per GB of payload (10 ms clock-tick resolution): "
+                "the comparison that holds when the machine is busy. 'msgs' is what was acknowledged (produce) "
+                "or read (consume); any shortfall is flagged in the ratio column.",
             ]
             write_results(lines, cmd, notes, args.results)
             print(f"\nwrote {args.results}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+CLIENT_TITLES = {
+    "wire": ("### Lean load generator (the broker-bound comparison)\n\n"
+             "`benchmarks/wire_load.py`: {partitions} producer processes (one per partition) sending pre-encoded "
+             "Produce v7 requests, each one RecordBatch v2 of up to 1000 records / 1 MB (1000 x 100 B, 1000 x 1 KB, "
+             "102 x 10 KB; no compression, no idempotence), 5 requests in flight, every partition error code "
+             "checked; {partitions} consumer processes sending Fetch v7 (1 MB per partition, 50 MB per request, "
+             "100 ms max wait) from offset 0 and walking batch headers to count records. No per-message client "
+             "work, so the 2 cores go to the brokers: this is the table the issue's goal is read from."),
+    "librdkafka": ("### confluent-kafka clients (a real client library end to end)\n\n"
+                   "confluent-kafka {version}: {partitions} producer processes (one per partition, produce_batch() "
+                   "of {chunk} messages, linger.ms=5, batch.size=1 MB, no compression, idempotence off so acks=1 "
+                   "is allowed; failed delivery reports are counted) and {partitions} consumer processes (one per "
+                   "partition, from the beginning, fetch.max.bytes=50 MB, reading exactly what acks=all wrote). "
+                   "The Python client spends CPU per message, so with 100 B messages the three client processes "
+                   "need most of the 2 cores and the rows measure the clients as much as the brokers."),
+}
 
 
 def _client_version() -> str:
