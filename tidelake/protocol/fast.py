@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import struct
 import uuid
+from dataclasses import dataclass
 from typing import Sequence
+
+from tidelake.protocol.framing import read_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -37,24 +40,11 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-def _read_uvarint(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 28:
-            raise DecodeError("varint too long")
-
-
 def _skip_tags(buf, pos: int) -> int:
-    n, pos = _read_uvarint(buf, pos)
+    n, pos = read_uvarint(buf, pos)
     for _ in range(n):
-        _tag, pos = _read_uvarint(buf, pos)
-        size, pos = _read_uvarint(buf, pos)
+        _tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
         pos += size
     return pos
 
@@ -73,31 +63,25 @@ def _array_len(n: int, flexible: bool) -> bytes:
 # ------------------------------------------------------------------------------------------------
 # Produce request
 # ------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
 class ProducePartition:
-    __slots__ = ("index", "records")
-
-    def __init__(self, index: int, records):
-        self.index = index
-        self.records = records
+    index: int
+    records: object  # a memoryview slice of the request frame
 
 
+@dataclass(slots=True)
 class ProduceTopic:
-    __slots__ = ("name", "topic_id", "partition_data")
-
-    def __init__(self, name, topic_id, partition_data):
-        self.name = name
-        self.topic_id = topic_id
-        self.partition_data = partition_data
+    name: str | None
+    topic_id: object
+    partition_data: list
 
 
+@dataclass(slots=True)
 class ProduceRequestData:
-    __slots__ = ("transactional_id", "acks", "timeout_ms", "topic_data")
-
-    def __init__(self, transactional_id, acks, timeout_ms, topic_data):
-        self.transactional_id = transactional_id
-        self.acks = acks
-        self.timeout_ms = timeout_ms
-        self.topic_data = topic_data
+    transactional_id: str | None
+    acks: int
+    timeout_ms: int
+    topic_data: list
 
 
 def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
@@ -107,7 +91,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
         flexible = version >= 9
         # transactional_id: nullable string
         if flexible:
-            n, pos = _read_uvarint(buf, pos)
+            n, pos = read_uvarint(buf, pos)
             n -= 1
         else:
             (n,) = _I16.unpack_from(buf, pos)
@@ -120,7 +104,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
         (timeout,) = _I32.unpack_from(buf, pos + 2)
         pos += 6
         if flexible:
-            nt, pos = _read_uvarint(buf, pos)
+            nt, pos = read_uvarint(buf, pos)
             nt -= 1
         else:
             (nt,) = _I32.unpack_from(buf, pos)
@@ -134,7 +118,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
                 pos += 16
             else:
                 if flexible:
-                    n, pos = _read_uvarint(buf, pos)
+                    n, pos = read_uvarint(buf, pos)
                     n -= 1
                 else:
                     (n,) = _I16.unpack_from(buf, pos)
@@ -144,7 +128,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
                 name = bytes(mv[pos:pos + n]).decode()
                 pos += n
             if flexible:
-                np_, pos = _read_uvarint(buf, pos)
+                np_, pos = read_uvarint(buf, pos)
                 np_ -= 1
             else:
                 (np_,) = _I32.unpack_from(buf, pos)
@@ -154,7 +138,7 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
                 (index,) = _I32.unpack_from(buf, pos)
                 pos += 4
                 if flexible:
-                    n, pos = _read_uvarint(buf, pos)
+                    n, pos = read_uvarint(buf, pos)
                     n -= 1
                 else:
                     (n,) = _I32.unpack_from(buf, pos)
@@ -183,33 +167,34 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
 # ------------------------------------------------------------------------------------------------
 # Fetch request
 # ------------------------------------------------------------------------------------------------
+@dataclass(slots=True)
 class FetchPartitionData:
-    __slots__ = ("partition", "current_leader_epoch", "fetch_offset", "log_start_offset", "partition_max_bytes")
-
-    def __init__(self, partition, current_leader_epoch, fetch_offset, log_start_offset, partition_max_bytes):
-        self.partition = partition
-        self.current_leader_epoch = current_leader_epoch
-        self.fetch_offset = fetch_offset
-        self.log_start_offset = log_start_offset
-        self.partition_max_bytes = partition_max_bytes
+    partition: int
+    current_leader_epoch: int
+    fetch_offset: int
+    log_start_offset: int
+    partition_max_bytes: int
 
 
+@dataclass(slots=True)
 class FetchTopicData:
-    __slots__ = ("topic", "topic_id", "partitions")
-
-    def __init__(self, topic, topic_id, partitions):
-        self.topic = topic
-        self.topic_id = topic_id
-        self.partitions = partitions
+    topic: str | None
+    topic_id: object
+    partitions: list
 
 
+@dataclass(slots=True)
 class FetchRequestData:
-    __slots__ = ("replica_id", "max_wait_ms", "min_bytes", "max_bytes", "isolation_level", "session_id",
-                 "session_epoch", "topics", "forgotten_topics_data", "rack_id")
-
-    def __init__(self, **kw):
-        for k in self.__slots__:
-            setattr(self, k, kw.get(k))
+    replica_id: int | None = None
+    max_wait_ms: int | None = None
+    min_bytes: int | None = None
+    max_bytes: int | None = None
+    isolation_level: int | None = None
+    session_id: int | None = None
+    session_epoch: int | None = None
+    topics: list | None = None
+    forgotten_topics_data: list | None = None
+    rack_id: str | None = None
 
 
 _FETCH_HEAD_V4 = struct.Struct(">iiiib")  # replica_id, max_wait, min_bytes, max_bytes, isolation
@@ -223,7 +208,7 @@ def _read_len(buf, pos: int, flexible: bool, fmt=_I32) -> tuple[int, int]:
         b = buf[pos]
         if b < 0x80:
             return b - 1, pos + 1
-        n, pos = _read_uvarint(buf, pos)
+        n, pos = read_uvarint(buf, pos)
         return n - 1, pos
     (n,) = fmt.unpack_from(buf, pos)
     return n, pos + fmt.size

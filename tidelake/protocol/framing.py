@@ -106,11 +106,12 @@ class RequestHeader:
     flexible: bool = False  # header v2 (and body uses compact/tagged encodings)
 
 
-def _read_uvarint(buf, pos: int) -> tuple[int, int]:
+def read_uvarint(buf, pos: int) -> tuple[int, int]:
+    """An unsigned varint (Kafka's compact lengths and tags) at ``pos``: (value, position after it)."""
     result = shift = 0
     while True:
         if pos >= len(buf):
-            raise FramingError("truncated varint in request header")
+            raise FramingError("truncated varint")
         b = buf[pos]
         pos += 1
         result |= (b & 0x7F) << shift
@@ -118,7 +119,7 @@ def _read_uvarint(buf, pos: int) -> tuple[int, int]:
             return result, pos
         shift += 7
         if shift > 28:
-            raise FramingError("varint too long in request header")
+            raise FramingError("varint too long")
 
 
 def peek_api(frame) -> tuple[int, int, int]:
@@ -147,10 +148,10 @@ def parse_request_header(frame, is_flexible: Callable[[int, int], bool]) -> tupl
         raise FramingError(f"bad client_id length {n}")
     flexible = is_flexible(api_key, api_version)
     if flexible:  # skip header tagged fields
-        count, pos = _read_uvarint(frame, pos)
+        count, pos = read_uvarint(frame, pos)
         for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
+            _tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
             pos += size
             if pos > len(frame):
                 raise FramingError("tagged field runs past the frame")
@@ -181,9 +182,9 @@ def split_response_frame(frame: bytes, *, flexible_header: bool) -> tuple[int, b
     (correlation_id,) = _INT32.unpack_from(frame, 0)
     pos = 4
     if flexible_header:
-        count, pos = _read_uvarint(frame, pos)
+        count, pos = read_uvarint(frame, pos)
         for _ in range(count):
-            _tag, pos = _read_uvarint(frame, pos)
-            size, pos = _read_uvarint(frame, pos)
+            _tag, pos = read_uvarint(frame, pos)
+            size, pos = read_uvarint(frame, pos)
             pos += size
     return correlation_id, frame[pos:]
