@@ -471,3 +471,21 @@ def test_clients_cannot_produce_to_internal_topics(client, broker):
     assert r.error_code == 17
     broker.run(broker.broker.append, "__internal_x", 0, batch([b"by the coordinator"]))  # the broker itself may
     assert broker.broker.logs.get("__internal_x", 0).log_end_offset == 1
+
+
+def test_list_offsets_and_delete_records_answer_each_partition_on_its_own(client, broker):
+    """One request naming a good partition, a missing one and a bad offset: each gets its own answer."""
+    from kafka.protocol.admin import DeleteRecordsRequest as DR
+    LR = ListOffsetsRequest
+    create(broker, "t-each", 2)
+    client.request(produce_req("t-each", 0, batch([b"a", b"b", b"c"])), 9)
+    r = client.request(LR(replica_id=-1, isolation_level=0, topics=[LR.ListOffsetsTopic(name="t-each", partitions=[
+        LR.ListOffsetsTopic.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=ts)
+        for p, ts in ((0, -1), (7, -1), (1, -9))])]), 7)
+    got = {p.partition_index: (p.error_code, p.offset) for p in r.topics[0].partitions}
+    assert got == {0: (0, 3), 7: (3, -1), 1: (42, -1)}  # latest; UNKNOWN_TOPIC_OR_PARTITION; INVALID_REQUEST
+    r = client.request(DR(timeout_ms=5000, topics=[DR.DeleteRecordsTopic(name="t-each", partitions=[
+        DR.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=p, offset=o)
+        for p, o in ((0, 2), (7, 0), (1, 5))])]), 2)
+    got = {p.partition_index: (p.error_code, p.low_watermark) for p in r.topics[0].partitions}
+    assert got == {0: (0, 2), 7: (3, -1), 1: (1, -1)}  # moved; unknown; OFFSET_OUT_OF_RANGE

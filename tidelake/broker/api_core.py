@@ -67,6 +67,23 @@ def _code(e: BaseException) -> int:
     return UNKNOWN_SERVER_ERROR
 
 
+def _per_partition(broker, topic: str, partitions, answer, fail) -> list:
+    """One answer per requested partition (``p.partition_index``): ``answer(log, p)``, or ``fail(p, code)``
+    with UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and the error's code when
+    ``answer`` raises, so one bad partition never fails the others."""
+    out = []
+    for p in partitions:
+        plog = broker.logs.get(topic, p.partition_index)
+        if plog is None:
+            out.append(fail(p, UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        try:
+            out.append(answer(plog, p))
+        except Exception as e:
+            out.append(fail(p, _code(e)))
+    return out
+
+
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -422,23 +439,17 @@ def _list_offset(plog, ts: int, read_committed: bool) -> tuple[int, int]:
 @api(ListOffsetsRequest, ListOffsetsResponse, 1, 11)
 async def list_offsets(broker, ctx, request):
     read_committed = ctx.api_version >= 2 and request.isolation_level == 1
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            plog = broker.logs.get(t.name, p.partition_index)
-            if plog is None:
-                parts.append(_LRPartition(partition_index=p.partition_index, error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                                          timestamp=-1, offset=-1, leader_epoch=-1))
-                continue
-            try:
-                ts, offset = _list_offset(plog, p.timestamp, read_committed)
-                parts.append(_LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts,
-                                          offset=offset, leader_epoch=0 if offset >= 0 else -1))
-            except Exception as e:
-                parts.append(_LRPartition(partition_index=p.partition_index, error_code=_code(e), timestamp=-1,
-                                          offset=-1, leader_epoch=-1))
-        topics.append(_LRTopic(name=t.name, partitions=parts))
+
+    def answer(plog, p):
+        ts, offset = _list_offset(plog, p.timestamp, read_committed)
+        return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
+                            leader_epoch=0 if offset >= 0 else -1)
+
+    def fail(p, code):
+        return _LRPartition(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
+                            leader_epoch=-1)
+    topics = [_LRTopic(name=t.name, partitions=_per_partition(broker, t.name, t.partitions, answer, fail))
+              for t in request.topics]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
 
@@ -583,25 +594,20 @@ _DRRPartition = _DRRTopic.DeleteRecordsPartitionResult
 
 @api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
 async def delete_records(broker, ctx, request):
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            plog = broker.logs.get(t.name, p.partition_index)
-            if plog is None:
-                parts.append(_DRRPartition(partition_index=p.partition_index, low_watermark=-1,
-                                           error_code=UNKNOWN_TOPIC_OR_PARTITION))
-                continue
-            try:
-                offset = plog.high_watermark if p.offset == -1 else p.offset
-                if offset < 0 or offset > plog.high_watermark:
-                    raise OffsetOutOfRange(f"offset {p.offset} beyond high watermark {plog.high_watermark}")
-                low = plog.delete_records_before(offset)
-                broker.notify_data(t.name, p.partition_index)
-                parts.append(_DRRPartition(partition_index=p.partition_index, low_watermark=low, error_code=NONE))
-            except Exception as e:
-                parts.append(_DRRPartition(partition_index=p.partition_index, low_watermark=-1, error_code=_code(e)))
-        topics.append(_DRRTopic(name=t.name, partitions=parts))
+    def answer_for(topic):
+        def answer(plog, p):
+            offset = plog.high_watermark if p.offset == -1 else p.offset
+            if offset < 0 or offset > plog.high_watermark:
+                raise OffsetOutOfRange(f"offset {p.offset} beyond high watermark {plog.high_watermark}")
+            low = plog.delete_records_before(offset)
+            broker.notify_data(topic, p.partition_index)
+            return _DRRPartition(partition_index=p.partition_index, low_watermark=low, error_code=NONE)
+        return answer
+
+    def fail(p, code):
+        return _DRRPartition(partition_index=p.partition_index, low_watermark=-1, error_code=code)
+    topics = [_DRRTopic(name=t.name, partitions=_per_partition(broker, t.name, t.partitions, answer_for(t.name), fail))
+              for t in request.topics]
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
