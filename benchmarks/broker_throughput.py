@@ -331,8 +331,8 @@ def _best(runs: list[dict]) -> dict:
 
 CLIENTS = {
     # name: (producer worker, consumer worker, messages per row in a full run)
-    # ~400 MB per row: the lean client moves it in 1-4 s, long enough that process wake-up is noise
-    "wire": (wire_producer_worker, wire_consumer_worker, {100: 4_000_000, 1024: 400_000, 10 * 1024: 40_000}),
+    # ~800 MB per row: at 0.5-1.5 GB/s the lean client needs 0.5-4 s, so process wake-up (ms) is noise
+    "wire": (wire_producer_worker, wire_consumer_worker, {100: 8_000_000, 1024: 800_000, 10 * 1024: 80_000}),
     "librdkafka": (producer_worker, consumer_worker, FULL_COUNTS),
 }
 
