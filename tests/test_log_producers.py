@@ -193,3 +193,33 @@ def test_truncation_rewinds_producer_state(tmp_path: Path):
     r = log.append(pbatch(4, 0, 2, 2), now_ms=NOW)
     assert not r.duplicate and r.base_offset == 2
     log.close()
+
+
+def test_retry_is_recognised_after_delete_records_and_truncation(tmp_path: Path):
+    """Found by the log model test: the producer's only batch lies in a segment DeleteRecords removed,
+    then the log is truncated (a follower's truncation). The state comes back from the snapshot taken
+    when that segment rolled, which must outlive later clean-shutdown snapshots, so a retry is still
+    answered as a duplicate with its original offsets (as in Kafka, a segment's snapshot lives as long
+    as the segment)."""
+    cfg = LogConfig(segment_bytes=200, index_interval_bytes=1)
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, cfg)
+    idem = build_batch([Record(i, 5000, None, b"") for i in range(4)], producer_id=77, producer_epoch=0,
+                       base_sequence=0)
+    assert log.append(idem, now_ms=1).base_offset == 0
+    log.append(b"".join(build_batch([Record(0, 0, None, b"")]) for _ in range(2)), now_ms=1)
+    log.append(build_batch([Record(0, 0, None, b"")]), now_ms=1)
+    assert log.log_end_offset == 7
+    log.close()
+    log = PartitionLog.open(d, cfg)
+    assert log.delete_records_before(4) == 4
+    log.truncate_to(5)
+    retry = build_batch([Record(i, 0, None, b"retry") for i in range(4)], producer_id=77, producer_epoch=0,
+                        base_sequence=0)
+    r = log.append(retry, now_ms=1)
+    assert r.duplicate and (r.base_offset, r.last_offset) == (0, 3)
+    assert log.log_end_offset == 5
+    log.close()
+    # clean shutdowns do not pile up snapshots: one per segment base plus the newest
+    bases = {seg.base_offset for seg in PartitionLog.open(d, cfg).segments}
+    assert {int(p.name.split(".")[0]) for p in d.glob("*.snapshot")} <= bases | {5}

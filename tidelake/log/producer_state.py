@@ -208,8 +208,11 @@ class ProducerStateManager:
                 continue
         return sorted(out)
 
-    def take_snapshot(self, keep: int = 2) -> None:
-        """Write ``<map_end_offset>.snapshot`` atomically and keep only the newest ``keep``."""
+    def take_snapshot(self, retain: "set[int] | frozenset[int]" = frozenset()) -> None:
+        """Write ``<map_end_offset>.snapshot`` atomically; of the older snapshots keep those at an offset
+        in ``retain`` (the segments' base offsets: as in Kafka, each segment's snapshot lives as long
+        as the segment, so a truncation into any segment finds the state at its start) and drop the
+        rest (e.g. earlier clean-shutdown snapshots inside the active segment)."""
         body = json.dumps({"version": 1, "offset": self.map_end_offset,
                            "producers": [e.to_json() for e in self.producers.values()]},
                           separators=(",", ":")).encode()
@@ -221,8 +224,9 @@ class ProducerStateManager:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-        for off in self.snapshot_offsets()[:-keep]:
-            self.snapshot_path(off).unlink(missing_ok=True)
+        for off in self.snapshot_offsets():
+            if off != self.map_end_offset and off not in retain:
+                self.snapshot_path(off).unlink(missing_ok=True)
 
     def delete_snapshots_above(self, offset: int) -> None:
         for off in self.snapshot_offsets():
