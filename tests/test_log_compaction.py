@@ -126,3 +126,59 @@ def test_maintenance_compacts_compacted_topics_only(tmp_path: Path):
     assert len(records(compacted)) < 30
     mgr.close()
     assert not [p for p in os.listdir(tmp_path / "__consumer_offsets-0") if p.endswith((".cleaned", ".swap"))]
+
+
+def _fill(log: PartitionLog, n: int, ts: int = NOW) -> None:
+    for i in range(n):
+        log.append(kv([(b"same-key", b"v%05d" % i)], ts=ts), now_ms=ts)
+
+
+def test_dirty_ratio_decides_when_the_cleaner_runs(tmp_path: Path):
+    """Kafka's scheduling: a pass only once dirty bytes / cleanable bytes reach min.cleanable.dirty.ratio."""
+    log = PartitionLog.open(tmp_path / "t-0", compact_config(min_cleanable_dirty_ratio=0.9))
+    _fill(log, 40)
+    assert log.maybe_compact(NOW) is not None  # nothing clean yet: ratio 1.0
+    after_first = len(records(log))
+    assert after_first < 40
+    # one more closed segment: dirty is far below 90 % of what is cleanable now
+    _fill(log, 6)
+    assert log.maybe_compact(NOW) is None
+    assert len(records(log)) == after_first + 6
+    # the same with the ratio at 0: every new closed segment is compacted at once
+    log.update_config(compact_config(min_cleanable_dirty_ratio=0.0))
+    stats = log.maybe_compact(NOW)
+    assert stats is not None and stats.records_removed > 0
+    log.close()
+
+
+def test_max_compaction_lag_forces_a_pass_below_the_ratio(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", compact_config(min_cleanable_dirty_ratio=1.0,
+                                                              max_compaction_lag_ms=60_000))
+    _fill(log, 40)
+    log.compact(NOW)
+    _fill(log, 6)
+    n = len(records(log))
+    assert log.maybe_compact(NOW + 1_000) is None  # ratio 1.0 is never reached once part is clean
+    assert len(records(log)) == n
+    assert log.maybe_compact(NOW + 61_000) is not None  # the oldest dirty record waited > 60 s
+    assert len(records(log)) < n
+    log.close()
+
+
+def test_cleaner_disabled_and_config_bounds(tmp_path: Path):
+    import pytest
+    from tidelake.errors import InvalidConfig
+    mgr = LogManager(tmp_path)
+    log = mgr.create("c", 0, compact_config())
+    _fill(log, 30)
+    mgr.run_maintenance(NOW, compaction=False)  # log.cleaner.enable=false
+    assert len(records(log)) == 30
+    mgr.run_maintenance(NOW)
+    assert len(records(log)) < 30
+    mgr.close()
+    with pytest.raises(InvalidConfig):
+        LogConfig.from_properties({"min.cleanable.dirty.ratio": "1.5"})
+    with pytest.raises(InvalidConfig):
+        LogConfig.from_properties({"max.compaction.lag.ms": "0"})
+    cfg = LogConfig.from_properties({"min.cleanable.dirty.ratio": "0.25", "max.compaction.lag.ms": "5000"})
+    assert (cfg.min_cleanable_dirty_ratio, cfg.max_compaction_lag_ms) == (0.25, 5000)

@@ -199,7 +199,8 @@ class Broker:
             await asyncio.sleep(interval)
             try:
                 # roll by segment.ms, flush by flush.ms, retention, compaction
-                self.logs.run_maintenance(wall_clock_ms())
+                self.logs.run_maintenance(wall_clock_ms(),
+                                          compaction=self.config.get_bool("log.cleaner.enable", True))
             except Exception:
                 log.exception("log maintenance failed")
             self._close_idle_connections()

@@ -1,5 +1,11 @@
 """Log compaction (cleanup.policy=compact): keep the latest record per key in the closed segments.
 
+When (``needs_compaction``, Kafka's cleaner scheduling): the dirty part of the cleanable range is the
+closed segments not yet compacted (above ``_cleaned_up_to``); a pass runs once dirty bytes / cleanable bytes
+reach min.cleanable.dirty.ratio, or the oldest dirty record is older than max.compaction.lag.ms, or a kept
+tombstone's delete.retention.ms has run out. The clean point is kept in memory only, so after a restart the
+whole log counts as dirty and is compacted once.
+
 One pass over a PartitionLog (called with its lock held):
   1. the cleanable range is the closed segments (never the active one) whose newest timestamp is older
      than min.compaction.lag.ms;
@@ -39,16 +45,43 @@ def _is_aborted(h: rb.BatchHeader, aborted: dict[int, list[tuple[int, int]]]) ->
     return any(first <= h.base_offset <= last for first, last in aborted.get(h.producer_id, ()))
 
 
-def compact_log(log: "PartitionLog", now_ms: int) -> "CompactionStats":
-    from tidelake.log.partition import CompactionStats
-
-    stats = CompactionStats()
+def _cleanable_segments(log: "PartitionLog", now_ms: int) -> list["Segment"]:
+    """Closed segments, oldest first, up to the first one holding a record younger than
+    min.compaction.lag.ms."""
     cfg = log.config
     cleanable: list[Segment] = []
     for seg in log.segments[:-1]:
         if cfg.min_compaction_lag_ms > 0 and seg.max_timestamp > now_ms - cfg.min_compaction_lag_ms:
             break
         cleanable.append(seg)
+    return cleanable
+
+
+def needs_compaction(log: "PartitionLog", now_ms: int) -> bool:
+    cfg = log.config
+    pending = getattr(log, "_tombstone_horizon_ms", None)
+    if pending is not None and now_ms > pending:
+        return True
+    cleanable = _cleanable_segments(log, now_ms)
+    dirty = [seg for seg in cleanable if seg.next_offset > log._cleaned_up_to]
+    if not dirty:
+        return False
+    dirty_bytes = sum(seg.size for seg in dirty)
+    total = sum(seg.size for seg in cleanable)
+    if total and dirty_bytes / total >= cfg.min_cleanable_dirty_ratio:
+        return True
+    oldest = dirty[0].first_batch_timestamp
+    if oldest < 0:
+        oldest = dirty[0].last_modified_ms()
+    return cfg.max_compaction_lag_ms < now_ms - oldest
+
+
+def compact_log(log: "PartitionLog", now_ms: int) -> "CompactionStats":
+    from tidelake.log.partition import CompactionStats
+
+    stats = CompactionStats()
+    cfg = log.config
+    cleanable = _cleanable_segments(log, now_ms)
     if not cleanable:
         return stats
     end_offset = cleanable[-1].next_offset

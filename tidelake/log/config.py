@@ -22,6 +22,8 @@ PROPERTY_FIELDS: dict[str, str] = {
     "max.message.bytes": "max_message_bytes",
     "message.timestamp.type": "message_timestamp_type",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "delete.retention.ms": "delete_retention_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
 }
@@ -43,6 +45,8 @@ class LogConfig:
     max_message_bytes: int = 1048588
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
     min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX  # a dirty record waits at most this long, whatever the ratio
+    min_cleanable_dirty_ratio: float = 0.5  # compact once dirty bytes / cleanable bytes reach this
     delete_retention_ms: int = 86400000
     file_delete_delay_ms: int = 60000  # accepted, ignored: files are deleted at once
 
@@ -62,6 +66,11 @@ class LogConfig:
                     updates[name] = int(str(raw).strip())
                 except ValueError:
                     raise InvalidConfig(f"{key}: not an integer: {raw!r}") from None
+            elif types[name] in ("float", float):
+                try:
+                    updates[name] = float(str(raw).strip())
+                except ValueError:
+                    raise InvalidConfig(f"{key}: not a number: {raw!r}") from None
             else:
                 updates[name] = str(raw).strip()
         cfg = replace(base or cls(), **updates)
@@ -88,6 +97,10 @@ class LogConfig:
             raise InvalidConfig(f"cleanup.policy {self.cleanup_policy!r}")
         if self.message_timestamp_type not in ("CreateTime", "LogAppendTime"):
             raise InvalidConfig(f"message.timestamp.type {self.message_timestamp_type!r}")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise InvalidConfig(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio} not in [0, 1]")
+        if self.max_compaction_lag_ms < 1 or self.min_compaction_lag_ms < 0:
+            raise InvalidConfig("max.compaction.lag.ms must be >= 1 and min.compaction.lag.ms >= 0")
 
     @property
     def compact(self) -> bool:

@@ -79,9 +79,10 @@ class LogManager:
         with self._lock:
             return dict(self._logs)
 
-    def run_maintenance(self, now_ms: int | None = None) -> None:
+    def run_maintenance(self, now_ms: int | None = None, *, compaction: bool = True) -> None:
         """One pass of the background work: roll by segment.ms, flush by flush.ms (and checkpoint
-        closed segments), retention, compaction."""
+        closed segments), retention, compaction of the logs that are due (``compaction=False``:
+        log.cleaner.enable=false)."""
         now = self.clock_ms() if now_ms is None else now_ms
         for log in self.all_logs().values():
             if log.closed:
@@ -90,8 +91,8 @@ class LogManager:
             log.maybe_flush(now)
             if log.config.delete:
                 log.apply_retention(now)
-            if log.config.compact:
-                log.compact(now)
+            if compaction and log.config.compact:
+                log.maybe_compact(now)
 
     def flush(self) -> None:
         for log in self.all_logs().values():

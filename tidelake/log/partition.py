@@ -31,7 +31,7 @@ from tidelake.errors import (
     OffsetOutOfRange,
     OutOfOrderSequenceNumber,
 )
-from tidelake.log.cleaner import compact_log
+from tidelake.log.cleaner import compact_log, needs_compaction
 from tidelake.log.config import LogConfig
 from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.producer_state import BatchMetadata, ProducerStateManager
@@ -615,7 +615,7 @@ class PartitionLog:
         new.created_ms = now_ms
         self._add_segment(new)
         self.producer_state.map_end_offset = new.base_offset
-        self.producer_state.take_snapshot()
+        self.producer_state.take_snapshot(retain={seg.base_offset for seg in self.segments})
 
     def maybe_roll(self, now_ms: int) -> None:
         """Roll the active segment if it has been open longer than segment.ms (wall clock)."""
@@ -761,10 +761,18 @@ class PartitionLog:
 
     # ================================================================== compaction / config
     def compact(self, now_ms: int | None = None) -> CompactionStats:
-        """cleanup.policy=compact: keep the latest record per key in the closed segments."""
+        """cleanup.policy=compact: keep the latest record per key in the closed segments (now)."""
         with self._lock:
             self._check_open()
             return compact_log(self, self.clock_ms() if now_ms is None else now_ms)
+
+    def maybe_compact(self, now_ms: int | None = None) -> CompactionStats | None:
+        """A compaction pass if the log is due one (min.cleanable.dirty.ratio, max.compaction.lag.ms,
+        an expired tombstone), as Kafka's cleaner schedules them; None if not."""
+        with self._lock:
+            self._check_open()
+            now = self.clock_ms() if now_ms is None else now_ms
+            return compact_log(self, now) if needs_compaction(self, now) else None
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -784,7 +792,7 @@ class PartitionLog:
                 return
             self._flush_locked()
             self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot()
+            self.producer_state.take_snapshot(retain={seg.base_offset for seg in self.segments})
             for seg in self.segments:
                 seg.close()
             (self.directory / CLEAN_SHUTDOWN_FILE).touch()
