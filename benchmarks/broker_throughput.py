@@ -222,7 +222,8 @@ def wire_producer_worker(bootstrap: str, topic: str, partition: int, acks: str, 
                          ready, go, results) -> None:
     """The lean generator's producer (benchmarks/wire_load.py): pre-encoded batches, 5 in flight."""
     import wire_load
-    wire_load.Connection(bootstrap).close()  # the broker is reachable before the clock starts
+    from tidelake.protocol.wire_client import WireClient
+    WireClient.connect(bootstrap).close()  # the broker is reachable before the clock starts
     ready.put(partition)
     go.wait()
     cpu0, t0 = _cpu(), time.monotonic()
@@ -235,7 +236,8 @@ def wire_producer_worker(bootstrap: str, topic: str, partition: int, acks: str, 
 def wire_consumer_worker(bootstrap: str, topic: str, partition: int, count: int, size: int,
                          ready, go, results) -> None:
     import wire_load
-    wire_load.Connection(bootstrap).close()
+    from tidelake.protocol.wire_client import WireClient
+    WireClient.connect(bootstrap).close()
     ready.put(partition)
     go.wait()
     cpu0, t0 = _cpu(), time.monotonic()

@@ -3,34 +3,28 @@
 Why: on a 2-core machine a librdkafka client in Python spends ~0.5 µs-1 µs of Python per message
 (building the produce dicts, the Message objects on consume); with 100 B messages three such client
 processes need more CPU than the broker, so the benchmark measured the clients. This generator
-does per-request work only: the producer sends pre-encoded RecordBatch v2 frames (built once with
-the real record codec, CRC-32C included; only the correlation id changes per request), the consumer
-walks the fetched record batches' 61-byte headers to count records and find the next offset. Both
-speak plain Kafka (Produce v7, Fetch v7, non-flexible) so they work unchanged against any broker,
-and they check every partition error code, so a broker that rejects or drops data is caught.
+does per-request work only: the producer sends one pre-encoded Produce frame (one RecordBatch v2
+built with the real record codec, CRC-32C included; only the correlation id changes per request),
+the consumer reads the fetched batches' headers to count records and find the next offset. Requests
+and responses go through tidelake's WireClient and kafka-python's codecs (Produce v7, Fetch v7), so
+they work unchanged against any broker, and every partition error code is checked, so a broker that
+rejects or drops data is caught.
 """
 from __future__ import annotations
 
 import os
-import socket
 import struct
 import time
 
-from tidelake.protocol.records import Record, build_batch
+from kafka.protocol.consumer import FetchRequest
+from kafka.protocol.producer import ProduceRequest
+
+from tidelake.protocol.records import HEADER_SIZE, Record, build_batch, parse_header
+from tidelake.protocol.wire_client import WireClient
 
 PRODUCE_VERSION = 7
 FETCH_VERSION = 7
-CLIENT_ID = b"tidelake-wire-load"
-_I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
-
-
-def _str(s: bytes) -> bytes:
-    return _I16.pack(len(s)) + s
-
-
-def _request_header(api_key: int, version: int) -> bytes:
-    # correlation id placeholder (patched per request) at offset 4 of the frame body
-    return struct.pack(">hhi", api_key, version, 0) + _str(CLIENT_ID)
+_CORRELATION_ID_AT = 8  # in a request frame: size (4), api key (2), api version (2), correlation id
 
 
 def records_per_batch(size: int) -> int:
@@ -39,152 +33,74 @@ def records_per_batch(size: int) -> int:
     return max(1, min(1000, (1 << 20) // (size + 16)))
 
 
-def build_produce_frame(topic: str, partition: int, acks: int, size: int, timeout_ms: int = 30_000) -> tuple[bytearray, int]:
-    """One Produce v7 request frame carrying one batch of `records_per_batch(size)` records of
-    `size` random bytes each; returns (frame, records in it)."""
+def _produce_request(topic: str, partition: int, acks: int, size: int, timeout_ms: int = 30_000):
+    """A Produce request carrying one batch of `records_per_batch(size)` records of `size` random bytes
+    each; returns (request, records in it)."""
     n = records_per_batch(size)
     payload = os.urandom(size)
     now = int(time.time() * 1000)
     batch = build_batch([Record(offset=i, timestamp=now, key=None, value=payload, headers=[]) for i in range(n)])
-    body = (_request_header(0, PRODUCE_VERSION) + _I16.pack(-1)  # transactional_id: null
-            + _I16.pack(acks) + _I32.pack(timeout_ms)
-            + _I32.pack(1) + _str(topic.encode()) + _I32.pack(1) + _I32.pack(partition)
-            + _I32.pack(len(batch)) + batch)
-    return bytearray(_I32.pack(len(body)) + body), n
-
-
-class Connection:
-    def __init__(self, bootstrap: str) -> None:
-        host, _, port = bootstrap.rpartition(":")
-        self.sock = socket.create_connection((host, int(port)), timeout=60)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray(64 << 20)
-        self.view = memoryview(self.buf)
-
-    def recv_frame(self) -> memoryview:
-        """The next response frame (without its size), valid until the next call."""
-        self._recv_into(0, 4)
-        n = _I32.unpack_from(self.buf, 0)[0]
-        if n > len(self.buf):
-            self.buf = bytearray(n)
-            self.view = memoryview(self.buf)
-        self._recv_into(0, n)
-        return self.view[:n]
-
-    def _recv_into(self, pos: int, n: int) -> None:
-        end = pos + n
-        while pos < end:
-            got = self.sock.recv_into(self.view[pos:end])
-            if not got:
-                raise ConnectionError("broker closed the connection")
-            pos += got
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def _produce_errors(frame: memoryview) -> list[int]:
-    """Partition error codes of a Produce v7 response (one topic, one partition here)."""
-    pos = 4  # correlation id
-    errors = []
-    for _ in range(_I32.unpack_from(frame, pos)[0]):
-        pos += 4
-        pos += 2 + _I16.unpack_from(frame, pos)[0]
-        nparts = _I32.unpack_from(frame, pos)[0]
-        pos += 4
-        for _ in range(nparts):
-            errors.append(_I16.unpack_from(frame, pos + 4)[0])
-            pos += 4 + 2 + 8 + 8 + 8  # index, error, base offset, log append time, log start offset
-    return errors
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=timeout_ms, topic_data=[
+        ProduceRequest.TopicProduceData(name=topic, partition_data=[
+            ProduceRequest.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), n
 
 
 def produce(bootstrap: str, topic: str, partition: int, acks: int, size: int, count: int,
             in_flight: int = 5) -> dict:
     """Send whole batches until at least `count` records are acknowledged (acks=0 is not used here).
     Returns records acknowledged and error responses seen."""
-    frame, per_batch = build_produce_frame(topic, partition, acks, size)
+    request, per_batch = _produce_request(topic, partition, acks, size)
     requests = -(-count // per_batch)
-    conn = Connection(bootstrap)
     sent = done = errors = 0
-    try:
+    with WireClient.connect(bootstrap, timeout=60) as client:
+        # encoded once: re-encoding a 1 MB request per send would make the client the bottleneck again
+        frame = bytearray(client.encode(request, PRODUCE_VERSION, correlation_id=0))
         while done < requests:
             while sent < requests and sent - done < in_flight:
-                _I32.pack_into(frame, 8, sent)  # correlation id: after size(4), api key(2), version(2)
-                conn.sock.sendall(frame)
+                struct.pack_into(">i", frame, _CORRELATION_ID_AT, sent)
+                client.send_raw(frame)
                 sent += 1
-            resp = conn.recv_frame()
-            if _I32.unpack_from(resp, 0)[0] != done:
-                raise RuntimeError("responses out of order")
-            errors += sum(1 for e in _produce_errors(resp) if e != 0)
+            response = client.read_response(request, PRODUCE_VERSION, done)  # checks the correlation id
+            errors += sum(1 for t in response.responses for p in t.partition_responses if p.error_code != 0)
             done += 1
-    finally:
-        conn.close()
     return {"count": (requests - errors) * per_batch, "bytes": (requests - errors) * per_batch * size,
             "errors": errors}
 
 
-def _fetch_frame(topic: str, partition: int, offset: int, correlation_id: int, max_wait_ms: int,
-                 partition_max_bytes: int, max_bytes: int) -> bytes:
-    body = (struct.pack(">hhi", 1, FETCH_VERSION, correlation_id) + _str(CLIENT_ID)
-            + struct.pack(">iiiib", -1, max_wait_ms, 1, max_bytes, 0)  # replica, wait, min bytes, max bytes, isolation
-            + struct.pack(">ii", 0, -1)  # session id 0, epoch -1: a full fetch, no session
-            + _I32.pack(1) + _str(topic.encode()) + _I32.pack(1)
-            + struct.pack(">iqqi", partition, offset, -1, partition_max_bytes)
-            + _I32.pack(0))  # forgotten topics
-    return _I32.pack(len(body)) + body
-
-
-def _walk_fetch(frame: memoryview) -> tuple[int, int, int, int]:
-    """(error code, records, record bytes, next offset or -1) of a one-partition Fetch v7 response,
-    counting only whole batches (a fetch may end in a partial one)."""
-    pos = 4 + 4 + 2 + 4  # correlation id, throttle, error, session id
-    if _I32.unpack_from(frame, pos)[0] != 1:
-        return -1, 0, 0, -1
-    pos += 4
-    pos += 2 + _I16.unpack_from(frame, pos)[0]
-    pos += 4  # partitions count (1)
-    error = _I16.unpack_from(frame, pos + 4)[0]
-    pos += 4 + 2 + 8 + 8 + 8
-    n_aborted = _I32.unpack_from(frame, pos)[0]
-    pos += 4 + max(n_aborted, 0) * 16
-    size = _I32.unpack_from(frame, pos)[0]
-    pos += 4
-    end = pos + max(size, 0)
-    records = nbytes = 0
-    next_offset = -1
-    while pos + 61 <= end:
-        base = _I64.unpack_from(frame, pos)[0]
-        batch_len = _I32.unpack_from(frame, pos + 8)[0]
-        if pos + 12 + batch_len > end:
+def _whole_batches(records) -> tuple[int, int]:
+    """(records, next offset or -1) over the whole batches of a fetched record set; a fetch may end
+    in a partial batch, which is left for the next fetch."""
+    pos, end, n, next_offset = 0, len(records), 0, -1
+    while pos + HEADER_SIZE <= end:
+        h = parse_header(records, pos)
+        if pos + h.size > end:
             break
-        last_delta = _I32.unpack_from(frame, pos + 23)[0]
-        n = _I32.unpack_from(frame, pos + 57)[0]
-        records += n
-        nbytes += batch_len + 12
-        next_offset = base + last_delta + 1
-        pos += 12 + batch_len
-    return error, records, nbytes, next_offset
+        n += h.records_count
+        next_offset = h.last_offset + 1
+        pos += h.size
+    return n, next_offset
 
 
 def consume(bootstrap: str, topic: str, partition: int, count: int, payload_size: int,
             partition_max_bytes: int = 1 << 20, max_bytes: int = 50 << 20, deadline_s: float = 600) -> dict:
     """Fetch from offset 0 until `count` records were read (one request in flight, as a consumer)."""
-    conn = Connection(bootstrap)
-    offset = got = cid = 0
-    errors = 0
+    offset = got = errors = 0
     deadline = time.monotonic() + deadline_s
-    try:
+    with WireClient.connect(bootstrap, timeout=60) as client:
         while got < count and time.monotonic() < deadline:
-            conn.sock.sendall(_fetch_frame(topic, partition, offset, cid, 100, partition_max_bytes, max_bytes))
-            resp = conn.recv_frame()
-            cid += 1
-            error, n, _nbytes, nxt = _walk_fetch(resp)
-            if error:
-                errors += 1
-                continue
-            if nxt > offset:
-                got += n
-                offset = nxt
-    finally:
-        conn.close()
+            response = client.request(FetchRequest(
+                replica_id=-1, max_wait_ms=100, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                session_id=0, session_epoch=-1, forgotten_topics_data=[],
+                topics=[FetchRequest.FetchTopic(topic=topic, partitions=[FetchRequest.FetchTopic.FetchPartition(
+                    partition=partition, fetch_offset=offset, log_start_offset=-1,
+                    partition_max_bytes=partition_max_bytes)])]), FETCH_VERSION)
+            for t in response.responses:
+                for p in t.partitions:
+                    if p.error_code:
+                        errors += 1
+                        continue
+                    n, nxt = _whole_batches(p.records or b"")
+                    if nxt > offset:
+                        got += n
+                        offset = nxt
     return {"count": got, "bytes": got * payload_size, "errors": errors}
