@@ -49,6 +49,37 @@ def _skip_tags(buf, pos: int) -> int:
     return pos
 
 
+def _read_len(buf, pos: int, flexible: bool, fmt=_I32) -> tuple[int, int]:
+    """Array/bytes length: compact (uvarint n+1) or fixed int."""
+    if flexible:
+        b = buf[pos]
+        if b < 0x80:
+            return b - 1, pos + 1
+        n, pos = read_uvarint(buf, pos)
+        return n - 1, pos
+    (n,) = fmt.unpack_from(buf, pos)
+    return n, pos + fmt.size
+
+
+def _read_str(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
+    n, pos = _read_len(buf, pos, flexible, _I16)
+    if n < 0:
+        return None, pos
+    if pos + n > len(buf):
+        raise DecodeError("string runs past the request")
+    return bytes(buf[pos:pos + n]).decode(), pos + n
+
+
+def _read_topic_key(buf, pos: int, version: int, flexible: bool, uuid_from: int) -> tuple:
+    """(name, topic_id, position): a topic is named by a string until ``uuid_from``, then by a UUID."""
+    if version >= uuid_from:
+        if pos + 16 > len(buf):
+            raise DecodeError("topic id runs past the request")
+        return None, uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+    name, pos = _read_str(buf, pos, flexible)
+    return name, None, pos
+
+
 def _string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
@@ -89,60 +120,22 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
     try:
         mv = memoryview(buf)
         flexible = version >= 9
-        # transactional_id: nullable string
-        if flexible:
-            n, pos = read_uvarint(buf, pos)
-            n -= 1
-        else:
-            (n,) = _I16.unpack_from(buf, pos)
-            pos += 2
-        txn = None
-        if n >= 0:
-            txn = bytes(mv[pos:pos + n]).decode()
-            pos += n
+        txn, pos = _read_str(buf, pos, flexible)
         (acks,) = _I16.unpack_from(buf, pos)
         (timeout,) = _I32.unpack_from(buf, pos + 2)
         pos += 6
-        if flexible:
-            nt, pos = read_uvarint(buf, pos)
-            nt -= 1
-        else:
-            (nt,) = _I32.unpack_from(buf, pos)
-            pos += 4
+        nt, pos = _read_len(buf, pos, flexible)
         topics = []
         end = len(buf)
         for _ in range(max(nt, 0)):
-            name = topic_id = None
-            if version >= 13:
-                topic_id = uuid.UUID(bytes=bytes(mv[pos:pos + 16]))
-                pos += 16
-            else:
-                if flexible:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                else:
-                    (n,) = _I16.unpack_from(buf, pos)
-                    pos += 2
-                if n < 0 or pos + n > end:
-                    raise DecodeError("bad topic name")
-                name = bytes(mv[pos:pos + n]).decode()
-                pos += n
-            if flexible:
-                np_, pos = read_uvarint(buf, pos)
-                np_ -= 1
-            else:
-                (np_,) = _I32.unpack_from(buf, pos)
-                pos += 4
+            name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
+            if name is None and topic_id is None:
+                raise DecodeError("bad topic name")
+            np_, pos = _read_len(buf, pos, flexible)
             parts = []
             for _ in range(max(np_, 0)):
                 (index,) = _I32.unpack_from(buf, pos)
-                pos += 4
-                if flexible:
-                    n, pos = read_uvarint(buf, pos)
-                    n -= 1
-                else:
-                    (n,) = _I32.unpack_from(buf, pos)
-                    pos += 4
+                n, pos = _read_len(buf, pos + 4, flexible)
                 records = None
                 if n >= 0:
                     if pos + n > end:
@@ -202,27 +195,6 @@ _FETCH_HEAD_V15 = struct.Struct(">iiib")  # max_wait, min_bytes, max_bytes, isol
 _I32_PAIR = struct.Struct(">ii")
 
 
-def _read_len(buf, pos: int, flexible: bool, fmt=_I32) -> tuple[int, int]:
-    """Array/bytes length: compact (uvarint n+1) or fixed int."""
-    if flexible:
-        b = buf[pos]
-        if b < 0x80:
-            return b - 1, pos + 1
-        n, pos = read_uvarint(buf, pos)
-        return n - 1, pos
-    (n,) = fmt.unpack_from(buf, pos)
-    return n, pos + fmt.size
-
-
-def _read_str(buf, pos: int, flexible: bool) -> tuple[str | None, int]:
-    n, pos = _read_len(buf, pos, flexible, _I16)
-    if n < 0:
-        return None, pos
-    if pos + n > len(buf):
-        raise DecodeError("string runs past the request")
-    return bytes(buf[pos:pos + n]).decode(), pos + n
-
-
 def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
     """Decode a Fetch request body (v4-v18) starting at ``pos``."""
     try:
@@ -241,12 +213,7 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
         nt, pos = _read_len(buf, pos, flexible)
         topics = []
         for _ in range(max(nt, 0)):
-            name = topic_id = None
-            if version >= 13:
-                topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
-                pos += 16
-            else:
-                name, pos = _read_str(buf, pos, flexible)
+            name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
             np_, pos = _read_len(buf, pos, flexible)
             parts = []
             for _ in range(max(np_, 0)):
@@ -276,12 +243,7 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
         if version >= 7:
             nf, pos = _read_len(buf, pos, flexible)
             for _ in range(max(nf, 0)):
-                name = topic_id = None
-                if version >= 13:
-                    topic_id = uuid.UUID(bytes=bytes(buf[pos:pos + 16]))
-                    pos += 16
-                else:
-                    name, pos = _read_str(buf, pos, flexible)
+                name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
                 np_, pos = _read_len(buf, pos, flexible)
                 if np_ * 4 > len(buf) - pos:
                     raise DecodeError("forgotten partitions run past the request")
