@@ -489,3 +489,15 @@ def test_list_offsets_and_delete_records_answer_each_partition_on_its_own(client
         for p, o in ((0, 2), (7, 0), (1, 5))])]), 2)
     got = {p.partition_index: (p.error_code, p.low_watermark) for p in r.topics[0].partitions}
     assert got == {0: (0, 2), 7: (3, -1), 1: (1, -1)}  # moved; unknown; OFFSET_OUT_OF_RANGE
+
+
+def test_offset_for_leader_epoch_per_partition(client, broker):
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest as O
+    create(broker, "t-epoch", 1)
+    client.request(produce_req("t-epoch", 0, batch([b"a", b"b"])), 9)
+    r = client.request(O(replica_id=-1, topics=[O.OffsetForLeaderTopic(topic="t-epoch", partitions=[
+        O.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=p, current_leader_epoch=-1, leader_epoch=e)
+        for p, e in ((0, 0), (0, 3), (9, 0))])]), 4)
+    got = [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions]
+    # epoch 0 ends at the log end; a later epoch is unknown here; partition 9 does not exist
+    assert got == [(0, 0, 0, 2), (0, 0, -1, -1), (9, 3, -1, -1)]

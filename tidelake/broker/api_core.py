@@ -67,13 +67,13 @@ def _code(e: BaseException) -> int:
     return UNKNOWN_SERVER_ERROR
 
 
-def _per_partition(broker, topic: str, partitions, answer, fail) -> list:
-    """One answer per requested partition (``p.partition_index``): ``answer(log, p)``, or ``fail(p, code)``
-    with UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and the error's code when
-    ``answer`` raises, so one bad partition never fails the others."""
+def _per_partition(broker, topic: str, partitions, answer, fail, index=lambda p: p.partition_index) -> list:
+    """One answer per requested partition (``index(p)`` is its number): ``answer(log, p)``, or
+    ``fail(p, code)`` with UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and the
+    error's code when ``answer`` raises, so one bad partition never fails the others."""
     out = []
     for p in partitions:
-        plog = broker.logs.get(topic, p.partition_index)
+        plog = broker.logs.get(topic, index(p))
         if plog is None:
             out.append(fail(p, UNKNOWN_TOPIC_OR_PARTITION))
             continue
@@ -462,21 +462,17 @@ _OERPartition = _OERTopic.EpochEndOffset
 
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
 async def offset_for_leader_epoch(broker, ctx, request):
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partitions:
-            plog = broker.logs.get(t.topic, p.partition)
-            if plog is None:
-                parts.append(_OERPartition(error_code=UNKNOWN_TOPIC_OR_PARTITION, partition=p.partition,
-                                           leader_epoch=-1, end_offset=-1))
-            elif p.leader_epoch > 0:
-                # Every leader of this single-node broker has epoch 0: a later epoch is unknown.
-                parts.append(_OERPartition(error_code=NONE, partition=p.partition, leader_epoch=-1, end_offset=-1))
-            else:
-                parts.append(_OERPartition(error_code=NONE, partition=p.partition, leader_epoch=0,
-                                           end_offset=plog.log_end_offset))
-        topics.append(_OERTopic(topic=t.topic, partitions=parts))
+    def answer(plog, p):
+        if p.leader_epoch > 0:
+            # Every leader of this single-node broker has epoch 0: a later epoch is unknown.
+            return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
+        return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=0, end_offset=plog.log_end_offset)
+
+    def fail(p, code):
+        return _OERPartition(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
+    topics = [_OERTopic(topic=t.topic, partitions=_per_partition(broker, t.topic, t.partitions, answer, fail,
+                                                                 index=lambda p: p.partition))
+              for t in request.topics]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)
 
 
@@ -812,26 +808,15 @@ _DPRState = _DPRPartition.ProducerState
 
 @api(DescribeProducersRequest, DescribeProducersResponse, 0, 0)
 async def describe_producers(broker, ctx, request):
-    topics = []
-    for t in request.topics:
-        parts = []
-        for p in t.partition_indexes:
-            plog = broker.logs.get(t.name, p)
-            if plog is None:
-                parts.append(_DPRPartition(partition_index=p, error_code=UNKNOWN_TOPIC_OR_PARTITION,
-                                           error_message=None, active_producers=[]))
-                continue
-            active = []
-            describe = getattr(plog.producer_state, "describe", None)
-            for st in (describe() if describe is not None else []):
-                active.append(_DPRState(producer_id=st["producer_id"], producer_epoch=st["producer_epoch"],
-                                        last_sequence=st.get("last_sequence", -1),
-                                        last_timestamp=st.get("last_timestamp", -1),
-                                        coordinator_epoch=st.get("coordinator_epoch", -1),
-                                        current_txn_start_offset=st.get("current_txn_start_offset", -1)))
-            parts.append(_DPRPartition(partition_index=p, error_code=NONE, error_message=None,
-                                       active_producers=active))
-        topics.append(_DPRTopic(name=t.name, partitions=parts))
+    def answer(plog, p):
+        return _DPRPartition(partition_index=p, error_code=NONE, error_message=None,
+                             active_producers=[_DPRState(**st) for st in plog.producer_state.describe()])
+
+    def fail(p, code):
+        return _DPRPartition(partition_index=p, error_code=code, error_message=None, active_producers=[])
+    topics = [_DPRTopic(name=t.name, partitions=_per_partition(broker, t.name, t.partition_indexes, answer, fail,
+                                                               index=lambda p: p))
+              for t in request.topics]
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)
 
 
