@@ -210,6 +210,28 @@ def _group(recs: Iterable[tuple[str, Rec]]) -> dict[tuple[str, int], list[Rec]]:
     return out
 
 
+def poll_messages(bootstrap: str, topic: str, partitions, expected: int, *, timeout: float = 30,
+                  extra: dict | None = None) -> list:
+    """confluent-kafka Messages of ``partitions`` from offset 0 until ``expected`` arrived or ``timeout``;
+    any message error fails the test."""
+    from confluent_kafka import Consumer, TopicPartition
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
+                         **(extra or {})})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out: list = []
+    deadline = time.monotonic() + timeout
+    try:
+        while len(out) < expected and time.monotonic() < deadline:
+            m = consumer.poll(0.2)
+            if m is None:
+                continue
+            assert not m.error(), m.error()
+            out.append(m)
+    finally:
+        consumer.close()
+    return out
+
+
 def consume_confluent(bootstrap: str, want: Want, timeout: float = 60,
                       extra: dict | None = None) -> dict[tuple[str, int], list[Rec]]:
     from confluent_kafka import OFFSET_BEGINNING, TIMESTAMP_LOG_APPEND_TIME, Consumer, TopicPartition

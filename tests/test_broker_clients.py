@@ -8,6 +8,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 
+from clients import poll_messages
 from tidelake.broker import EmbeddedBroker
 
 
@@ -18,21 +19,8 @@ def broker(tmp_path_factory):
 
 
 def consume_all(bootstrap, topic, partitions, expected, *, isolation="read_uncommitted", timeout=30):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "enable.auto.commit": False,
-                  "isolation.level": isolation})
-    c.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            assert not m.error(), m.error()
-            out.append(m)
-    finally:
-        c.close()
-    return out
+    return poll_messages(bootstrap, topic, partitions, expected, timeout=timeout,
+                         extra={"isolation.level": isolation})
 
 
 def produce(bootstrap, topic, n, **conf):

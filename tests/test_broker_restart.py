@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from clients import poll_messages
 from conftest import free_port, wait_port
 from tidelake.broker import EmbeddedBroker
 
@@ -21,20 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def read_everything(bootstrap, topic, partitions, *, expected, timeout=60):
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "restart-check", "enable.auto.commit": False})
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    out = {}
-    deadline = time.monotonic() + timeout
-    try:
-        while len(out) < expected and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            assert not m.error(), m.error()
-            out[(m.partition(), m.offset())] = (m.key(), m.value(), m.timestamp()[1])
-    finally:
-        c.close()
-    return out
+    return {(m.partition(), m.offset()): (m.key(), m.value(), m.timestamp()[1])
+            for m in poll_messages(bootstrap, topic, range(partitions), expected, timeout=timeout)}
 
 
 def test_embedded_restart_keeps_every_record_offset_and_topic_config(tmp_path):
