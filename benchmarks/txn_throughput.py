@@ -50,6 +50,17 @@ def create_topic(bootstrap: str, name: str) -> None:
         fut.result(30)
 
 
+def _produce(p: Producer, topic: str, payload: bytes, partition: int) -> None:
+    """One produce, waiting for room in librdkafka's queue when it is full."""
+    while True:
+        try:
+            p.produce(topic, payload, partition=partition)
+            break
+        except BufferError:
+            p.poll(0.01)
+    p.poll(0)
+
+
 def run_plain(bootstrap: str, topic: str, n: int, payload: bytes) -> float:
     p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
                   "log_level": 3})
@@ -57,13 +68,7 @@ def run_plain(bootstrap: str, topic: str, n: int, payload: bytes) -> float:
     p.flush(30)
     t0 = time.perf_counter()
     for i in range(n):
-        while True:
-            try:
-                p.produce(topic, payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                p.poll(0.01)
-        p.poll(0)
+        _produce(p, topic, payload, i % PARTITIONS)
     remaining = p.flush(120)
     elapsed = time.perf_counter() - t0
     if remaining:
@@ -78,13 +83,7 @@ def run_txn(bootstrap: str, topic: str, n: int, payload: bytes, txn_size: int, t
     for start in range(0, n, txn_size):
         p.begin_transaction()
         for i in range(start, min(n, start + txn_size)):
-            while True:
-                try:
-                    p.produce(topic, payload, partition=i % PARTITIONS)
-                    break
-                except BufferError:
-                    p.poll(0.01)
-            p.poll(0)
+            _produce(p, topic, payload, i % PARTITIONS)
         p.commit_transaction(60)
     return time.perf_counter() - t0
 
