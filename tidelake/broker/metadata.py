@@ -17,6 +17,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tidelake.fsutil import fsync_dir
+
 METADATA_FILE = "tidelake-metadata.json"
 PRODUCER_ID_BLOCK = 1000  # ids reserved per persisted write (Kafka's ProducerIdManager does the same)
 
@@ -49,11 +51,7 @@ def write_json_atomically(path: Path, data: dict | bytes) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    fsync_dir(path.parent)
 
 
 class MetadataStore:

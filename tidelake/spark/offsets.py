@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
+from tidelake.fsutil import fsync_dir
+
 Offsets = dict[int, int]
 
 
@@ -120,14 +122,6 @@ def offsets_json(topic: str, offsets: Mapping[int, int]) -> str:
     return json.dumps({topic: {str(p): int(o) for p, o in sorted(offsets.items())}})
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class GtoffsetFile:
     """The SEO scheme's client-side offset file ``<seo_dir>/<group_id>/<topic>/gtoffset``.
 
@@ -162,7 +156,7 @@ class GtoffsetFile:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
 
 def offsets_from_app_state(state: Mapping | None) -> Offsets | None:

@@ -21,6 +21,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidelake.fsutil import fsync_dir
+
 from .files import DataFile
 
 LOG_DIR = "_tidelake_log"
@@ -60,11 +62,7 @@ def write_exclusive(path: str, payload: dict[str, Any]) -> bool:
         os.unlink(tmp)
     if won:
         try:  # make the new directory entry durable
-            fd = os.open(d, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            fsync_dir(d)
         except OSError:
             pass
     return won
