@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import wire_load  # benchmarks/wire_load.py, beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START, SECTION_END = "<!-- broker-throughput:start -->", "<!-- broker-throughput:end -->"
@@ -196,8 +198,9 @@ def stored_messages(bootstrap: str, topic: str) -> int:
         c.close()
 
 
-def consumer_worker(bootstrap: str, topic: str, partition: int, count: int, ready, go, results) -> None:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, TopicPartition
+def consumer_worker(bootstrap: str, topic: str, partition: int, count: int, size: int,
+                    ready, go, results) -> None:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"bench-{topic}-{partition}",
                          **CONSUMER_CONFIG})
     consumer.list_topics(topic, timeout=30)
@@ -205,23 +208,20 @@ def consumer_worker(bootstrap: str, topic: str, partition: int, count: int, read
     go.wait()
     cpu0, t0 = _cpu(), time.monotonic()
     consumer.assign([TopicPartition(topic, partition, OFFSET_BEGINNING)])
-    got = nbytes = 0
+    got = 0
     deadline = time.monotonic() + 600
     while got < count and time.monotonic() < deadline:
         # consume() waits for the full batch or the timeout: never ask for more than is left
-        msgs = consumer.consume(min(10_000, count - got), 0.5)
-        ok = [m for m in msgs if m.error() is None]
-        got += len(ok)
-        nbytes += sum(map(len, map(Message.value, ok)))
+        got += sum(1 for m in consumer.consume(min(10_000, count - got), 0.5) if m.error() is None)
     t1, cpu1 = time.monotonic(), _cpu()
     consumer.close()
-    results.put({"t0": t0, "t1": t1, "count": got, "bytes": nbytes, "cpu": cpu1 - cpu0, "unflushed": count - got})
+    # every message was produced with `size` bytes, as in the wire consumer
+    results.put({"t0": t0, "t1": t1, "count": got, "bytes": got * size, "cpu": cpu1 - cpu0, "unflushed": count - got})
 
 
 def wire_producer_worker(bootstrap: str, topic: str, partition: int, acks: str, size: int, count: int,
                          ready, go, results) -> None:
     """The lean generator's producer (benchmarks/wire_load.py): pre-encoded batches, 5 in flight."""
-    import wire_load
     from tidelake.protocol.wire_client import WireClient
     WireClient.connect(bootstrap).close()  # the broker is reachable before the clock starts
     ready.put(partition)
@@ -230,12 +230,11 @@ def wire_producer_worker(bootstrap: str, topic: str, partition: int, acks: str, 
     r = wire_load.produce(bootstrap, topic, partition, 1 if acks == "1" else -1, size, count)
     t1, cpu1 = time.monotonic(), _cpu()
     results.put({"t0": t0, "t1": t1, "count": r["count"], "bytes": r["bytes"], "cpu": cpu1 - cpu0,
-                 "unflushed": r["errors"], "sent": count})
+                 "unflushed": r["errors"]})
 
 
 def wire_consumer_worker(bootstrap: str, topic: str, partition: int, count: int, size: int,
                          ready, go, results) -> None:
-    import wire_load
     from tidelake.protocol.wire_client import WireClient
     WireClient.connect(bootstrap).close()
     ready.put(partition)
@@ -332,23 +331,22 @@ def _best(runs: list[dict]) -> dict:
 
 
 CLIENTS = {
-    # name: (producer worker, consumer worker, messages per row in a full run)
+    # name: (producer worker, consumer worker, messages per row in a full run, records per produced batch)
     # ~800 MB per row: at 0.5-1.5 GB/s the lean client needs 0.5-4 s, so process wake-up (ms) is noise
-    "wire": (wire_producer_worker, wire_consumer_worker, {100: 8_000_000, 1024: 800_000, 10 * 1024: 80_000}),
-    "librdkafka": (producer_worker, consumer_worker, FULL_COUNTS),
+    "wire": (wire_producer_worker, wire_consumer_worker, {100: 8_000_000, 1024: 800_000, 10 * 1024: 80_000},
+             wire_load.records_per_batch),
+    "librdkafka": (producer_worker, consumer_worker, FULL_COUNTS, lambda size: 1),
 }
 
 
 def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int], repeats: int) -> dict:
     """Every row runs on each broker in turn, `repeats` times interleaved, so load from other work on
     the machine hits both alike; the best repetition per broker is kept."""
-    produce_worker, fetch_worker, _ = CLIENTS[client]
+    produce_worker, fetch_worker, _, batch_records = CLIENTS[client]
     results: dict = {name: {} for name in brokers}
     for size in SIZES:
-        per_worker = counts[size] // PARTITIONS
-        if client == "wire":  # whole batches, so the consumers know exactly what was written
-            import wire_load
-            per_worker = -(-per_worker // wire_load.records_per_batch(size)) * wire_load.records_per_batch(size)
+        # whole batches, so the consumers know exactly what was written
+        per_worker = -(-(counts[size] // PARTITIONS) // batch_records(size)) * batch_records(size)
         for acks in ("1", "all"):
             runs: dict[str, list] = {name: [] for name in brokers}
             for rep in range(repeats):
@@ -371,9 +369,8 @@ def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int]
         for rep in range(repeats):
             for name, broker in brokers.items():
                 topic = f"bench-{client}-{size}-acksall-{rep}"
-                extra = (size,) if client == "wire" else ()
                 r = run_phase(broker, fetch_worker,
-                              [(broker.bootstrap, topic, p, per_worker, *extra) for p in range(PARTITIONS)])
+                              [(broker.bootstrap, topic, p, per_worker, size) for p in range(PARTITIONS)])
                 runs[name].append(r)
                 print(_rate_line(f"{name}/{client}", "consume", size, "-", r), flush=True)
         for name in brokers:
