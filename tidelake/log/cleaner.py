@@ -59,7 +59,7 @@ def _cleanable_segments(log: "PartitionLog", now_ms: int) -> list["Segment"]:
 
 def needs_compaction(log: "PartitionLog", now_ms: int) -> bool:
     cfg = log.config
-    pending = getattr(log, "_tombstone_horizon_ms", None)
+    pending = log._tombstone_horizon_ms
     if pending is not None and now_ms > pending:
         return True
     cleanable = _cleanable_segments(log, now_ms)
@@ -85,7 +85,7 @@ def compact_log(log: "PartitionLog", now_ms: int) -> "CompactionStats":
     if not cleanable:
         return stats
     end_offset = cleanable[-1].next_offset
-    pending = getattr(log, "_tombstone_horizon_ms", None)
+    pending = log._tombstone_horizon_ms
     if end_offset <= log._cleaned_up_to and (pending is None or now_ms <= pending):
         return stats  # nothing new to clean and no tombstone has expired since the last pass
     aborted = _aborted_ranges(log, cleanable[0].base_offset, end_offset)
