@@ -2,7 +2,7 @@
 
 kafka-python's generated codecs build a DataContainer per nested struct; for the requests that carry
 the data this costs more than the broker's own work. These functions produce byte-identical output
-for every version the broker serves (tests/test_broker_fast_codec.py checks them against
+for every version the broker serves (tests/protocol/test_fast_codec.py checks them against
 kafka-python's codecs), keep record batches as opaque bytes and, for Fetch, return the response
 as a list of chunks so record bytes are written to the socket without another copy.
 """

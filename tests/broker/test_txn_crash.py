@@ -12,7 +12,7 @@ import textwrap
 import time
 
 from conftest import ROOT, free_port, wait_port
-from test_txn_helpers import create_topics, end_offsets, raw_request, read_all, wait_for
+from txn_helpers import create_topics, end_offsets, raw_request, read_all, wait_for
 
 RECORDS_PER_TXN = 6
 PARTITIONS = 3

@@ -15,7 +15,7 @@ from tidelake.log import LogConfig, PartitionLog
 from tidelake.protocol.records import Record, build_batch, decode_records, iter_batches
 
 NOW = 1_700_000_000_000
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def batch(values: list[bytes], **kw) -> bytes:

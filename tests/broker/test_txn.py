@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from kafka.protocol.admin import DescribeTransactionsRequest, ListTransactionsRequest
 from kafka.protocol.producer import AddPartitionsToTxnRequest, EndTxnRequest, InitProducerIdRequest
 
-from test_txn_helpers import create_topics, end_offsets, raw_request, read_all, wait_for
+from txn_helpers import create_topics, end_offsets, raw_request, read_all, wait_for
 from tidelake.broker.embedded import EmbeddedBroker
 
 BROKER_CONFIG = {

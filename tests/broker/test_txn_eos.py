@@ -10,7 +10,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from clients import java_build
 from conftest import java_classpath
-from test_txn_helpers import create_topics, read_all
+from txn_helpers import create_topics, read_all
 from tidelake.broker.embedded import EmbeddedBroker
 
 BROKER_CONFIG = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",

@@ -10,7 +10,7 @@ import pytest
 
 from tests.clients import consume_confluent, create_topics, running_broker
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import wire_load  # noqa: E402
 
 

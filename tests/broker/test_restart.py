@@ -18,7 +18,7 @@ from clients import poll_messages
 from conftest import free_port, wait_port
 from tidelake.broker import EmbeddedBroker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def read_everything(bootstrap, topic, partitions, *, expected, timeout=60):

@@ -16,7 +16,7 @@ import pytest
 from tidelake.table import CommitConflict, Table, conflict_rule
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def data(ids, amount=0):
