@@ -121,7 +121,7 @@ def _ignore_error(_error) -> None:
 
 def broker_options(f: Callable) -> Callable:
     """``--bootstrap-server`` and ``--timeout``, passed to the command as ``conn: BrokerConnection``."""
-    @click.option("--bootstrap-server", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+    @click.option("--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
                   envvar="TIDELAKE_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                   help="Broker to connect to (env TIDELAKE_BOOTSTRAP_SERVER).")
     @click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT_S, show_default=True,
