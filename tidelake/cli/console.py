@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import time
 import uuid
 from dataclasses import dataclass
@@ -117,7 +118,7 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
             failures.append(error.str())
 
     kwargs = {"partition": partition} if partition is not None else {}
-    for raw in click.get_binary_stream("stdin"):
+    for raw in sys.stdin.buffer:
         line = raw[:-1] if raw.endswith(b"\n") else raw
         line = line[:-1] if line.endswith(b"\r") else line
         line_headers, key, value = reader.read(line)
@@ -297,7 +298,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
     conf.update(parse_pairs(consumer_properties, "--consumer-property"))
     consumer, md = conn.consumer(conf, topic)
     tmd = md.topics.get(topic)
-    out = click.get_binary_stream("stdout")
+    out = sys.stdout.buffer
     count = 0
     try:
         if tmd is None or tmd.error is not None:

@@ -111,7 +111,7 @@ class BrokerConnection:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-cli",
                                     request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
         except KafkaError as e:
-            raise self.unreachable(f"{type(e).__name__}: {e}") from e
+            raise self.unreachable(str(e)) from e
 
 
 def _ignore_error(_error) -> None:

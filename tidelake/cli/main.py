@@ -16,7 +16,7 @@ from tidelake.cli.topics import topics
 from tidelake.cli.transactions import transactions
 
 
-@click.group(cls=CommandGroup)
+@click.group("tidelake", cls=CommandGroup)
 @click.version_option(package_name="tidelake")
 @click.option("--debug", is_flag=True, envvar="TIDELAKE_DEBUG",
               help="On failure print the full trace; show the Kafka client libraries' own log lines.")
@@ -32,7 +32,7 @@ for _command in (broker, topics, produce, consume, groups, configs, records, tra
 
 
 def main() -> None:
-    cli()
+    cli(prog_name="tidelake")
 
 
 if __name__ == "__main__":

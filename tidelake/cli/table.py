@@ -66,8 +66,7 @@ def _columns(columns: str | None, schema: pa.Schema) -> list[str] | None:
 
 
 def _sorted(rows: pa.Table, keys: list[str]) -> pa.Table:
-    present = [(k, "ascending") for k in keys if k in rows.column_names]
-    return rows.sort_by(present) if present else rows
+    return rows.sort_by([(k, "ascending") for k in keys])
 
 
 def _print_arrow(t: pa.Table, title: str, limit: int | None) -> None:
@@ -175,7 +174,8 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
         print_json(entries)
         return
 
-    def summary(p: dict) -> str | None:
+    def summary(e: dict) -> str | None:
+        p = e["parameters"]
         app = p.get("app")
         parts = [f"app={app['app_id']}#{app['batch_id']}" if app else None,
                  f"restore_of={p['restore_of']}" if "restore_of" in p else None,
@@ -185,7 +185,7 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
 
     print_rows(("VERSION", "TIME (UTC)", "OPERATION", "READ-VERSION", "FILES+", "FILES-", "ROWS+", "PARAMETERS"),
                [(e["version"], e["timestamp"], e["operation"], e["read_version"], e["metrics"].get("files_added"),
-                 e["metrics"].get("files_removed"), e["metrics"].get("rows_added"), summary(e["parameters"]))
+                 e["metrics"].get("files_removed"), e["metrics"].get("rows_added"), summary(e))
                 for e in entries],
                title=f"history of {t.path}", right=("VERSION", "READ-VERSION", "FILES+", "FILES-", "ROWS+"))
 
@@ -203,9 +203,12 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
     """Read the table (latest, or as of a version / time), ordered by the primary key."""
     _either_version_or_time(version, timestamp)
     t = _open(path)
-    out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema),
-                 columns=_columns(columns, t.schema))
+    wanted = _columns(columns, t.schema)
+    # read the key too, so rows come out in key order whichever columns are shown
+    read = None if wanted is None else wanted + [k for k in t.primary_key if k not in wanted]
+    out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
     out = _sorted(out, t.primary_key)
+    out = out if wanted is None else out.select(wanted)
     if as_json:
         _print_json_lines(out, limit)
     else:
