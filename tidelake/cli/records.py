@@ -49,10 +49,9 @@ def delete(conn: BrokerConnection, offset_json_file: str | None, topic: str | No
         raise click.UsageError("give --offset-json-file, or --topic with --offset")
     if topic is not None and offset is None:
         raise click.UsageError("--topic needs --offset")
+    wanted = _read_offset_json(offset_json_file) if offset_json_file is not None else None
     admin = conn.admin()
-    if offset_json_file is not None:
-        wanted = _read_offset_json(offset_json_file)
-    else:
+    if wanted is None:
         md = conn.reachable(admin, topic)
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
