@@ -120,7 +120,7 @@ def alter(conn: BrokerConnection, entity_type: str, entity_name: str | None, add
     admin = conn.admin()
     kind, name = _entity(entity_type, entity_name, conn, admin)
     if kind == "topic":
-        md = conn.reachable(admin, name)
+        md = conn.reachable(admin)  # all topics: asking for one may create it
         if name not in md.topics or md.topics[name].error is not None:
             raise CliError(f"unknown topic {name}")
     alter_configs(conn, admin, kind, name, sets, deletes)

@@ -104,7 +104,7 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
         "partitioner": "murmur2_random",   # Java's default partitioner for keyed records
         "compression.type": codec, "acks": acks, "linger.ms": 5,
         **parse_pairs(producer_properties, "--producer-property")})
-    md = conn.reachable(producer, topic)
+    md = conn.reachable(producer, topic)  # creates the topic where the broker auto-creates topics, as Kafka's
     meta = md.topics.get(topic)
     if meta is None or meta.error is not None:
         raise CliError(f"cannot produce to {topic}: {meta.error.str() if meta is not None else 'unknown topic'}")
@@ -296,7 +296,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
         # librdkafka insists on a group id; without --group we assign partitions and never commit.
         conf.update({"group.id": f"tidelake-console-{uuid.uuid4()}", "enable.auto.commit": False})
     conf.update(parse_pairs(consumer_properties, "--consumer-property"))
-    consumer, md = conn.consumer(conf, topic)
+    consumer, md = conn.consumer(conf)
     tmd = md.topics.get(topic)
     out = sys.stdout.buffer
     count = 0

@@ -55,7 +55,8 @@ class BrokerConnection:
         return conf
 
     def reachable(self, client, topic: str | None = None):
-        """Cluster metadata from ``client`` (of ``topic`` only, if given), or a CliError within the timeout."""
+        """Cluster metadata from ``client``, or a CliError within the timeout. Asking for one ``topic`` creates
+        it on a broker with auto.create.topics.enable, as producing to it would."""
         from confluent_kafka import KafkaException
         try:
             return client.list_topics(topic, timeout=self.timeout)
@@ -78,12 +79,12 @@ class BrokerConnection:
         self.reachable(client)
         return client
 
-    def consumer(self, extra: Mapping[str, Any] | None = None, topic: str | None = None):
-        """A consumer, and the metadata of ``topic`` (or of the cluster) fetched to prove the broker is up."""
+    def consumer(self, extra: Mapping[str, Any] | None = None):
+        """A consumer, and the cluster metadata fetched to prove the broker is up."""
         from confluent_kafka import Consumer
         client = Consumer(self.config(extra))
         try:
-            return client, self.reachable(client, topic)
+            return client, self.reachable(client)
         except BaseException:
             client.close()
             raise

@@ -47,7 +47,7 @@ def _check_broker(cfg, timeout: float) -> None:
     """The source broker answers and has the topic, or one error line within ``timeout``."""
     conn = _connection(cfg, timeout)
     admin = conn.admin()
-    meta = conn.reachable(admin, cfg.source.topic).topics.get(cfg.source.topic)
+    meta = conn.reachable(admin).topics.get(cfg.source.topic)  # all topics: asking for one may create it
     if meta is None or meta.error is not None:
         raise CliError(f"source topic {cfg.source.topic} is not available at {cfg.source.bootstrap_servers}: "
                        f"{meta.error.str() if meta is not None else 'unknown topic'}")

@@ -52,7 +52,7 @@ def delete(conn: BrokerConnection, offset_json_file: str | None, topic: str | No
     wanted = _read_offset_json(offset_json_file) if offset_json_file is not None else None
     admin = conn.admin()
     if wanted is None:
-        md = conn.reachable(admin, topic)
+        md = conn.reachable(admin)  # all topics: asking for one may create it
         meta = md.topics.get(topic)
         if meta is None or meta.error is not None:
             raise CliError(f"unknown topic {topic}")
