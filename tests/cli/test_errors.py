@@ -273,3 +273,20 @@ def test_debug_prints_the_trace(tmp_path: Path) -> None:
     assert debug.returncode == 1
     assert "Traceback" in debug.stderr and "TableNotFound" in debug.stderr
     assert debug.stderr.splitlines()[-1] == plain.stderr.strip()
+
+
+def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
+    """`tidelake table scan ... | head -1`: the closed pipe ends the command without an error line."""
+    import pyarrow as pa
+
+    from tidelake.table import Table
+    table = Table.create(str(tmp_path / "big"), pa.schema([("id", pa.int64()), ("s", pa.string())]), ["id"])
+    table.upsert(pa.table({"id": list(range(50_000)), "s": ["x" * 30] * 50_000}))  # far more than a pipe holds
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                       os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "table", "scan", table.path, "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    first = proc.stdout.readline()
+    proc.stdout.close()
+    _, stderr = proc.communicate(timeout=120)
+    assert first.startswith(b'{"id": 0') and stderr == b""

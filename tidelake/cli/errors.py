@@ -13,6 +13,9 @@ import traceback
 import click
 
 PROG = "tidelake"
+# keys of the context's shared meta dict: the --debug flag, and the path of the command being run
+DEBUG = "tidelake.debug"
+_WHERE = "tidelake.command_path"
 
 
 class CliError(click.ClickException):
@@ -95,10 +98,12 @@ class CommandGroup(click.Group):
             return super().invoke(ctx)
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.Abort, click.UsageError, KeyboardInterrupt):
+        # click's own handling: usage errors, and a reader of our output that went away (`| head`: exit 1
+        # quietly)
+        except (click.exceptions.Exit, click.Abort, click.UsageError, KeyboardInterrupt, BrokenPipeError):
             raise
         except Exception as e:
-            if ctx.params.get("debug"):
+            if ctx.meta.get(DEBUG):
                 traceback.print_exception(e)
             where = ctx.meta.get(_WHERE, ctx.command_path)
             message = e.format_message() if isinstance(e, click.ClickException) else describe(e)
@@ -115,6 +120,3 @@ class CommandGroup(click.Group):
         except (Exception, KeyboardInterrupt) as e:
             rv = report(e)
         raise SystemExit(rv if isinstance(rv, int) else 0)
-
-
-_WHERE = "tidelake.command_path"

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 
 import click
 
-from tidelake.cli.errors import CliError
+from tidelake.cli.errors import DEBUG, CliError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
@@ -28,7 +28,7 @@ _SILENT.propagate = False
 
 def debug_enabled() -> bool:
     ctx = click.get_current_context(silent=True)
-    return bool(ctx is not None and ctx.meta.get("tidelake.debug"))
+    return bool(ctx is not None and ctx.meta.get(DEBUG))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import click
 from tidelake.cli.broker import broker
 from tidelake.cli.configs import configs
 from tidelake.cli.console import consume, produce
-from tidelake.cli.errors import CommandGroup, quiet_library_logs
+from tidelake.cli.errors import DEBUG, CommandGroup, quiet_library_logs
 from tidelake.cli.groups import groups
 from tidelake.cli.pipeline import pipeline
 from tidelake.cli.records import records
@@ -23,7 +23,7 @@ from tidelake.cli.transactions import transactions
 @click.pass_context
 def cli(ctx: click.Context, debug: bool) -> None:
     """tidelake: Kafka-compatible broker, PySpark pipeline, transactional table."""
-    ctx.meta["tidelake.debug"] = debug
+    ctx.meta[DEBUG] = debug
     quiet_library_logs(debug)
 
 
