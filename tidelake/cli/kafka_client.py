@@ -89,17 +89,21 @@ class BrokerConnection:
             client.close()
             raise
 
-    def wait(self, future, what: str) -> Any:
-        """The result of an admin future, or a CliError saying what failed and why."""
-        from confluent_kafka import KafkaException
+    def wait(self, future, what: str, tolerate: tuple[int, ...] = ()) -> Any:
+        """The result of an admin future, or a CliError saying what failed and why; a KafkaError whose code
+        is in ``tolerate`` (e.g. TOPIC_ALREADY_EXISTS with --if-not-exists) is returned instead."""
+        from confluent_kafka import KafkaError, KafkaException
         try:
             return future.result(self.timeout)
         except concurrent.futures.TimeoutError:
             raise CliError(f"{what}: no answer within {self.timeout:g}s (--timeout)") from None
         except KafkaException as e:
             err = e.args[0] if e.args else None
-            detail = f"{err.name()}: {err.str()}" if err is not None and not isinstance(err, str) else str(e)
-            raise CliError(f"{what}: {detail}") from e
+            if not isinstance(err, KafkaError):
+                raise CliError(f"{what}: {e}") from e
+            if err.code() in tolerate:
+                return err
+            raise CliError(f"{what}: {err.name()}: {err.str()}") from e
 
     # ---------------------------------------------------------------- kafka-python
     def kafka_python_admin(self):

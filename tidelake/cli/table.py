@@ -12,7 +12,7 @@ import click
 import pyarrow as pa
 
 from tidelake.cli.errors import CliError, CommandGroup
-from tidelake.cli.output import json_option, print_json, print_pairs, print_rows
+from tidelake.cli.output import json_option, on_terminal, print_json, print_pairs, print_rows
 from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
@@ -94,7 +94,6 @@ limit_option = click.option("--limit", type=click.IntRange(min=1), default=None,
 
 
 def _limit(limit: int | None) -> int | None:
-    from tidelake.cli.output import on_terminal
     return limit if limit is not None else (50 if on_terminal() else None)
 
 

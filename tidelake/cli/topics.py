@@ -32,22 +32,15 @@ def topics() -> None:
 def create(conn: BrokerConnection, topic: str, partitions: int | None, replication_factor: int | None,
            configs: tuple[str, ...], if_not_exists: bool) -> None:
     """Create TOPIC."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
     new = NewTopic(topic, num_partitions=partitions or -1, replication_factor=replication_factor or -1,
                    config=parse_pairs(configs, "--config"))
     admin = conn.admin()
     future = admin.create_topics([new], operation_timeout=conn.timeout, request_timeout=conn.timeout)[topic]
-    try:
-        future.result(conn.timeout)
-    except KafkaException as e:
-        if if_not_exists and e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            click.echo(f"Topic {topic} already exists.")
-            return
-        conn.wait(future, f"cannot create topic {topic}")
-    except Exception:
-        conn.wait(future, f"cannot create topic {topic}")
-    click.echo(f"Created topic {topic}.")
+    exists = conn.wait(future, f"cannot create topic {topic}",
+                       tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,) if if_not_exists else ())
+    click.echo(f"Topic {topic} already exists." if exists is not None else f"Created topic {topic}.")
 
 
 @topics.command(name="list")
@@ -155,17 +148,10 @@ def alter(conn: BrokerConnection, topic: str, partitions: int | None, set_config
 @click.option("--if-exists", is_flag=True, help="Succeed if a topic does not exist.")
 def delete(conn: BrokerConnection, topic_names: tuple[str, ...], if_exists: bool) -> None:
     """Delete each TOPIC."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
     admin = conn.admin()  # keep a reference: the futures fail if the client is destroyed
     futures = admin.delete_topics(list(topic_names), operation_timeout=conn.timeout, request_timeout=conn.timeout)
     for name, future in futures.items():
-        try:
-            future.result(conn.timeout)
-            click.echo(f"Deleted topic {name}.")
-        except KafkaException as e:
-            if if_exists and e.args and e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                click.echo(f"Topic {name} does not exist.")
-                continue
-            conn.wait(future, f"cannot delete topic {name}")
-        except Exception:
-            conn.wait(future, f"cannot delete topic {name}")
+        missing = conn.wait(future, f"cannot delete topic {name}",
+                            tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,) if if_exists else ())
+        click.echo(f"Topic {name} does not exist." if missing is not None else f"Deleted topic {name}.")
