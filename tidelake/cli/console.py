@@ -146,7 +146,7 @@ class RecordFormatter:
     """Kafka's DefaultMessageFormatter (fields in its order: timestamp, partition, offset, headers, key,
     value), or one JSON object per record."""
 
-    json: bool = False
+    as_json: bool = False
     print_timestamp: bool = False
     print_partition: bool = False
     print_offset: bool = False
@@ -176,7 +176,7 @@ class RecordFormatter:
             return flags.get(name, False) or (value.lower() == "true" if value is not None else default)
 
         sep = separator if separator is not None else props.get("key.separator", "\t")
-        return cls(json=formatter == "json", print_timestamp=flag("print.timestamp"),
+        return cls(as_json=formatter == "json", print_timestamp=flag("print.timestamp"),
                    print_partition=flag("print.partition"), print_offset=flag("print.offset"),
                    print_headers=flag("print.headers"), print_key=flag("print.key"),
                    print_value=flag("print.value", True), key_separator=sep.encode(),
@@ -189,7 +189,7 @@ class RecordFormatter:
         ts_type, ts = msg.timestamp()
         ts_name = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}.get(
             ts_type, "NoTimestampType")
-        if self.json:
+        if self.as_json:
             doc = {"topic": msg.topic(), "partition": msg.partition(), "offset": msg.offset(),
                    "timestamp": ts, "timestamp_type": ts_name,
                    "headers": [{"key": k, **_json_bytes("value", v)} for k, v in msg.headers() or []],
