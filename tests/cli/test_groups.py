@@ -73,20 +73,20 @@ def test_groups_cli_list_describe_reset_delete(broker):
         assert {p: table[p][3:6] for p in table} == {0: ["3", "10", "7"], 1: ["7", "10", "3"], 2: ["10", "10", "0"]}
         assert all(table[p][-1] == "cli-consumer" for p in table)
         # an active group's offsets cannot be reset
-        res = CliRunner().invoke(cli, ["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest",
+        res = CliRunner().invoke(cli, ["groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--execute",
                                        "--bootstrap-server", bs])
-        assert res.exit_code != 0
+        assert res.exit_code == 1 and "inactive" in res.stderr and "Stable" in res.stderr.title()
     finally:
         c.close()
 
-    run("reset-offsets", "g", "--topic", "t", "--to-earliest", "--bootstrap-server", bs)
+    run("reset-offsets", "g", "--topic", "t", "--execute", "--to-earliest", "--bootstrap-server", bs)
     assert committed(bs, "g") == {0: 0, 1: 0, 2: 0}
-    run("reset-offsets", "g", "--topic", "t", "--to-offset", "4", "--bootstrap-server", bs)
+    run("reset-offsets", "g", "--topic", "t", "--execute", "--to-offset", "4", "--bootstrap-server", bs)
     assert committed(bs, "g") == {0: 4, 1: 4, 2: 4}
-    run("reset-offsets", "g", "--topic", "t", "--to-latest", "--bootstrap-server", bs)
+    run("reset-offsets", "g", "--topic", "t", "--execute", "--to-latest", "--bootstrap-server", bs)
     assert committed(bs, "g") == {0: 10, 1: 10, 2: 10}
     when = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime((BASE_TS + 6000) / 1000)) + "Z"
-    run("reset-offsets", "g", "--topic", "t", "--to-datetime", when, "--bootstrap-server", bs)
+    run("reset-offsets", "g", "--topic", "t", "--execute", "--to-datetime", when, "--bootstrap-server", bs)
     assert committed(bs, "g") == {0: 6, 1: 6, 2: 6}
     dry = run("reset-offsets", "g", "--topic", "t", "--to-earliest", "--dry-run", "--bootstrap-server", bs)
     assert "NEW-OFFSET" in dry and committed(bs, "g") == {0: 6, 1: 6, 2: 6}

@@ -1,6 +1,7 @@
 """`tidelake topics ...` driven through click against an EmbeddedBroker, checked with AdminClient."""
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -36,11 +37,12 @@ def _partitions(bootstrap: str, topic: str) -> int:
 
 
 def _table_rows(output: str) -> list[list[str]]:
-    """Cells of each data row of the rich tables in `output` (rows drawn with │ separators)."""
+    """Cells of each data row of the plain (not a terminal) tables in `output`: titles and header rows left out."""
     rows = []
     for line in output.splitlines():
-        if line.startswith("│"):
-            rows.append([c.strip() for c in line.strip("│").split("│")])
+        if line.startswith(("Topic:", "Configs of", "PARTITION ", "CONFIG ")):
+            continue
+        rows.append(line.split())
     return rows
 
 
@@ -81,7 +83,12 @@ def test_describe_shows_partitions_offsets_and_configs(bootstrap: str) -> None:
     assert [r for r in rows if len(r) == 6] == [["0", leader, leader, leader, "2", "4"],
                                                 ["1", leader, leader, leader, "0", "3"]]
     config_rows = {r[0]: r for r in rows if len(r) == 4}
-    assert config_rows == {"segment.bytes": ["segment.bytes", "1048576", "DYNAMIC_TOPIC_CONFIG", ""]}
+    assert config_rows == {"segment.bytes": ["segment.bytes", "1048576", "DYNAMIC_TOPIC_CONFIG", "no"]}
+    (doc,) = json.loads(tl(bootstrap, "topics", "describe", "cli-d", "--json").stdout)
+    assert [(p["partition"], p["log_start_offset"], p["high_watermark"]) for p in doc["partitions"]] == \
+        [(0, 2, 4), (1, 0, 3)]
+    assert doc["configs"] == [{"name": "segment.bytes", "value": "1048576", "source": "DYNAMIC_TOPIC_CONFIG",
+                               "read_only": False}]
 
     full = {r[0]: r for r in _table_rows(tl(bootstrap, "topics", "describe", "cli-d", "--all-configs").output)
             if len(r) == 4}

@@ -9,6 +9,11 @@ import sys
 
 import click
 
+from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.values import parse_pairs
+from tidelake.errors import KafkaApiError
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 def _host_port(value: str, option: str) -> tuple[str, int]:
     host, sep, port = value.rpartition(":")
@@ -17,7 +22,7 @@ def _host_port(value: str, option: str) -> tuple[str, int]:
     return host or "0.0.0.0", int(port)
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def broker() -> None:
     """Run the Kafka-compatible broker."""
 
@@ -30,7 +35,7 @@ def broker() -> None:
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
               help="server.properties file (Kafka config names).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override one config; repeatable.")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True)
 def start(data_dir: str | None, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
           log_level: str) -> None:
     """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0."""
@@ -42,16 +47,11 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     host, port = _host_port(listen, "--listen")
     adv_host, adv_port = _host_port(advertised, "--advertised") if advertised else (None, None)
-    sets = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
-        sets[key.strip()] = value.strip()
+    sets = parse_pairs(overrides, "--set")
     try:
         config = BrokerConfig.from_file(config_file, sets)
-    except Exception as e:
-        raise click.ClickException(f"bad configuration: {e}") from e
+    except (KafkaApiError, ValueError) as e:
+        raise CliError(f"bad configuration{' in ' + config_file if config_file else ''}: {e}") from e
     if data_dir is None:
         log_dirs = config.get("log.dirs")
         if not log_dirs:

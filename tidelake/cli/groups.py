@@ -1,183 +1,277 @@
-"""``tidelake groups``: list, describe (with CURRENT-OFFSET / LOG-END-OFFSET / LAG), reset-offsets,
-delete — in the spirit of kafka-consumer-groups. Works against any Kafka broker (librdkafka admin)."""
+"""``tidelake groups``: list, describe (CURRENT-OFFSET / LOG-END-OFFSET / LAG), reset-offsets,
+delete-offsets, delete — kafka-consumer-groups' commands and option names, against any Kafka broker.
+
+``reset-offsets`` only prints the plan unless ``--execute`` is given (``--dry-run`` is the default), and
+refuses to change the offsets of a group that has active members, as Kafka's tool does.
+"""
 from __future__ import annotations
 
-from datetime import datetime, timezone
+import time
 
 import click
 
-TIMEOUT_S = 15
+from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.kafka_client import BrokerConnection, broker_options
+from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.values import IsoDuration, TimestampMs
 
-
-def _admin(bootstrap: str):
-    from confluent_kafka.admin import AdminClient
-    return AdminClient({"bootstrap.servers": bootstrap})
-
-
-def _console():
-    from rich.console import Console
-    return Console(width=200)
-
-
-def _table(*columns: str):
-    from rich.table import Table
-    t = Table(box=None, pad_edge=False, header_style="bold")
-    for c in columns:
-        t.add_column(c)
-    return t
+INACTIVE_STATES = ("EMPTY", "DEAD")
 
 
 def _name(enum_value) -> str:
-    return getattr(enum_value, "name", str(enum_value))
+    return enum_value.name if enum_value is not None else "-"
 
 
-bootstrap_option = click.option("--bootstrap-server", "bootstrap", default="127.0.0.1:9092", show_default=True,
-                                help="HOST:PORT of a broker.")
-
-
-@click.group()
+@click.group(cls=CommandGroup)
 def groups() -> None:
-    """Consumer groups: list, describe, reset offsets, delete."""
+    """Consumer groups: list, describe, reset offsets, delete offsets, delete."""
 
 
 @groups.command("list")
-@bootstrap_option
-def list_groups(bootstrap: str) -> None:
+@broker_options
+@json_option
+def list_groups(conn: BrokerConnection, as_json: bool) -> None:
     """Every group with its state and type."""
     # kafka-python's admin asks every broker in the metadata; librdkafka's skips brokers it has
     # not connected to yet and can answer "no groups" from a fresh client.
-    from kafka.admin import KafkaAdminClient
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_S * 1000)
+    admin = conn.kafka_python_admin()
     try:
         listed = admin.list_groups()
     finally:
         admin.close()
-    table = _table("GROUP", "STATE", "TYPE", "PROTOCOL-TYPE")
-    for g in sorted(listed, key=lambda g: g["group_id"]):
-        table.add_row(g["group_id"], g.get("group_state") or "-", g.get("group_type") or "classic",
-                      g.get("protocol_type") or "")
-    _console().print(table)
+    rows = [{"group": g["group_id"], "state": g.get("group_state"), "type": g.get("group_type") or "classic",
+             "protocol_type": g.get("protocol_type") or None} for g in sorted(listed, key=lambda g: g["group_id"])]
+    if as_json:
+        print_json(rows)
+        return
+    print_rows(("GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"),
+               [(r["group"], r["state"], r["type"], r["protocol_type"]) for r in rows])
 
 
-def _end_offsets(admin, partitions) -> dict:
+def _offsets(conn: BrokerConnection, admin, partitions, spec) -> dict[tuple[str, int], int]:
     from confluent_kafka import TopicPartition
-    from confluent_kafka.admin import OffsetSpec
     if not partitions:
         return {}
-    futs = admin.list_offsets({TopicPartition(t, p): OffsetSpec.latest() for t, p in partitions},
-                              request_timeout=TIMEOUT_S)
-    return {(tp.topic, tp.partition): f.result(TIMEOUT_S).offset for tp, f in futs.items()}
+    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=conn.timeout)
+    return {(tp.topic, tp.partition): conn.wait(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
+            for tp, f in futs.items()}
 
 
-def _committed(admin, group: str) -> dict:
+def _committed(conn: BrokerConnection, admin, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
-    futs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=TIMEOUT_S)
-    res = futs[group].result(TIMEOUT_S)
-    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions}
+    futs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=conn.timeout)
+    res = conn.wait(futs[group], f"cannot fetch the committed offsets of group {group}")
+    return {(tp.topic, tp.partition): tp.offset for tp in res.topic_partitions if tp.offset >= 0}
+
+
+def _describe_group(conn: BrokerConnection, admin, group: str):
+    return conn.wait(admin.describe_consumer_groups([group], request_timeout=conn.timeout)[group],
+                     f"cannot describe group {group}")
 
 
 @groups.command("describe")
-@bootstrap_option
+@broker_options
 @click.argument("group")
-def describe(bootstrap: str, group: str) -> None:
+@json_option
+def describe(conn: BrokerConnection, group: str, as_json: bool) -> None:
     """State, protocol, members, assignment, and per partition CURRENT-OFFSET, LOG-END-OFFSET, LAG."""
-    admin = _admin(bootstrap)
-    desc = admin.describe_consumer_groups([group], request_timeout=TIMEOUT_S)[group].result(TIMEOUT_S)
-    console = _console()
-    console.print(f"GROUP {desc.group_id}  STATE {_name(desc.state)}  TYPE {_name(getattr(desc, 'type', '')).lower()}"
-                  f"  ASSIGNOR {desc.partition_assignor or '-'}  MEMBERS {len(desc.members)}")
+    from confluent_kafka.admin import OffsetSpec
+    admin = conn.admin()
+    desc = _describe_group(conn, admin, group)
+    committed = _committed(conn, admin, group)
+    if _name(desc.state) == "DEAD" and not committed:
+        raise CliError(f"consumer group {group} does not exist")
     owner = {}
     for m in desc.members:
         for tp in (m.assignment.topic_partitions if m.assignment else []):
             owner[(tp.topic, tp.partition)] = m
-    committed = _committed(admin, group)
     partitions = sorted(set(committed) | set(owner))
-    ends = _end_offsets(admin, partitions)
-    table = _table("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-                   "CLIENT-ID")
+    ends = _offsets(conn, admin, partitions, OffsetSpec.latest())
+    rows = []
     for key in partitions:
-        current = committed.get(key, -1)
-        end = ends.get(key, -1)
-        m = owner.get(key)
-        table.add_row(group, key[0], str(key[1]), str(current) if current >= 0 else "-", str(end),
-                      str(end - current) if current >= 0 and end >= 0 else "-",
-                      m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-")
-    console.print(table)
-    idle = [m for m in desc.members if not (m.assignment and m.assignment.topic_partitions)]
+        current, end, m = committed.get(key), ends.get(key), owner.get(key)
+        rows.append({"group": group, "topic": key[0], "partition": key[1], "current_offset": current,
+                     "log_end_offset": end, "lag": end - current if current is not None and end is not None else None,
+                     "consumer_id": m.member_id if m else None, "host": m.host if m else None,
+                     "client_id": m.client_id if m else None})
+    info = {"group": desc.group_id, "state": _name(desc.state), "type": _name(desc.type).lower(),
+            "assignor": desc.partition_assignor or None, "members": len(desc.members),
+            "coordinator": desc.coordinator.id if desc.coordinator else None}
+    idle = [{"consumer_id": m.member_id, "client_id": m.client_id, "host": m.host} for m in desc.members
+            if not (m.assignment and m.assignment.topic_partitions)]
+    if as_json:
+        print_json({**info, "partitions": rows, "members_without_partitions": idle})
+        return
+    click.echo(f"GROUP {info['group']}  STATE {info['state']}  TYPE {info['type']}  ASSIGNOR {info['assignor'] or '-'}"
+               f"  MEMBERS {info['members']}")
+    print_rows(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
+                "CLIENT-ID"),
+               [[r[k] for k in ("group", "topic", "partition", "current_offset", "log_end_offset", "lag",
+                                "consumer_id", "host", "client_id")] for r in rows],
+               right=("PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"))
     for m in idle:
-        console.print(f"member {m.member_id} ({m.client_id}, {m.host}) has no partitions")
+        click.echo(f"member {m['consumer_id']} ({m['client_id']}, {m['host']}) has no partitions")
+
+
+def _topic_partitions(conn: BrokerConnection, admin, specs: tuple[str, ...]) -> list[tuple[str, int]]:
+    """kafka-consumer-groups' --topic values: 'topic' (every partition) or 'topic:0,2'."""
+    out = []
+    md = conn.reachable(admin)
+    for spec in specs:
+        topic, _, parts = spec.partition(":")
+        meta = md.topics.get(topic)
+        if meta is None or meta.error is not None:
+            raise CliError(f"unknown topic {topic}")
+        if parts:
+            try:
+                wanted = sorted({int(p) for p in parts.split(",")})
+            except ValueError:
+                raise click.BadParameter(f"expected TOPIC or TOPIC:P,P..., got {spec!r}", param_hint="--topic") \
+                    from None
+            missing = [p for p in wanted if p not in meta.partitions]
+            if missing:
+                raise CliError(f"topic {topic} has no partition {', '.join(map(str, missing))}")
+        else:
+            wanted = sorted(meta.partitions)
+        out += [(topic, p) for p in wanted]
+    return sorted(set(out))
+
+
+def _require_inactive(conn: BrokerConnection, admin, group: str, action: str) -> None:
+    state = _name(_describe_group(conn, admin, group).state)
+    if state not in INACTIVE_STATES:
+        raise CliError(f"{action} only when group {group} is inactive, but its state is {state} "
+                       f"(stop its consumers first)")
 
 
 @groups.command("reset-offsets")
-@bootstrap_option
+@broker_options
 @click.argument("group")
-@click.option("--topic", required=True, help="Topic whose committed offsets to reset (all its partitions).")
-@click.option("--to-earliest", "mode", flag_value="earliest")
-@click.option("--to-latest", "mode", flag_value="latest")
-@click.option("--to-offset", "to_offset", type=int, default=None)
-@click.option("--to-datetime", "to_datetime", default=None, help="ISO 8601, e.g. 2026-01-31T12:00:00Z")
-@click.option("--dry-run", is_flag=True, help="Print the new offsets without committing them.")
-def reset_offsets(bootstrap: str, group: str, topic: str, mode: str | None, to_offset: int | None,
-                  to_datetime: str | None, dry_run: bool) -> None:
-    """Set the group's committed offsets of TOPIC (the group must have no active members)."""
+@click.option("--topic", "topic_specs", multiple=True, metavar="TOPIC[:P,P...]",
+              help="Topic (optionally some of its partitions) to reset; repeatable.")
+@click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
+@click.option("--to-earliest", "scenario", flag_value="earliest", help="The log start offset.")
+@click.option("--to-latest", "scenario", flag_value="latest", help="The log end offset.")
+@click.option("--to-current", "scenario", flag_value="current", help="The committed offset (log end if none).")
+@click.option("--to-offset", type=int, default=None, help="This offset (clamped into [earliest, latest]).")
+@click.option("--to-datetime", type=TimestampMs(), default=None,
+              help="The first offset at or after this time (ISO-8601, e.g. 2026-01-31T12:00:00Z, or epoch ms).")
+@click.option("--by-duration", type=IsoDuration(), default=None,
+              help="The first offset at or after now minus this ISO-8601 duration (e.g. PT1H).")
+@click.option("--shift-by", type=int, default=None, help="The committed offset plus N (negative: back).")
+@click.option("--dry-run", "mode", flag_value="dry-run", default=True, help="Only print the plan (the default).")
+@click.option("--execute", "mode", flag_value="execute", help="Commit the new offsets.")
+@json_option
+def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ...], all_topics: bool,
+                  scenario: str | None, to_offset: int | None, to_datetime: int | None, by_duration: int | None,
+                  shift_by: int | None, mode: str, as_json: bool) -> None:
+    """Plan (and with --execute commit) new committed offsets for GROUP; the group must be inactive."""
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
     from confluent_kafka.admin import OffsetSpec
-    chosen = [x for x in (mode, to_offset, to_datetime) if x is not None]
+    chosen = [name for name, value in (("--to-earliest/--to-latest/--to-current", scenario),
+                                       ("--to-offset", to_offset), ("--to-datetime", to_datetime),
+                                       ("--by-duration", by_duration), ("--shift-by", shift_by)) if value is not None]
     if len(chosen) != 1:
-        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
-    admin = _admin(bootstrap)
-    meta = admin.list_topics(topic, timeout=TIMEOUT_S).topics.get(topic)
-    if meta is None or meta.error is not None or not meta.partitions:
-        raise click.ClickException(f"unknown topic {topic}")
-    parts = sorted(meta.partitions)
-
-    def lookup(spec) -> dict[int, int]:
-        futs = admin.list_offsets({TopicPartition(topic, p): spec for p in parts}, request_timeout=TIMEOUT_S)
-        return {tp.partition: f.result(TIMEOUT_S).offset for tp, f in futs.items()}
-    earliest, latest = lookup(OffsetSpec.earliest()), lookup(OffsetSpec.latest())
-    if mode == "earliest":
-        target = earliest
-    elif mode == "latest":
-        target = latest
-    elif to_offset is not None:  # clamped into [earliest, latest] like Kafka's tool
-        target = {p: min(max(to_offset, earliest[p]), latest[p]) for p in parts}
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-current, --to-offset, "
+                               "--to-datetime, --by-duration, --shift-by")
+    if bool(topic_specs) == all_topics:
+        raise click.UsageError("give --topic (repeatable) or --all-topics")
+    admin = conn.admin()
+    committed = _committed(conn, admin, group)
+    if all_topics:
+        parts = sorted(committed)
+        if not parts:
+            raise CliError(f"group {group} has no committed offsets (--all-topics resets those)")
     else:
-        ts = datetime.fromisoformat(to_datetime.replace("Z", "+00:00"))
-        if ts.tzinfo is None:
-            ts = ts.replace(tzinfo=timezone.utc)
-        by_time = lookup(OffsetSpec.for_timestamp(int(ts.timestamp() * 1000)))
-        target = {p: (o if o >= 0 else latest[p]) for p, o in by_time.items()}  # none that late: the end
-    table = _table("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
-    for p in parts:
-        table.add_row(group, topic, str(p), str(target[p]))
-    _console().print(table)
-    if dry_run:
+        parts = _topic_partitions(conn, admin, topic_specs)
+    if mode == "execute":
+        _require_inactive(conn, admin, group, "offsets can be reset")
+    earliest = _offsets(conn, admin, parts, OffsetSpec.earliest())
+    latest = _offsets(conn, admin, parts, OffsetSpec.latest())
+
+    def clamp(tp, offset: int) -> int:
+        return min(max(offset, earliest[tp]), latest[tp])
+
+    if scenario == "earliest":
+        target = dict(earliest)
+    elif scenario == "latest":
+        target = dict(latest)
+    elif scenario == "current":
+        target = {tp: committed.get(tp, latest[tp]) for tp in parts}
+    elif to_offset is not None:
+        target = {tp: clamp(tp, to_offset) for tp in parts}
+    elif shift_by is not None:
+        missing = [f"{t}-{p}" for t, p in parts if (t, p) not in committed]
+        if missing:
+            raise CliError(f"--shift-by needs committed offsets; group {group} has none for {', '.join(missing)}")
+        target = {tp: clamp(tp, committed[tp] + shift_by) for tp in parts}
+    else:
+        when = to_datetime if to_datetime is not None else int(time.time() * 1000) - by_duration
+        by_time = _offsets(conn, admin, parts, OffsetSpec.for_timestamp(when))
+        target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}  # none that late: the end
+    rows = [{"group": group, "topic": t, "partition": p, "current_offset": committed.get((t, p)),
+             "new_offset": target[(t, p)]} for t, p in parts]
+    if mode == "execute":
+        req = ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, target[(t, p)]) for t, p in parts])
+        done = conn.wait(admin.alter_consumer_group_offsets([req], request_timeout=conn.timeout)[group],
+                         f"cannot reset offsets of group {group}")
+        errors = [f"{tp.topic}-{tp.partition}: {tp.error.str()}" for tp in done.topic_partitions if tp.error]
+        if errors:
+            raise CliError(f"cannot reset offsets of group {group}: {'; '.join(errors)}")
+    if as_json:
+        print_json({"executed": mode == "execute", "offsets": rows})
         return
-    req = ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p, target[p]) for p in parts])
-    res = admin.alter_consumer_group_offsets([req], request_timeout=TIMEOUT_S)[group]
+    print_rows(("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"),
+               [(r["group"], r["topic"], r["partition"], r["current_offset"], r["new_offset"]) for r in rows],
+               right=("PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"))
+    if mode != "execute":
+        click.echo("Dry run: nothing changed; add --execute to commit these offsets.", err=True)
+
+
+@groups.command("delete-offsets")
+@broker_options
+@click.argument("group")
+@click.option("--topic", "topic_specs", multiple=True, required=True, metavar="TOPIC[:P,P...]",
+              help="Topic (optionally some of its partitions) whose committed offsets to delete; repeatable.")
+@json_option
+def delete_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ...], as_json: bool) -> None:
+    """Delete GROUP's committed offsets of some topics (OffsetDelete); the group must not consume them."""
+    admin = conn.admin()
+    parts = _topic_partitions(conn, admin, topic_specs)
+    committed = _committed(conn, admin, group)
+    if not committed and _name(_describe_group(conn, admin, group).state) == "DEAD":
+        raise CliError(f"consumer group {group} does not exist")
+    from kafka import TopicPartition as KTopicPartition
+    kadmin = conn.kafka_python_admin()
     try:
-        done = res.result(TIMEOUT_S)
-        errors = [f"{tp.topic}-{tp.partition}: {tp.error}" for tp in done.topic_partitions if tp.error]
-    except Exception as e:
-        errors = [str(e)]
-    if errors:
-        raise click.ClickException(f"cannot reset offsets of {group} (is it still active?): {'; '.join(errors)}")
+        result = kadmin.delete_group_offsets(group, [KTopicPartition(t, p) for t, p in parts])
+    finally:
+        kadmin.close()
+    rows = [{"topic": tp.topic, "partition": tp.partition,
+             "error": None if err.errno == 0 else err.__name__} for tp, err in sorted(result.items())]
+    if as_json:
+        print_json(rows)
+    else:
+        print_rows(("TOPIC", "PARTITION", "STATUS"),
+                   [(r["topic"], r["partition"], r["error"] or "Successful") for r in rows], right=("PARTITION",))
+    failed = [f"{r['topic']}-{r['partition']}: {r['error']}" for r in rows if r["error"]]
+    if failed:
+        raise CliError(f"cannot delete offsets of group {group}: {'; '.join(failed)}")
 
 
 @groups.command("delete")
-@bootstrap_option
+@broker_options
 @click.argument("group", nargs=-1, required=True)
-def delete(bootstrap: str, group: tuple[str, ...]) -> None:
+def delete(conn: BrokerConnection, group: tuple[str, ...]) -> None:
     """Delete groups (and their committed offsets); a group with members cannot be deleted."""
-    admin = _admin(bootstrap)  # keep a reference: the futures die with the client
-    futs = admin.delete_consumer_groups(list(group), request_timeout=TIMEOUT_S)
-    failed = False
+    admin = conn.admin()  # keep a reference: the futures die with the client
+    futs = admin.delete_consumer_groups(list(group), request_timeout=conn.timeout)
+    failed = []
     for g, f in futs.items():
         try:
-            f.result(TIMEOUT_S)
+            conn.wait(f, f"cannot delete group {g}")
             click.echo(f"deleted group {g}")
-        except Exception as e:
-            failed = True
-            click.echo(f"cannot delete group {g}: {e!r}", err=True)
+        except CliError as e:
+            failed.append(e.format_message())
     if failed:
-        raise SystemExit(1)
+        raise CliError("; ".join(failed))

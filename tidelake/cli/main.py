@@ -1,39 +1,38 @@
-"""The ``tidelake`` command. Each concept adds its own command group in its own module."""
+"""The ``tidelake`` command. Each concept adds its own command group in its own module; the root group
+is the error boundary (see ``errors.py``): every failure is one line on stderr, ``--debug`` adds the trace."""
 from __future__ import annotations
-
-import importlib
 
 import click
 
-# (module, attribute) of each command group; a module that is missing is simply not offered.
-_GROUPS = [
-    ("tidelake.cli.broker", "broker"),
-    ("tidelake.cli.topics", "topics"),
-    ("tidelake.cli.console", "produce"),
-    ("tidelake.cli.console", "consume"),
-    ("tidelake.cli.groups", "groups"),
-    ("tidelake.cli.transactions", "transactions"),
-    ("tidelake.cli.table", "table"),
-    ("tidelake.cli.pipeline", "pipeline"),
-]
+from tidelake.cli.broker import broker
+from tidelake.cli.configs import configs
+from tidelake.cli.console import consume, produce
+from tidelake.cli.errors import DEBUG, CommandGroup, quiet_library_logs
+from tidelake.cli.groups import groups
+from tidelake.cli.pipeline import pipeline
+from tidelake.cli.records import records
+from tidelake.cli.table import table
+from tidelake.cli.topics import topics
+from tidelake.cli.transactions import transactions
 
 
-@click.group()
+@click.group("tidelake", cls=CommandGroup)
 @click.version_option(package_name="tidelake")
-def cli() -> None:
+@click.option("--debug", is_flag=True, envvar="TIDELAKE_DEBUG",
+              help="On failure print the full trace; show the Kafka client libraries' own log lines.")
+@click.pass_context
+def cli(ctx: click.Context, debug: bool) -> None:
     """tidelake: Kafka-compatible broker, PySpark pipeline, transactional table."""
+    ctx.meta[DEBUG] = debug
+    quiet_library_logs(debug)
 
 
-for _mod, _attr in _GROUPS:
-    try:
-        cli.add_command(getattr(importlib.import_module(_mod), _attr))
-    except ModuleNotFoundError as e:
-        if e.name != _mod:
-            raise
+for _command in (broker, topics, produce, consume, groups, configs, records, transactions, table, pipeline):
+    cli.add_command(_command)
 
 
 def main() -> None:
-    cli()
+    cli(prog_name="tidelake")
 
 
 if __name__ == "__main__":

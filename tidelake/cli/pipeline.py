@@ -1,79 +1,219 @@
-"""``tidelake pipeline run PIPELINE.yaml [--once]`` and ``tidelake pipeline status PIPELINE.yaml``."""
+"""``tidelake pipeline run|status|reset|example``: the Kafka -> PySpark -> table pipeline of a YAML config.
+
+Every command that talks to the broker first checks, within ``--timeout``, that it answers, so a down
+broker is one error line rather than a Spark start-up followed by retries. ``reset`` moves the pipeline's
+progress wherever its offset mode keeps it: the table (exactly-once: a commit with the next batch id and
+the new offsets, so a running instance of the old position is fenced), the gtoffset file (seo) or the
+broker group (auto, commit-after).
+"""
 from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 
 import click
 
+from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
+from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.values import TimestampMs
 
-@click.group()
+config_argument = click.argument("config", type=click.Path(exists=True, dir_okay=False))
+timeout_option = click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT_S,
+                              show_default=True, envvar="TIDELAKE_TIMEOUT", metavar="SECONDS",
+                              help="Give up when the broker does not answer within this long.")
+
+
+def _load(config: str):
+    """The validated config (a malformed file or value is one error line naming the file)."""
+    import yaml
+
+    from tidelake.spark.runner import PipelineConfig, PipelineConfigError
+    path = Path(config)
+    try:
+        return PipelineConfig.from_dict(yaml.safe_load(path.read_text()), base_dir=path.parent)
+    except PipelineConfigError as e:
+        raise CliError(f"{config}: {e}") from None
+    except yaml.YAMLError as e:
+        raise CliError(f"{config}: malformed YAML: {e}") from None
+
+
+def _connection(cfg, timeout: float) -> BrokerConnection:
+    return BrokerConnection(cfg.source.bootstrap_servers, timeout, debug_enabled())
+
+
+def _check_broker(cfg, timeout: float) -> None:
+    """The source broker answers and has the topic, or one error line within ``timeout``."""
+    conn = _connection(cfg, timeout)
+    admin = conn.admin()
+    meta = conn.reachable(admin).topics.get(cfg.source.topic)  # all topics: asking for one may create it
+    if meta is None or meta.error is not None:
+        raise CliError(f"source topic {cfg.source.topic} is not available at {cfg.source.bootstrap_servers}: "
+                       f"{meta.error.str() if meta is not None else 'unknown topic'}")
+
+
+@click.group(cls=CommandGroup)
 def pipeline() -> None:
     """Kafka topic -> PySpark -> tidelake table, with auto / commit-after / seo / exactly-once offsets."""
 
 
 @pipeline.command()
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
+@config_argument
 @click.option("--once", is_flag=True,
               help="Process what is available now (in rate-capped batches), commit, exit 0 (AvailableNow).")
-@click.option("--max-batches", type=int, default=None,
+@click.option("--max-batches", type=click.IntRange(min=1), default=None,
               help="Stop gracefully after this many batches (as a SIGTERM would).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings on stderr.")
-def run(config: str, once: bool, max_batches: int | None, quiet: bool) -> None:
+@timeout_option
+def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
-    from tidelake.spark.runner import Pipeline, PipelineConfigError, install_signal_handlers
+    from tidelake.spark.runner import Pipeline, install_signal_handlers
 
+    cfg = _load(config)
+    _check_broker(cfg, timeout)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.WARNING)
-    try:
-        p = Pipeline.from_yaml(config)
-    except PipelineConfigError as e:
-        raise click.UsageError(str(e)) from e
+    logging.getLogger("py4j").setLevel(logging.DEBUG if debug_enabled() else logging.WARNING)
+    p = Pipeline(cfg)
     install_signal_handlers(p)
     summary = p.run(once=once, max_batches=max_batches)
     click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
 
 
-@pipeline.command()
-@click.argument("config", type=click.Path(exists=True, dir_okay=False))
-def status(config: str) -> None:
-    """Where the pipeline is: per partition the broker group's, the gtoffset file's and the table's offsets,
-    the log end and the lag."""
-    import yaml
-    from pathlib import Path
-    from rich.console import Console
-    from rich.table import Table as RichTable
+def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:
+    """(app state, offsets) the table holds for this pipeline; (None, None) before its first commit."""
+    from tidelake.spark.offsets import offsets_from_app_state
+    from tidelake.table import Table
+    if not Table.exists(cfg.sink.table):
+        return None, None
+    state = Table.open(cfg.sink.table).app_state(cfg.app_id)
+    return state, offsets_from_app_state(state)
 
-    from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile, offsets_from_app_state
-    from tidelake.spark.runner import PipelineConfig
 
-    path = Path(config)
-    cfg = PipelineConfig.from_dict(yaml.safe_load(path.read_text()), base_dir=path.parent)
+def _positions(cfg, timeout: float):
+    """partitions, earliest, latest, the group's committed offsets, the gtoffset file's, the table's."""
+    from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+    _check_broker(cfg, timeout)
     src = cfg.source
-    with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, src.kafka) as broker:
+    with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
+                       _connection(cfg, timeout).config(src.kafka), timeout=timeout) as broker:
         partitions = broker.partitions()
         earliest, latest = broker.watermarks(partitions)
         committed = broker.committed(partitions) or {}
     gt = GtoffsetFile(cfg.seo_dir, src.group_id, src.topic).read() if cfg.seo_dir else None
-    table_offsets = None
-    try:
-        from tidelake.table import Table
-        table_offsets = offsets_from_app_state(Table.open(cfg.sink.table).app_state(cfg.app_id))
-    except Exception:  # no table yet (or no table module): nothing stored there
-        table_offsets = None
+    return partitions, earliest, latest, committed, gt, _table_offsets(cfg)[1]
+
+
+@pipeline.command()
+@config_argument
+@timeout_option
+@json_option
+def status(config: str, timeout: float, as_json: bool) -> None:
+    """Where the pipeline is: per partition the broker group's, the gtoffset file's and the table's offsets,
+    the log end and the lag (measured from the offsets of the pipeline's mode)."""
+    cfg = _load(config)
+    partitions, earliest, latest, committed, gt, table_offsets = _positions(cfg, timeout)
     progress = {"exactly-once": table_offsets, "seo": gt}.get(cfg.offsets, committed) or {}
-    out = RichTable(title=f"{cfg.app_id} ({cfg.offsets})")
-    for col in ("PARTITION", "LOG-START", "GROUP-OFFSET", "GTOFFSET", "TABLE-OFFSET", "LOG-END-OFFSET", "LAG"):
-        out.add_column(col, justify="right")
-    for p in partitions:
-        def show(d):
-            return "-" if not d or p not in d else str(d[p])
-        lag = latest[p] - progress[p] if p in progress else latest[p] - earliest[p]
-        out.add_row(str(p), str(earliest[p]), show(committed), show(gt), show(table_offsets), str(latest[p]),
-                    str(lag))
-    Console().print(out)
+    rows = [{"partition": p, "log_start_offset": earliest[p], "group_offset": committed.get(p),
+             "gtoffset": (gt or {}).get(p), "table_offset": (table_offsets or {}).get(p),
+             "log_end_offset": latest[p],
+             "lag": latest[p] - progress[p] if p in progress else latest[p] - earliest[p]} for p in partitions]
+    if as_json:
+        print_json({"app_id": cfg.app_id, "offsets": cfg.offsets, "topic": cfg.source.topic,
+                    "group": cfg.source.group_id, "partitions": rows})
+        return
+    keys = ("partition", "log_start_offset", "group_offset", "gtoffset", "table_offset", "log_end_offset", "lag")
+    headers = ("PARTITION", "LOG-START", "GROUP-OFFSET", "GTOFFSET", "TABLE-OFFSET", "LOG-END-OFFSET", "LAG")
+    print_rows(headers, [[r[k] for k in keys] for r in rows], title=f"{cfg.app_id} ({cfg.offsets})", right=headers)
+
+
+@pipeline.command()
+@config_argument
+@click.option("--partition", "partitions", type=click.IntRange(min=0), multiple=True,
+              help="Only these partitions (repeatable; default all).")
+@click.option("--to-earliest", "scenario", flag_value="earliest", help="The log start offset.")
+@click.option("--to-latest", "scenario", flag_value="latest", help="The log end offset (skip everything).")
+@click.option("--to-offset", type=click.IntRange(min=0), default=None, help="This offset (clamped to the log).")
+@click.option("--to-datetime", type=TimestampMs(), default=None,
+              help="The first offset at or after this time (ISO-8601 or epoch ms).")
+@click.option("--shift-by", type=int, default=None, help="The pipeline's offset plus N (negative: re-read).")
+@click.option("--dry-run", "mode", flag_value="dry-run", default=True, help="Only print the plan (the default).")
+@click.option("--execute", "mode", flag_value="execute", help="Store the new offsets.")
+@timeout_option
+@json_option
+def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_offset: int | None,
+          to_datetime: int | None, shift_by: int | None, mode: str, timeout: float, as_json: bool) -> None:
+    """Move the pipeline's offsets (where its offset mode keeps them); stop the pipeline first."""
+    from confluent_kafka import TopicPartition
+
+    from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+    chosen = [v for v in (scenario, to_offset, to_datetime, shift_by) if v is not None]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
+                               "--shift-by")
+    cfg = _load(config)
+    all_parts, earliest, latest, committed, gt, table_offsets = _positions(cfg, timeout)
+    missing = sorted(set(partitions) - set(all_parts))
+    if missing:
+        raise CliError(f"topic {cfg.source.topic} has no partition {', '.join(map(str, missing))}")
+    current = {"exactly-once": table_offsets, "seo": gt}.get(cfg.offsets, committed) or {}
+    parts = sorted(partitions) or all_parts
+
+    def clamp(p: int, o: int) -> int:
+        return min(max(o, earliest[p]), latest[p])
+
+    if scenario == "earliest":
+        target = {p: earliest[p] for p in parts}
+    elif scenario == "latest":
+        target = {p: latest[p] for p in parts}
+    elif to_offset is not None:
+        target = {p: clamp(p, to_offset) for p in parts}
+    elif shift_by is not None:
+        absent = [p for p in parts if p not in current]
+        if absent:
+            raise CliError(f"--shift-by needs stored offsets; the pipeline has none for partition "
+                           f"{', '.join(map(str, absent))}")
+        target = {p: clamp(p, current[p] + shift_by) for p in parts}
+    else:
+        conn = _connection(cfg, timeout)
+        consumer, _ = conn.consumer({"group.id": cfg.source.group_id, **cfg.source.kafka})
+        try:
+            found = consumer.offsets_for_times([TopicPartition(cfg.source.topic, p, to_datetime) for p in parts],
+                                               timeout=timeout)
+        finally:
+            consumer.close()
+        target = {tp.partition: tp.offset if tp.offset >= 0 else latest[tp.partition] for tp in found}
+    store = {"exactly-once": "table", "seo": "gtoffset"}.get(cfg.offsets, "group")
+    rows = [{"partition": p, "current_offset": current.get(p), "new_offset": target[p]} for p in parts]
+    if mode == "execute":
+        new = {**current, **target}
+        if store == "table":
+            from tidelake.table import Table
+            state, _ = _table_offsets(cfg)
+            if state is None:
+                raise CliError(f"table {cfg.sink.table} holds no offsets of {cfg.app_id} yet: nothing to reset")
+            Table.open(cfg.sink.table).commit_staged(
+                [], app_id=cfg.app_id, batch_id=state["batch_id"] + 1,
+                app_extra={"offsets": {str(p): o for p, o in sorted(new.items())}, "topic": cfg.source.topic,
+                           "reset": True})
+        elif store == "gtoffset":
+            GtoffsetFile(cfg.seo_dir, cfg.source.group_id, cfg.source.topic).write(new)
+        else:
+            src = cfg.source
+            with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
+                               _connection(cfg, timeout).config(src.kafka), timeout=timeout) as broker:
+                broker.commit(target)
+    if as_json:
+        print_json({"app_id": cfg.app_id, "store": store, "executed": mode == "execute", "offsets": rows})
+        return
+    print_rows(("PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"),
+               [(r["partition"], r["current_offset"], r["new_offset"]) for r in rows],
+               title=f"{cfg.app_id} ({cfg.offsets}: offsets in the {store})",
+               right=("PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"))
+    if mode != "execute":
+        click.echo("Dry run: nothing changed; add --execute to store these offsets.", err=True)
 
 
 EXAMPLE_YAML = """\

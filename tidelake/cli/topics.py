@@ -3,23 +3,25 @@ Kafka-compatible broker (confluent-kafka's AdminClient)."""
 from __future__ import annotations
 
 import click
-from rich.table import Table
 
-from tidelake.cli._kafka import admin_client, bootstrap_option, console, parse_pairs, wait
+from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.kafka_client import BrokerConnection, broker_options
+from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.values import parse_pairs
 
 # confluent-kafka reports a config's source as an int; these are Kafka's names for them.
-_SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 
-@click.group()
+@click.group(cls=CommandGroup)
 def topics() -> None:
     """Create, list, describe, alter and delete topics."""
 
 
 @topics.command()
-@bootstrap_option
+@broker_options
 @click.argument("topic")
 @click.option("--partitions", type=click.IntRange(min=1), default=None,
               help="Number of partitions (default: the broker's num.partitions).")
@@ -27,86 +29,83 @@ def topics() -> None:
               help="Replication factor (default: the broker's).")
 @click.option("--config", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config; repeatable.")
 @click.option("--if-not-exists", is_flag=True, help="Succeed if the topic already exists.")
-def create(bootstrap: str, topic: str, partitions: int | None, replication_factor: int | None,
+def create(conn: BrokerConnection, topic: str, partitions: int | None, replication_factor: int | None,
            configs: tuple[str, ...], if_not_exists: bool) -> None:
     """Create TOPIC."""
-    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
-    admin = admin_client(bootstrap)
     new = NewTopic(topic, num_partitions=partitions or -1, replication_factor=replication_factor or -1,
                    config=parse_pairs(configs, "--config"))
-    future = admin.create_topics([new], operation_timeout=30, request_timeout=30)[topic]
-    try:
-        future.result(30)
-    except KafkaException as e:
-        if if_not_exists and e.args and e.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-            click.echo(f"Topic {topic} already exists.")
-            return
-        wait(future, f"cannot create topic {topic}")
-    click.echo(f"Created topic {topic}.")
+    admin = conn.admin()
+    future = admin.create_topics([new], operation_timeout=conn.timeout, request_timeout=conn.timeout)[topic]
+    exists = conn.wait(future, f"cannot create topic {topic}",
+                       tolerate=(KafkaError.TOPIC_ALREADY_EXISTS,) if if_not_exists else ())
+    click.echo(f"Topic {topic} already exists." if exists is not None else f"Created topic {topic}.")
 
 
 @topics.command(name="list")
-@bootstrap_option
+@broker_options
 @click.option("--exclude-internal", is_flag=True, help="Leave out internal topics (names starting with __).")
-def list_topics(bootstrap: str, exclude_internal: bool) -> None:
+@json_option
+def list_topics(conn: BrokerConnection, exclude_internal: bool, as_json: bool) -> None:
     """List topic names, one per line."""
-    try:
-        md = admin_client(bootstrap).list_topics(timeout=30)
-    except Exception as e:
-        raise click.ClickException(f"cannot list topics: {e}") from e
-    for name in sorted(md.topics):
-        if not (exclude_internal and name.startswith("__")):
-            click.echo(name)
+    md = conn.reachable(conn.admin())
+    names = [n for n in sorted(md.topics) if not (exclude_internal and n.startswith("__"))]
+    if as_json:
+        print_json(names)
+        return
+    for name in names:
+        click.echo(name)
 
 
 @topics.command()
-@bootstrap_option
+@broker_options
 @click.argument("topic_names", metavar="[TOPIC]...", nargs=-1)
 @click.option("--all-configs", is_flag=True, help="Show every config, not only those set on the topic.")
-def describe(bootstrap: str, topic_names: tuple[str, ...], all_configs: bool) -> None:
+@json_option
+def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: bool, as_json: bool) -> None:
     """Partitions (leader, replicas, ISR, log start, high watermark) and configs of each TOPIC
     (default: every topic)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import ConfigResource, OffsetSpec
-    admin = admin_client(bootstrap)
-    try:
-        md = admin.list_topics(timeout=30)
-    except Exception as e:
-        raise click.ClickException(f"cannot read metadata: {e}") from e
+    admin = conn.admin()
+    md = conn.reachable(admin)
     names = list(topic_names) or sorted(md.topics)
     missing = [n for n in names if n not in md.topics or md.topics[n].error is not None]
     if missing:
-        raise click.ClickException(f"unknown topic(s): {', '.join(missing)}")
-    out = console()
+        raise CliError(f"unknown topic(s): {', '.join(missing)}")
+    docs = []
     for name in names:
         partitions = sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
         tps = [TopicPartition(name, p.id) for p in partitions]
-        starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, request_timeout=30) if tps else {}
-        ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, request_timeout=30) if tps else {}
+        timeouts = {"request_timeout": conn.timeout}
+        starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, **timeouts) if tps else {}
+        ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, **timeouts) if tps else {}
         resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-        configs = wait(admin.describe_configs([resource], request_timeout=30)[resource],
-                       f"cannot describe configs of {name}")
-
-        table = Table(title=f"Topic: {name}   partitions: {len(partitions)}", title_justify="left")
-        for col in ("Partition", "Leader", "Replicas", "ISR", "Log start", "High watermark"):
-            table.add_column(col, justify="right")
+        configs = conn.wait(admin.describe_configs([resource], **timeouts)[resource],
+                            f"cannot describe configs of {name}")
+        rows = []
         for p, tp in zip(partitions, tps):
-            start = wait(_future_for(starts, tp), f"cannot list offsets of {name}-{p.id}").offset
-            end = wait(_future_for(ends, tp), f"cannot list offsets of {name}-{p.id}").offset
-            table.add_row(str(p.id), str(p.leader), ",".join(map(str, p.replicas)), ",".join(map(str, p.isrs)),
-                          str(start), str(end))
-        out.print(table)
-
+            rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs),
+                         "log_start_offset": conn.wait(_future_for(starts, tp), f"offsets of {name}-{p.id}").offset,
+                         "high_watermark": conn.wait(_future_for(ends, tp), f"offsets of {name}-{p.id}").offset})
         shown = sorted((c for c in configs.values() if all_configs or not c.is_default), key=lambda c: c.name)
-        ctable = Table(title=f"Configs of {name}" + ("" if all_configs else " (set on the topic; --all-configs "
-                                                                          "for all)"), title_justify="left")
-        for col in ("Name", "Value", "Source", "Read-only"):
-            ctable.add_column(col)
-        for c in shown:
-            ctable.add_row(c.name, "" if c.value is None else str(c.value), _SOURCE_NAMES.get(c.source, str(c.source)),
-                           "yes" if c.is_read_only else "")
-        out.print(ctable)
+        docs.append({"topic": name, "partitions": rows,
+                     "configs": [{"name": c.name, "value": c.value, "source": SOURCE_NAMES.get(c.source, str(c.source)),
+                                  "read_only": c.is_read_only} for c in shown]})
+    if as_json:
+        print_json(docs)
+        return
+    for doc in docs:
+        print_rows(("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"),
+                   [(r["partition"], r["leader"], ",".join(map(str, r["replicas"])), ",".join(map(str, r["isr"])),
+                     r["log_start_offset"], r["high_watermark"]) for r in doc["partitions"]],
+                   title=f"Topic: {doc['topic']}   partitions: {len(doc['partitions'])}",
+                   right=("PARTITION", "LOG-START-OFFSET", "HIGH-WATERMARK"))
+        print_rows(("CONFIG", "VALUE", "SOURCE", "READ-ONLY"),
+                   [(c["name"], c["value"], c["source"], "yes" if c["read_only"] else "no") for c in doc["configs"]],
+                   title=f"Configs of {doc['topic']}" + ("" if all_configs else " (set on the topic; --all-configs "
+                                                                                 "for all)"))
 
 
 def _future_for(futures: dict, tp):
@@ -114,52 +113,45 @@ def _future_for(futures: dict, tp):
     for key, fut in futures.items():
         if (key.topic, key.partition) == (tp.topic, tp.partition):
             return fut
-    raise click.ClickException(f"no offset answer for {tp.topic}-{tp.partition}")
+    raise CliError(f"no offset answer for {tp.topic}-{tp.partition}")
 
 
 @topics.command()
-@bootstrap_option
+@broker_options
 @click.argument("topic")
 @click.option("--partitions", type=click.IntRange(min=1), default=None, help="New (larger) number of partitions.")
 @click.option("--set", "set_configs", multiple=True, metavar="KEY=VALUE", help="Set a topic config; repeatable.")
 @click.option("--delete-config", "delete_configs", multiple=True, metavar="KEY",
               help="Remove a topic config (back to its default); repeatable.")
-def alter(bootstrap: str, topic: str, partitions: int | None, set_configs: tuple[str, ...],
+def alter(conn: BrokerConnection, topic: str, partitions: int | None, set_configs: tuple[str, ...],
           delete_configs: tuple[str, ...]) -> None:
     """Add partitions to TOPIC and/or change its configs (incrementally)."""
-    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+    from confluent_kafka.admin import NewPartitions
+    from tidelake.cli.configs import alter_configs
     if partitions is None and not set_configs and not delete_configs:
         raise click.UsageError("nothing to alter: give --partitions, --set or --delete-config")
-    admin = admin_client(bootstrap)
-    ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET)
-           for k, v in parse_pairs(set_configs, "--set").items()]
-    ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in delete_configs]
-    if ops:
-        resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=ops)
-        wait(admin.incremental_alter_configs([resource], request_timeout=30)[resource],
-             f"cannot alter configs of {topic}")
+    sets = parse_pairs(set_configs, "--set")
+    admin = conn.admin()
+    if sets or delete_configs:
+        alter_configs(conn, admin, "topic", topic, sets, delete_configs)
         click.echo(f"Altered configs of {topic}.")
     if partitions is not None:
-        wait(admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=30,
-                                     request_timeout=30)[topic], f"cannot set partitions of {topic} to {partitions}")
+        conn.wait(admin.create_partitions([NewPartitions(topic, partitions)], operation_timeout=conn.timeout,
+                                          request_timeout=conn.timeout)[topic],
+                  f"cannot set partitions of {topic} to {partitions}")
         click.echo(f"Topic {topic} now has {partitions} partitions.")
 
 
 @topics.command()
-@bootstrap_option
+@broker_options
 @click.argument("topic_names", metavar="TOPIC...", nargs=-1, required=True)
 @click.option("--if-exists", is_flag=True, help="Succeed if a topic does not exist.")
-def delete(bootstrap: str, topic_names: tuple[str, ...], if_exists: bool) -> None:
+def delete(conn: BrokerConnection, topic_names: tuple[str, ...], if_exists: bool) -> None:
     """Delete each TOPIC."""
-    from confluent_kafka import KafkaError, KafkaException
-    admin = admin_client(bootstrap)  # keep a reference: the futures fail if the client is destroyed
-    futures = admin.delete_topics(list(topic_names), operation_timeout=30, request_timeout=30)
+    from confluent_kafka import KafkaError
+    admin = conn.admin()  # keep a reference: the futures fail if the client is destroyed
+    futures = admin.delete_topics(list(topic_names), operation_timeout=conn.timeout, request_timeout=conn.timeout)
     for name, future in futures.items():
-        try:
-            future.result(30)
-            click.echo(f"Deleted topic {name}.")
-        except KafkaException as e:
-            if if_exists and e.args and e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                click.echo(f"Topic {name} does not exist.")
-                continue
-            wait(future, f"cannot delete topic {name}")
+        missing = conn.wait(future, f"cannot delete topic {name}",
+                            tolerate=(KafkaError.UNKNOWN_TOPIC_OR_PART,) if if_exists else ())
+        click.echo(f"Topic {name} does not exist." if missing is not None else f"Deleted topic {name}.")

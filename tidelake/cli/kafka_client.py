@@ -1,0 +1,138 @@
+"""How the broker commands talk to Kafka: the ``--bootstrap-server`` / ``--timeout`` options and a
+:class:`BrokerConnection` that builds confluent-kafka (librdkafka) and kafka-python clients which give up
+within the timeout and keep the libraries' own log lines off stderr unless ``--debug``.
+
+Every client is checked with one bounded metadata request before it is used, so a broker that is down
+or unreachable is one error line after at most ``--timeout`` seconds, whatever the command.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import click
+
+from tidelake.cli.errors import DEBUG, CliError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+DEFAULT_TIMEOUT_S = 10.0
+
+# librdkafka logs through this logger when --debug is off; nothing is above its level, so nothing shows.
+_SILENT = logging.getLogger("tidelake.cli.librdkafka")
+_SILENT.setLevel(logging.CRITICAL + 1)
+_SILENT.propagate = False
+
+
+def debug_enabled() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.meta.get(DEBUG))
+
+
+@dataclass(frozen=True)
+class BrokerConnection:
+    """Where the broker is, how long to wait for it, and whether to show the client libraries' logs."""
+
+    bootstrap: str
+    timeout: float
+    debug: bool = False
+
+    # ---------------------------------------------------------------- librdkafka (confluent-kafka)
+    def config(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        timeout_ms = max(1, int(self.timeout * 1000))
+        conf: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "socket.connection.setup.timeout.ms": max(1000, timeout_ms),
+            "socket.timeout.ms": max(10, timeout_ms),
+            # the "Connection refused" retry loop of a down broker: back off to seconds, not milliseconds
+            "reconnect.backoff.max.ms": 2000,
+        }
+        if not self.debug:
+            conf.update({"logger": _SILENT, "error_cb": _ignore_error})
+        conf.update(extra or {})
+        return conf
+
+    def reachable(self, client, topic: str | None = None):
+        """Cluster metadata from ``client``, or a CliError within the timeout. Asking for one ``topic`` creates
+        it on a broker with auto.create.topics.enable, as producing to it would."""
+        from confluent_kafka import KafkaException
+        try:
+            return client.list_topics(topic, timeout=self.timeout)
+        except KafkaException as e:
+            raise self.unreachable(e.args[0].str() if e.args else str(e)) from e
+
+    def unreachable(self, detail: str) -> CliError:
+        return CliError(f"no Kafka broker answered at {self.bootstrap} within {self.timeout:g}s "
+                        f"(--timeout): {detail}")
+
+    def admin(self):
+        from confluent_kafka.admin import AdminClient
+        client = AdminClient(self.config())
+        self.reachable(client)
+        return client
+
+    def producer(self, extra: Mapping[str, Any] | None = None):
+        from confluent_kafka import Producer
+        client = Producer(self.config({"message.timeout.ms": max(1, int(self.timeout * 1000)), **(extra or {})}))
+        self.reachable(client)
+        return client
+
+    def consumer(self, extra: Mapping[str, Any] | None = None):
+        """A consumer, and the cluster metadata fetched to prove the broker is up."""
+        from confluent_kafka import Consumer
+        client = Consumer(self.config(extra))
+        try:
+            return client, self.reachable(client)
+        except BaseException:
+            client.close()
+            raise
+
+    def wait(self, future, what: str, tolerate: tuple[int, ...] = ()) -> Any:
+        """The result of an admin future, or a CliError saying what failed and why; a KafkaError whose code
+        is in ``tolerate`` (e.g. TOPIC_ALREADY_EXISTS with --if-not-exists) is returned instead."""
+        from confluent_kafka import KafkaError, KafkaException
+        try:
+            return future.result(self.timeout)
+        except concurrent.futures.TimeoutError:
+            raise CliError(f"{what}: no answer within {self.timeout:g}s (--timeout)") from None
+        except KafkaException as e:
+            err = e.args[0] if e.args else None
+            if not isinstance(err, KafkaError):
+                raise CliError(f"{what}: {e}") from e
+            if err.code() in tolerate:
+                return err
+            raise CliError(f"{what}: {err.name()}: {err.str()}") from e
+
+    # ---------------------------------------------------------------- kafka-python
+    def kafka_python_admin(self):
+        """kafka-python's admin client: the one that speaks ListTransactions / DescribeTransactions and asks
+        every broker for its groups."""
+        from kafka.admin import KafkaAdminClient
+        from kafka.errors import KafkaError
+        timeout_ms = max(1, int(self.timeout * 1000))
+        try:
+            return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-cli",
+                                    request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+        except KafkaError as e:
+            raise self.unreachable(str(e)) from e
+
+
+def _ignore_error(_error) -> None:
+    # librdkafka reports "all brokers down" here, over and over; the bounded requests say it once.
+    pass
+
+
+def broker_options(f: Callable) -> Callable:
+    """``--bootstrap-server`` and ``--timeout``, passed to the command as ``conn: BrokerConnection``."""
+    @click.option("--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
+                  envvar="TIDELAKE_BOOTSTRAP_SERVER", metavar="HOST:PORT",
+                  help="Broker to connect to (env TIDELAKE_BOOTSTRAP_SERVER).")
+    @click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT_S, show_default=True,
+                  envvar="TIDELAKE_TIMEOUT", metavar="SECONDS",
+                  help="Give up when the broker does not answer within this long (env TIDELAKE_TIMEOUT).")
+    @functools.wraps(f)
+    def wrapper(*args, bootstrap: str, timeout: float, **kwargs):
+        return f(*args, conn=BrokerConnection(bootstrap, timeout, debug_enabled()), **kwargs)
+    return wrapper
