@@ -19,3 +19,19 @@ def test_orders_generator_oracle_follows_its_events():
             assert event["after"]["id"] == key
             live[key] = event["after"]
     assert live == gen.state
+
+
+def test_rerun_on_the_same_data_dir_is_refused_in_one_line_unless_reset(tmp_path):
+    import subprocess
+    import sys
+    run_broker_demo(tmp_path, records=10, partitions=1)
+    again = subprocess.run([sys.executable, "-m", "tidelake.demo", "--broker-only", "--data-dir", str(tmp_path)],
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 2
+    assert again.stderr.strip().splitlines() == [
+        f"tidelake demo: error: {tmp_path} holds a previous demo run; "
+        "pass --reset to delete it first, or choose another --data-dir"]
+    reset = subprocess.run([sys.executable, "-m", "tidelake.demo", "--broker-only", "--reset",
+                            "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert reset.returncode == 0, reset.stderr
+    assert "Traceback" not in reset.stderr

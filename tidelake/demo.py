@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import random
+import shutil
 import sys
 import tempfile
 import threading
@@ -287,9 +288,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--events", type=int, default=20000, help="change events the generator produces")
     ap.add_argument("--seconds", type=float, default=20.0, help="spread the events over this many seconds")
     ap.add_argument("--broker-only", action="store_true", help="only the broker part")
+    ap.add_argument("--reset", action="store_true",
+                    help="delete a previous run's data in --data-dir first (its checks compare against a fresh start)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     data_dir = args.data_dir or Path(tempfile.mkdtemp(prefix="tidelake-demo-"))
+    previous = [data_dir / part for part in ("broker", "tables") if (data_dir / part).exists()]
+    if previous and not args.reset:
+        # The demo checks its table against what its own generator produced; an old topic or table
+        # in the same place would make that check compare two different runs.
+        ap.exit(2, f"tidelake demo: error: {data_dir} holds a previous demo run; "
+                   f"pass --reset to delete it first, or choose another --data-dir\n")
+    for path in previous:
+        shutil.rmtree(path)
     data_dir.mkdir(parents=True, exist_ok=True)
     console.rule("[bold]tidelake demo")
     started = time.monotonic()
