@@ -154,7 +154,7 @@ def test_kafka_python_round_trip_admin_and_times(broker):
         assert cons.beginning_offsets([tp])[tp] == 0 and cons.end_offsets([tp])[tp] == 200
         cons.close()
         from kafka.admin._configs import ConfigFilterType
-        node = str(broker.broker.node_id)
+        node = str(broker.broker.context.node_id)
         cfg = admin.describe_configs([KConfigResource(ConfigResourceType.BROKER, node)],
                                      config_filter=ConfigFilterType.ALL)["broker"][node]
         assert cfg["num.partitions"]["value"] == "3"

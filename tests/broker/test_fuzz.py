@@ -4,7 +4,6 @@ right error or close only that connection — and another client keeps producing
 during and after, which a background client checks the whole time."""
 from __future__ import annotations
 
-import importlib
 import socket
 import struct
 import threading
@@ -17,19 +16,11 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest as PR
 
 from tidelake.broker import EmbeddedBroker
+from tidelake.broker import handlers  # noqa: F401 (registers every handler before the strategies read REGISTRY)
 from tidelake.broker.registry import REGISTRY
-from tidelake.broker.server import API_MODULES
 from tidelake.protocol.framing import encode_request_frame, split_response_frame
 from tidelake.protocol.records import Record, build_batch
 from tidelake.protocol.wire_client import WireClient
-
-# Register every API module's handlers now, so the strategies below see the full registry.
-for _name in API_MODULES:
-    try:
-        importlib.import_module(_name)
-    except ModuleNotFoundError as _e:
-        if _e.name != _name:
-            raise
 
 MAX_REQUEST = 64 * 1024
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

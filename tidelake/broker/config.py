@@ -243,6 +243,16 @@ class ConfigEntry:
     def is_default(self) -> bool:
         return self.source == SOURCE_DEFAULT
 
+    @property
+    def sensitive(self) -> bool:
+        return self.type == TYPE_PASSWORD
+
+
+def is_list_config(name: str) -> bool:
+    """Whether a topic or broker config is a list (IncrementalAlterConfigs APPEND/SUBTRACT need one)."""
+    defn = TOPIC_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+    return defn is not None and defn.type == TYPE_LIST
+
 
 class BrokerConfig:
     """The broker's own configs: defaults < static (file, --set) < dynamic (AlterConfigs)."""
