@@ -282,15 +282,20 @@ def encode_produce_response(version: int, topics: Sequence[tuple], throttle_time
         else:
             out.append(_string(name, flexible))
         out.append(_array_len(len(parts), flexible))
-        for index, error, base_offset, append_time, log_start, message, *record_errors in parts:
+        for part in parts:
+            if len(part) == 6:
+                index, error, base_offset, append_time, log_start, message = part
+                record_errors = None
+            else:
+                index, error, base_offset, append_time, log_start, message, record_errors = part
             if version >= 5:
                 out.append(_PART_PRODUCE_V5.pack(index, error, base_offset, append_time, log_start))
             else:
                 out.append(_PART_PRODUCE_V2.pack(index, error, base_offset, append_time))
             if version >= 8:
-                if record_errors and record_errors[0]:
-                    out.append(_array_len(len(record_errors[0]), flexible))
-                    for batch_index, batch_message in record_errors[0]:
+                if record_errors:
+                    out.append(_array_len(len(record_errors), flexible))
+                    for batch_index, batch_message in record_errors:
                         out.append(_I32.pack(batch_index))
                         out.append(_string(batch_message, flexible))
                         if flexible:

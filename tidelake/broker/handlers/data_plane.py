@@ -55,6 +55,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
     by_id = version >= 13
     logs = broker.logs
     topics = broker.topics
+    by_name = broker.metadata.topics
     notify = broker.partitions.notify
     transactional_id = request.transactional_id
     topics_out = []
@@ -73,7 +74,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
             if plog is None:
                 parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
                 continue
-            info = topics.get(name)
+            info = by_name.get(name)
             if info is not None and info.internal:
                 # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
                 parts.append((index, errors.InvalidTopic.code, -1, -1, -1, f"cannot produce to internal topic {name}"))
