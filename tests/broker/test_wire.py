@@ -501,3 +501,23 @@ def test_offset_for_leader_epoch_per_partition(client, broker):
     got = [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions]
     # epoch 0 ends at the log end; a later epoch is unknown here; partition 9 does not exist
     assert got == [(0, 0, 0, 2), (0, 0, -1, -1), (9, 3, -1, -1)]
+
+
+def test_offset_for_leader_epoch_answers_from_the_leader_epoch_cache(client, broker):
+    """Batches written in leader epochs 0, 2 and 5: each epoch ends where the next one starts, the
+    latest at the log end; an epoch between two known ones belongs to the older; after DeleteRecords
+    an epoch older than every cached one ends at the first cached start (Kafka's answers)."""
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest as O
+    create(broker, "t-epochs", 1)
+    for values, epoch in (([b"a", b"b"], 0), ([b"c", b"d", b"e"], 2), ([b"f"], 5)):
+        broker.run(lambda: broker.broker.context.partitions.append("t-epochs", 0, batch(values), leader_epoch=epoch))
+
+    def ask(*epochs):
+        r = client.request(O(replica_id=-1, topics=[O.OffsetForLeaderTopic(topic="t-epochs", partitions=[
+            O.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=e)
+            for e in epochs])]), 4)
+        assert all(p.error_code == 0 for p in r.topics[0].partitions)
+        return [(p.leader_epoch, p.end_offset) for p in r.topics[0].partitions]
+    assert ask(0, 1, 2, 3, 4, 5, 6, -1) == [(0, 2), (0, 2), (2, 5), (2, 5), (2, 5), (5, 6), (-1, -1), (-1, -1)]
+    broker.run(lambda: broker.broker.logs.get("t-epochs", 0).delete_records_before(3))
+    assert ask(0, 1, 2, 5) == [(0, 3), (1, 3), (2, 5), (5, 6)]
