@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 
@@ -162,3 +162,24 @@ def test_kafka_python_round_trip_admin_and_times(broker):
         assert cfg["log.segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
     finally:
         admin.close()
+
+
+def test_confluent_keyless_records_on_a_compacted_topic_fail_exactly_those(broker):
+    """KIP-467: the batch is rejected with INVALID_RECORD and record_errors naming the keyless
+    records, so librdkafka fails those with INVALID_RECORD and the rest of the batch with
+    _INVALID_DIFFERENT_RECORD; nothing is appended, and keyed records then go through."""
+    bs = broker.bootstrap_servers
+    broker.run(broker.broker.create_topic, "compacted-keys", 1, {"cleanup.policy": "compact"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 200})
+    results = {}
+    for i in range(6):
+        p.produce("compacted-keys", key=None if i in (1, 4) else b"k%d" % i, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda err, m, i=i: results.__setitem__(i, err.code() if err else None))
+    assert p.flush(30) == 0
+    assert results == {0: KafkaError._INVALID_DIFFERENT_RECORD, 1: KafkaError.INVALID_RECORD,
+                       2: KafkaError._INVALID_DIFFERENT_RECORD, 3: KafkaError._INVALID_DIFFERENT_RECORD,
+                       4: KafkaError.INVALID_RECORD, 5: KafkaError._INVALID_DIFFERENT_RECORD}
+    assert broker.broker.logs.get("compacted-keys", 0).log_end_offset == 0
+    acks = []
+    p.produce("compacted-keys", key=b"k", value=b"v", partition=0, on_delivery=lambda err, m: acks.append(err))
+    assert p.flush(30) == 0 and acks == [None]

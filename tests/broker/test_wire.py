@@ -521,3 +521,19 @@ def test_offset_for_leader_epoch_answers_from_the_leader_epoch_cache(client, bro
     assert ask(0, 1, 2, 3, 4, 5, 6, -1) == [(0, 2), (0, 2), (2, 5), (2, 5), (2, 5), (5, 6), (-1, -1), (-1, -1)]
     broker.run(lambda: broker.broker.logs.get("t-epochs", 0).delete_records_before(3))
     assert ask(0, 1, 2, 5) == [(0, 3), (1, 3), (2, 5), (5, 6)]
+
+
+def test_produce_record_errors_name_each_keyless_record_of_a_compacted_topic(client, broker):
+    """KIP-467 on the wire: INVALID_RECORD, one record error per keyless record with its index in
+    the request's records (across batches) and Kafka's message; older versions get the code alone."""
+    create(broker, "t-compact-keys", 1, {"cleanup.policy": "compact"})
+    keyed = build_batch([Record(0, 1, b"a", b"1"), Record(1, 1, None, b"2")])
+    second = build_batch([Record(0, 1, None, None), Record(1, 1, b"b", b"3")], compression=1)
+    r = client.request(produce_req("t-compact-keys", 0, keyed + second), 9).responses[0].partition_responses[0]
+    message = "Compacted topic cannot accept message without key in topic partition t-compact-keys-0."
+    assert r.error_code == 87 and r.base_offset == -1
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, message), (2, message)]
+    assert "2 record errors" in r.error_message
+    r = client.request(produce_req("t-compact-keys", 0, keyed), 7).responses[0].partition_responses[0]
+    assert r.error_code == 87
+    assert broker.broker.logs.get("t-compact-keys", 0).log_end_offset == 0
