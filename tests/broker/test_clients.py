@@ -183,3 +183,40 @@ def test_confluent_keyless_records_on_a_compacted_topic_fail_exactly_those(broke
     acks = []
     p.produce("compacted-keys", key=b"k", value=b"v", partition=0, on_delivery=lambda err, m: acks.append(err))
     assert p.flush(30) == 0 and acks == [None]
+
+
+def test_confluent_alter_configs_accepts_what_kafka_accepts(broker):
+    """Topic configs Kafka 3.9 knows, deprecated ones clients still send included, and broker configs
+    such as the SASL/Kerberos ones (dynamic in Kafka) are accepted and described; Kafka's refusals
+    stay refusals: an unknown topic config, a bad value, tiered storage without it, a static broker
+    config."""
+    a = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    a.create_topics([NewTopic("cfg-kafka-names", 1, 1)])["cfg-kafka-names"].result(30)
+
+    def alter(kind, name, **values):
+        res = ConfigResource(kind, name, incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()])
+        try:
+            a.incremental_alter_configs([res])[res].result(30)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    def described(kind, name, *keys):
+        res = ConfigResource(kind, name)
+        got = a.describe_configs([res])[res].result(30)
+        return {k: got[k].value for k in keys}
+    assert alter("topic", "cfg-kafka-names", message_format_version="0.10.2",
+                 message_timestamp_difference_max_ms="3600000", compression_zstd_level="7",
+                 leader_replication_throttled_replicas="*") is None
+    assert described("topic", "cfg-kafka-names", "message.format.version", "compression.zstd.level") == {
+        "message.format.version": "0.10.2", "compression.zstd.level": "7"}
+    assert alter("topic", "cfg-kafka-names", no_such_config="1") == KafkaError.INVALID_CONFIG
+    assert alter("topic", "cfg-kafka-names", message_format_version="banana") == KafkaError.INVALID_CONFIG
+    assert alter("topic", "cfg-kafka-names", remote_storage_enable="true") == KafkaError.INVALID_CONFIG
+    node = str(broker.broker.context.node_id)
+    assert alter("broker", node, sasl_kerberos_min_time_before_relogin="30000") is None
+    assert described("broker", node, "sasl.kerberos.min.time.before.relogin") == {
+        "sasl.kerberos.min.time.before.relogin": "30000"}
+    assert alter("broker", node, sasl_kerberos_min_time_before_relogin="soon") == KafkaError.INVALID_CONFIG
+    assert alter("broker", node, process_roles="broker") == KafkaError.INVALID_CONFIG
