@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from tidelake import errors
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import (
     TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
@@ -44,7 +45,6 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 OffsetRecord = tuple[bytes, bytes | None]  # (key, value) of a __consumer_offsets record
-OFFSETS_TOPIC = "__consumer_offsets"
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
 
 
