@@ -1,41 +1,18 @@
 """Helpers for the transaction tests: raw protocol requests and bounded read_committed reads."""
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tidelake.protocol.wire_client import WireClient
+
 
 def raw_request(bootstrap: str, request, version: int, timeout: float = 15.0):
     """Send one request (a kafka-python ApiMessage) on a fresh connection; return the decoded response."""
-    host, port = bootstrap.rsplit(":", 1)
-    request.with_header(correlation_id=7, client_id="txn-test")
-    data = request.encode(version=version, header=True, framed=True)
-    resp_cls = _response_class(type(request))
-    with socket.create_connection((host, int(port)), timeout=timeout) as s:
-        s.sendall(bytes(data))
-        size = struct.unpack(">i", _recv_exact(s, 4))[0]
-        payload = _recv_exact(s, size)
-    return resp_cls.decode(payload, version=version, header=True)
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("connection closed")
-        buf += chunk
-    return bytes(buf)
-
-
-def _response_class(req_cls):
-    import importlib
-    mod = importlib.import_module(req_cls.__module__)
-    return getattr(mod, req_cls.__name__.replace("Request", "Response"))
+    with WireClient.connect(bootstrap, timeout=timeout, client_id="txn-test") as c:
+        return c.request(request, version)
 
 
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:

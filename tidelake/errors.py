@@ -1,7 +1,8 @@
-"""Errors that carry a Kafka protocol error code, shared by every layer.
+"""Kafka's protocol error codes, as exceptions: the one place the codes are declared.
 
 Codes are Kafka's (see kafka.errors in kafka-python for the full table). Layers below the broker
-raise these; the broker turns them into the error_code of the response.
+raise these; the broker turns them into the error_code of the response. Handlers that answer an
+error without raising one read the code from the class (``errors.UnknownTopicId.code``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ class KafkaApiError(Exception):
 def _err(name: str, code: int) -> type[KafkaApiError]:
     return type(name, (KafkaApiError,), {"code": code})
 
+
+NONE = 0  # no error
 
 OffsetOutOfRange = _err("OffsetOutOfRange", 1)
 CorruptMessage = _err("CorruptMessage", 2)
@@ -42,11 +45,13 @@ UnknownMemberId = _err("UnknownMemberId", 25)
 InvalidSessionTimeout = _err("InvalidSessionTimeout", 26)
 RebalanceInProgress = _err("RebalanceInProgress", 27)
 InvalidCommitOffsetSize = _err("InvalidCommitOffsetSize", 28)
+OffsetMetadataTooLarge = _err("OffsetMetadataTooLarge", 12)
 InvalidTimestamp = _err("InvalidTimestamp", 32)
 UnsupportedVersion = _err("UnsupportedVersion", 35)
 TopicAlreadyExists = _err("TopicAlreadyExists", 36)
 InvalidPartitions = _err("InvalidPartitions", 37)
 InvalidReplicationFactor = _err("InvalidReplicationFactor", 38)
+InvalidReplicaAssignment = _err("InvalidReplicaAssignment", 39)
 InvalidConfig = _err("InvalidConfig", 40)
 InvalidRequest = _err("InvalidRequest", 42)
 PolicyViolation = _err("PolicyViolation", 44)
@@ -58,16 +63,34 @@ InvalidProducerIdMapping = _err("InvalidProducerIdMapping", 49)
 InvalidTransactionTimeout = _err("InvalidTransactionTimeout", 50)
 ConcurrentTransactions = _err("ConcurrentTransactions", 51)
 TransactionCoordinatorFenced = _err("TransactionCoordinatorFenced", 52)
+OperationNotAttempted = _err("OperationNotAttempted", 55)
 UnknownServerError = _err("UnknownServerError", -1)
 NonEmptyGroup = _err("NonEmptyGroup", 68)
 GroupIdNotFound = _err("GroupIdNotFound", 69)
+FetchSessionIdNotFound = _err("FetchSessionIdNotFound", 70)
+InvalidFetchSessionEpoch = _err("InvalidFetchSessionEpoch", 71)
+TopicDeletionDisabled = _err("TopicDeletionDisabled", 73)
 GroupSubscribedToTopic = _err("GroupSubscribedToTopic", 86)
 MemberIdRequired = _err("MemberIdRequired", 79)
 FencedInstanceId = _err("FencedInstanceId", 82)
 UnknownProducerId = _err("UnknownProducerId", 59)
 UnstableOffsetCommit = _err("UnstableOffsetCommit", 88)
 ProducerFenced = _err("ProducerFenced", 90)
+UnknownTopicId = _err("UnknownTopicId", 100)
 TransactionalIdNotFound = _err("TransactionalIdNotFound", 105)
 FencedMemberEpoch = _err("FencedMemberEpoch", 110)
 UnreleasedInstanceId = _err("UnreleasedInstanceId", 111)
 UnsupportedAssignor = _err("UnsupportedAssignor", 112)
+UnsupportedEndpointType = _err("UnsupportedEndpointType", 119)
+
+
+class InvalidRecord(KafkaApiError):
+    """Some records of a produce request are invalid (e.g. no key on a compacted topic); KIP-467:
+    ``record_errors`` names each bad record by its index in the request's records (0-based, across
+    batches) with a message, so the producer fails exactly those and may retry the others."""
+    code = 87
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]):
+        super().__init__(message)
+        self.record_errors = record_errors
+

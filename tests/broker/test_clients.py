@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 
@@ -154,7 +154,7 @@ def test_kafka_python_round_trip_admin_and_times(broker):
         assert cons.beginning_offsets([tp])[tp] == 0 and cons.end_offsets([tp])[tp] == 200
         cons.close()
         from kafka.admin._configs import ConfigFilterType
-        node = str(broker.broker.node_id)
+        node = str(broker.broker.context.node_id)
         cfg = admin.describe_configs([KConfigResource(ConfigResourceType.BROKER, node)],
                                      config_filter=ConfigFilterType.ALL)["broker"][node]
         assert cfg["num.partitions"]["value"] == "3"
@@ -162,3 +162,61 @@ def test_kafka_python_round_trip_admin_and_times(broker):
         assert cfg["log.segment.bytes"]["config_source"] == "DEFAULT_CONFIG"
     finally:
         admin.close()
+
+
+def test_confluent_keyless_records_on_a_compacted_topic_fail_exactly_those(broker):
+    """KIP-467: the batch is rejected with INVALID_RECORD and record_errors naming the keyless
+    records, so librdkafka fails those with INVALID_RECORD and the rest of the batch with
+    _INVALID_DIFFERENT_RECORD; nothing is appended, and keyed records then go through."""
+    bs = broker.bootstrap_servers
+    broker.run(broker.broker.create_topic, "compacted-keys", 1, {"cleanup.policy": "compact"})
+    p = Producer({"bootstrap.servers": bs, "linger.ms": 200})
+    results = {}
+    for i in range(6):
+        p.produce("compacted-keys", key=None if i in (1, 4) else b"k%d" % i, value=b"v%d" % i, partition=0,
+                  on_delivery=lambda err, m, i=i: results.__setitem__(i, err.code() if err else None))
+    assert p.flush(30) == 0
+    assert results == {0: KafkaError._INVALID_DIFFERENT_RECORD, 1: KafkaError.INVALID_RECORD,
+                       2: KafkaError._INVALID_DIFFERENT_RECORD, 3: KafkaError._INVALID_DIFFERENT_RECORD,
+                       4: KafkaError.INVALID_RECORD, 5: KafkaError._INVALID_DIFFERENT_RECORD}
+    assert broker.broker.logs.get("compacted-keys", 0).log_end_offset == 0
+    acks = []
+    p.produce("compacted-keys", key=b"k", value=b"v", partition=0, on_delivery=lambda err, m: acks.append(err))
+    assert p.flush(30) == 0 and acks == [None]
+
+
+def test_confluent_alter_configs_accepts_what_kafka_accepts(broker):
+    """Topic configs Kafka 3.9 knows, deprecated ones clients still send included, and broker configs
+    such as the SASL/Kerberos ones (dynamic in Kafka) are accepted and described; Kafka's refusals
+    stay refusals: an unknown topic config, a bad value, tiered storage without it, a static broker
+    config."""
+    a = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    a.create_topics([NewTopic("cfg-kafka-names", 1, 1)])["cfg-kafka-names"].result(30)
+
+    def alter(kind, name, **values):
+        res = ConfigResource(kind, name, incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in values.items()])
+        try:
+            a.incremental_alter_configs([res])[res].result(30)
+            return None
+        except KafkaException as e:
+            return e.args[0].code()
+
+    def described(kind, name, *keys):
+        res = ConfigResource(kind, name)
+        got = a.describe_configs([res])[res].result(30)
+        return {k: got[k].value for k in keys}
+    assert alter("topic", "cfg-kafka-names", message_format_version="0.10.2",
+                 message_timestamp_difference_max_ms="3600000", compression_zstd_level="7",
+                 leader_replication_throttled_replicas="*") is None
+    assert described("topic", "cfg-kafka-names", "message.format.version", "compression.zstd.level") == {
+        "message.format.version": "0.10.2", "compression.zstd.level": "7"}
+    assert alter("topic", "cfg-kafka-names", no_such_config="1") == KafkaError.INVALID_CONFIG
+    assert alter("topic", "cfg-kafka-names", message_format_version="banana") == KafkaError.INVALID_CONFIG
+    assert alter("topic", "cfg-kafka-names", remote_storage_enable="true") == KafkaError.INVALID_CONFIG
+    node = str(broker.broker.context.node_id)
+    assert alter("broker", node, sasl_kerberos_min_time_before_relogin="30000") is None
+    assert described("broker", node, "sasl.kerberos.min.time.before.relogin") == {
+        "sasl.kerberos.min.time.before.relogin": "30000"}
+    assert alter("broker", node, sasl_kerberos_min_time_before_relogin="soon") == KafkaError.INVALID_CONFIG
+    assert alter("broker", node, process_roles="broker") == KafkaError.INVALID_CONFIG

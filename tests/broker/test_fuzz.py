@@ -4,7 +4,6 @@ right error or close only that connection — and another client keeps producing
 during and after, which a background client checks the whole time."""
 from __future__ import annotations
 
-import importlib
 import socket
 import struct
 import threading
@@ -17,19 +16,11 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from kafka.protocol.producer import ProduceRequest as PR
 
 from tidelake.broker import EmbeddedBroker
+from tidelake.broker import handlers  # noqa: F401 (registers every handler before the strategies read REGISTRY)
 from tidelake.broker.registry import REGISTRY
-from tidelake.broker.server import API_MODULES
 from tidelake.protocol.framing import encode_request_frame, split_response_frame
 from tidelake.protocol.records import Record, build_batch
 from tidelake.protocol.wire_client import WireClient
-
-# Register every API module's handlers now, so the strategies below see the full registry.
-for _name in API_MODULES:
-    try:
-        importlib.import_module(_name)
-    except ModuleNotFoundError as _e:
-        if _e.name != _name:
-            raise
 
 MAX_REQUEST = 64 * 1024
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -100,34 +91,23 @@ def broker(tmp_path_factory):
 def exchange(broker, raw: bytes, *, half_close: bool = True, timeout: float = 15.0) -> tuple[list[bytes], bool]:
     """Send ``raw``; read response frames until the broker closes (or, without half-close, until one
     frame arrived). Returns (frames, closed_by_broker). A hang fails the test via the timeout."""
-    s = socket.create_connection(("127.0.0.1", broker.port), timeout=timeout)
     frames: list[bytes] = []
-    buf = b""
-    try:
+    with WireClient("127.0.0.1", broker.port, timeout=timeout) as c:
         try:
-            s.sendall(raw)
+            c.send_raw(raw)
         except (BrokenPipeError, ConnectionResetError):
             return frames, True  # closed while we were still sending (e.g. oversize)
         if half_close:
-            s.shutdown(socket.SHUT_WR)
+            c.sock.shutdown(socket.SHUT_WR)
         while True:
             try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
+                frames.append(c.recv_frame())
+            except ConnectionError:
                 return frames, True
             except socket.timeout:
                 raise AssertionError("broker neither answered nor closed the connection (hang)")
-            if not chunk:
-                return frames, True
-            buf += chunk
-            while len(buf) >= 4 and len(buf) - 4 >= struct.unpack(">i", buf[:4])[0]:
-                n = struct.unpack(">i", buf[:4])[0]
-                frames.append(buf[4:4 + n])
-                buf = buf[4 + n:]
-            if frames and not half_close:
+            if not half_close:
                 return frames, False
-    finally:
-        s.close()
 
 
 def assert_alive(broker):

@@ -82,7 +82,7 @@ def test_killed_consumer_loses_its_partitions(broker, protocol):
                 break
         else:
             raise AssertionError(f"partitions of the killed member never moved: {survivor.assignment()}")
-        gc = broker.broker.group_coordinator
+        gc = broker.broker.context.groups
         assert len(gc.groups[f"g-{protocol}"].members) == 1  # the dead member was expelled
     finally:
         survivor.close()

@@ -133,7 +133,7 @@ def test_kafka_python_group_commit_and_resume(broker):
     assert sorted(consume_until(first)) == sorted(first)
     second = produce(bs, "t", "second", 8)
     assert sorted(consume_until(second)) == sorted(second)
-    gc = broker.broker.group_coordinator
+    gc = broker.broker.context.groups
     assert sum(om.offset for om in gc.offsets.group_offsets("kp").values()) == 28
 
 
@@ -229,7 +229,7 @@ def test_java_group_commit_and_resume(broker, java_classes, protocol):
     assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "20", "range")) == sorted(first)
     second = produce(bs, "t", "second", 8)
     assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "8", "range")) == sorted(second)
-    group = broker.broker.group_coordinator.groups["jg"]
+    group = broker.broker.context.groups.groups["jg"]
     assert group.protocol_kind == protocol
 
 
@@ -248,11 +248,11 @@ def test_restart_keeps_offsets_and_group(tmp_path):
             seen += m is not None and m.error() is None
         c.commit(asynchronous=False)
         committed = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=10)}
-        generation = b.broker.group_coordinator.groups["rg"].generation
+        generation = b.broker.context.groups.groups["rg"].generation
         c.close()
     assert sum(committed.values()) == 20
     with EmbeddedBroker(data, config=CONFIG) as b:
-        gc = b.broker.group_coordinator
+        gc = b.broker.context.groups
         assert {p: om.offset for (t, p), om in gc.offsets.group_offsets("rg").items()} == committed
         # the group came back Empty (its last member left) with the generation it had reached
         assert gc.groups["rg"].state == "Empty" and gc.groups["rg"].generation == generation + 1
@@ -293,7 +293,7 @@ def test_static_members_come_back_without_a_rebalance(broker):
 
     a, b = member("static-a"), member("static-b")
     wait_split([a, b])
-    group = broker.broker.group_coordinator.groups["sg"]
+    group = broker.broker.context.groups.groups["sg"]
     generation, b_parts = group.generation, partitions_of(b)
     old_b_id = group.static_members["static-b"]
     b.close()
@@ -327,7 +327,7 @@ def test_mixed_clients_share_one_group(broker):
             if rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)):
                 break
         assert rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)), (rd_parts, kp_parts)
-        group = broker.broker.group_coordinator.groups["mixed"]
+        group = broker.broker.context.groups.groups["mixed"]
         assert group.protocol == "range" and len(group.members) == 2
     finally:
         rd.close()

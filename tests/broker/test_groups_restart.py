@@ -87,7 +87,7 @@ def test_group_survives_broker_restart(tmp_path, protocol):
             c.commit(asynchronous=False)
             # a second member joins and leaves, so the group is past the epoch / generation a fresh
             # join would give: a rejoin after the restart could not look like the same state
-            group = b.broker.group_coordinator.groups["rg"]
+            group = b.broker.context.groups.groups["rg"]
             c2 = Consumer({**conf, "bootstrap.servers": bs})
             try:
                 c2.subscribe(["t"])
@@ -105,12 +105,12 @@ def test_group_survives_broker_restart(tmp_path, protocol):
             second = produce(bs, "second", 10)
             assert sorted(consume(c, 10)) == second  # nothing lost, nothing from before the restart
             c.commit(asynchronous=False)
-            group = b.broker.group_coordinator.groups["rg"]
+            group = b.broker.context.groups.groups["rg"]
             assert _group_view(group) == before  # same member id, generation/epoch and assignment
             assert group.state == "Stable"
             if protocol == "consumer":
                 assert c.memberid() in before["members"]
-            offsets = b.broker.group_coordinator.offsets.group_offsets("rg")
+            offsets = b.broker.context.groups.offsets.group_offsets("rg")
             assert sum(om.offset for om in offsets.values()) == 20
     finally:
         if c is not None:

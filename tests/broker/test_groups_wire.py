@@ -11,7 +11,7 @@ from kafka.protocol.consumer import (HeartbeatRequest, JoinGroupRequest, LeaveGr
 from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from tidelake.broker.api_groups import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
+from tidelake.protocol.messages import ConsumerGroupDescribeRequest, ConsumerGroupHeartbeatRequest
 from tidelake.broker.embedded import EmbeddedBroker
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, decode_key, decode_offset_value, partition_for
 from tidelake.protocol.records import decode_records
@@ -60,7 +60,7 @@ def commit(wire, group, generation, member, offsets, version=8, metadata="meta")
 def test_find_coordinator_versions_and_key_types(broker, wire):
     port = broker.port
     r0 = wire.request(FindCoordinatorRequest(key="g"), 0)
-    assert (r0.error_code, r0.node_id, r0.port) == (0, broker.broker.node_id, port)
+    assert (r0.error_code, r0.node_id, r0.port) == (0, broker.broker.context.node_id, port)
     r3 = wire.request(FindCoordinatorRequest(key="txn-id", key_type=1), 3)
     assert (r3.error_code, r3.host, r3.port) == (0, "127.0.0.1", port)
     r4 = wire.request(FindCoordinatorRequest(key_type=0, coordinator_keys=["a", "b", "c"]), 4)
@@ -96,7 +96,7 @@ def test_member_id_required_then_generation_checked_commits_round_trip_metadata(
     assert got == {(0, 5, "checkpoint-42"), (1, 9, "checkpoint-42")}
 
     # the records are Kafka's OffsetCommitKey/Value in partition abs(hash("g")) % 50
-    plog = broker.broker.get_log(OFFSETS_TOPIC, partition_for("g"))
+    plog = broker.broker.logs.get(OFFSETS_TOPIC, partition_for("g"))
     offsets = {}
     for header, data in plog.iter_batches(0):
         for r in decode_records(data, 0, header):
@@ -104,9 +104,9 @@ def test_member_id_required_then_generation_checked_commits_round_trip_metadata(
             if hasattr(k, "topic"):
                 offsets[(k.topic, k.partition)] = decode_offset_value(r.value).offset
     assert offsets == {("t", 0): 5, ("t", 1): 9}
-    assert broker.broker.topic(OFFSETS_TOPIC).partitions == 50
-    assert broker.broker.topic(OFFSETS_TOPIC).internal
-    assert broker.broker.log_config(OFFSETS_TOPIC).cleanup_policy == "compact"
+    assert broker.broker.context.topics.get(OFFSETS_TOPIC).partitions == 50
+    assert broker.broker.context.topics.get(OFFSETS_TOPIC).internal
+    assert broker.broker.context.topics.log_config(OFFSETS_TOPIC).cleanup_policy == "compact"
 
     # the group is active: it cannot be deleted, and its subscribed topic's offsets cannot be deleted
     assert wire.request(DeleteGroupsRequest(groups_names=["g"]), 2).results[0].error_code == NON_EMPTY_GROUP
@@ -146,7 +146,7 @@ def test_offset_fetch_v8_many_groups(broker, wire):
 
 
 def test_consumer_group_heartbeat_and_describe_on_the_wire(broker, wire):
-    topic_id = broker.broker.topic("t").topic_id
+    topic_id = broker.broker.context.topics.get("t").topic_id
     hb = wire.request(ConsumerGroupHeartbeatRequest(group_id="kg", member_id="", member_epoch=0,
                                                     rebalance_timeout_ms=5000, subscribed_topic_names=["t"],
                                                     server_assignor="range"), 0)
@@ -169,7 +169,7 @@ def test_consumer_group_heartbeat_and_describe_on_the_wire(broker, wire):
     assert left.error_code == NONE and left.member_epoch == -1
 
     # the group's KIP-848 records, then the member's tombstones, in partition abs(hash("kg")) % 50
-    plog = broker.broker.get_log(OFFSETS_TOPIC, partition_for("kg"))
+    plog = broker.broker.logs.get(OFFSETS_TOPIC, partition_for("kg"))
     records = [(decode_key(r.key), r.value) for header, data in plog.iter_batches(0)
                for r in decode_records(data, 0, header)]
     written = {k.record_type for k, v in records if v is not None}

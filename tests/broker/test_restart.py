@@ -39,7 +39,7 @@ def test_embedded_restart_keeps_every_record_offset_and_topic_config(tmp_path):
         assert p.flush(30) == 0
         before = read_everything(b.bootstrap_servers, "keep", 3, expected=3000)
         hw_before = {q: b.broker.logs.get("keep", q).high_watermark for q in range(3)}
-        topic_id = b.broker.topic("keep").topic_id
+        topic_id = b.broker.context.topics.get("keep").topic_id
     assert len(before) == 3000
     segments = list((tmp_path / "keep-0").glob("*.log"))
     assert len(segments) > 1  # segment.bytes=4096 rolled: the restart reopens many segments
@@ -48,7 +48,7 @@ def test_embedded_restart_keeps_every_record_offset_and_topic_config(tmp_path):
         after = read_everything(b.bootstrap_servers, "keep", 3, expected=3000)
         assert after == before
         assert {q: b.broker.logs.get("keep", q).high_watermark for q in range(3)} == hw_before
-        info = b.broker.topic("keep")
+        info = b.broker.context.topics.get("keep")
         assert info.topic_id == topic_id and info.configs["segment.bytes"] == "4096"
         # appends continue after the old offsets
         p = Producer({"bootstrap.servers": b.bootstrap_servers})
@@ -183,8 +183,8 @@ def test_periodic_maintenance_applies_retention_and_time_roll(tmp_path):
         b.run(b.broker.create_topic, "rolling", 1, {"segment.ms": "200"})
         old_ts = int(time.time() * 1000) - 3_600_000  # an hour ago: past retention.ms
         for i in range(20):
-            b.run(b.broker.append, "old", 0, build_batch([Record(0, old_ts, None, b"x" * 300)]))
-        b.run(b.broker.append, "rolling", 0, build_batch([Record(0, int(time.time() * 1000), None, b"y")]))
+            b.run(b.broker.context.partitions.append, "old", 0, build_batch([Record(0, old_ts, None, b"x" * 300)]))
+        b.run(b.broker.context.partitions.append, "rolling", 0, build_batch([Record(0, int(time.time() * 1000), None, b"y")]))
         plog = b.broker.logs.get("old", 0)
         deadline = time.monotonic() + 30
         while plog.log_start_offset == 0 and time.monotonic() < deadline:
@@ -196,7 +196,7 @@ def test_periodic_maintenance_applies_retention_and_time_roll(tmp_path):
             time.sleep(0.05)
             # a roll by segment.ms happens on maintenance (Kafka rolls on the next append; either is fine)
             if len(list(rolling_dir.glob("*.log"))) < 2:
-                b.run(b.broker.append, "rolling", 0, build_batch([Record(0, int(time.time() * 1000), None, b"y")]))
+                b.run(b.broker.context.partitions.append, "rolling", 0, build_batch([Record(0, int(time.time() * 1000), None, b"y")]))
         assert len(list(rolling_dir.glob("*.log"))) >= 2
 
 

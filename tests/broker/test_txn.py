@@ -277,3 +277,27 @@ def test_txn_offset_commit_pending_until_commit_across_restart(tmp_path):
         assert fetch(bs, True) == {0: (5, 0), 1: (9, 0)}
     with EmbeddedBroker(data, port=0, config=BROKER_CONFIG) as b:  # and the group loader keeps them
         assert fetch(b.bootstrap_servers, True) == {0: (5, 0), 1: (9, 0)}
+
+
+def test_transactional_produce_to_a_partition_not_in_the_transaction_is_rejected(broker):
+    """KIP-890 part 1: the partition leader verifies a transactional Produce with the transaction
+    coordinator. A kafka-python producer made to skip AddPartitionsToTxn for partition 1 gets
+    INVALID_TXN_STATE there (as from Kafka 3.9) and nothing is written; partition 0, added the
+    normal way, was accepted."""
+    import kafka.errors
+    from kafka import KafkaProducer
+    from kafka.structs import TopicPartition
+
+    bs = broker.bootstrap_servers
+    create_topics(bs, {"txn-verify": 2})
+    p = KafkaProducer(bootstrap_servers=bs, transactional_id="tx-verify")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        assert p.send("txn-verify", b"added", partition=0).get(30).offset == 0
+        p._transaction_manager._partitions_in_transaction.add(TopicPartition("txn-verify", 1))  # never added
+        with pytest.raises(kafka.errors.InvalidTxnStateError):
+            p.send("txn-verify", b"not added", partition=1).get(30)
+    finally:
+        p.close(timeout=5)
+    assert broker.broker.logs.get("txn-verify", 1).log_end_offset == 0

@@ -9,7 +9,6 @@ be encoded for it) closes the connection — and the broker says why in its log.
 """
 from __future__ import annotations
 
-import importlib
 import logging
 import socket
 import uuid
@@ -18,17 +17,11 @@ import pytest
 from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse
 
 from tidelake.broker import EmbeddedBroker
+from tidelake.broker import handlers  # noqa: F401 (registers every handler before the parametrisation reads REGISTRY)
+from tidelake.broker.error_response import error_response
 from tidelake.broker.registry import REGISTRY
-from tidelake.broker.server import API_MODULES, error_response
 from tidelake.protocol.framing import encode_request_frame, split_response_frame
 from tidelake.protocol.wire_client import WireClient
-
-for _name in API_MODULES:  # register every handler before the parametrisation below reads REGISTRY
-    try:
-        importlib.import_module(_name)
-    except ModuleNotFoundError as _e:
-        if _e.name != _name:
-            raise
 
 UNSUPPORTED_VERSION = 35
 API_VERSIONS = 18

@@ -146,7 +146,7 @@ def test_idempotent_duplicate_retry_acknowledged_with_original_offset(client, br
 
 def test_transactional_init_without_coordinator_or_with_it(client, broker):
     r = client.request(InitProducerIdRequest(transactional_id="tx-1", transaction_timeout_ms=60000), 4)
-    if broker.broker.txn_coordinator is None:
+    if broker.broker.context.transactions is None:
         assert r.error_code == 15  # COORDINATOR_NOT_AVAILABLE
     else:
         assert r.error_code == 0 and r.producer_id >= 0
@@ -230,7 +230,7 @@ def test_metadata_auto_create_and_invalid_names(client, broker):
                                        allow_auto_topic_creation=True), 12)
     t = r.topics[0]
     assert t.error_code == 0 and len(t.partitions) == 2  # num.partitions=2 on this broker
-    assert r.brokers[0].port == broker.port and r.controller_id == broker.broker.node_id
+    assert r.brokers[0].port == broker.port and r.controller_id == broker.broker.context.node_id
     r = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name="not-made")],
                                        allow_auto_topic_creation=False), 12)
     assert r.topics[0].error_code == 3
@@ -275,7 +275,7 @@ def test_describe_configs_every_config_with_source(client, broker):
     assert cfgs["retention.ms"].value == "12345" and cfgs["retention.ms"].config_source == 1
     assert cfgs["segment.bytes"].config_source == 5 and cfgs["segment.bytes"].value == "1073741824"
     assert cfgs["segment.bytes"].synonyms[0].name == "log.segment.bytes"
-    r = client.request(R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name=str(broker.broker.node_id),
+    r = client.request(R(resources=[R.DescribeConfigsResource(resource_type=4, resource_name=str(broker.broker.context.node_id),
                                                               configuration_keys=["num.partitions"])]), 4)
     assert [(c.name, c.value, c.config_source) for c in r.results[0].configs] == [("num.partitions", "2", 4)]
     r = client.request(R(resources=[R.DescribeConfigsResource(resource_type=2, resource_name="nope",
@@ -364,7 +364,7 @@ def test_read_committed_fetch_stops_at_lso_and_lists_aborted(client, broker):
     assert committed.last_stable_offset == 0 and not committed.records and committed.high_watermark == 2
     uncommitted = client.request(fetch_req("t-txn", 0, 0, isolation=0), 11).responses[0].partitions[0]
     assert uncommitted.records
-    broker.run(lambda: broker.broker.append_marker("t-txn", 0, producer_id=pid, producer_epoch=0, commit=False))
+    broker.run(lambda: broker.broker.context.partitions.append_marker("t-txn", 0, producer_id=pid, producer_epoch=0, commit=False))
     r = client.request(fetch_req("t-txn", 0, 0, isolation=1), 11).responses[0].partitions[0]
     assert r.last_stable_offset == 3 and r.records
     assert [(a.producer_id, a.first_offset) for a in r.aborted_transactions] == [(pid, 0)]
@@ -381,15 +381,15 @@ def test_incremental_alter_list_ops_broker_configs_cluster_log_dirs_producers(cl
             R.AlterableConfig(name=n, config_operation=op, value=v) for n, op, v in ops])], validate_only=False), 1)
         return r.responses[0].error_code
     assert alter(2, "t-iac", [("cleanup.policy", 2, "compact")]) == 0  # APPEND to the default "delete"
-    assert broker.broker.topic("t-iac").configs["cleanup.policy"] == "delete,compact"
+    assert broker.broker.context.topics.get("t-iac").configs["cleanup.policy"] == "delete,compact"
     assert alter(2, "t-iac", [("cleanup.policy", 3, "delete")]) == 0  # SUBTRACT
-    assert broker.broker.topic("t-iac").configs["cleanup.policy"] == "compact"
+    assert broker.broker.context.topics.get("t-iac").configs["cleanup.policy"] == "compact"
     assert alter(2, "t-iac", [("retention.ms", 2, "5")]) == 40  # APPEND on a non-list: INVALID_CONFIG
     assert alter(2, "t-iac", [("no.such", 0, "5")]) == 40
-    assert alter(4, str(broker.broker.node_id), [("log.retention.bytes", 0, "123456")]) == 0
-    assert broker.broker.config.get("log.retention.bytes") == "123456"
-    assert alter(4, str(broker.broker.node_id), [("node.id", 0, "7")]) == 40  # read-only
-    assert alter(4, str(broker.broker.node_id), [("log.retention.bytes", 1, None)]) == 0
+    assert alter(4, str(broker.broker.context.node_id), [("log.retention.bytes", 0, "123456")]) == 0
+    assert broker.broker.context.config.get("log.retention.bytes") == "123456"
+    assert alter(4, str(broker.broker.context.node_id), [("node.id", 0, "7")]) == 40  # read-only
+    assert alter(4, str(broker.broker.context.node_id), [("log.retention.bytes", 1, None)]) == 0
     dc = client.request(DescribeClusterRequest(include_cluster_authorized_operations=False), 1)
     assert dc.error_code == 0 and [b.port for b in dc.brokers] == [broker.port]
     ld = client.request(DescribeLogDirsRequest(topics=None), 4)
@@ -411,31 +411,31 @@ def test_admin_validate_only_bad_configs_assignments_and_topic_ids(client, broke
     def create_topics(topics, validate_only=False):
         return {t.name: t for t in client.request(CTR(topics=topics, timeout_ms=1000, validate_only=validate_only), 7).topics}
     r = create_topics([T(name="v-only", num_partitions=3, replication_factor=1, assignments=[], configs=[])], True)
-    assert r["v-only"].error_code == 0 and r["v-only"].num_partitions == 3 and broker.broker.topic("v-only") is None
+    assert r["v-only"].error_code == 0 and r["v-only"].num_partitions == 3 and broker.broker.context.topics.get("v-only") is None
     r = create_topics([
         T(name="bad-cfg", num_partitions=1, replication_factor=1, assignments=[],
           configs=[T.CreatableTopicConfig(name="retention.ms", value="soon")]),
         T(name="bad-name?", num_partitions=1, replication_factor=1, assignments=[], configs=[]),
         T(name="zero-parts", num_partitions=0, replication_factor=1, assignments=[], configs=[]),
         T(name="assigned", num_partitions=-1, replication_factor=-1, configs=[],
-          assignments=[T.CreatableReplicaAssignment(partition_index=i, broker_ids=[broker.broker.node_id])
+          assignments=[T.CreatableReplicaAssignment(partition_index=i, broker_ids=[broker.broker.context.node_id])
                        for i in range(2)]),
         T(name="defaults", num_partitions=-1, replication_factor=-1, assignments=[], configs=[])])
     assert (r["bad-cfg"].error_code, r["bad-name?"].error_code, r["zero-parts"].error_code) == (40, 17, 37)
     assert r["assigned"].error_code == 0 and r["assigned"].num_partitions == 2
     assert r["defaults"].error_code == 0 and r["defaults"].num_partitions == 2  # num.partitions of this broker
-    assert r["defaults"].topic_id == broker.broker.topic("defaults").topic_id
+    assert r["defaults"].topic_id == broker.broker.context.topics.get("defaults").topic_id
     cp = client.request(CPR(topics=[CPR.CreatePartitionsTopic(name="defaults", count=5, assignments=None)],
                             timeout_ms=1000, validate_only=True), 3)
-    assert cp.results[0].error_code == 0 and broker.broker.topic("defaults").partitions == 2
+    assert cp.results[0].error_code == 0 and broker.broker.context.topics.get("defaults").partitions == 2
     # Metadata by topic id (v10+), DeleteTopics by topic id (v6)
-    tid = broker.broker.topic("defaults").topic_id
+    tid = broker.broker.context.topics.get("defaults").topic_id
     md = client.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=None, topic_id=tid)],
                                         allow_auto_topic_creation=False), 12)
     assert md.topics[0].name == "defaults" and md.topics[0].error_code == 0
     dt = client.request(DTR(topics=[DTR.DeleteTopicState(name=None, topic_id=tid)], timeout_ms=1000), 6)
     assert dt.responses[0].error_code == 0 and dt.responses[0].name == "defaults"
-    assert broker.broker.topic("defaults") is None
+    assert broker.broker.context.topics.get("defaults") is None
     dt = client.request(DTR(topics=[DTR.DeleteTopicState(name=None, topic_id=tid)], timeout_ms=1000), 6)
     assert dt.responses[0].error_code == 100  # UNKNOWN_TOPIC_ID
 
@@ -469,7 +469,7 @@ def test_clients_cannot_produce_to_internal_topics(client, broker):
     broker.run(lambda: broker.broker.create_topic("__internal_x", 1, {}, internal=True))
     r = client.request(produce_req("__internal_x", 0, batch([b"x"])), 9).responses[0].partition_responses[0]
     assert r.error_code == 17
-    broker.run(broker.broker.append, "__internal_x", 0, batch([b"by the coordinator"]))  # the broker itself may
+    broker.run(broker.broker.context.partitions.append, "__internal_x", 0, batch([b"by the coordinator"]))  # the broker itself may
     assert broker.broker.logs.get("__internal_x", 0).log_end_offset == 1
 
 
@@ -501,3 +501,39 @@ def test_offset_for_leader_epoch_per_partition(client, broker):
     got = [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in r.topics[0].partitions]
     # epoch 0 ends at the log end; a later epoch is unknown here; partition 9 does not exist
     assert got == [(0, 0, 0, 2), (0, 0, -1, -1), (9, 3, -1, -1)]
+
+
+def test_offset_for_leader_epoch_answers_from_the_leader_epoch_cache(client, broker):
+    """Batches written in leader epochs 0, 2 and 5: each epoch ends where the next one starts, the
+    latest at the log end; an epoch between two known ones belongs to the older; after DeleteRecords
+    an epoch older than every cached one ends at the first cached start (Kafka's answers)."""
+    from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest as O
+    create(broker, "t-epochs", 1)
+    for values, epoch in (([b"a", b"b"], 0), ([b"c", b"d", b"e"], 2), ([b"f"], 5)):
+        broker.run(lambda: broker.broker.context.partitions.append("t-epochs", 0, batch(values), leader_epoch=epoch))
+
+    def ask(*epochs):
+        r = client.request(O(replica_id=-1, topics=[O.OffsetForLeaderTopic(topic="t-epochs", partitions=[
+            O.OffsetForLeaderTopic.OffsetForLeaderPartition(partition=0, current_leader_epoch=-1, leader_epoch=e)
+            for e in epochs])]), 4)
+        assert all(p.error_code == 0 for p in r.topics[0].partitions)
+        return [(p.leader_epoch, p.end_offset) for p in r.topics[0].partitions]
+    assert ask(0, 1, 2, 3, 4, 5, 6, -1) == [(0, 2), (0, 2), (2, 5), (2, 5), (2, 5), (5, 6), (-1, -1), (-1, -1)]
+    broker.run(lambda: broker.broker.logs.get("t-epochs", 0).delete_records_before(3))
+    assert ask(0, 1, 2, 5) == [(0, 3), (1, 3), (2, 5), (5, 6)]
+
+
+def test_produce_record_errors_name_each_keyless_record_of_a_compacted_topic(client, broker):
+    """KIP-467 on the wire: INVALID_RECORD, one record error per keyless record with its index in
+    the request's records (across batches) and Kafka's message; older versions get the code alone."""
+    create(broker, "t-compact-keys", 1, {"cleanup.policy": "compact"})
+    keyed = build_batch([Record(0, 1, b"a", b"1"), Record(1, 1, None, b"2")])
+    second = build_batch([Record(0, 1, None, None), Record(1, 1, b"b", b"3")], compression=1)
+    r = client.request(produce_req("t-compact-keys", 0, keyed + second), 9).responses[0].partition_responses[0]
+    message = "Compacted topic cannot accept message without key in topic partition t-compact-keys-0."
+    assert r.error_code == 87 and r.base_offset == -1
+    assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [(1, message), (2, message)]
+    assert "2 record errors" in r.error_message
+    r = client.request(produce_req("t-compact-keys", 0, keyed), 7).responses[0].partition_responses[0]
+    assert r.error_code == 87
+    assert broker.broker.logs.get("t-compact-keys", 0).log_end_offset == 0

@@ -1,4 +1,4 @@
-"""Sans-IO pieces of the broker: framing, request headers, configs, metadata persistence."""
+"""Kafka wire framing and request/response headers (sans-IO)."""
 from __future__ import annotations
 
 import struct
@@ -6,10 +6,6 @@ import struct
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tidelake.broker.config import (SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, BrokerConfig,
-                                    parse_properties, validate_topic_configs)
-from tidelake.broker.metadata import PRODUCER_ID_BLOCK, MetadataStore, TopicInfo
-from tidelake.errors import InvalidConfig
 from tidelake.protocol.framing import (FrameDecoder, FrameTooLarge, FramingError, encode_request_frame,
                                        encode_response_frame, parse_request_header, split_response_frame)
 
@@ -91,52 +87,3 @@ def test_response_frame_headers():
     assert split_response_frame(f[4:], flexible_header=True) == (9, b"xyz")
     f = encode_response_frame(9, b"xyz", flexible_header=False)
     assert split_response_frame(f[4:], flexible_header=False) == (9, b"xyz")
-
-
-def test_metadata_store_save_async_writes_on_a_worker_thread_and_never_goes_back(tmp_path):
-    import asyncio
-    m = MetadataStore(tmp_path)
-    m.add_topic(TopicInfo("late", 1), save=False)
-    assert "late" not in MetadataStore(tmp_path).topics  # not on disk until saved
-    asyncio.run(m.save_async())
-    assert "late" in MetadataStore(tmp_path).topics
-    stale = m._serialize()  # a state serialised before the next change...
-    m.add_topic(TopicInfo("newer", 1))
-    m._write(*stale)  # ...and written after it (a slow worker) does not replace the newer state
-    assert set(MetadataStore(tmp_path).topics) == {"late", "newer"}
-
-
-def test_properties_parsing_and_broker_precedence(tmp_path):
-    props = parse_properties("# comment\nlog.segment.bytes=1024\n! other\nnum.partitions : 3\n\nlog.retention.hours=1\n")
-    assert props == {"log.segment.bytes": "1024", "num.partitions": "3", "log.retention.hours": "1"}
-    f = tmp_path / "server.properties"
-    f.write_text("log.segment.bytes=1024\nlog.retention.hours=1\n")
-    c = BrokerConfig.from_file(f, {"num.partitions": "5"})
-    assert c.get_int("num.partitions") == 5
-    # topic defaults come from broker synonyms, converted to the topic config's unit
-    assert c.topic_default("segment.bytes") == ("1024", SOURCE_STATIC_BROKER)
-    assert c.topic_default("retention.ms") == ("3600000", SOURCE_STATIC_BROKER)
-    assert c.topic_default("cleanup.policy") == ("delete", SOURCE_DEFAULT)
-    entries = {e.name: e for e in c.describe_topic({"cleanup.policy": "compact"}, with_synonyms=True)}
-    assert entries["cleanup.policy"].source == SOURCE_TOPIC and entries["cleanup.policy"].value == "compact"
-    assert entries["retention.ms"].synonyms[0] == ("log.retention.hours", "3600000", SOURCE_STATIC_BROKER)
-    assert entries["retention.ms"].synonyms[-1] == ("log.retention.hours", "604800000", SOURCE_DEFAULT)
-
-
-def test_topic_config_validation():
-    assert validate_topic_configs({"cleanup.policy": "compact, delete"}) == {"cleanup.policy": "compact,delete"}
-    for bad in ({"no.such.config": "1"}, {"retention.ms": "abc"}, {"cleanup.policy": "shred"},
-                {"message.timestamp.type": "Now"}, {"segment.bytes": "1"}):
-        with pytest.raises(InvalidConfig):
-            validate_topic_configs(bad)
-
-
-def test_metadata_store_persists_topics_and_producer_ids_are_monotonic(tmp_path):
-    m = MetadataStore(tmp_path)
-    m.add_topic(TopicInfo("a", 3, {"retention.ms": "5"}))
-    ids = [m.allocate_producer_id() for _ in range(3)]
-    assert ids == [0, 1, 2]
-    m2 = MetadataStore(tmp_path)  # as after a crash: ids of the reserved block are never reused
-    assert m2.topics["a"].partitions == 3 and m2.topics["a"].configs == {"retention.ms": "5"}
-    assert m2.topics["a"].topic_id == m.topics["a"].topic_id
-    assert m2.allocate_producer_id() >= PRODUCER_ID_BLOCK

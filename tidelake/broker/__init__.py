@@ -5,7 +5,8 @@ __all__ = ["Broker", "EmbeddedBroker"]
 
 
 def __getattr__(name: str):
-    # Lazy, so importing tidelake.broker.registry (done by every api_* module) stays cheap and acyclic.
+    # Lazy (PEP 562), so importing one module of the package (e.g. tidelake.broker.config from the
+    # CLI) does not load the whole broker.
     if name == "EmbeddedBroker":
         from tidelake.broker.embedded import EmbeddedBroker
         return EmbeddedBroker

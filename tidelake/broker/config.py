@@ -6,9 +6,16 @@ A topic config's effective value is the topic override if any, else its broker s
 (``segment.bytes`` <- ``log.segment.bytes``; ``retention.ms`` <- ``log.retention.ms`` /
 ``log.retention.minutes`` / ``log.retention.hours``), else Kafka's default. DescribeConfigs reports
 that value with its source, exactly as Kafka's ``ConfigSource`` enumerates them.
+
+What AlterConfigs accepts is what Kafka 3.9 accepts: every topic config Kafka knows (deprecated ones
+clients still send included, e.g. ``message.format.version``, kept and described but without effect,
+as Kafka ignores it from 3.0 on), and no other; for a broker, any name except Kafka's static
+(read-only) configs, with the values of the configs it knows type-checked. Kafka keeps unknown broker
+names too (custom configs for plugins), and so do we: stored, described, without effect.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -38,10 +45,18 @@ class ConfigDef:
     read_only: bool = False
     choices: tuple[str, ...] | None = None  # allowed values (LIST: each element)
     minimum: float | None = None
+    pattern: str | None = None  # a regular expression the whole value must match
+    maximum: float | None = None
 
 
-def _d(name, default, type_, doc="", read_only=False, choices=None, minimum=None) -> ConfigDef:
-    return ConfigDef(name, None if default is None else str(default), type_, doc, read_only, choices, minimum)
+def _d(name, default, type_, doc="", read_only=False, choices=None, minimum=None, pattern=None,
+       maximum=None) -> ConfigDef:
+    return ConfigDef(name, None if default is None else str(default), type_, doc, read_only, choices, minimum,
+                     pattern, maximum)
+
+
+# Kafka's version strings (message.format.version, inter.broker.protocol.version): 0.10.2, 2.8-IV1, 3.0 …
+_VERSION = r"\d+\.\d+(\.\d+)?(-IV\d+)?"
 
 
 # Topic-level configs (Kafka's TopicConfig) and the broker config each falls back to, in order.
@@ -72,6 +87,20 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("segment.ms", 604800000, TYPE_LONG, "time after which a segment is rolled", minimum=1),
     _d("unclean.leader.election.enable", "false", TYPE_BOOLEAN, "elect out-of-sync replicas as leader"),
     _d("message.downconversion.enable", "true", TYPE_BOOLEAN, "down-convert for old consumers"),
+    _d("compression.gzip.level", -1, TYPE_INT, "gzip level of compression.type=gzip", minimum=-1, maximum=9),
+    _d("compression.lz4.level", 9, TYPE_INT, "lz4 level of compression.type=lz4", minimum=1, maximum=17),
+    _d("compression.zstd.level", 3, TYPE_INT, "zstd level of compression.type=zstd", minimum=-131072, maximum=22),
+    _d("follower.replication.throttled.replicas", "", TYPE_LIST, "replicas throttled on the follower side"),
+    _d("leader.replication.throttled.replicas", "", TYPE_LIST, "replicas throttled on the leader side"),
+    _d("local.retention.bytes", -2, TYPE_LONG, "tiered storage: local size limit (-2: retention.bytes)", minimum=-2),
+    _d("local.retention.ms", -2, TYPE_LONG, "tiered storage: local age limit (-2: retention.ms)", minimum=-2),
+    _d("message.format.version", "3.0-IV1", TYPE_STRING,
+       "deprecated: ignored since Kafka 3.0 (records are always written in format v2)", pattern=_VERSION),
+    _d("message.timestamp.difference.max.ms", LONG_MAX, TYPE_LONG,
+       "deprecated: message.timestamp.before.max.ms / after.max.ms replace it", minimum=0),
+    _d("remote.storage.enable", "false", TYPE_BOOLEAN, "tiered storage for this topic"),
+    _d("remote.log.copy.disable", "false", TYPE_BOOLEAN, "tiered storage: stop copying segments"),
+    _d("remote.log.delete.on.disable", "false", TYPE_BOOLEAN, "tiered storage: delete remote data on disable"),
 ]}
 
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -99,6 +128,13 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "message.downconversion.enable": ("log.message.downconversion.enable",),
+    "compression.gzip.level": ("compression.gzip.level",),
+    "compression.lz4.level": ("compression.lz4.level",),
+    "compression.zstd.level": ("compression.zstd.level",),
+    "local.retention.bytes": ("log.local.retention.bytes",),
+    "local.retention.ms": ("log.local.retention.ms",),
+    "message.format.version": ("log.message.format.version",),
+    "message.timestamp.difference.max.ms": ("log.message.timestamp.difference.max.ms",),
 }
 
 # Broker configs whose value is in another unit than the topic config they back.
@@ -166,6 +202,76 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("group.consumer.session.timeout.ms", 45000, TYPE_INT, "KIP-848 session timeout"),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
     _d("cluster.id", "tidelake-cluster", TYPE_STRING, "cluster id reported in Metadata", read_only=True),
+    _d("offset.metadata.max.bytes", 4096, TYPE_INT, "largest committed offset metadata", read_only=True),
+    _d("compression.gzip.level", -1, TYPE_INT, "default compression.gzip.level", minimum=-1, maximum=9),
+    _d("compression.lz4.level", 9, TYPE_INT, "default compression.lz4.level", minimum=1, maximum=17),
+    _d("compression.zstd.level", 3, TYPE_INT, "default compression.zstd.level", minimum=-131072, maximum=22),
+    _d("log.local.retention.bytes", -2, TYPE_LONG, "default local.retention.bytes", minimum=-2),
+    _d("log.local.retention.ms", -2, TYPE_LONG, "default local.retention.ms", minimum=-2),
+    _d("log.message.format.version", "3.0-IV1", TYPE_STRING, "deprecated default message.format.version",
+       pattern=_VERSION),
+    _d("log.message.timestamp.difference.max.ms", LONG_MAX, TYPE_LONG,
+       "deprecated default message.timestamp.difference.max.ms", minimum=0),
+    # dynamic in Kafka (DynamicBrokerConfig): accepted here, no effect on a plaintext single node
+    _d("max.connections", 2**31 - 1, TYPE_INT, "connection limit", minimum=0),
+    _d("max.connections.per.ip", 2**31 - 1, TYPE_INT, "connection limit per client address", minimum=0),
+    _d("max.connections.per.ip.overrides", "", TYPE_STRING, "per-address connection limits"),
+    _d("max.connection.creation.rate", 2**31 - 1, TYPE_INT, "connection rate limit", minimum=0),
+    _d("num.io.threads", 8, TYPE_INT, "request handler threads", minimum=1),
+    _d("num.network.threads", 3, TYPE_INT, "network threads", minimum=1),
+    _d("num.replica.fetchers", 1, TYPE_INT, "replica fetcher threads"),
+    _d("num.recovery.threads.per.data.dir", 2, TYPE_INT, "log recovery threads", minimum=1),
+    _d("background.threads", 10, TYPE_INT, "background task threads", minimum=1),
+    _d("log.cleaner.threads", 1, TYPE_INT, "log cleaner threads", minimum=0),
+    _d("log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308, TYPE_DOUBLE, "cleaner I/O limit"),
+    _d("log.cleaner.dedupe.buffer.size", 134217728, TYPE_LONG, "cleaner dedupe memory"),
+    _d("log.cleaner.io.buffer.size", 524288, TYPE_INT, "cleaner I/O buffers", minimum=0),
+    _d("log.cleaner.io.buffer.load.factor", 0.9, TYPE_DOUBLE, "cleaner dedupe buffer load factor"),
+    _d("log.cleaner.backoff.ms", 15000, TYPE_LONG, "cleaner sleep when idle", minimum=0),
+    _d("sasl.kerberos.service.name", None, TYPE_STRING, "Kerberos principal name Kafka runs as"),
+    _d("sasl.kerberos.kinit.cmd", "/usr/bin/kinit", TYPE_STRING, "Kerberos kinit command path"),
+    _d("sasl.kerberos.ticket.renew.window.factor", 0.8, TYPE_DOUBLE, "Kerberos ticket renew window"),
+    _d("sasl.kerberos.ticket.renew.jitter", 0.05, TYPE_DOUBLE, "Kerberos ticket renew jitter"),
+    _d("sasl.kerberos.min.time.before.relogin", 60000, TYPE_LONG, "Kerberos time between refresh attempts"),
+    _d("sasl.kerberos.principal.to.local.rules", "DEFAULT", TYPE_LIST, "principal name mapping rules"),
+    _d("sasl.enabled.mechanisms", "GSSAPI", TYPE_LIST, "enabled SASL mechanisms"),
+    _d("sasl.jaas.config", None, TYPE_PASSWORD, "JAAS login context"),
+    _d("sasl.login.refresh.window.factor", 0.8, TYPE_DOUBLE, "login refresh window", minimum=0.5, maximum=1.0),
+    _d("sasl.login.refresh.window.jitter", 0.05, TYPE_DOUBLE, "login refresh jitter", minimum=0.0, maximum=0.25),
+    _d("sasl.login.refresh.min.period.seconds", 60, TYPE_SHORT, "login refresh minimum period", minimum=0,
+       maximum=900),
+    _d("sasl.login.refresh.buffer.seconds", 300, TYPE_SHORT, "login refresh buffer", minimum=0, maximum=3600),
+    _d("sasl.mechanism.inter.broker.protocol", "GSSAPI", TYPE_STRING, "inter-broker SASL mechanism"),
+    _d("ssl.keystore.password", None, TYPE_PASSWORD, "keystore password"),
+    _d("ssl.key.password", None, TYPE_PASSWORD, "private key password"),
+    _d("ssl.truststore.password", None, TYPE_PASSWORD, "truststore password"),
+    _d("ssl.keystore.location", None, TYPE_STRING, "keystore file"),
+    _d("ssl.truststore.location", None, TYPE_STRING, "truststore file"),
+    _d("ssl.endpoint.identification.algorithm", "https", TYPE_STRING, "server hostname verification"),
+    _d("ssl.client.auth", "none", TYPE_STRING, "client authentication", choices=("required", "requested", "none")),
+    _d("principal.builder.class", None, TYPE_CLASS, "principal builder"),
+    _d("metric.reporters", "", TYPE_LIST, "metric reporter classes"),
+    _d("follower.replication.throttled.rate", LONG_MAX, TYPE_LONG, "follower replication throttle", minimum=0),
+    _d("leader.replication.throttled.rate", LONG_MAX, TYPE_LONG, "leader replication throttle", minimum=0),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", LONG_MAX, TYPE_LONG, "log dir move throttle", minimum=0),
+    _d("producer.id.expiration.check.interval.ms", 600000, TYPE_INT, "producer id expiry check", minimum=1,
+       read_only=True),
+    _d("remote.log.manager.copy.max.bytes.per.second", LONG_MAX, TYPE_LONG, "tiered storage copy throttle",
+       minimum=1),
+    # static in Kafka: refused as dynamic updates ("Cannot update these configs dynamically")
+    _d("process.roles", None, TYPE_LIST, "KRaft roles of this node", read_only=True),
+    _d("controller.quorum.voters", "", TYPE_LIST, "KRaft controller quorum", read_only=True),
+    _d("controller.listener.names", None, TYPE_STRING, "listeners of the KRaft controller", read_only=True),
+    _d("inter.broker.listener.name", None, TYPE_STRING, "listener between brokers", read_only=True),
+    _d("inter.broker.protocol.version", "3.9-IV0", TYPE_STRING, "inter-broker protocol", read_only=True,
+       pattern=_VERSION),
+    _d("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", TYPE_STRING, "listener protocols",
+       read_only=True),
+    _d("zookeeper.connect", None, TYPE_STRING, "ZooKeeper address (ZooKeeper mode)", read_only=True),
+    _d("broker.rack", None, TYPE_STRING, "rack of this broker", read_only=True),
+    _d("log.dir", "/tmp/kafka-logs", TYPE_STRING, "data directory", read_only=True),
+    _d("authorizer.class.name", "", TYPE_STRING, "authorizer", read_only=True),
+    _d("request.timeout.ms", 30000, TYPE_INT, "inter-broker request timeout", read_only=True),
 ]}
 
 
@@ -188,8 +294,17 @@ def _validate(defn: ConfigDef, value: str | None) -> str | None:
             if value.lower() not in ("true", "false"):
                 raise InvalidConfig(f"{defn.name}={value} is not a boolean")
             value = value.lower()
+        if defn.maximum is not None and defn.type in (TYPE_INT, TYPE_LONG, TYPE_SHORT, TYPE_DOUBLE) \
+                and float(value) > defn.maximum:
+            raise InvalidConfig(f"{defn.name}={value} is above the maximum {defn.maximum}")
+        if defn.type == TYPE_SHORT and not -2**15 <= int(value) < 2**15:
+            raise InvalidConfig(f"{defn.name}={value} is out of short range")
+        if defn.type == TYPE_LONG and not -2**63 <= int(value) < 2**63:
+            raise InvalidConfig(f"{defn.name}={value} is out of long range")
     except ValueError:
         raise InvalidConfig(f"{defn.name}={value!r} is not a valid {defn.type and 'number'}") from None
+    if defn.pattern is not None and not re.fullmatch(defn.pattern, value):
+        raise InvalidConfig(f"{defn.name}={value!r} is not a valid value")
     if defn.choices is not None:
         items = [v.strip() for v in value.split(",")] if defn.type == TYPE_LIST else [value]
         bad = [v for v in items if v not in defn.choices]
@@ -209,6 +324,9 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
         if value is None:
             raise InvalidConfig(f"Null value not supported for topic config {name}")
         out[name] = _validate(defn, value)
+    if out.get("remote.storage.enable") == "true":  # Kafka: only with remote.log.storage.system.enable
+        raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                            "with remote log storage.")
     return out
 
 
@@ -242,6 +360,16 @@ class ConfigEntry:
     @property
     def is_default(self) -> bool:
         return self.source == SOURCE_DEFAULT
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type == TYPE_PASSWORD
+
+
+def is_list_config(name: str) -> bool:
+    """Whether a topic or broker config is a list (IncrementalAlterConfigs APPEND/SUBTRACT need one)."""
+    defn = TOPIC_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+    return defn is not None and defn.type == TYPE_LIST
 
 
 class BrokerConfig:
@@ -284,23 +412,21 @@ class BrokerConfig:
         return default if value is None else value.strip().lower() == "true"
 
     def set_dynamic(self, name: str, value: str | None) -> None:
-        defn = BROKER_CONFIGS.get(name)
-        if defn is None:
-            raise InvalidConfig(f"Unknown broker config name: {name}")
-        if defn.read_only:
-            raise InvalidConfig(f"Cannot update read-only broker config {name} dynamically")
+        normalised = self.validate_dynamic(name, value)
         if value is None:
             self.dynamic.pop(name, None)
         else:
-            self.dynamic[name] = _validate(defn, value)
+            self.dynamic[name] = normalised
 
-    def validate_dynamic(self, name: str, value: str | None) -> None:
+    def validate_dynamic(self, name: str, value: str | None) -> str | None:
+        """The value to store for a dynamic update of ``name`` (normalised). Raises InvalidConfig for a
+        static (read-only) config or a bad value; a name Kafka does not know is kept as given."""
         defn = BROKER_CONFIGS.get(name)
         if defn is None:
-            raise InvalidConfig(f"Unknown broker config name: {name}")
+            return None if value is None else str(value)
         if defn.read_only:
-            raise InvalidConfig(f"Cannot update read-only broker config {name} dynamically")
-        _validate(defn, value)
+            raise InvalidConfig(f"Cannot update these configs dynamically: {name} is read-only")
+        return _validate(defn, value)
 
     def describe(self, names: Iterable[str] | None = None, with_synonyms: bool = False) -> list[ConfigEntry]:
         keys = list(BROKER_CONFIGS) + sorted(k for k in {*self.static, *self.dynamic} if k not in BROKER_CONFIGS)
@@ -319,6 +445,8 @@ class BrokerConfig:
                     synonyms.append((name, self.static[name], SOURCE_STATIC_BROKER))
                 if defn.default is not None:
                     synonyms.append((name, defn.default, SOURCE_DEFAULT))
+            if defn.type == TYPE_PASSWORD:  # Kafka never returns a sensitive value
+                value, synonyms = None, [(n, None, src) for n, _v, src in synonyms]
             out.append(ConfigEntry(name, value, source, defn.read_only, defn.type, defn.doc, synonyms))
         return out
 

@@ -12,6 +12,8 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, Coroutine, Mapping
 
+import uvloop
+
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.server import Broker
 
@@ -19,11 +21,7 @@ log = logging.getLogger("tidelake.broker.embedded")
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-        return uvloop.new_event_loop()
-    except ImportError:  # pragma: no cover - uvloop is a pinned dependency
-        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
 
 
 class EmbeddedBroker:

@@ -4,6 +4,11 @@ A client opens a session with a full fetch (session id 0, epoch 0); the broker r
 partitions and their fetch offsets. Later fetches (same id, next epoch) only name partitions whose
 fetch offset changed (plus ``forgotten_topics_data`` to drop some), and the response only carries
 partitions that have records, an error, or a changed high watermark / LSO / log start offset.
+``FetchSessionCache.begin`` applies those rules to one Fetch and returns a ``SessionFetch`` that
+says which partitions to read and which of the results to send.
+
+A requested partition is a tuple ``(topic, topic_id, partition, fetch_offset, partition_max_bytes)``
+(topic None: a topic id this broker does not know).
 """
 from __future__ import annotations
 
@@ -12,6 +17,8 @@ import itertools
 import random
 import time
 import uuid
+
+from tidelake.errors import FetchSessionIdNotFound, InvalidFetchSessionEpoch
 
 
 class FetchSession:
@@ -79,3 +86,49 @@ class FetchSessionCache:
 
     def remove(self, session_id: int) -> None:
         self._sessions.pop(session_id, None)
+
+    def begin(self, session_id: int, epoch: int, requested: list[tuple],
+              forgotten: list[tuple[str | None, int]]) -> SessionFetch:
+        """KIP-227 for one Fetch (v7+). Epoch 0 opens a session (a full fetch; an old one with that
+        id is dropped), epoch -1 is a full fetch without a session, a later epoch continues session
+        ``session_id``: its partitions, updated by ``requested`` and ``forgotten``. Raises
+        FetchSessionIdNotFound / InvalidFetchSessionEpoch (the whole Fetch fails with that code)."""
+        if epoch in (0, -1):
+            if session_id != 0:
+                self.remove(session_id)
+            session = self.create(requested) if epoch == 0 else None
+            if session is None:
+                return SessionFetch(None, requested, incremental=False)
+        else:
+            session = self.get(session_id)
+            if session is None:
+                raise FetchSessionIdNotFound(f"fetch session {session_id} not found")
+            if session.epoch != epoch:
+                raise InvalidFetchSessionEpoch(f"fetch session {session_id}: epoch {epoch} != {session.epoch}")
+            session.update(requested, forgotten)
+        session.epoch = epoch + 1 if epoch > 0 else 1
+        return SessionFetch(session, session.partitions_list(), incremental=epoch > 0)
+
+
+class SessionFetch:
+    """One Fetch as its session sees it: the partitions to read and which results to send."""
+    __slots__ = ("session", "partitions", "incremental")
+
+    def __init__(self, session: FetchSession | None, partitions: list[tuple], *, incremental: bool):
+        self.session = session
+        self.partitions = partitions
+        self.incremental = incremental
+
+    @property
+    def session_id(self) -> int:
+        return self.session.session_id if self.session is not None else 0
+
+    def include(self, topic: str | None, partition: int, error: int, hw: int, lso: int, log_start: int,
+                has_records: bool) -> bool:
+        """Whether a partition's result goes in the response: always for a full fetch; for an
+        incremental one only with records, an error, or a changed HW / LSO / log start."""
+        session = self.session
+        if session is None:
+            return True
+        changed = session.observe(topic, partition, hw, lso, log_start)
+        return not self.incremental or has_records or error != 0 or changed

@@ -1,14 +1,15 @@
 """The API registry: which Kafka APIs the broker serves, at which versions, by which handler.
 
-Each domain module (``api_core`` for produce/fetch/admin, ``api_groups`` for the group
-coordinator, ``api_txn`` for transactions) registers its handlers with ``@api(...)``. The server
-looks handlers up here and ApiVersions advertises exactly what is registered, so adding an API is
-one decorated function in one module.
+Each handler module in ``tidelake.broker.handlers`` registers its handlers with ``@api(...)``;
+importing ``tidelake.broker.handlers`` imports them all. The dispatcher looks handlers up here and
+ApiVersions advertises exactly what is registered, so adding an API is one decorated function.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
+
+from kafka.protocol.metadata import ApiVersionsResponse
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -28,7 +29,7 @@ REGISTRY: dict[int, ApiSpec] = {}
 
 
 def api(request_cls, response_cls, min_version: int = 0, max_version: int | None = None):
-    """Register ``handler(broker, ctx, request) -> response`` for a request class."""
+    """Register ``handler(broker: BrokerContext, ctx: RequestContext, request) -> response``."""
 
     def deco(fn: Handler) -> Handler:
         key = request_cls.API_KEY
@@ -38,3 +39,12 @@ def api(request_cls, response_cls, min_version: int = 0, max_version: int | None
         return fn
 
     return deco
+
+
+def api_versions_response(version: int, error_code: int = 0) -> ApiVersionsResponse:
+    """ApiVersions' answer: every registered API with the versions it is served at."""
+    keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+            for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
+    return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
+                               supported_features=[], finalized_features_epoch=-1, finalized_features=[],
+                               zk_migration_ready=False)

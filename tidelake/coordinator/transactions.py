@@ -17,6 +17,13 @@ This broker is a single node, so markers are written synchronously before EndTxn
 failure leaves the transaction in Prepare* and ``complete_prepared()`` (called by the periodic
 check and after a reload) finishes it — the same recovery as after a crash.
 
+Transactional offset commits (TxnOffsetCommit, KIP-98/447) go through the coordinator too: it
+checks the group was added to the transaction, writes the records as a transactional batch to the
+group's ``__consumer_offsets`` partition (``write_offsets``) and keeps them pending until that
+partition's marker is written; on COMMIT it hands them to the group coordinator (``apply_offsets``),
+on ABORT it drops them. ``has_pending_offsets`` is what OffsetFetch(require_stable) asks. These two
+callbacks are the whole interface between the transaction and the group coordinator.
+
 The clock is injected (``clock_ms``); ``abort_timed_out()`` / ``expire_transactional_ids()`` are
 driven by the broker's periodic task.
 """
@@ -28,14 +35,16 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Protocol
 
 from tidelake import errors
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import (
     TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
+from tidelake.coordinator.txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-OFFSETS_TOPIC = "__consumer_offsets"
+OffsetRecord = tuple[bytes, bytes | None]  # (key, value) of a __consumer_offsets record
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
 
 
@@ -48,6 +57,16 @@ class MarkerWriter(Protocol):
     def __call__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                  partitions: list[TopicPartition]) -> None:
         """Append a COMMIT/ABORT control batch to each partition (raise on failure; re-tried)."""
+
+
+class OffsetsWriter(Protocol):
+    def __call__(self, partition: int, producer_id: int, producer_epoch: int, records: list[OffsetRecord]) -> None:
+        """Append offset records as one transactional batch to ``__consumer_offsets``-``partition``."""
+
+
+class OffsetsApplier(Protocol):
+    def __call__(self, records: list[OffsetRecord]) -> None:
+        """Make committed transactional offset records visible in the group coordinator."""
 
 
 @dataclass
@@ -88,9 +107,13 @@ class TransactionCoordinator:
     def __init__(self, *, write_state: StateWriter, write_markers: MarkerWriter,
                  allocate_producer_id: Callable[[], int], clock_ms: Callable[[], int],
                  max_timeout_ms: int = 900_000, num_partitions: int = 50, offsets_partitions: int = 50,
-                 id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0):
+                 id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0,
+                 write_offsets: OffsetsWriter | None = None, apply_offsets: OffsetsApplier | None = None):
         self._write_state = write_state
         self._write_markers = write_markers
+        self._write_offsets = write_offsets  # TxnOffsetCommit needs both (a coordinator without
+        self._apply_offsets = apply_offsets  # them serves everything else)
+        self.pending_offsets = PendingTxnOffsets()
         self._allocate_producer_id = allocate_producer_id
         self.clock_ms = clock_ms
         self.max_timeout_ms = max_timeout_ms  # transaction.max.timeout.ms
@@ -258,12 +281,61 @@ class TransactionCoordinator:
         ongoing = meta.state == TxnStatus.ONGOING
         return {tp: 0 if ongoing and tp in meta.partitions else errors.InvalidTxnState.code for tp in partitions}
 
+    def verify_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       tp: TopicPartition) -> None:
+        """KIP-890 part 1, the partition leader's check of a transactional Produce: ``tp`` must be in
+        the producer's open transaction. Raises InvalidTxnState, or InvalidProducerEpoch for a stale
+        epoch (the code Produce reports for a fenced producer)."""
+        try:
+            codes = self.verify_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        except errors.ProducerFenced as e:
+            raise errors.InvalidProducerEpoch(str(e)) from None
+        if codes[tp]:
+            raise errors.InvalidTxnState(f"{transactional_id}: {tp[0]}-{tp[1]} is not in an open transaction of "
+                                         f"producer {producer_id} epoch {producer_epoch}")
+
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 group_id: str) -> None:
         """TxnOffsetCommit may only be sent inside the transaction, after AddOffsetsToTxn for the group."""
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta.state != TxnStatus.ONGOING or self.offsets_partition_for(group_id) not in meta.partitions:
             raise errors.InvalidTxnState(f"{transactional_id}: group {group_id!r} not added to an open transaction")
+
+    # ------------------------------------------------------------------------------------------
+    # TxnOffsetCommit: offsets pending until the transaction's marker
+    # ------------------------------------------------------------------------------------------
+    def commit_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
+                       records: list[OffsetRecord]) -> None:
+        """TxnOffsetCommit: write the group's offset records into the open transaction; they stay
+        pending (invisible to OffsetFetch) until the COMMIT marker, and are dropped on ABORT."""
+        self.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
+        if not records:
+            return
+        if self._write_offsets is None:
+            raise errors.CoordinatorNotAvailable("this transaction coordinator cannot write offsets")
+        _, partition = self.offsets_partition_for(group_id)
+        self._write_offsets(partition, producer_id, producer_epoch, records)
+        self.pending_offsets.add(producer_id, partition, group_id, records)
+
+    def load_pending_offsets(self, partition: int, open_transactions: dict[int, list[OffsetRecord]]) -> None:
+        """At load: offset records of transactions still open in ``__consumer_offsets``-``partition``
+        (producer id -> records, from ``txn_offsets.resolve_transactional_records``)."""
+        for producer_id, records in open_transactions.items():
+            self.pending_offsets.add_records(producer_id, partition, records)
+
+    def has_pending_offsets(self, group_id: str, topic: str, partition: int) -> bool:
+        """Whether an open transaction holds an offset for the group's topic-partition (OffsetFetch
+        with require_stable answers UNSTABLE_OFFSET_COMMIT then)."""
+        return self.pending_offsets.has_pending(group_id, topic, partition)
+
+    def _complete_offsets(self, producer_id: int, partitions: Iterable[TopicPartition], commit: bool) -> None:
+        """The markers are written: apply (commit) or drop (abort) the transaction's pending offsets."""
+        for topic, partition in partitions:
+            if topic != OFFSETS_TOPIC:
+                continue
+            records = self.pending_offsets.complete(producer_id, partition, commit)
+            if records and self._apply_offsets is not None:
+                self._apply_offsets([(key, value) for _group, key, value in records])
 
     # ------------------------------------------------------------------------------------------
     # EndTxn and completion
@@ -300,6 +372,7 @@ class TransactionCoordinator:
             log.exception("writing %s markers for %s failed; will retry",
                           "COMMIT" if commit else "ABORT", meta.transactional_id)
             return False
+        self._complete_offsets(meta.producer_id, meta.partitions, commit)
         done = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
                                    TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
                                    meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
+from tidelake.coordinator.offsets import OffsetKey, decode_key
 from tidelake.protocol.records import CONTROL_COMMIT, BatchHeader, control_type, decode_records
 
 Record = tuple[bytes | None, bytes | None]  # (key, value) of an offset commit record
@@ -31,6 +32,12 @@ class PendingTxnOffsets:
     def add(self, producer_id: int, partition: int, group: str, records: Iterable[tuple[bytes, bytes | None]]) -> None:
         self.pending.setdefault((producer_id, partition), []).extend((group, k, v) for k, v in records)
 
+    def add_records(self, producer_id: int, partition: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """Add records whose group is read from each record's key (rebuilding after a restart)."""
+        for key, value in records:
+            k = decode_key(key)
+            self.add(producer_id, partition, k.group if isinstance(k, OffsetKey) else "", [(key, value)])
+
     def complete(self, producer_id: int, partition: int, commit: bool) -> list[tuple[str, bytes, bytes | None]]:
         """Remove and return the pending records (to apply if ``commit``; dropped otherwise)."""
         recs = self.pending.pop((producer_id, partition), [])
@@ -39,7 +46,6 @@ class PendingTxnOffsets:
     def has_pending(self, group: str, topic: str | None = None, partition: int | None = None) -> bool:
         """True if an open transaction holds an offset for the group (and topic-partition, if given).
         OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT then."""
-        from tidelake.coordinator.offsets import OffsetKey, decode_key
         for recs in self.pending.values():
             for g, key, _ in recs:
                 if g != group:

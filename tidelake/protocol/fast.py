@@ -271,6 +271,7 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
 # Produce response
 # ------------------------------------------------------------------------------------------------
 # partition tuple: (index, error_code, base_offset, log_append_time_ms, log_start_offset, error_message)
+# optionally followed by record_errors: [(batch_index, message), ...] (KIP-467, v8+)
 def encode_produce_response(version: int, topics: Sequence[tuple], throttle_time_ms: int = 0) -> bytes:
     """``topics``: [(name, topic_id, [partition tuple, ...]), ...] -> response body bytes (v3-v13)."""
     flexible = version >= 9
@@ -281,13 +282,26 @@ def encode_produce_response(version: int, topics: Sequence[tuple], throttle_time
         else:
             out.append(_string(name, flexible))
         out.append(_array_len(len(parts), flexible))
-        for index, error, base_offset, append_time, log_start, message in parts:
+        for part in parts:
+            if len(part) == 6:
+                index, error, base_offset, append_time, log_start, message = part
+                record_errors = None
+            else:
+                index, error, base_offset, append_time, log_start, message, record_errors = part
             if version >= 5:
                 out.append(_PART_PRODUCE_V5.pack(index, error, base_offset, append_time, log_start))
             else:
                 out.append(_PART_PRODUCE_V2.pack(index, error, base_offset, append_time))
             if version >= 8:
-                out.append(_array_len(0, flexible))  # record_errors
+                if record_errors:
+                    out.append(_array_len(len(record_errors), flexible))
+                    for batch_index, batch_message in record_errors:
+                        out.append(_I32.pack(batch_index))
+                        out.append(_string(batch_message, flexible))
+                        if flexible:
+                            out.append(b"\x00")
+                else:
+                    out.append(_array_len(0, flexible))
                 out.append(_string(message, flexible))
             if flexible:
                 out.append(b"\x00")

@@ -9,6 +9,7 @@ import socket
 import struct
 from typing import Any
 
+from tidelake.protocol.connection import expects_response
 from tidelake.protocol.framing import encode_request_frame, split_response_frame
 
 
@@ -65,7 +66,7 @@ class WireClient:
         """Send ``request`` at ``version`` and decode the response (None if it expects none)."""
         cid = self.next_correlation_id()
         self.send_raw(self.encode(request, version, cid))
-        if hasattr(request, "acks") and request.API_KEY == 0 and request.acks == 0:
+        if not expects_response(request.API_KEY, request):
             return None
         return self.read_response(request, version, cid, response_cls)
 

@@ -3,22 +3,15 @@ Heartbeat, LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete), ListG
 DescribeGroups, DeleteGroups, and KIP-848's ConsumerGroupHeartbeat / ConsumerGroupDescribe.
 
 This module only translates between wire messages and ``tidelake.coordinator.group.GroupCoordinator``
-(state machines, no sockets). ``on_start`` creates ``__consumer_offsets`` (50 compacted partitions
-by default), replays it into the coordinator, and starts the clock that expires sessions and
-rebalance timeouts; ``on_stop`` stops that clock.
-
-Single node: this broker is the coordinator of every group and every transactional id.
+(state machines, no sockets). Single node: this broker is the coordinator of every group and every
+transactional id.
 """
 from __future__ import annotations
 
-import asyncio
-import logging
-import time
 from typing import Any
 
 from kafka.protocol.admin import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
                                   DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse)
-from kafka.protocol.api_message import ApiMessage
 from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGroupRequest, JoinGroupResponse,
                                      LeaveGroupRequest, LeaveGroupResponse, OffsetCommitRequest,
                                      OffsetCommitResponse, OffsetDeleteRequest, OffsetDeleteResponse,
@@ -26,138 +19,33 @@ from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGr
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tidelake import errors
+from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.registry import api
-from tidelake.coordinator.assignors import TopicPartition
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
-from tidelake.coordinator.group import ClassicGroup, GroupConfig, GroupCoordinator
-from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
-from tidelake.protocol.records import Record, build_batch
+from tidelake.coordinator.group import ClassicGroup
+from tidelake.coordinator.offsets import OffsetAndMetadata
+from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
+                                        ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
-log = logging.getLogger("tidelake.broker.groups")
-
-# Kafka's own message specs for the KIP-848 APIs (kafka-python 3.0.12 has none), loaded the same
-# way kafka-python loads its specs: tidelake/protocol/schemas/<Name>.json.
-_SCHEMAS = "tidelake.protocol.schemas"
-
-
-class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
-class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
-class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
-class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass
-
-
-OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "104857600"}
-OFFSET_METADATA_TOO_LARGE = 12
-INVALID_GROUP_ID = 24
-UNSTABLE_OFFSET_COMMIT = 88
-TICK_INTERVAL_S = 0.1
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def _gc(broker) -> GroupCoordinator:
-    gc = broker.group_coordinator
-    if gc is None:
-        raise errors.CoordinatorNotAvailable("group coordinator not started")
-    return gc
-
-
-# ---------------------------------------------------------------------------------------------
-# lifecycle
-# ---------------------------------------------------------------------------------------------
-async def on_start(broker: Any) -> None:
-    config = GroupConfig.from_properties(broker.config)
-    info = broker.topic(OFFSETS_TOPIC)
-    if info is None:
-        broker.create_topic(OFFSETS_TOPIC, config.offsets_partitions, OFFSETS_TOPIC_CONFIGS, internal=True)
-    else:
-        config.offsets_partitions = info.partitions  # the topic's partition count is what hashing uses
-
-    def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        now = _now_ms()
-        batch = build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)])
-        broker.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
-
-    def partitions_of(topic: str) -> int | None:
-        t = broker.topic(topic)
-        return t.partitions if t is not None else None
-
-    def topic_id_of(name: str):
-        info = broker.metadata.topics.get(name)
-        return info.topic_id if info is not None else None
-
-    def topic_name_of(topic_id):
-        info = broker.metadata.topics_by_id.get(topic_id)
-        return info.name if info is not None else None
-
-    gc = GroupCoordinator(config, write=write, partitions_of=partitions_of,
-                          list_topics=lambda: list(broker.metadata.topics),
-                          topic_id_of=topic_id_of, topic_name_of=topic_name_of)
-    n = 0
-    for p in range(config.offsets_partitions):
-        plog = broker.get_log(OFFSETS_TOPIC, p)
-        if plog is not None:
-            n += gc.load(_committed_records(plog), _now_ms())
-    log.info("group coordinator loaded %d __consumer_offsets records: %d groups", n, len(gc.known_group_ids()))
-    broker.group_coordinator = gc
-    gc._clock_task = asyncio.get_running_loop().create_task(_clock(gc))
-
-
-def _committed_records(plog):
-    """(key, value) of plain and committed-transactional records, skipping control and aborted ones."""
-    try:
-        from tidelake.coordinator.txn_offsets import resolve_transactional_records
-    except ImportError:  # transactions not present: every non-control record is an offset record
-        from tidelake.protocol.records import decode_records
-        for header, data in plog.iter_batches(0):
-            if not header.is_control:
-                for r in decode_records(data, 0, header):
-                    yield r.key, r.value
-        return
-    records, _open = resolve_transactional_records(plog.iter_batches(0))
-    yield from records
-
-
-async def _clock(gc: GroupCoordinator) -> None:
-    while True:
-        await asyncio.sleep(TICK_INTERVAL_S)
-        try:
-            gc.tick(_now_ms())
-        except Exception:
-            log.exception("group coordinator tick failed")
-
-
-async def on_stop(broker: Any) -> None:
-    gc = broker.group_coordinator
-    task = getattr(gc, "_clock_task", None)
-    if task is not None:
-        task.cancel()
-        try:
-            await task
-        except (asyncio.CancelledError, Exception):
-            pass
-    broker.group_coordinator = None
+INVALID_GROUP_ID = errors.InvalidGroupId.code
+GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 
 # ---------------------------------------------------------------------------------------------
 # FindCoordinator: key type 0 (group) and 1 (transaction); always this broker
 # ---------------------------------------------------------------------------------------------
 @api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
-async def find_coordinator(broker, ctx, req):
+async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
-    key_type = req.key_type if v >= 1 else 0
-    code = 0 if key_type in (0, 1) else errors.InvalidRequest.code
+    key_type = req.key_type if v >= 1 else GROUP_KEY
+    code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
+    node_id, host, port = (-1, "", -1) if code else (broker.node_id, broker.endpoint.host, broker.endpoint.port)
     if v < 4:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
-                                       node_id=broker.node_id if not code else -1,
-                                       host=broker.advertised_host if not code else "",
-                                       port=broker.advertised_port if not code else -1)
+                                       node_id=node_id, host=host, port=port)
     C = FindCoordinatorResponse.Coordinator
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-        C(key=k, node_id=broker.node_id if not code else -1, host=broker.advertised_host if not code else "",
-          port=broker.advertised_port if not code else -1, error_code=code, error_message=None)
+        C(key=k, node_id=node_id, host=host, port=port, error_code=code, error_message=None)
         for k in req.coordinator_keys])
 
 
@@ -165,9 +53,9 @@ async def find_coordinator(broker, ctx, req):
 # classic protocol
 # ---------------------------------------------------------------------------------------------
 @api(JoinGroupRequest, JoinGroupResponse, 0, 9)
-async def join_group(broker, ctx, req):
+async def join_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
-    now = _now_ms()
+    now = broker.clock_ms()
 
     def fail(code: int, member_id: str = ""):
         return JoinGroupResponse(throttle_time_ms=0, error_code=code, generation_id=-1, protocol_type=None,
@@ -176,7 +64,7 @@ async def join_group(broker, ctx, req):
     if not req.group_id:
         return fail(INVALID_GROUP_ID, req.member_id)
     try:
-        group = _gc(broker).classic_group(req.group_id, create=not req.member_id, now_ms=now)
+        group = broker.groups.classic_group(req.group_id, create=not req.member_id, now_ms=now)
     except errors.KafkaApiError as e:
         return fail(e.code, req.member_id)
     result = await group.join(
@@ -195,8 +83,8 @@ async def join_group(broker, ctx, req):
         members=[M(member_id=m, group_instance_id=i, metadata=meta) for m, i, meta in result.members])
 
 
-def _classic_or_error(broker, group_id: str) -> ClassicGroup:
-    g = _gc(broker).groups.get(group_id)
+def _classic_or_error(broker: BrokerContext, group_id: str) -> ClassicGroup:
+    g = broker.groups.groups.get(group_id)
     if g is None:
         raise errors.UnknownMemberId(f"no group {group_id}")
     if not isinstance(g, ClassicGroup):
@@ -205,7 +93,7 @@ def _classic_or_error(broker, group_id: str) -> ClassicGroup:
 
 
 @api(SyncGroupRequest, SyncGroupResponse, 0, 5)
-async def sync_group(broker, ctx, req):
+async def sync_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     try:
         group = _classic_or_error(broker, req.group_id)
@@ -216,30 +104,30 @@ async def sync_group(broker, ctx, req):
         member_id=req.member_id, group_instance_id=req.group_instance_id if v >= 3 else None,
         generation_id=req.generation_id, protocol_type=req.protocol_type if v >= 5 else None,
         protocol_name=req.protocol_name if v >= 5 else None,
-        assignments={a.member_id: a.assignment for a in (req.assignments or [])}, now_ms=_now_ms())
+        assignments={a.member_id: a.assignment for a in (req.assignments or [])}, now_ms=broker.clock_ms())
     return SyncGroupResponse(throttle_time_ms=0, error_code=result.error, protocol_type=result.protocol_type,
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
 @api(HeartbeatRequest, HeartbeatResponse, 0, 4)
-async def heartbeat(broker, ctx, req):
+async def heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     try:
         group = _classic_or_error(broker, req.group_id)
         code = group.heartbeat(member_id=req.member_id,
                                group_instance_id=req.group_instance_id if ctx.api_version >= 3 else None,
-                               generation_id=req.generation_id, now_ms=_now_ms())
+                               generation_id=req.generation_id, now_ms=broker.clock_ms())
     except errors.KafkaApiError as e:
         code = e.code
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
 @api(LeaveGroupRequest, LeaveGroupResponse, 0, 5)
-async def leave_group(broker, ctx, req):
+async def leave_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     members = [(req.member_id, None)] if v < 3 else [(m.member_id, m.group_instance_id) for m in req.members]
     try:
         group = _classic_or_error(broker, req.group_id)
-        codes = group.leave(members, _now_ms())
+        codes = group.leave(members, broker.clock_ms())
     except errors.KafkaApiError as e:
         return LeaveGroupResponse(throttle_time_ms=0, error_code=e.code, members=[])
     if v < 3:
@@ -254,12 +142,11 @@ async def leave_group(broker, ctx, req):
 # ---------------------------------------------------------------------------------------------
 # v10 identifies topics by id (Kafka 4.1); clients negotiate v9, which carries names.
 @api(OffsetCommitRequest, OffsetCommitResponse, 2, 9)
-async def offset_commit(broker, ctx, req):
+async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
-    now = _now_ms()
-    gc = None
+    now = broker.clock_ms()
+    gc = broker.groups
     try:
-        gc = _gc(broker)
         group_code = 0 if req.group_id else INVALID_GROUP_ID
         if not group_code:
             group_code = gc.validate_commit(req.group_id, req.member_id or "",
@@ -270,7 +157,7 @@ async def offset_commit(broker, ctx, req):
     per_partition: dict[tuple[str, int], int] = {}
     commits = []
     for t in req.topics:
-        info = broker.topic(t.name)
+        info = broker.topics.get(t.name)
         for p in t.partitions:
             key = (t.name, p.partition_index)
             if group_code:
@@ -279,7 +166,7 @@ async def offset_commit(broker, ctx, req):
                 per_partition[key] = errors.UnknownTopicOrPartition.code
             elif p.committed_metadata is not None and \
                     len(p.committed_metadata.encode()) > gc.config.offset_metadata_max_bytes:
-                per_partition[key] = OFFSET_METADATA_TOO_LARGE
+                per_partition[key] = errors.OffsetMetadataTooLarge.code
             else:
                 per_partition[key] = 0
                 commits.append((t.name, p.partition_index, OffsetAndMetadata(
@@ -297,22 +184,17 @@ async def offset_commit(broker, ctx, req):
                                    for p in t.partitions]) for t in req.topics])
 
 
-def _pending_txn_offsets(broker):
-    txns = getattr(broker, "transactions", None)
-    return getattr(txns, "pending_offsets", None)
-
-
-def _fetch_group_offsets(broker, group_id: str, topics, require_stable: bool,
+def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_stable: bool,
                          member_id: str | None = None, member_epoch: int = -1):
     """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])."""
-    gc = _gc(broker)
+    gc = broker.groups
     if member_id is not None and member_epoch >= 0:  # KIP-848 members fetch with their epoch
         g = gc.groups.get(group_id)
         if isinstance(g, ConsumerGroup):
             code = g.validate_offset_commit(member_id, member_epoch)
             if code:
                 return code, []
-    pending = _pending_txn_offsets(broker) if require_stable else None
+    transactions = broker.transactions
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (t, p) in sorted(gc.offsets.group_offsets(group_id)):
@@ -324,8 +206,8 @@ def _fetch_group_offsets(broker, group_id: str, topics, require_stable: bool,
     for topic, partitions in wanted:
         rows = []
         for p in partitions:
-            if pending is not None and pending.has_pending(group_id, topic, p):
-                rows.append((p, -1, -1, "", UNSTABLE_OFFSET_COMMIT))
+            if require_stable and transactions.has_pending_offsets(group_id, topic, p):
+                rows.append((p, -1, -1, "", errors.UnstableOffsetCommit.code))
                 continue
             om = gc.offsets.get(group_id, topic, p)
             rows.append((p, -1, -1, "", 0) if om is None else (p, om.offset, om.leader_epoch, om.metadata, 0))
@@ -335,7 +217,7 @@ def _fetch_group_offsets(broker, group_id: str, topics, require_stable: bool,
 
 # v10 identifies topics by id; clients negotiate v9.
 @api(OffsetFetchRequest, OffsetFetchResponse, 1, 9)
-async def offset_fetch(broker, ctx, req):
+async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     require_stable = bool(req.require_stable) if v >= 7 else False
     if v < 8:
@@ -365,14 +247,14 @@ async def offset_fetch(broker, ctx, req):
 
 
 @api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
-async def offset_delete(broker, ctx, req):
+async def offset_delete(broker: BrokerContext, ctx: RequestContext, req):
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
-    gc = _gc(broker)
+    gc = broker.groups
     if req.group_id not in gc.known_group_ids():
         return OffsetDeleteResponse(error_code=errors.GroupIdNotFound.code, throttle_time_ms=0, topics=[])
     subscribed = gc.subscribed_topics(req.group_id)
-    now = _now_ms()
+    now = broker.clock_ms()
     deletes, codes = [], {}
     for t in req.topics:
         for p in t.partitions:
@@ -393,9 +275,9 @@ async def offset_delete(broker, ctx, req):
 # group admin
 # ---------------------------------------------------------------------------------------------
 @api(ListGroupsRequest, ListGroupsResponse, 0, 5)
-async def list_groups(broker, ctx, req):
+async def list_groups(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
-    gc = _gc(broker)
+    gc = broker.groups
     states = {s.lower() for s in (req.states_filter or [])} if v >= 4 else set()
     types = {s.lower() for s in (req.types_filter or [])} if v >= 5 else set()
     L = ListGroupsResponse.ListedGroup
@@ -409,9 +291,9 @@ async def list_groups(broker, ctx, req):
 
 
 @api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
-async def describe_groups(broker, ctx, req):
+async def describe_groups(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
-    gc = _gc(broker)
+    gc = broker.groups
     D = DescribeGroupsResponse.DescribedGroup
     M = D.DescribedGroupMember
     out = []
@@ -439,8 +321,8 @@ async def describe_groups(broker, ctx, req):
 
 
 @api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
-async def delete_groups(broker, ctx, req):
-    gc = _gc(broker)
+async def delete_groups(broker: BrokerContext, ctx: RequestContext, req):
+    gc = broker.groups
     R = DeleteGroupsResponse.DeletableGroupResult
     results = []
     for gid in req.groups_names:
@@ -455,18 +337,18 @@ async def delete_groups(broker, ctx, req):
 # ---------------------------------------------------------------------------------------------
 # KIP-848
 # ---------------------------------------------------------------------------------------------
-def _topic_ids(broker) -> dict:
+def _topic_ids(broker: BrokerContext) -> dict:
     return {info.topic_id: name for name, info in broker.metadata.topics.items()}
 
 
 @api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
-async def consumer_group_heartbeat(broker, ctx, req):
+async def consumer_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     R = ConsumerGroupHeartbeatResponse
     if not req.group_id:
         return R(throttle_time_ms=0, error_code=INVALID_GROUP_ID, error_message="empty group id",
                  member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     try:
-        group = _gc(broker).consumer_group(req.group_id, create=req.member_epoch == 0)
+        group = broker.groups.consumer_group(req.group_id, create=req.member_epoch == 0)
     except errors.KafkaApiError as e:
         return R(throttle_time_ms=0, error_code=e.code, error_message=str(e), member_id=None, member_epoch=-1,
                  heartbeat_interval_ms=0, assignment=None)
@@ -476,7 +358,7 @@ async def consumer_group_heartbeat(broker, ctx, req):
         rebalance_timeout_ms=req.rebalance_timeout_ms, subscribed_topic_names=req.subscribed_topic_names,
         subscribed_topic_regex=req.subscribed_topic_regex if ctx.api_version >= 1 else None,
         server_assignor=req.server_assignor, owned=owned_from_wire(req.topic_partitions, ids.get),
-        client_id=ctx.client_id or "", client_host="/" + ctx.client_host, now_ms=_now_ms())
+        client_id=ctx.client_id or "", client_host="/" + ctx.client_host, now_ms=broker.clock_ms())
     if result.error:
         return R(throttle_time_ms=0, error_code=result.error, error_message=result.error_message, member_id=None,
                  member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
@@ -492,13 +374,13 @@ async def consumer_group_heartbeat(broker, ctx, req):
 
 
 @api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1)
-async def consumer_group_describe(broker, ctx, req):
+async def consumer_group_describe(broker: BrokerContext, ctx: RequestContext, req):
     R = ConsumerGroupDescribeResponse
     D = R.DescribedGroup
     M = D.Member
     A = M.Assignment
     TP = A.TopicPartitions
-    gc = _gc(broker)
+    gc = broker.groups
     name_to_id = {name: info.topic_id for name, info in broker.metadata.topics.items()}
 
     def assignment(tps) -> Any:
@@ -523,7 +405,3 @@ async def consumer_group_describe(broker, ctx, req):
                               for m in g.members.values()],
                      authorized_operations=-2147483648))
     return R(throttle_time_ms=0, groups=out)
-
-
-__all__ = ["ConsumerGroupHeartbeatRequest", "ConsumerGroupHeartbeatResponse", "ConsumerGroupDescribeRequest",
-           "ConsumerGroupDescribeResponse", "TopicPartition", "on_start", "on_stop"]

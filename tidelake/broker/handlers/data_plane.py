@@ -1,0 +1,309 @@
+"""The data plane: Produce, Fetch (with KIP-227 fetch sessions and long polls), ListOffsets and
+OffsetForLeaderEpoch.
+
+Produce and Fetch are the hot paths: their requests come from ``tidelake.protocol.fast`` (record
+batches are memoryviews into the request frame, appended without another copy) and their responses
+are encoded by hand; per-request Python work here is what bounds the broker's throughput.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+                                     OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
+from kafka.protocol.producer import ProduceRequest, ProduceResponse
+
+from tidelake import errors
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.broker.record_validation import check_keys_for_compaction
+from tidelake.broker.registry import api
+from tidelake.log import PartitionLog
+from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
+from tidelake.protocol.framing import FramingError
+from tidelake.protocol.records import parse_header
+
+log = logging.getLogger("tidelake.broker.api")
+
+NONE = errors.NONE
+UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
+UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
+UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
+ZERO_UUID = uuid.UUID(int=0)
+READ_COMMITTED = 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Produce
+# ------------------------------------------------------------------------------------------------
+def _verify_transaction(broker: BrokerContext, transactional_id: str, topic: str, partition: int, records) -> None:
+    """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
+    transaction; the leader asks the transaction coordinator (Kafka 3.9 answers INVALID_TXN_STATE)."""
+    h = parse_header(records, 0)
+    if h.is_transactional:
+        broker.transactions.verify_produce(transactional_id, h.producer_id, h.producer_epoch, (topic, partition))
+
+
+@api(ProduceRequest, ProduceResponse, 3, 13)
+async def produce(broker: BrokerContext, ctx: RequestContext, request):
+    acks = request.acks
+    version = ctx.api_version
+    now = broker.clock_ms()
+    by_id = version >= 13
+    logs = broker.logs
+    topics = broker.topics
+    by_name = broker.metadata.topics
+    notify = broker.partitions.notify
+    transactional_id = request.transactional_id
+    topics_out = []
+    for td in request.topic_data:
+        name = td.name
+        if by_id:
+            info = topics.by_id(td.topic_id)
+            name = info.name if info is not None else None
+        parts = []
+        for pd in td.partition_data:
+            index = pd.index
+            if acks not in (0, 1, -1):
+                parts.append((index, errors.InvalidRequiredAcks.code, -1, -1, -1, None))
+                continue
+            plog = logs.get(name, index) if name is not None else None
+            if plog is None:
+                parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
+                continue
+            info = by_name.get(name)
+            if info is not None and info.internal:
+                # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
+                parts.append((index, errors.InvalidTopic.code, -1, -1, -1, f"cannot produce to internal topic {name}"))
+                continue
+            if acks == -1 and topics.min_insync_replicas(name) > 1:
+                # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
+                parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
+                              "min.insync.replicas exceeds the in-sync replicas (1)"))
+                continue
+            records = pd.records
+            try:
+                if records is None or not len(records):
+                    raise errors.InvalidRequest("produce request without records")
+                if plog.config.compact:
+                    check_keys_for_compaction(records, name, index)
+                if transactional_id is not None:
+                    _verify_transaction(broker, transactional_id, name, index, records)
+                result = plog.append(records, now_ms=now)
+            except errors.InvalidRecord as e:
+                parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))
+                continue
+            except Exception as e:
+                code = error_code(e)
+                if code == UNKNOWN_SERVER_ERROR:
+                    log.exception("append to %s-%d failed", name, index)
+                parts.append((index, code, -1, -1, plog.log_start_offset, str(e)))
+                continue
+            if not result.duplicate:
+                notify(name, index)
+            parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
+        topics_out.append((td.name, td.topic_id, parts))
+    if acks == 0:
+        if any(part[1] != NONE for _, _, parts in topics_out for part in parts):
+            # with acks=0 the only way to tell the producer is to close the connection (it then
+            # refreshes metadata and reconnects)
+            raise FramingError("acks=0 produce failed on some partition; closing the connection")
+        return None
+    return encode_produce_response(version, topics_out)
+
+
+# ------------------------------------------------------------------------------------------------
+# Fetch
+# ------------------------------------------------------------------------------------------------
+def _read_partition(plog: PartitionLog | None, fetch_offset: int, max_bytes: int, read_committed: bool,
+                    min_one: bool) -> tuple[int, int, int, int, Any, list | None]:
+    """(error, hw, lso, log_start, records, aborted) for one partition."""
+    if plog is None:
+        return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None
+    try:
+        hw = plog.high_watermark
+        lso = plog.last_stable_offset
+        max_offset = lso if read_committed else hw
+        if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
+            raise errors.OffsetOutOfRange(
+                f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
+        if fetch_offset >= max_offset:
+            return NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None
+        rr = plog.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+        data = rr.data
+        aborted = None
+        if read_committed:
+            aborted = plog.aborted_transactions(fetch_offset, max_offset) if data else []
+        return NONE, rr.high_watermark, rr.last_stable_offset, rr.log_start_offset, data, aborted
+    except errors.KafkaApiError as e:
+        return e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, b"", None
+
+
+def _requested_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple]:
+    """(topic, topic_id, partition, fetch_offset, partition_max_bytes) per requested partition."""
+    topics = broker.topics
+    out = []
+    for ft in request.topics:
+        if by_id:
+            info = topics.by_id(ft.topic_id)
+            name, tid = (info.name if info else None), ft.topic_id
+        else:
+            info = topics.get(ft.topic)
+            name, tid = ft.topic, (info.topic_id if info else ZERO_UUID)
+        for fp in ft.partitions:
+            out.append((name, tid, fp.partition, fp.fetch_offset, fp.partition_max_bytes))
+    return out
+
+
+def _forgotten_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple[str | None, int]]:
+    out = []
+    for fg in request.forgotten_topics_data or ():
+        name = fg.topic
+        if by_id:
+            info = broker.topics.by_id(fg.topic_id)
+            name = info.name if info else None
+        out.extend((name, p) for p in fg.partitions)
+    return out
+
+
+@api(FetchRequest, FetchResponse, 4, 18)
+async def fetch(broker: BrokerContext, ctx: RequestContext, request):
+    version = ctx.api_version
+    by_id = version >= 13
+    read_committed = request.isolation_level == READ_COMMITTED
+    deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
+    min_bytes = max(request.min_bytes, 0)
+    max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
+    requested = _requested_partitions(broker, request, by_id)
+    session = None
+    if version >= 7:  # fetch sessions (KIP-227)
+        try:
+            session = broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested,
+                                                  _forgotten_partitions(broker, request, by_id))
+        except (errors.FetchSessionIdNotFound, errors.InvalidFetchSessionEpoch) as e:
+            return encode_fetch_response(version, e.code, 0, [])
+        requested = session.partitions
+    logs = broker.logs
+    missing = UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION
+
+    while True:
+        total = 0
+        results = []  # (topic, tid, partition, error, hw, lso, log_start, records, aborted)
+        for (name, tid, partition, offset, pmax) in requested:
+            plog = logs.get(name, partition) if name is not None else None
+            remaining = max_bytes - total
+            if remaining <= 0 or pmax <= 0:
+                if plog is None:
+                    results.append((name, tid, partition, missing, -1, -1, -1, b"", None))
+                else:
+                    results.append((name, tid, partition, NONE, plog.high_watermark, plog.last_stable_offset,
+                                    plog.log_start_offset, b"", [] if read_committed else None))
+                continue
+            err, hw, lso, lstart, data, aborted = _read_partition(plog, offset, min(pmax, remaining),
+                                                                  read_committed, min_one=total == 0)
+            if err == UNKNOWN_TOPIC_OR_PARTITION and by_id and name is None:
+                err = UNKNOWN_TOPIC_ID
+            total += len(data)
+            results.append((name, tid, partition, err, hw, lso, lstart, data, aborted))
+        now = time.monotonic()
+        if total >= min_bytes or now >= deadline or not requested or any(r[3] != NONE for r in results):
+            break
+        await broker.partitions.wait_for_data([(r[0], r[2]) for r in results if r[0] is not None], deadline - now)
+
+    topics_out: dict[tuple, list] = {}
+    for (name, tid, partition, err, hw, lso, lstart, data, aborted) in results:
+        if session is not None and not session.include(name, partition, err, hw, lso, lstart, bool(data)):
+            continue
+        parts = topics_out.get((name, tid))
+        if parts is None:
+            parts = topics_out[(name, tid)] = []
+        parts.append((partition, err, hw, lso, lstart, aborted, data))
+    return encode_fetch_response(version, NONE, session.session_id if session is not None else 0,
+                                 [(k[0] if k[0] is not None else "", k[1], v) for k, v in topics_out.items()])
+
+
+# ------------------------------------------------------------------------------------------------
+# ListOffsets
+# ------------------------------------------------------------------------------------------------
+_LRTopic = ListOffsetsResponse.ListOffsetsTopicResponse
+_LRPartition = _LRTopic.ListOffsetsPartitionResponse
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+
+
+def _list_offset(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int, int]:
+    """(timestamp, offset) answering one ListOffsets query."""
+    upper = plog.last_stable_offset if read_committed else plog.high_watermark
+    if ts == LATEST:
+        return -1, upper
+    if ts in (EARLIEST, EARLIEST_LOCAL):
+        return -1, plog.log_start_offset
+    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage here
+        return -1, -1
+    if ts == MAX_TIMESTAMP:
+        found = plog.max_timestamp()
+        if found is None:
+            return -1, -1
+        offset, max_ts = found
+        return max_ts, offset
+    if ts < 0:
+        raise errors.InvalidRequest(f"unknown ListOffsets timestamp {ts}")
+    found = plog.offset_for_timestamp(ts)
+    if found is None or found[0] >= upper:
+        return -1, -1
+    offset, found_ts = found
+    return found_ts, offset
+
+
+@api(ListOffsetsRequest, ListOffsetsResponse, 1, 11)
+async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
+    read_committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
+
+    def answer(plog, p):
+        ts, offset = _list_offset(plog, p.timestamp, read_committed)
+        return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
+                            leader_epoch=0 if offset >= 0 else -1)
+
+    def fail(p, code):
+        return _LRPartition(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
+                            leader_epoch=-1)
+    topics = [_LRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partitions, answer, fail))
+              for t in request.topics]
+    return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
+
+
+# ------------------------------------------------------------------------------------------------
+# OffsetForLeaderEpoch (consumers validate their position after a leader change with it, KIP-320)
+# ------------------------------------------------------------------------------------------------
+_OERTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
+_OERPartition = _OERTopic.EpochEndOffset
+
+
+def end_offset_for_epoch(plog: PartitionLog, epoch: int) -> tuple[int, int]:
+    """(epoch, end offset) as Kafka's leader answers from its leader-epoch cache: for the latest
+    epoch the log end offset; for an older one the largest epoch not above it and the start offset
+    of the epoch after it; for one older than every cached epoch the requested epoch and the first
+    cached start offset (the data before it is gone); (-1, -1) for an unknown or newer epoch."""
+    cache = plog.leader_epoch_cache
+    entries = cache.entries if cache is not None else []
+    if epoch < 0 or not entries or epoch > entries[-1][0]:
+        return -1, -1
+    if epoch < entries[0][0]:
+        return epoch, entries[0][1]
+    return cache.end_offset_for(epoch, plog.log_end_offset)
+
+
+@api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
+async def offset_for_leader_epoch(broker: BrokerContext, ctx: RequestContext, request):
+    def answer(plog, p):
+        epoch, end_offset = end_offset_for_epoch(plog, p.leader_epoch)
+        return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
+
+    def fail(p, code):
+        return _OERPartition(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
+    topics = [_OERTopic(topic=t.topic, partitions=per_partition(broker, t.topic, t.partitions, answer, fail,
+                                                                index=lambda p: p.partition))
+              for t in request.topics]
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

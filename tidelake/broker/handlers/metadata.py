@@ -1,0 +1,144 @@
+"""Cluster and topic metadata: ApiVersions, Metadata (with topic auto-creation),
+DescribeTopicPartitions (KIP-966) and DescribeCluster. A single node leads every partition."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kafka.protocol.admin import (DescribeClusterRequest, DescribeClusterResponse, DescribeTopicPartitionsRequest,
+                                  DescribeTopicPartitionsResponse)
+from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
+
+from tidelake import errors
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.registry import api, api_versions_response
+from tidelake.broker.topics import validate_topic_name
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
+
+ZERO_UUID = uuid.UUID(int=0)
+BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
+_INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # created by their coordinators only
+
+
+@api(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
+async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
+    return api_versions_response(ctx.api_version)
+
+
+_MR = MetadataResponse
+_MRTopic = MetadataResponse.MetadataResponseTopic
+_MRPartition = _MRTopic.MetadataResponsePartition
+
+
+def _topic_metadata(broker: BrokerContext, info) -> Any:
+    nid = broker.node_id
+    parts = [_MRPartition(error_code=errors.NONE, partition_index=p, leader_id=nid, leader_epoch=0,
+                          replica_nodes=[nid], isr_nodes=[nid], offline_replicas=[])
+             for p in range(info.partitions)]
+    return _MRTopic(error_code=errors.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
+                    partitions=parts)
+
+
+def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
+    return _MRTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
+
+
+@api(MetadataRequest, MetadataResponse, 0, 13)
+async def metadata(broker: BrokerContext, ctx: RequestContext, request):
+    version = ctx.api_version
+    topics_mgr = broker.topics
+    if request.topics is None or (version == 0 and not request.topics):
+        topics = [_topic_metadata(broker, info) for info in list(broker.metadata.topics.values())]
+    else:
+        allow_auto = request.allow_auto_topic_creation if version >= 4 else True
+        auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
+        topics = []
+        created = False
+        for t in request.topics:
+            name = t.name
+            if name is None and version >= 10 and t.topic_id not in (None, ZERO_UUID):
+                info = topics_mgr.by_id(t.topic_id)
+                if info is None:
+                    topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
+                    continue
+                name = info.name
+            info = topics_mgr.get(name)
+            if info is None and auto and name not in _INTERNAL_TOPICS:
+                try:
+                    info = topics_mgr.create(name, None, persist=False)
+                    created = True
+                except errors.KafkaApiError as e:
+                    info = topics_mgr.get(name)
+                    if info is None:
+                        topics.append(_missing_topic(e.code, name))
+                        continue
+            if info is None:
+                code = errors.UnknownTopicOrPartition.code
+                try:
+                    validate_topic_name(name)
+                except errors.InvalidTopic as e:
+                    code = e.code
+                topics.append(_missing_topic(code, name))
+            else:
+                topics.append(_topic_metadata(broker, info))
+        if created:
+            await broker.metadata.save_async()  # durable before the client hears of it, loop not blocked
+    endpoint = broker.endpoint
+    brokers = [_MR.MetadataResponseBroker(node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)]
+    return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+                            controller_id=broker.node_id, topics=topics, error_code=errors.NONE)
+
+
+_DTP = DescribeTopicPartitionsResponse
+_DTPTopic = _DTP.DescribeTopicPartitionsResponseTopic
+_DTPPartition = _DTPTopic.DescribeTopicPartitionsResponsePartition
+
+
+@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)
+async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, request):
+    """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
+    partitions, a cursor to continue from."""
+    nid = broker.node_id
+    names = sorted({t.name for t in request.topics}) if request.topics else sorted(broker.metadata.topics)
+    cursor = request.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    limit = max(1, request.response_partition_limit)
+    topics, next_cursor, budget = [], None, limit
+    for name in names:
+        info = broker.topics.get(name)
+        if info is None:
+            topics.append(_DTPTopic(error_code=errors.UnknownTopicOrPartition.code, name=name, topic_id=ZERO_UUID,
+                                    is_internal=False, partitions=[]))
+            continue
+        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
+        if budget <= 0:
+            next_cursor = _DTP.Cursor(topic_name=name, partition_index=start)
+            break
+        end = min(info.partitions, start + budget)
+        parts = [_DTPPartition(error_code=errors.NONE, partition_index=p, leader_id=nid, leader_epoch=0,
+                               replica_nodes=[nid], isr_nodes=[nid],
+                               eligible_leader_replicas=[], last_known_elr=[],  # Java needs lists, not null
+                               offline_replicas=[]) for p in range(start, end)]
+        budget -= len(parts)
+        topics.append(_DTPTopic(error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal,
+                                partitions=parts))
+        if end < info.partitions:
+            next_cursor = _DTP.Cursor(topic_name=name, partition_index=end)
+            break
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+@api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
+async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
+    endpoint = broker.endpoint
+    if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
+        return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.UnsupportedEndpointType.code,
+                                       error_message="only broker endpoints", endpoint_type=request.endpoint_type,
+                                       cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
+    b = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host,
+                                                      port=endpoint.port, rack=None, is_fenced=False)
+    return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None,
+                                   endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id,
+                                   controller_id=broker.node_id, brokers=[b])

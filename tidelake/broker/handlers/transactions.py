@@ -1,0 +1,212 @@
+"""Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+DescribeTransactions, ListTransactions. FindCoordinator (key type 1) is served with the group APIs.
+
+This module translates between wire messages and ``tidelake.coordinator.transactions
+.TransactionCoordinator`` (a state machine; the broker gives it its outputs, see
+``tidelake.broker.coordinators``).
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+from kafka.protocol.admin import (
+    DescribeTransactionsRequest, DescribeTransactionsResponse, ListTransactionsRequest, ListTransactionsResponse,
+)
+from kafka.protocol.producer import (
+    AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
+    EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
+)
+
+from tidelake import errors
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import error_code
+from tidelake.broker.registry import api
+from tidelake.coordinator.consumer_group import ConsumerGroup
+from tidelake.coordinator.offsets import OffsetAndMetadata, offset_records
+
+log = logging.getLogger(__name__)
+
+PRODUCER_FENCED = errors.ProducerFenced.code
+INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpoch.code
+
+
+def _client_code(code: int, version: int, first_version_knowing_fenced: int = 2) -> int:
+    """Clients older than the version that introduced PRODUCER_FENCED get INVALID_PRODUCER_EPOCH (Kafka does the same)."""
+    if code == PRODUCER_FENCED and version < first_version_knowing_fenced:
+        return INVALID_PRODUCER_EPOCH
+    return code
+
+
+# ---------------------------------------------------------------------------------------------
+# InitProducerId
+# ---------------------------------------------------------------------------------------------
+@api(InitProducerIdRequest, InitProducerIdResponse, 0, 5)
+async def init_producer_id(broker: BrokerContext, ctx: RequestContext, request):
+    if request.transactional_id is None:
+        # Idempotent producer: a fresh producer id with epoch 0, as Kafka does (also for KIP-360 bumps).
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.NONE,
+                                      producer_id=broker.metadata.allocate_producer_id(), producer_epoch=0)
+    try:
+        pid, epoch = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
+                                                          request.producer_id, request.producer_epoch)
+    except Exception as e:
+        code = error_code(e)
+        if code == errors.UnknownServerError.code:
+            log.exception("InitProducerId for %s failed", request.transactional_id)
+        return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=-1, producer_epoch=-1)
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.NONE, producer_id=pid, producer_epoch=epoch)
+
+
+# ---------------------------------------------------------------------------------------------
+# AddPartitionsToTxn (v0-3 client form, v4+ batched / verify-only form)
+# ---------------------------------------------------------------------------------------------
+def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int, topics,
+                            verify_only: bool, version: int) -> list:
+    R = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
+    P = R.AddPartitionsToTxnPartitionResult
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    codes: dict[tuple[str, int], int]
+    unknown = {tp for tp in wanted if broker.logs.get(*tp) is None}
+    if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
+        codes = {tp: errors.UnknownTopicOrPartition.code if tp in unknown else errors.OperationNotAttempted.code
+                 for tp in wanted}
+    else:
+        coordinator = broker.transactions
+        try:
+            if verify_only:
+                codes = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
+            else:
+                coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted)
+                codes = {tp: errors.NONE for tp in wanted}
+        except errors.KafkaApiError as e:
+            codes = {tp: _client_code(e.code, version) for tp in wanted}
+    by_topic: dict[str, list] = {}
+    for (topic, p), code in codes.items():
+        by_topic.setdefault(topic, []).append(P(partition_index=p, partition_error_code=code))
+    return [R(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
+
+
+@api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5)
+async def add_partitions_to_txn(broker: BrokerContext, ctx: RequestContext, req):
+    v = ctx.api_version
+    if v <= 3:
+        results = _add_partitions_results(broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+                                          req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
+        return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
+    out = [AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
+        transactional_id=t.transactional_id,
+        topic_results=_add_partitions_results(broker, t.transactional_id, t.producer_id, t.producer_epoch,
+                                              t.topics, t.verify_only, v))
+        for t in req.transactions]
+    return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=errors.NONE, results_by_transaction=out)
+
+
+# ---------------------------------------------------------------------------------------------
+# AddOffsetsToTxn / TxnOffsetCommit
+# ---------------------------------------------------------------------------------------------
+@api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4)
+async def add_offsets_to_txn(broker: BrokerContext, ctx: RequestContext, req):
+    try:
+        broker.transactions.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+        code = errors.NONE
+    except errors.KafkaApiError as e:
+        code = _client_code(e.code, ctx.api_version)
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+def _check_group_member(broker: BrokerContext, req, version: int) -> None:
+    """KIP-447: a TxnOffsetCommit carrying the consumer's group metadata (v3+) is fenced like an
+    OffsetCommit of that member; without it (generation -1, no member id) it is accepted."""
+    if version < 3 or (req.generation_id < 0 and not req.member_id):
+        return
+    group = broker.groups.groups.get(req.group_id)
+    if group is None:
+        return
+    if isinstance(group, ConsumerGroup):  # KIP-848 group: the generation is the member epoch
+        code = group.validate_offset_commit(req.member_id, req.generation_id)
+    else:
+        code = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id)
+    if code:
+        raise errors.KafkaApiError(f"TxnOffsetCommit from {req.member_id!r} gen {req.generation_id}", code=code)
+
+
+@api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5)
+async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
+    T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
+    P = T.TxnOffsetCommitResponsePartition
+    v = ctx.api_version
+    now = broker.clock_ms()
+    transactions = broker.transactions
+    try:
+        # The group's partition must be in this producer's open transaction (AddOffsetsToTxn first).
+        transactions.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+        _check_group_member(broker, req, v)
+        commits = [(t.name, p.partition_index,
+                    OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
+                                      p.committed_metadata or "", now))
+                   for t in req.topics for p in t.partitions]
+        transactions.commit_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
+                                    list(offset_records(req.group_id, commits)))
+        code = errors.NONE
+    except errors.KafkaApiError as e:
+        code = _client_code(e.code, v)
+    return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
+        T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
+        for t in req.topics])
+
+
+# ---------------------------------------------------------------------------------------------
+# EndTxn
+# ---------------------------------------------------------------------------------------------
+# v5 is transaction protocol v2 (KIP-890 part 2: epoch bump on every EndTxn), which this coordinator
+# does not implement; clients negotiate v4 and the v1 protocol.
+@api(EndTxnRequest, EndTxnResponse, 0, 4)
+async def end_txn(broker: BrokerContext, ctx: RequestContext, req):
+    try:
+        broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+        code = errors.NONE
+    except errors.KafkaApiError as e:
+        code = _client_code(e.code, ctx.api_version)
+    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+
+
+# ---------------------------------------------------------------------------------------------
+# DescribeTransactions / ListTransactions
+# ---------------------------------------------------------------------------------------------
+@api(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0)
+async def describe_transactions(broker: BrokerContext, ctx: RequestContext, req):
+    S = DescribeTransactionsResponse.TransactionState
+    out = []
+    for txn_id in req.transactional_ids:
+        try:
+            m = broker.transactions.describe(txn_id)
+        except errors.KafkaApiError as e:
+            out.append(S(error_code=e.code, transactional_id=txn_id, transaction_state="",
+                         transaction_timeout_ms=0, transaction_start_time_ms=-1, producer_id=-1,
+                         producer_epoch=-1, topics=[]))
+            continue
+        out.append(S(error_code=errors.NONE, transactional_id=txn_id, transaction_state=m.state.kafka_name,
+                     transaction_timeout_ms=m.timeout_ms, transaction_start_time_ms=m.start_ms,
+                     producer_id=m.producer_id, producer_epoch=m.producer_epoch,
+                     topics=[S.TopicData(topic=t, partitions=ps) for t, ps in m.topics().items()]))
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
+
+
+@api(ListTransactionsRequest, ListTransactionsResponse, 0, 2)
+async def list_transactions(broker: BrokerContext, ctx: RequestContext, req):
+    S = ListTransactionsResponse.TransactionState
+    v = ctx.api_version
+    try:
+        txns, unknown = broker.transactions.list_transactions(
+            req.state_filters or [], req.producer_id_filters or [],
+            req.duration_filter if v >= 1 else -1,
+            req.transactional_id_pattern if v >= 2 else None)
+    except re.error:  # a bad regular expression in transactional_id_pattern
+        return ListTransactionsResponse(throttle_time_ms=0, error_code=errors.InvalidRequest.code,
+                                        unknown_state_filters=[], transaction_states=[])
+    return ListTransactionsResponse(throttle_time_ms=0, error_code=errors.NONE, unknown_state_filters=unknown,
+                                    transaction_states=[S(transactional_id=m.transactional_id,
+                                                          producer_id=m.producer_id,
+                                                          transaction_state=m.state.kafka_name) for m in txns])

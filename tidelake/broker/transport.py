@@ -1,0 +1,122 @@
+"""The asyncio side of a client connection: moves bytes between the socket and the sans-IO
+``tidelake.protocol.connection.Connection`` and runs its requests, one at a time, through the
+``Dispatcher``. Every protocol rule (framing, order, muting, backpressure, acks=0, coalescing)
+is the Connection's; this class only does I/O and the per-connection task."""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from tidelake.broker.dispatch import Dispatcher
+from tidelake.protocol.connection import Connection
+from tidelake.protocol.framing import FramingError
+
+log = logging.getLogger("tidelake.broker")
+
+
+class KafkaTransport(asyncio.Protocol):
+    def __init__(self, dispatcher: Dispatcher, registry: set, max_request_bytes: int):
+        self.dispatcher = dispatcher
+        self.registry = registry  # the broker's open transports (closed at stop, or when idle)
+        self.connection = Connection(max_request_bytes)
+        self.transport: asyncio.Transport | None = None
+        self.peer: tuple | None = None
+        self.client_host = ""
+        self.closed = False
+        self.idle_since: float | None = time.monotonic()  # None while a request is queued or in flight
+        self._wakeup: asyncio.Future | None = None
+        self._writable: asyncio.Future | None = None
+        self._worker: asyncio.Task | None = None
+
+    # asyncio.Protocol callbacks
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.client_host = self.peer[0] if self.peer else ""
+        self.registry.add(self)
+        self._worker = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            pause = self.connection.receive_data(data)
+        except FramingError as e:
+            log.warning("closing connection from %s: %s", self.peer, e)
+            self.close()
+            return
+        if self.connection.has_request:
+            self.idle_since = None
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.set_result(None)
+        if pause:
+            self.transport.pause_reading()
+
+    def connection_lost(self, exc) -> None:
+        self.closed = True
+        self.registry.discard(self)
+        for fut in (self._wakeup, self._writable):
+            if fut is not None and not fut.done():
+                fut.cancel()
+
+    def pause_writing(self) -> None:
+        self._writable = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_result(None)
+        self._writable = None
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+            if self._wakeup is not None and not self._wakeup.done():
+                self._wakeup.cancel()
+
+    def _write(self, chunks: list) -> None:
+        if len(chunks) == 1:
+            self.transport.write(chunks[0])
+        else:
+            self.transport.writelines(chunks)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        conn = self.connection
+        handle_frame = self.dispatcher.handle_frame
+        try:
+            while not self.closed:
+                frame = conn.next_request()
+                if frame is None:
+                    self.idle_since = time.monotonic()
+                    if conn.resume_reading():
+                        self.transport.resume_reading()
+                    self._wakeup = loop.create_future()
+                    await self._wakeup
+                    self._wakeup = None
+                    continue
+                try:
+                    out = await handle_frame(frame, self.client_host)
+                except FramingError as e:
+                    log.warning("closing connection from %s: %s", self.peer, e)
+                    owed = conn.close()  # answers to the requests before the bad one still go out
+                    if owed:
+                        self._write(owed)
+                    self.close()
+                    return
+                if self.closed:
+                    return
+                conn.respond(out)
+                chunks = conn.data_to_send()
+                if chunks is not None:
+                    self._write(chunks)
+                    if self._writable is not None:
+                        await self._writable
+        except asyncio.CancelledError:
+            pass
+        except Exception:
+            log.exception("connection from %s failed; closing it", self.peer)
+        finally:
+            self.close()

@@ -1,0 +1,14 @@
+"""Kafka API messages kafka-python does not ship, generated the same way kafka-python generates its
+own: from Kafka's JSON message specs in ``tidelake/protocol/schemas/<Name>.json``."""
+from __future__ import annotations
+
+from kafka.protocol.api_message import ApiMessage
+
+_SCHEMAS = "tidelake.protocol.schemas"
+
+
+# KIP-848, the consumer group protocol
+class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass
