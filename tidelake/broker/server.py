@@ -28,6 +28,7 @@ from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
 from tidelake.clock import wall_ms
 from tidelake.log import LogManager
+from tidelake.log.dir_lock import DataDirLock
 
 log = logging.getLogger("tidelake.broker")
 
@@ -67,6 +68,7 @@ class Broker:
         self.connections: set[KafkaTransport] = set()
         self._server: asyncio.base_events.Server | None = None
         self._tasks: list[asyncio.Task] = []
+        self._dir_lock = DataDirLock(data_dir)
 
     # -- what embedders and tools use --------------------------------------------------------------
     @property
@@ -85,15 +87,22 @@ class Broker:
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
         ctx = self.context
-        ctx.logs.load()
-        ctx.topics.recover()
-        loop = asyncio.get_running_loop()
-        max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
-        # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
-        # have loaded their state.
-        self._server = await loop.create_server(
-            lambda: KafkaTransport(self.dispatcher, self.connections, max_request), self.host, self.port,
-            reuse_address=True, backlog=1024, start_serving=False)
+        # A second broker on the same directory would acknowledge writes into the same segments and
+        # lose records: refuse before touching any file.
+        self._dir_lock.acquire()
+        try:
+            ctx.logs.load()
+            ctx.topics.recover()
+            loop = asyncio.get_running_loop()
+            max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
+            # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
+            # have loaded their state.
+            self._server = await loop.create_server(
+                lambda: KafkaTransport(self.dispatcher, self.connections, max_request), self.host, self.port,
+                reuse_address=True, backlog=1024, start_serving=False)
+        except BaseException:
+            self._dir_lock.release()
+            raise
         self.port = self._server.sockets[0].getsockname()[1]
         ctx.endpoint.port = self._advertised_port or self.port
         load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
@@ -126,6 +135,7 @@ class Broker:
             self._server = None
         self.context.partitions.cancel_waiters()
         self.context.logs.close()
+        self._dir_lock.release()
         log.info("broker %d stopped", self.context.node_id)
 
     # -- periodic work ----------------------------------------------------------------------------

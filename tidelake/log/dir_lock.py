@@ -14,8 +14,8 @@ from pathlib import Path
 LOCK_FILE = ".lock"
 
 
-class DataDirLocked(Exception):
-    """Another live process holds the data directory."""
+class DataDirLocked(OSError):
+    """Another live process (or another broker in this one) holds the data directory."""
 
 
 class DataDirLock:
