@@ -3,6 +3,7 @@ stdout is a pipe or a file (so ``grep``/``awk`` see every character); one JSON d
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Callable, Iterable, Sequence
 
 import click
@@ -13,7 +14,7 @@ def json_option(f: Callable) -> Callable:
 
 
 def on_terminal() -> bool:
-    return click.get_text_stream("stdout").isatty()
+    return sys.stdout.isatty()
 
 
 def print_json(doc: Any) -> None:
