@@ -7,20 +7,9 @@ from hypothesis import given, strategies as st
 
 from tidelake.coordinator.offsets import (
     GroupKey, GroupMetadataRecord, MemberRecord, OffsetAndMetadata, OffsetKey, OffsetStore, decode_group_value,
-    decode_key, decode_offset_value, group_metadata_key, group_metadata_value, java_string_hash, offset_commit_key,
-    offset_commit_value, partition_for,
+    decode_key, decode_offset_value, group_metadata_key, group_metadata_value, offset_commit_key,
+    offset_commit_value,
 )
-
-
-def test_java_string_hash_and_coordinator_partition():
-    assert java_string_hash("") == 0
-    assert java_string_hash("abc") == 96354
-    assert java_string_hash("hello") == 99162322
-    assert java_string_hash("polygenelubricants") == -(1 << 31)  # Integer.MIN_VALUE
-    assert partition_for("polygenelubricants") == 0  # Kafka's Utils.abs(MIN_VALUE) == 0
-    assert java_string_hash("\u00e9t\u00e9") == 0xE9 * 961 + ord("t") * 31 + 0xE9
-    h = java_string_hash("my-group")
-    assert partition_for("my-group") == abs(h) % 50 and partition_for("my-group", 7) == abs(h) % 7
 
 
 def test_offset_commit_key_and_value_bytes_are_kafkas():

@@ -9,7 +9,7 @@ from hypothesis import example, given, settings, strategies as st
 from tidelake import errors
 from tidelake.coordinator.transactions import TransactionCoordinator, TxnStatus
 from tidelake.coordinator.txn_log import (
-    TxnLogValue, decode_key, decode_value, encode_key, encode_value, java_string_hash, partition_for,
+    TxnLogValue, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
 
 
@@ -50,23 +50,6 @@ class Harness:
 @pytest.fixture
 def h():
     return Harness()
-
-
-def test_java_string_hash_matches_java():
-    # values of "...".hashCode() in Java
-    assert java_string_hash("") == 0
-    assert java_string_hash("hello") == 99162322
-    # explicit recomputation of Java's definition s[0]*31^(n-1) + ... with int overflow
-    s = "my-transactional-id"
-    h = 0
-    for ch in s:
-        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
-    assert java_string_hash(s) == (h - (1 << 32) if h >= 1 << 31 else h)
-    assert 0 <= partition_for(s) < 50
-    assert partition_for("polygenelubricants") == (0 if java_string_hash("polygenelubricants") == -(1 << 31) else
-                                                    abs(java_string_hash("polygenelubricants")) % 50)
-    assert java_string_hash("polygenelubricants") == -(1 << 31)  # the famous MIN_VALUE hash
-    assert partition_for("polygenelubricants") == 0
 
 
 def test_log_record_round_trip_and_layout():
