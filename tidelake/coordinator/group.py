@@ -34,10 +34,11 @@ NONE = 0
 
 @dataclass
 class GroupConfig:
-    """Broker settings for groups (Kafka's names in ``from_properties``)."""
+    """Broker settings for groups, read by Kafka's names in ``from_properties``. The defaults are
+    Kafka's and are the only copy: the broker's config table shows these same values."""
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; 0 keeps single-broker tests quick
+    initial_rebalance_delay_ms: int = 3000
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (Kafka: 7 days)
@@ -45,7 +46,7 @@ class GroupConfig:
     # KIP-848 consumer groups
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
-    consumer_assignors: tuple[str, ...] = ("uniform", "range", "roundrobin")
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_properties(cls, props) -> "GroupConfig":
@@ -318,10 +319,9 @@ class ClassicGroup:
             self._remove_member(mid)  # did not rejoin within the rebalance timeout
         self.pending_members.clear()
         self.generation += 1
-        if not self.members:
+        if not self.members:  # the protocol type stays, as in Kafka: the group is still a consumer group
             self.protocol = None
             self.leader = None
-            self.protocol_type = None
             self._set_state(EMPTY, now_ms)
             self.persist(self)
             return
