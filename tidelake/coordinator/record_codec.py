@@ -74,7 +74,7 @@ def encode_key(record_type: int, body: ApiData) -> bytes:
 
 def encode_value(body: ApiData) -> bytes:
     """The value at ``body``'s version (the spec decides flexible or not)."""
-    return bytes(body.encode())
+    return body.encode()
 
 
 def decode_key(cls: type, key: bytes):
