@@ -10,6 +10,7 @@ from tidelake.coordinator.group import (
 from tidelake.coordinator.offsets import decode_group_value, group_metadata_value
 
 PROTOS = [("range", b"sub-range"), ("roundrobin", b"sub-rr")]
+NO_DELAY = GroupConfig(initial_rebalance_delay_ms=0)  # a new group's first join completes at once
 
 
 def run(coro):
@@ -32,7 +33,7 @@ async def join_known(g, now=0, **kw):
 def test_two_members_join_sync_stable_then_session_expiry():
     async def scenario():
         persisted = []
-        g = ClassicGroup("g", GroupConfig(), 0, persist=lambda grp: persisted.append(grp.to_record()))
+        g = ClassicGroup("g", NO_DELAY, 0, persist=lambda grp: persisted.append(grp.to_record()))
         f1 = await join_known(g, client="a")
         r1 = await f1  # alone: the join completes at once
         assert r1.error == 0 and r1.generation_id == 1 and r1.leader == r1.member_id
@@ -75,7 +76,7 @@ def test_two_members_join_sync_stable_then_session_expiry():
 
 def test_rebalance_timeout_drops_members_that_do_not_rejoin():
     async def scenario():
-        g = ClassicGroup("g", GroupConfig(), 0)
+        g = ClassicGroup("g", NO_DELAY, 0)
         ra = await (await join_known(g, client="a", rebalance=5000))
         await g.sync(member_id=ra.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
                      protocol_name=None, assignments={}, now_ms=0)
@@ -94,7 +95,7 @@ def test_rebalance_timeout_drops_members_that_do_not_rejoin():
 
 def test_unknown_member_illegal_generation_and_inconsistent_protocol():
     async def scenario():
-        g = ClassicGroup("g", GroupConfig(), 0)
+        g = ClassicGroup("g", NO_DELAY, 0)
         assert (await join(g, member_id="nobody")).error == errors.UnknownMemberId.code
         r = await (await join_known(g))
         assert g.heartbeat(member_id=r.member_id, group_instance_id=None, generation_id=7, now_ms=1) == \
@@ -114,7 +115,7 @@ def test_unknown_member_illegal_generation_and_inconsistent_protocol():
 
 def test_static_member_rejoin_keeps_assignment_and_fences_old_id():
     async def scenario():
-        g = ClassicGroup("g", GroupConfig(), 0)
+        g = ClassicGroup("g", NO_DELAY, 0)
         a = await join(g, instance="inst-a", client="a")
         b_f = join(g, instance="inst-b", client="b")
         assert a.error == 0 and not b_f.done()  # a was alone in generation 1; b triggers generation 2
@@ -144,11 +145,11 @@ def test_static_member_rejoin_keeps_assignment_and_fences_old_id():
 def test_last_member_leaving_empties_the_group_and_reload_restores_it():
     async def scenario():
         saved = []
-        g = ClassicGroup("g", GroupConfig(), 0, persist=lambda grp: saved.append(grp.to_record()))
+        g = ClassicGroup("g", NO_DELAY, 0, persist=lambda grp: saved.append(grp.to_record()))
         r = await (await join_known(g))
         await g.sync(member_id=r.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
                      protocol_name=None, assignments={r.member_id: b"asg"}, now_ms=1)
-        reloaded = ClassicGroup.from_record("g", decode_group_value(group_metadata_value(saved[-1])), GroupConfig(), 5)
+        reloaded = ClassicGroup.from_record("g", decode_group_value(group_metadata_value(saved[-1])), NO_DELAY, 5)
         assert reloaded.state == STABLE and reloaded.generation == 1
         assert reloaded.heartbeat(member_id=r.member_id, group_instance_id=None, generation_id=1, now_ms=6) == 0
         assert (await reloaded.sync(member_id=r.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
@@ -160,7 +161,7 @@ def test_last_member_leaving_empties_the_group_and_reload_restores_it():
 
 def test_pending_member_that_never_rejoins_does_not_block_the_rebalance():
     async def scenario():
-        g = ClassicGroup("g", GroupConfig(), 0)
+        g = ClassicGroup("g", NO_DELAY, 0)
         a = await (await join_known(g, client="a"))
         await g.sync(member_id=a.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
                      protocol_name=None, assignments={}, now_ms=0)
@@ -181,7 +182,8 @@ def test_offsets_of_empty_groups_expire_after_retention():
     from tidelake.coordinator.group import GroupCoordinator
     from tidelake.coordinator.offsets import OffsetAndMetadata, OffsetStore
     log: list = []
-    config = GroupConfig(offsets_retention_ms=1000, offsets_retention_check_interval_ms=100)
+    config = GroupConfig(initial_rebalance_delay_ms=0, offsets_retention_ms=1000,
+                         offsets_retention_check_interval_ms=100)
     gc = GroupCoordinator(config, write=lambda p, recs: log.extend(recs), partitions_of=lambda t: 2)
 
     async def scenario():
@@ -204,3 +206,54 @@ def test_offsets_of_empty_groups_expire_after_retention():
             replayed.apply_record(k, v)
         assert replayed.known_groups() == {"busy"}
     run(scenario())
+
+
+def test_a_group_whose_last_member_left_keeps_its_protocol_type():
+    """Kafka keeps an emptied group's protocol type: ListGroups / DescribeGroups show ``consumer``
+    (an empty one reads as a "simple" group to clients), and the persisted record keeps it."""
+    from tidelake.coordinator.group import GroupCoordinator
+    log: list = []
+    gc = GroupCoordinator(NO_DELAY, write=lambda p, recs: log.extend(recs), partitions_of=lambda t: 1)
+
+    async def scenario():
+        g = gc.classic_group("g", create=True, now_ms=0)
+        r = await (await join_known(g))
+        await g.sync(member_id=r.member_id, group_instance_id=None, generation_id=1, protocol_type=None,
+                     protocol_name=None, assignments={r.member_id: b"asg"}, now_ms=1)
+        assert g.leave([(r.member_id, None)], 10) == [0]
+        assert (g.state, g.protocol_type, g.protocol, g.leader) == (EMPTY, "consumer", None, None)
+        assert gc.group_state("g") == (EMPTY, "consumer", "classic")
+        reloaded = GroupCoordinator(NO_DELAY, write=lambda p, recs: None, partitions_of=lambda t: 1)
+        reloaded.load(log, 20)
+        assert reloaded.groups["g"].protocol_type == "consumer"
+        assert reloaded.group_state("g") == (EMPTY, "consumer", "classic")
+        # the first member of an empty group sets its protocol type, as when it was new
+        w = g.join(member_id="", group_instance_id=None, client_id="w", client_host="/h", session_timeout_ms=10000,
+                   rebalance_timeout_ms=30000, protocol_type="connect", protocols=[("default", b"")],
+                   require_known_member_id=False, now_ms=50)
+        assert (await w).error == 0 and g.protocol_type == "connect"
+    run(scenario())
+
+
+def test_first_rebalance_of_a_new_group_waits_the_initial_delay_by_default():
+    assert GroupConfig().initial_rebalance_delay_ms == 3000  # Kafka's group.initial.rebalance.delay.ms
+
+    async def scenario():
+        g = ClassicGroup("g", GroupConfig(), 0)
+        f = await join_known(g)
+        g.tick(2999)
+        assert not f.done() and g.state == PREPARING_REBALANCE
+        g.tick(3000)
+        assert (await f).error == 0 and g.state == COMPLETING_REBALANCE
+    run(scenario())
+
+
+def test_group_config_defaults_are_the_ones_the_broker_shows():
+    """One default per setting: the broker's config table (what DescribeConfigs shows) and the
+    coordinator's config agree, and Kafka names override them."""
+    from tidelake.broker.config import BrokerConfig
+    assert GroupConfig.from_properties(BrokerConfig()) == GroupConfig()
+    assert GroupConfig.from_properties(None) == GroupConfig()
+    c = GroupConfig.from_properties(BrokerConfig({"group.initial.rebalance.delay.ms": "0",
+                                                  "group.consumer.assignors": "range, uniform"}))
+    assert (c.initial_rebalance_delay_ms, c.consumer_assignors) == (0, ("range", "uniform"))

@@ -1,16 +1,12 @@
-"""The transaction coordinator state machine and the __transaction_state record formats (no network)."""
+"""The transaction coordinator state machine (no network); its records: test_txn_log.py."""
 from __future__ import annotations
-
-import struct
 
 import pytest
 from hypothesis import example, given, settings, strategies as st
 
 from tidelake import errors
 from tidelake.coordinator.transactions import TransactionCoordinator, TxnStatus
-from tidelake.coordinator.txn_log import (
-    TxnLogValue, decode_key, decode_value, encode_key, encode_value, java_string_hash, partition_for,
-)
+from tidelake.coordinator.txn_log import partition_for
 
 
 class Harness:
@@ -50,60 +46,6 @@ class Harness:
 @pytest.fixture
 def h():
     return Harness()
-
-
-def test_java_string_hash_matches_java():
-    # values of "...".hashCode() in Java
-    assert java_string_hash("") == 0
-    assert java_string_hash("hello") == 99162322
-    # explicit recomputation of Java's definition s[0]*31^(n-1) + ... with int overflow
-    s = "my-transactional-id"
-    h = 0
-    for ch in s:
-        h = (h * 31 + ord(ch)) & 0xFFFFFFFF
-    assert java_string_hash(s) == (h - (1 << 32) if h >= 1 << 31 else h)
-    assert 0 <= partition_for(s) < 50
-    assert partition_for("polygenelubricants") == (0 if java_string_hash("polygenelubricants") == -(1 << 31) else
-                                                    abs(java_string_hash("polygenelubricants")) % 50)
-    assert java_string_hash("polygenelubricants") == -(1 << 31)  # the famous MIN_VALUE hash
-    assert partition_for("polygenelubricants") == 0
-
-
-def test_log_record_round_trip_and_layout():
-    v = TxnLogValue(42, 3, 60000, TxnStatus.ONGOING, {"b": [2, 0], "a": [1]}, 123, 100)
-    data = encode_value(v)
-    # int16 version 0, int64 pid, int16 epoch, int32 timeout, int8 status
-    assert struct.unpack_from(">hqhib", data) == (0, 42, 3, 60000, 1)
-    back = decode_value(data)
-    assert back.partitions == {"a": [1], "b": [0, 2]}
-    assert (back.producer_id, back.producer_epoch, back.timeout_ms, back.status) == (42, 3, 60000, TxnStatus.ONGOING)
-    assert (back.last_update_ms, back.start_ms) == (123, 100)
-    assert encode_key("tx") == b"\x00\x00\x00\x02tx"
-    assert decode_key(encode_key("tx-ü")) == "tx-ü"
-    assert decode_value(None) is None
-
-
-def test_log_value_v1_flexible_is_read():
-    # hand-built v1 (flexible) value with compact arrays and the PreviousProducerId tag
-    out = bytearray(struct.pack(">hqhib", 1, 7, 2, 1000, 2))
-    out += bytes([2])  # compact array of 1 topic
-    out += bytes([len("t") + 1]) + b"t" + bytes([3]) + struct.pack(">ii", 0, 5) + bytes([0])  # 2 partitions, no tags
-    out += struct.pack(">qq", 50, 40)
-    out += bytes([1, 0, 8]) + struct.pack(">q", 6)  # one tagged field: tag 0, size 8
-    v = decode_value(bytes(out))
-    assert v.status == TxnStatus.PREPARE_COMMIT and v.partitions == {"t": [0, 5]}
-    assert v.previous_producer_id == 6 and (v.last_update_ms, v.start_ms) == (50, 40)
-
-
-@given(st.text(max_size=30), st.integers(0, 2**62), st.integers(0, 32767), st.integers(1, 2**31 - 1),
-       st.sampled_from(list(TxnStatus)),
-       st.dictionaries(st.text(min_size=1, max_size=10), st.lists(st.integers(0, 1000), unique=True), max_size=4))
-def test_log_record_round_trip_property(txn_id, pid, epoch, timeout, status, parts):
-    v = TxnLogValue(pid, epoch, timeout, status, {t: sorted(p) for t, p in parts.items()}, 5, 4)
-    assert decode_key(encode_key(txn_id)) == txn_id
-    back = decode_value(encode_value(v))
-    assert (back.producer_id, back.producer_epoch, back.timeout_ms, back.status, back.partitions) == \
-        (pid, epoch, timeout, status, v.partitions)
 
 
 def test_init_new_id_then_epoch_bump(h):

@@ -169,11 +169,6 @@ ASSIGNORS: dict[str, Assignor] = {
 }
 
 
-def get_assignor(name: str) -> Assignor:
-    """The assignor called ``name``; KeyError if there is none."""
-    return ASSIGNORS[name]
-
-
 def partitions_moved(before: Mapping[str, Iterable[TopicPartition]], after: Mapping[str, Iterable[TopicPartition]]) -> int:
     """How many partitions that had an owner before have a different owner after."""
     old = {tp: m for m, tps in before.items() for tp in tps}

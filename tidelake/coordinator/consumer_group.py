@@ -24,6 +24,7 @@ timers restart at load time.
 from __future__ import annotations
 
 import base64
+import re
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
@@ -135,7 +136,6 @@ class ConsumerGroup:
         """Topic names plus the existing topics matching the member's regex (KIP-848 v1)."""
         topics = set(m.subscribed_topics)
         if m.subscribed_regex:
-            import re
             try:
                 pattern = re.compile(m.subscribed_regex)
             except re.error:

@@ -15,8 +15,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
+
 from tidelake import errors
-from tidelake.coordinator.offsets import GroupMetadataRecord, MemberRecord
+from tidelake.coordinator.consumer_group import ConsumerGroup
+from tidelake.coordinator.offsets import (ConsumerGroupRecords, GroupMetadataRecord, MemberRecord, OffsetStore,
+                                          consumer_group_records, group_metadata_key, group_metadata_value,
+                                          offset_commit_key, offset_records, partition_for)
 
 EMPTY = "Empty"
 PREPARING_REBALANCE = "PreparingRebalance"
@@ -29,10 +34,11 @@ NONE = 0
 
 @dataclass
 class GroupConfig:
-    """Broker settings for groups (Kafka's names in ``from_properties``)."""
+    """Broker settings for groups, read by Kafka's names in ``from_properties``. The defaults are
+    Kafka's and are the only copy: the broker's config table shows these same values."""
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
-    initial_rebalance_delay_ms: int = 0  # Kafka's default is 3000; 0 keeps single-broker tests quick
+    initial_rebalance_delay_ms: int = 3000
     offsets_partitions: int = 50
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000  # offsets.retention.minutes (Kafka: 7 days)
@@ -40,7 +46,7 @@ class GroupConfig:
     # KIP-848 consumer groups
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
-    consumer_assignors: tuple[str, ...] = ("uniform", "range", "roundrobin")
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
     def from_properties(cls, props) -> "GroupConfig":
@@ -313,10 +319,9 @@ class ClassicGroup:
             self._remove_member(mid)  # did not rejoin within the rebalance timeout
         self.pending_members.clear()
         self.generation += 1
-        if not self.members:
+        if not self.members:  # the protocol type stays, as in Kafka: the group is still a consumer group
             self.protocol = None
             self.leader = None
-            self.protocol_type = None
             self._set_state(EMPTY, now_ms)
             self.persist(self)
             return
@@ -436,13 +441,6 @@ class ClassicGroup:
         if self.state == PREPARING_REBALANCE:
             self._maybe_complete_join(now_ms)
 
-    def next_deadline_ms(self) -> int | None:
-        """The earliest time ``tick`` could change something (None: nothing pending)."""
-        times = [m.last_heartbeat_ms + m.session_timeout_ms + 1 for m in self.members.values()]
-        if self.state == PREPARING_REBALANCE:
-            times += [self.rebalance_deadline_ms, self.initial_delay_until_ms]
-        return min(times) if times else None
-
     # ---- offsets -------------------------------------------------------------------------------
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
         if self.state == DEAD:
@@ -463,7 +461,6 @@ class ClassicGroup:
         """Topics the members subscribe to (consumer protocol), or None if unknown."""
         if self.protocol_type != "consumer" or not self.members:
             return set()
-        from kafka.protocol.consumer.metadata import ConsumerProtocolSubscription
         topics: set[str] = set()
         try:
             for m in self.members.values():
@@ -520,7 +517,6 @@ class GroupCoordinator:
                  partitions_of: Callable[[str], int | None], list_topics: Callable[[], list[str]] | None = None,
                  topic_id_of: Callable[[str], uuid.UUID | None] | None = None,
                  topic_name_of: Callable[[uuid.UUID], str | None] | None = None) -> None:
-        from tidelake.coordinator.offsets import OffsetStore
         self.config = config
         self.write = write
         self.partitions_of = partitions_of
@@ -528,7 +524,8 @@ class GroupCoordinator:
         self.topic_id_of = topic_id_of or (lambda name: uuid.uuid5(_TOPIC_ID_NAMESPACE, name))
         self.topic_name_of = topic_name_of or self._name_of_derived_id
         self.offsets = OffsetStore()  # the attribute the transaction coordinator looks for
-        self.groups: dict[str, object] = {}  # group id -> ClassicGroup | ConsumerGroup
+        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
+        self._next_retention_check_ms = 0
 
     def _name_of_derived_id(self, topic_id: uuid.UUID) -> str | None:
         for name in (self.list_topics() if self.list_topics else ()):
@@ -548,7 +545,6 @@ class GroupCoordinator:
                 continue  # a record type this coordinator does not know (share/streams groups, ...)
         for group_id, rec in self.offsets.groups.items():
             self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
-        from tidelake.coordinator.consumer_group import ConsumerGroup
         for group_id, crec in self.offsets.consumer_groups.items():
             if crec.epoch is None:
                 continue  # member records without the group's own (should not happen): not a group
@@ -566,11 +562,9 @@ class GroupCoordinator:
                     list_topics=self.list_topics, persist=self._persist_consumer)
 
     def partition_for(self, group_id: str) -> int:
-        from tidelake.coordinator.offsets import partition_for
         return partition_for(group_id, self.config.offsets_partitions)
 
     def _persist(self, g: ClassicGroup) -> None:
-        from tidelake.coordinator.offsets import group_metadata_key, group_metadata_value
         rec = g.to_record()
         self.write(self.partition_for(g.group_id), [(group_metadata_key(g.group_id), group_metadata_value(rec))])
         self.offsets.groups[g.group_id] = rec
@@ -584,7 +578,6 @@ class GroupCoordinator:
         g.persisted()
 
     def _write_consumer_records(self, group_id: str, new, members=None) -> None:
-        from tidelake.coordinator.offsets import consumer_group_records
         records = consumer_group_records(group_id, self.offsets.consumer_group_records(group_id), new, members)
         if records:
             self.write(self.partition_for(group_id), records)
@@ -593,7 +586,6 @@ class GroupCoordinator:
 
     def _group_tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
         """Tombstones for every record of a group: offsets, classic metadata, KIP-848 records."""
-        from tidelake.coordinator.offsets import ConsumerGroupRecords, consumer_group_records, group_metadata_key
         records = [(k, None) for k, _ in self._offset_keys(group_id)]
         records += consumer_group_records(group_id, self.offsets.consumer_group_records(group_id),
                                           ConsumerGroupRecords())
@@ -603,7 +595,7 @@ class GroupCoordinator:
     # ---- lookup ------------------------------------------------------------------------------------
     def classic_group(self, group_id: str, *, create: bool, now_ms: int) -> ClassicGroup:
         g = self.groups.get(group_id)
-        if g is None or getattr(g, "state", None) == DEAD:
+        if g is None or g.state == DEAD:
             if not create:
                 raise errors.UnknownMemberId(f"group {group_id} does not exist")
             g = ClassicGroup(group_id, self.config, now_ms, self._persist)
@@ -619,7 +611,6 @@ class GroupCoordinator:
         return g
 
     def consumer_group(self, group_id: str, *, create: bool):
-        from tidelake.coordinator.consumer_group import ConsumerGroup
         g = self.groups.get(group_id)
         if isinstance(g, ConsumerGroup) and not g.dead:
             return g
@@ -628,7 +619,6 @@ class GroupCoordinator:
         if not create:
             raise errors.UnknownMemberId(f"group {group_id} does not exist")
         if group_id in self.offsets.groups:  # an empty classic group becomes a consumer group
-            from tidelake.coordinator.offsets import group_metadata_key
             self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
             self.offsets.apply_record(group_metadata_key(group_id), None)
         g = ConsumerGroup(group_id, **self._consumer_group_settings())
@@ -636,7 +626,7 @@ class GroupCoordinator:
         return g
 
     def known_group_ids(self) -> set[str]:
-        live = {gid for gid, g in self.groups.items() if getattr(g, "state", None) != DEAD}
+        live = {gid for gid, g in self.groups.items() if g.state != DEAD}
         return live | self.offsets.known_groups()
 
     def group_state(self, group_id: str) -> tuple[str, str, str]:
@@ -652,7 +642,7 @@ class GroupCoordinator:
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
                         now_ms: int) -> int:
         g = self.groups.get(group_id)
-        if g is None or getattr(g, "state", None) == DEAD:
+        if g is None or g.state == DEAD:
             if generation < 0:
                 return NONE  # a standalone commit creates an empty group
             return errors.IllegalGeneration.code
@@ -662,7 +652,6 @@ class GroupCoordinator:
 
     def commit(self, group_id: str, commits: Sequence[tuple[str, int, object]], now_ms: int) -> None:
         """Write and apply OffsetCommit records (``commits``: (topic, partition, OffsetAndMetadata|None))."""
-        from tidelake.coordinator.offsets import offset_records
         records = list(offset_records(group_id, commits))
         if records:
             self.write(self.partition_for(group_id), records)
@@ -693,7 +682,6 @@ class GroupCoordinator:
         return NONE
 
     def _offset_keys(self, group_id: str):
-        from tidelake.coordinator.offsets import offset_commit_key
         for (topic, partition) in self.offsets.group_offsets(group_id):
             yield offset_commit_key(group_id, topic, partition), None
 
@@ -701,7 +689,7 @@ class GroupCoordinator:
     def tick(self, now_ms: int) -> None:
         for g in list(self.groups.values()):
             g.tick(now_ms)
-        if now_ms >= getattr(self, "_next_retention_check_ms", 0):
+        if now_ms >= self._next_retention_check_ms:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
             self.expire_offsets(now_ms)
 

@@ -1,20 +1,15 @@
-"""``__consumer_offsets``: Kafka's record key/value formats, the coordinator partition, the offset store.
+"""``__consumer_offsets``: the record key/value types of groups and offsets, and the offset store.
 
-Record formats (Kafka's group-coordinator message specs; big-endian, non-flexible versions):
+Records (Kafka's group-coordinator message specs, ``tidelake/protocol/schemas/<Name>.json``, coded
+by ``record_codec``; a key starts with its int16 record type, a value with its int16 version):
 
-- key version 0/1 ``OffsetCommitKey``: ``int16 version, string group, string topic, int32 partition``
-- value ``OffsetCommitValue`` v3: ``int16 3, int64 offset, int32 leaderEpoch, string metadata,
-  int64 commitTimestamp`` (v1 adds expireTimestamp; v0/v1/v2 are read, v3 is written)
-- key version 2 ``GroupMetadataKey``: ``int16 2, string group``
-- value ``GroupMetadataValue`` v3: ``int16 3, string protocolType, int32 generation,
-  nullable string protocol, nullable string leader, int64 currentStateTimestamp,
-  [member: string memberId, nullable string groupInstanceId, string clientId, string clientHost,
-  int32 rebalanceTimeout, int32 sessionTimeout, bytes subscription, bytes assignment]``
-  (v0..v3 read; v4 is the flexible encoding and is not produced here)
+- type 0/1 ``OffsetCommitKey`` (group, topic, partition) -> ``OffsetCommitValue`` (offset, leader
+  epoch, metadata, commit timestamp); v3 is written, v0..v4 are read
+- type 2 ``GroupMetadataKey`` (group) -> ``GroupMetadataValue`` (classic group: protocol type,
+  generation, protocol, leader, members with their subscription and assignment); v3 is written,
+  v0..v4 are read
 
-KIP-848 consumer groups (Kafka 4.0's records; key = ``int16 record type`` + non-flexible body,
-value = ``int16 0`` + flexible body; codec: kafka-python's schema-driven ``ApiData`` over Kafka's JSON
-specs in ``tidelake/protocol/schemas/ConsumerGroup*Key|Value.json``):
+KIP-848 consumer groups (Kafka 4.0's records; every value is version 0, flexible):
 
 - type 3 ``ConsumerGroupMetadata`` (group) -> ``Epoch`` (the group epoch)
 - type 4 ``ConsumerGroupPartitionMetadata`` (group) -> the subscribed topics (id, name, partitions)
@@ -29,92 +24,30 @@ compacted, so the latest record per key is the state.
 """
 from __future__ import annotations
 
-import struct
-import types
 import uuid
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from kafka.protocol.api_data import ApiData
+from tidelake.coordinator.record_codec import (decode_key as decode_record_key,
+                                               decode_value as decode_record_value, encode_key, encode_value,
+                                               record_class, record_type)
+# part of this module's API: the group coordinator's partition of a group id
+from tidelake.coordinator.record_codec import partition_for  # noqa: F401
 
 OFFSETS_TOPIC = "__consumer_offsets"
-DEFAULT_OFFSETS_PARTITIONS = 50
 
-OFFSET_COMMIT_KEY_VERSION = 1
-GROUP_METADATA_KEY_VERSION = 2
+# key record types (the key's int16 prefix; Kafka's "apiKey" of the key spec)
+LEGACY_OFFSET_COMMIT_KEY = 0  # read only: the same body as OFFSET_COMMIT_KEY
+OFFSET_COMMIT_KEY = 1
+GROUP_METADATA_KEY = 2
+# value versions written (the newest non-flexible ones, which every Kafka reads)
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 
-
-def java_string_hash(s: str) -> int:
-    """Java's ``String.hashCode()`` (UTF-16 code units, 32-bit signed overflow)."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= (1 << 31) else h
-
-
-def partition_for(group_id: str, num_partitions: int = DEFAULT_OFFSETS_PARTITIONS) -> int:
-    """``abs(javaStringHash(group.id)) % offsets.topic.num.partitions`` (Kafka's Utils.abs: MIN -> 0)."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-# ---- primitive codecs --------------------------------------------------------------------------
-
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def i16(self, v: int) -> "_Writer":
-        self.parts.append(struct.pack(">h", v)); return self
-
-    def i32(self, v: int) -> "_Writer":
-        self.parts.append(struct.pack(">i", v)); return self
-
-    def i64(self, v: int) -> "_Writer":
-        self.parts.append(struct.pack(">q", v)); return self
-
-    def string(self, v: str | None) -> "_Writer":
-        if v is None:
-            return self.i16(-1)
-        b = v.encode()
-        self.i16(len(b)); self.parts.append(b); return self
-
-    def bytes_(self, v: bytes | None) -> "_Writer":
-        if v is None:
-            return self.i32(-1)
-        self.i32(len(v)); self.parts.append(bytes(v)); return self
-
-    def done(self) -> bytes:
-        return b"".join(self.parts)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = memoryview(data); self.pos = 0
-
-    def _unpack(self, fmt: str, n: int) -> int:
-        if self.pos + n > len(self.data):
-            raise ValueError("truncated coordinator record")
-        (v,) = struct.unpack_from(fmt, self.data, self.pos); self.pos += n; return v
-
-    def i16(self) -> int: return self._unpack(">h", 2)
-    def i32(self) -> int: return self._unpack(">i", 4)
-    def i64(self) -> int: return self._unpack(">q", 8)
-
-    def string(self) -> str | None:
-        n = self.i16()
-        if n < 0:
-            return None
-        v = bytes(self.data[self.pos:self.pos + n]).decode(); self.pos += n; return v
-
-    def bytes_(self) -> bytes | None:
-        n = self.i32()
-        if n < 0:
-            return None
-        v = bytes(self.data[self.pos:self.pos + n]); self.pos += n; return v
+_OffsetCommitKey = record_class("OffsetCommitKey")
+_OffsetCommitValue = record_class("OffsetCommitValue")
+_GroupMetadataKey = record_class("GroupMetadataKey")
+_GroupMetadataValue = record_class("GroupMetadataValue")
 
 
 # ---- records ------------------------------------------------------------------------------------
@@ -150,25 +83,28 @@ class GroupMetadataRecord:
 
 
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _Writer().i16(OFFSET_COMMIT_KEY_VERSION).string(group).string(topic).i32(partition).done()
+    return encode_key(OFFSET_COMMIT_KEY, _OffsetCommitKey(version=0, group=group, topic=topic, partition=partition))
 
 
 def offset_commit_value(om: OffsetAndMetadata) -> bytes:
-    return (_Writer().i16(OFFSET_COMMIT_VALUE_VERSION).i64(om.offset).i32(om.leader_epoch)
-            .string(om.metadata or "").i64(om.commit_timestamp_ms).done())
+    return encode_value(_OffsetCommitValue(
+        version=OFFSET_COMMIT_VALUE_VERSION, offset=om.offset, leader_epoch=om.leader_epoch,
+        metadata=om.metadata or "", commit_timestamp=om.commit_timestamp_ms))
 
 
 def group_metadata_key(group: str) -> bytes:
-    return _Writer().i16(GROUP_METADATA_KEY_VERSION).string(group).done()
+    return encode_key(GROUP_METADATA_KEY, _GroupMetadataKey(version=0, group=group))
 
 
 def group_metadata_value(g: GroupMetadataRecord) -> bytes:
-    w = (_Writer().i16(GROUP_METADATA_VALUE_VERSION).string(g.protocol_type).i32(g.generation)
-         .string(g.protocol).string(g.leader).i64(g.current_state_timestamp_ms).i32(len(g.members)))
-    for m in g.members:
-        (w.string(m.member_id).string(m.group_instance_id).string(m.client_id).string(m.client_host)
-         .i32(m.rebalance_timeout_ms).i32(m.session_timeout_ms).bytes_(m.subscription).bytes_(m.assignment))
-    return w.done()
+    M = _GroupMetadataValue.MemberMetadata
+    return encode_value(_GroupMetadataValue(
+        version=GROUP_METADATA_VALUE_VERSION, protocol_type=g.protocol_type, generation=g.generation,
+        protocol=g.protocol, leader=g.leader, current_state_timestamp=g.current_state_timestamp_ms,
+        members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+                   client_host=m.client_host, rebalance_timeout=m.rebalance_timeout_ms,
+                   session_timeout=m.session_timeout_ms, subscription=m.subscription, assignment=m.assignment)
+                 for m in g.members]))
 
 
 @dataclass(frozen=True)
@@ -184,63 +120,36 @@ class GroupKey:
 
 
 def decode_key(data: bytes) -> "OffsetKey | GroupKey | ConsumerGroupKey":
-    r = _Reader(data)
-    version = r.i16()
-    if version in (0, 1):
-        return OffsetKey(r.string() or "", r.string() or "", r.i32())
-    if version == 2:
-        return GroupKey(r.string() or "")
-    if version in _KEY_CLASSES:
-        body = _decode_body(_KEY_CLASSES[version], bytes(data[2:]), header=False)
-        return ConsumerGroupKey(version, body.group_id, getattr(body, "member_id", None))
-    raise ValueError(f"unknown __consumer_offsets key version {version}")
+    t = record_type(data)
+    if t in (LEGACY_OFFSET_COMMIT_KEY, OFFSET_COMMIT_KEY):
+        k = decode_record_key(_OffsetCommitKey, data)
+        return OffsetKey(k.group or "", k.topic or "", k.partition)
+    if t == GROUP_METADATA_KEY:
+        return GroupKey(decode_record_key(_GroupMetadataKey, data).group or "")
+    if t in _MEMBER_KEYED:
+        k = decode_record_key(_KEY_CLASSES[t], data)
+        return ConsumerGroupKey(t, k.group_id, k.member_id)
+    if t in _KEY_CLASSES:
+        return ConsumerGroupKey(t, decode_record_key(_KEY_CLASSES[t], data).group_id)
+    raise ValueError(f"unknown __consumer_offsets key version {t}")
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
-    r = _Reader(data)
-    version = r.i16()
-    if version > 3:
-        raise ValueError(f"OffsetCommitValue v{version} (flexible) is not read here")
-    offset = r.i64()
-    leader_epoch = r.i32() if version >= 3 else -1
-    metadata = r.string() or ""
-    ts = r.i64()
-    return OffsetAndMetadata(offset, leader_epoch, metadata, ts)
+    v = decode_record_value(_OffsetCommitValue, data)
+    return OffsetAndMetadata(v.offset, v.leader_epoch, v.metadata or "", v.commit_timestamp)
 
 
 def decode_group_value(data: bytes) -> GroupMetadataRecord:
-    r = _Reader(data)
-    version = r.i16()
-    if version > 3:
-        raise ValueError(f"GroupMetadataValue v{version} (flexible) is not read here")
-    g = GroupMetadataRecord(r.string() or "", r.i32(), r.string(), r.string())
-    if version >= 2:
-        g.current_state_timestamp_ms = r.i64()
-    for _ in range(r.i32()):
-        member_id = r.string() or ""
-        instance = r.string() if version >= 3 else None
-        client_id, client_host = r.string() or "", r.string() or ""
-        rebalance = r.i32() if version >= 1 else -1
-        session = r.i32()
-        g.members.append(MemberRecord(member_id, instance, client_id, client_host, rebalance, session,
-                                      r.bytes_() or b"", r.bytes_() or b""))
-    return g
+    v = decode_record_value(_GroupMetadataValue, data)
+    return GroupMetadataRecord(
+        v.protocol_type or "", v.generation, v.protocol, v.leader, v.current_state_timestamp,
+        [MemberRecord(m.member_id or "", m.group_instance_id, m.client_id or "", m.client_host or "",
+                      # v0 has no rebalance timeout (Kafka reads it as the session timeout; -1 says "absent")
+                      m.rebalance_timeout if v.version >= 1 else -1, m.session_timeout,
+                      bytes(m.subscription or b""), bytes(m.assignment or b"")) for m in v.members or ()])
 
 
 # ---- KIP-848 consumer group records ------------------------------------------------------------
-
-_SCHEMAS = "tidelake.protocol.schemas"
-
-
-def _coordinator_record_class(name: str) -> type:
-    """A kafka-python ``ApiData`` class for one of Kafka's coordinator record specs. Kafka marks them
-    ``coordinator-key`` / ``coordinator-value``; kafka-python's ApiData codes ``data`` specs, and the
-    wire layout is the same (an int16 prefix, then the fields)."""
-    def body(ns: dict) -> None:
-        ns["__module__"] = __name__
-        ns["json_patch"] = classmethod(lambda mcls, j: {**j, "type": "data"})
-    return types.new_class(name, (ApiData,), {"load_json": _SCHEMAS}, body)
-
 
 CONSUMER_GROUP_METADATA = 3
 CONSUMER_GROUP_PARTITION_METADATA = 4
@@ -257,8 +166,8 @@ _RECORD_NAMES = {
     CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: "ConsumerGroupTargetAssignmentMember",
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: "ConsumerGroupCurrentMemberAssignment",
 }
-_KEY_CLASSES = {t: _coordinator_record_class(n + "Key") for t, n in _RECORD_NAMES.items()}
-_VALUE_CLASSES = {t: _coordinator_record_class(n + "Value") for t, n in _RECORD_NAMES.items()}
+_KEY_CLASSES = {t: record_class(n + "Key") for t, n in _RECORD_NAMES.items()}
+_VALUE_CLASSES = {t: record_class(n + "Value") for t, n in _RECORD_NAMES.items()}
 _MEMBER_KEYED = (CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
                  CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 
@@ -325,7 +234,7 @@ class ConsumerGroupRecords:
                 {CONSUMER_GROUP_MEMBER_METADATA: self.members, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER: self.target,
                  CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT: self.current}[t].pop(mid, None)
             return
-        v = _decode_body(_VALUE_CLASSES[t], bytes(value), header=True)
+        v = decode_record_value(_VALUE_CLASSES[t], value)
         if t == CONSUMER_GROUP_METADATA:
             self.epoch = v.epoch
         elif t == CONSUMER_GROUP_PARTITION_METADATA:
@@ -344,19 +253,6 @@ class ConsumerGroupRecords:
                 _partitions_from_wire(v.partitions_pending_revocation))
 
 
-def _decode_body(cls, data: bytes, *, header: bool):
-    """Decode a coordinator record body (version 0, the only one Kafka defines for these), raising
-    ValueError for another version or a malformed body, as the other record decoders do."""
-    if header:
-        if len(data) < 2 or struct.unpack_from(">h", data)[0] != 0:
-            raise ValueError(f"{cls.__name__}: only version 0 is known")
-        data = data[2:]
-    try:
-        return cls.decode(data, version=0, header=False)
-    except (ValueError, struct.error, EOFError, IndexError, UnicodeDecodeError) as e:
-        raise ValueError(f"malformed {cls.__name__}: {e}") from e
-
-
 def _partitions_from_wire(topic_partitions) -> PartitionsById:
     return {tp.topic_id: tuple(sorted(tp.partitions)) for tp in topic_partitions or ()}
 
@@ -365,8 +261,7 @@ def consumer_group_key(record_type: int, group: str, member_id: str | None = Non
     fields = {"group_id": group}
     if record_type in _MEMBER_KEYED:
         fields["member_id"] = member_id or ""
-    body = _KEY_CLASSES[record_type](version=0, **fields).encode(version=0, header=False)
-    return struct.pack(">h", record_type) + body
+    return encode_key(record_type, _KEY_CLASSES[record_type](version=0, **fields))
 
 
 def consumer_group_value(record_type: int, state: object) -> bytes:
@@ -394,7 +289,7 @@ def consumer_group_value(record_type: int, state: object) -> bytes:
         v = V(version=0, member_epoch=a.member_epoch, previous_member_epoch=a.previous_member_epoch,
               state=a.state, assigned_partitions=_partitions_to_wire(V.TopicPartitions, a.assigned),
               partitions_pending_revocation=_partitions_to_wire(V.TopicPartitions, a.pending_revocation))
-    return bytes(v.encode(version=0))
+    return encode_value(v)
 
 
 def _partitions_to_wire(cls, partitions: PartitionsById) -> list:

@@ -1,21 +1,34 @@
-"""``__transaction_state`` record formats: Kafka's TransactionLogKey / TransactionLogValue.
+"""``__transaction_state`` records: Kafka's TransactionLogKey / TransactionLogValue.
 
-Key (one version):   int16 key version (0) | TransactionLogKey v0: string TransactionalId
-Value (v0, written): int16 value version (0) | int64 ProducerId | int16 ProducerEpoch |
-                     int32 TransactionTimeoutMs | int8 TransactionStatus |
-                     nullable [] {string Topic, []int32 PartitionIds} |
-                     int64 TransactionLastUpdateTimestampMs | int64 TransactionStartTimestampMs
-Value v1 (flexible: compact strings/arrays + tagged fields PreviousProducerId(0), NextProducerId(1),
-ClientTransactionVersion(2)) is read as well, so a log written by a newer Kafka loads.
+Coded by ``record_codec`` from Kafka's transaction-coordinator message specs
+(``tidelake/protocol/schemas/TransactionLog{Key,Value}.json``):
+
+- key (type 0) ``TransactionLogKey``: the transactional id
+- value ``TransactionLogValue``: producer id and epoch, timeout, status (``TxnStatus``), the
+  partitions of the ongoing transaction, last-update and start timestamps. v0 is written; v1
+  (flexible, with the tagged fields PreviousProducerId, NextProducerId, ClientTransactionVersion)
+  is read as well, so a log written by a newer Kafka loads.
+
 A null value (tombstone) removes the transactional id (expiration).
 """
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from tidelake.coordinator.record_codec import (decode_key as decode_record_key, decode_value as decode_record_value,
+                                               encode_key as encode_record_key, encode_value as encode_record_value,
+                                               record_class, record_type)
+# part of this module's API: the transaction coordinator's partition of a transactional id
+from tidelake.coordinator.record_codec import partition_for  # noqa: F401
+
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+TRANSACTION_LOG_KEY = 0  # the key's record type
+TRANSACTION_LOG_VALUE_VERSION = 0  # written (every Kafka reads it)
+
+_TransactionLogKey = record_class("TransactionLogKey")
+_TransactionLogValue = record_class("TransactionLogValue")
 
 
 class TxnStatus(IntEnum):
@@ -62,121 +75,31 @@ class TxnLogValue:
     client_transaction_version: int = 0
 
 
-def java_string_hash(s: str) -> int:
-    """Java's String.hashCode (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(transactional_id: str, num_partitions: int = 50) -> int:
-    """Kafka: Utils.abs(transactionalId.hashCode) % transaction.state.log.num.partitions."""
-    h = java_string_hash(transactional_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-# ---------------------------------------------------------------------------------------------
-# Encoding
-# ---------------------------------------------------------------------------------------------
-def _string(s: str) -> bytes:
-    b = s.encode()
-    return struct.pack(">h", len(b)) + b
-
-
 def encode_key(transactional_id: str) -> bytes:
-    return struct.pack(">h", 0) + _string(transactional_id)
+    return encode_record_key(TRANSACTION_LOG_KEY, _TransactionLogKey(version=0, transactional_id=transactional_id))
 
 
 def encode_value(v: TxnLogValue) -> bytes:
-    out = bytearray(struct.pack(">hqhib", 0, v.producer_id, v.producer_epoch, v.timeout_ms, int(v.status)))
-    out += struct.pack(">i", len(v.partitions))
-    for topic in sorted(v.partitions):
-        parts = sorted(v.partitions[topic])
-        out += _string(topic)
-        out += struct.pack(f">i{len(parts)}i", len(parts), *parts)
-    out += struct.pack(">qq", v.last_update_ms, v.start_ms)
-    return bytes(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# Decoding
-# ---------------------------------------------------------------------------------------------
-class _Reader:
-    def __init__(self, buf: bytes):
-        self.buf, self.pos = memoryview(buf), 0
-
-    def take(self, fmt: str):
-        vals = struct.unpack_from(fmt, self.buf, self.pos)
-        self.pos += struct.calcsize(fmt)
-        return vals if len(vals) > 1 else vals[0]
-
-    def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            b = self.buf[self.pos]
-            self.pos += 1
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-
-    def raw(self, n: int) -> bytes:
-        b = bytes(self.buf[self.pos:self.pos + n])
-        if len(b) != n:
-            raise ValueError("truncated transaction log record")
-        self.pos += n
-        return b
-
-    def string(self, compact: bool) -> str:
-        n = self.uvarint() - 1 if compact else self.take(">h")
-        return self.raw(n).decode()
-
-    def array_len(self, compact: bool) -> int:
-        return self.uvarint() - 1 if compact else self.take(">i")
-
-    def skip_tags(self) -> dict[int, bytes]:
-        tags = {}
-        for _ in range(self.uvarint()):
-            tag, size = self.uvarint(), self.uvarint()
-            tags[tag] = self.raw(size)
-        return tags
+    P = _TransactionLogValue.PartitionsSchema
+    return encode_record_value(_TransactionLogValue(
+        version=TRANSACTION_LOG_VALUE_VERSION, producer_id=v.producer_id, producer_epoch=v.producer_epoch,
+        transaction_timeout_ms=v.timeout_ms, transaction_status=int(v.status),
+        transaction_partitions=[P(topic=t, partition_ids=sorted(v.partitions[t])) for t in sorted(v.partitions)],
+        transaction_last_update_timestamp_ms=v.last_update_ms, transaction_start_timestamp_ms=v.start_ms))
 
 
 def decode_key(data: bytes) -> str:
-    r = _Reader(data)
-    version = r.take(">h")
-    if version != 0:
-        raise ValueError(f"unknown TransactionLogKey version {version}")
-    return r.string(compact=False)
+    t = record_type(data)
+    if t != TRANSACTION_LOG_KEY:
+        raise ValueError(f"unknown TransactionLogKey version {t}")
+    return decode_record_key(_TransactionLogKey, data).transactional_id
 
 
 def decode_value(data: bytes | None) -> TxnLogValue | None:
     if data is None:
         return None
-    r = _Reader(data)
-    version = r.take(">h")
-    if version not in (0, 1):
-        raise ValueError(f"unknown TransactionLogValue version {version}")
-    flexible = version >= 1
-    pid, epoch, timeout, status = r.take(">qhib")
-    partitions: dict[str, list[int]] = {}
-    n_topics = r.array_len(flexible)
-    for _ in range(max(n_topics, 0)):
-        topic = r.string(flexible)
-        n = r.array_len(flexible)
-        partitions[topic] = list(r.take(f">{n}i")) if n > 1 else ([r.take(">i")] if n == 1 else [])
-        if flexible:
-            r.skip_tags()
-    last_update, start = r.take(">qq")
-    value = TxnLogValue(pid, epoch, timeout, TxnStatus(status), partitions, last_update, start)
-    if flexible:
-        tags = r.skip_tags()
-        if 0 in tags:
-            value.previous_producer_id = struct.unpack(">q", tags[0])[0]
-        if 1 in tags:
-            value.next_producer_id = struct.unpack(">q", tags[1])[0]
-        if 2 in tags:
-            value.client_transaction_version = struct.unpack(">h", tags[2])[0]
-    return value
+    v = decode_record_value(_TransactionLogValue, data)
+    return TxnLogValue(v.producer_id, v.producer_epoch, v.transaction_timeout_ms, TxnStatus(v.transaction_status),
+                       {p.topic: list(p.partition_ids) for p in v.transaction_partitions or ()},
+                       v.transaction_last_update_timestamp_ms, v.transaction_start_timestamp_ms,
+                       v.previous_producer_id, v.next_producer_id, v.client_transaction_version)
