@@ -523,7 +523,7 @@ class GroupCoordinator:
         self.list_topics = list_topics
         self.topic_id_of = topic_id_of or (lambda name: uuid.uuid5(_TOPIC_ID_NAMESPACE, name))
         self.topic_name_of = topic_name_of or self._name_of_derived_id
-        self.offsets = OffsetStore()  # the attribute the transaction coordinator looks for
+        self.offsets = OffsetStore()  # committed offsets; the broker also applies transactional ones here
         self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self._next_retention_check_ms = 0
 
