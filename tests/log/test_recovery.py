@@ -170,7 +170,7 @@ def test_indexes_rebuilt_when_missing_or_corrupt(tmp_path: Path):
     cfg = LogConfig(index_interval_bytes=100, segment_bytes=one * 5)
     log, _ = _fill(d, 20, cfg)
     want = read_all(log)
-    idx_before = {s.base_offset: list(s.index_pos) for s in log.segments}
+    idx_before = {s.base_offset: list(s.offset_index.positions) for s in log.segments}
     log.close()
     (d / f"{0:020d}.index").unlink()  # missing
     (d / f"{5 * 3:020d}.index").write_bytes(b"\x00\x00\x00\x07\x00\x10\x00\x00")  # points past the file
@@ -178,7 +178,7 @@ def test_indexes_rebuilt_when_missing_or_corrupt(tmp_path: Path):
     (d / ".clean-shutdown").unlink()
     (d / "recovery-point").write_text("60\n")  # all segments flushed: only the indexes are checked
     log = PartitionLog.open(d, cfg)
-    assert {s.base_offset: list(s.index_pos) for s in log.segments} == idx_before
+    assert {s.base_offset: list(s.offset_index.positions) for s in log.segments} == idx_before
     assert read_all(log) == want
     assert (d / f"{0:020d}.index").stat().st_size == 8 * len(idx_before[0])
     assert log.offset_for_timestamp(NOW) == (0, NOW)
