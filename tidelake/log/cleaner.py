@@ -23,7 +23,7 @@ A pass, driven by PartitionLog in three steps so that appends and reads never wa
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from tidelake.log.config import LogConfig
@@ -85,6 +85,14 @@ class CleanedSegments:
     def discard(self) -> None:
         for _old, new in self.replacements:
             new.delete_files()
+
+
+def _fsync_file(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 class _Stopped(Exception):
@@ -255,6 +263,8 @@ class LogCleaner:
             cleaned.next_offset = max(cleaned.next_offset, src.next_offset)
             cleaned.txn_index.replace(src.aborted)
             cleaned.flush()
+            for path in (cleaned.offset_index.path, cleaned.time_index.path, cleaned.txn_index.path):
+                _fsync_file(path)  # as durable as the .log they will replace the old files with
             # keep the closing time: it is the tombstone clock (delete.retention.ms) and retention's fallback
             os.utime(cleaned.log_path, ns=src.times_ns)
         except BaseException:

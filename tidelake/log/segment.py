@@ -148,9 +148,6 @@ class Segment:
             self.time_index.append(max_ts, base)
         self.next_offset = last + 1
 
-    def add_aborted(self, txn) -> None:
-        self.txn_index.append(txn)
-
     def write_indexes(self) -> None:
         """Append the offset and time index entries not yet on disk."""
         self.offset_index.flush()
@@ -224,9 +221,8 @@ class Segment:
         found = self.find_batch(offset)
         return found[0] if found else 0
 
-    def iter_batches(self, start_position: int = 0, validate: bool = False
-                     ) -> Iterator[tuple[int, BatchHeader, memoryview]]:
-        return scan_file(self.fd, start_position, self.size, validate=validate)
+    def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, BatchHeader, memoryview]]:
+        return scan_file(self.fd, start_position, self.size, validate=False)
 
     def duplicate_fd(self) -> int:
         """A private descriptor of the .log for work done without the log's lock (fsync, compaction):
