@@ -34,6 +34,7 @@ from tidelake.errors import (
     OffsetOutOfRange,
     OutOfOrderSequenceNumber,
 )
+from tidelake.fsutil import fsync_dir
 from tidelake.log.checkpoint import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, write_offset
 from tidelake.log.cleaner import SWAP_SUFFIX, CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig
@@ -643,6 +644,8 @@ class PartitionLog:
                     for old, new in result.replacements:
                         self._replace_segment_locked(old, new)
                     self.cleaner.commit(job, result)
+                if result.replacements:
+                    fsync_dir(self.directory)  # the renames survive a power loss (outside the lock)
                 return result.stats
             finally:
                 job.close()
