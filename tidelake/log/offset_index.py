@@ -49,10 +49,6 @@ class OffsetIndex:
         """Position of the last indexed batch (0 when the index is empty)."""
         return self.positions[-1] if self.positions else 0
 
-    def is_full(self, max_index_bytes: int) -> bool:
-        """segment.index.bytes reached: the segment must roll, as in Kafka."""
-        return len(self.relative_offsets) >= max_index_bytes // ENTRY.size
-
     def flush(self) -> None:
         """Append the entries not yet in the file (creating it if missing)."""
         n = len(self.relative_offsets)

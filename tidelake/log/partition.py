@@ -93,6 +93,7 @@ class PartitionLog:
         self.producer_state = loaded.producer_state
         self.leader_epoch_cache = loaded.leader_epoch_cache
         self.cleaner = LogCleaner()
+        self._keys_required = config.compact  # KIP-467 key check on append (cached off the hot path)
         self._unflushed_messages = 0
         self._last_flush_ms = clock_ms()
         self._recovery_point = loaded.recovery_point
@@ -171,7 +172,7 @@ class PartitionLog:
         headers: list[tuple[int, BatchHeader]] = []
         pos = 0
         max_message_bytes = self.config.max_message_bytes
-        compacted = self.config.compact
+        keys_required = self._keys_required
         while pos < n:
             try:
                 h = rb.validate_batch(buf, pos)
@@ -183,7 +184,7 @@ class PartitionLog:
                 raise CorruptMessage("inconsistent batch: record count does not match the offset range")
             if h.is_control:
                 raise CorruptMessage("clients may not produce control batches")
-            if compacted:
+            if keys_required:
                 try:
                     check_keys_for_compaction(buf, pos, h, self.directory.name)
                 except CorruptRecordError as e:
@@ -663,6 +664,7 @@ class PartitionLog:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._keys_required = config.compact
             for seg in self.segments:
                 seg.index_interval_bytes = config.index_interval_bytes
 

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from tidelake.log.offset_index import ENTRY as OFFSET_ENTRY
 from tidelake.log.offset_index import OffsetIndex
+from tidelake.log.time_index import ENTRY as TIME_ENTRY
 from tidelake.log.time_index import TimeIndex
 from tidelake.log.transaction_index import TransactionIndex
 from tidelake.protocol.records import (
@@ -160,7 +162,10 @@ class Segment:
             self.unflushed = False
 
     def indexes_full(self, max_index_bytes: int) -> bool:
-        return self.offset_index.is_full(max_index_bytes) or self.time_index.is_full(max_index_bytes)
+        """segment.index.bytes reached by either index: the segment must roll, as in Kafka. (Checked on
+        every append: array lengths rather than the indexes' own methods keep it to one call.)"""
+        return (len(self.offset_index.relative_offsets) >= max_index_bytes // OFFSET_ENTRY.size
+                or len(self.time_index.timestamps) >= max_index_bytes // TIME_ENTRY.size)
 
     # ------------------------------------------------------------------ reading
     def find_batch(self, offset: int) -> tuple[int, int] | None:

@@ -50,9 +50,6 @@ class TimeIndex:
             return None
         return self.timestamps[-1], self.base_offset + self.relative_offsets[-1]
 
-    def is_full(self, max_index_bytes: int) -> bool:
-        return len(self.timestamps) >= max_index_bytes // ENTRY.size
-
     def flush(self) -> None:
         n = len(self.timestamps)
         if n > self._written:
