@@ -5,6 +5,7 @@ import os
 import time
 from pathlib import Path
 
+from tidelake.clock import wall_ms
 from tidelake.log import LogConfig, LogManager, PartitionLog
 from tidelake.protocol.records import COMPRESSION_ZSTD, Record, build_batch, decode_records
 
@@ -82,7 +83,7 @@ def test_tombstones_removed_after_delete_retention(tmp_path: Path):
     log.append(kv([(b"k3", None), (b"k7", None)]), now_ms=NOW)  # delete two keys
     log.roll(NOW)
     log.append(kv([(b"other", b"x")]), now_ms=NOW)
-    now = int(time.time() * 1000)
+    now = wall_ms()
     stats = log.compact(now)
     keys = {k: v for _o, k, v in records(log)}
     assert b"k3" in keys and keys[b"k3"] is None  # tombstone kept for delete.retention.ms
