@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from tidelake.clock import wall_ms
 from tidelake.log import LogConfig, PartitionLog
 from tidelake.protocol.records import Record, build_batch
 
@@ -31,7 +32,7 @@ def main() -> None:
     value = os.urandom(args.record_bytes)
     tmp = Path(args.dir or tempfile.mkdtemp(prefix="log-bench-"))
     log = PartitionLog.open(tmp / "bench-0", LogConfig(segment_bytes=256 << 20))
-    now = int(time.time() * 1000)
+    now = wall_ms()
     template = build_batch([Record(i, now, b"key-%d" % i, value) for i in range(per_batch)])
     n = 0
     total_bytes = 0

@@ -180,11 +180,11 @@ def test_sparse_index_and_time_index(tmp_path: Path):
         log.append(batch(2, ts=NOW + i * 10, value=b"p" * 100), now_ms=NOW)
     seg = log.active_segment
     # about one entry per 1024 bytes, strictly increasing
-    assert 15 <= len(seg.index_rel) <= len(seg.index_pos) <= 1 + seg.size // 1024
-    assert list(seg.index_rel) == sorted(set(seg.index_rel))
+    assert 15 <= len(seg.offset_index.relative_offsets) <= len(seg.offset_index.positions) <= 1 + seg.size // 1024
+    assert list(seg.offset_index.relative_offsets) == sorted(set(seg.offset_index.relative_offsets))
     log.flush()
-    assert seg.index_path.stat().st_size == 8 * len(seg.index_rel)
-    assert seg.time_index_path.stat().st_size == 12 * len(seg.time_ts)
+    assert seg.offset_index.path.stat().st_size == 8 * len(seg.offset_index.relative_offsets)
+    assert seg.time_index.path.stat().st_size == 12 * len(seg.time_index.timestamps)
     # every offset is found, through the index and the forward scan
     for off in range(0, 400, 7):
         assert off in offsets_in(log.read(off, 1).data)
@@ -386,7 +386,7 @@ def test_roll_when_an_index_is_full(tmp_path: Path):
     log = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_index_bytes=8 * 3, index_interval_bytes=1))
     for i in range(10):
         log.append(batch(1, ts=NOW + i), now_ms=NOW)
-    assert all(len(s.index_rel) <= 3 for s in log.segments)
+    assert all(len(s.offset_index.relative_offsets) <= 3 for s in log.segments)
     assert len(log.segments) >= 3
     assert all_offsets(log) == list(range(10))
     log.close()

@@ -27,6 +27,7 @@ class LogModel(RuleBasedStateMachine):
         self.leo = 0
         # idempotent producer 77 (epoch 0): its batches in log order as (first_seq, last_seq, base, last)
         self.producer_batches: list[tuple[int, int, int, int]] = []
+        self.log: PartitionLog | None = None  # opened by the @initialize rule
 
     @initialize(segment_bytes=st.integers(200, 3000), index_interval=st.integers(1, 600))
     def open_log(self, segment_bytes, index_interval):
@@ -34,7 +35,7 @@ class LogModel(RuleBasedStateMachine):
         self.log = PartitionLog.open(self.dir, self.cfg)
 
     def teardown(self):
-        if hasattr(self, "log") and not self.log.closed:
+        if self.log is not None and not self.log.closed:
             self.log.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
@@ -143,7 +144,7 @@ class LogModel(RuleBasedStateMachine):
 
     @invariant()
     def offsets_match(self):
-        if hasattr(self, "log"):
+        if self.log is not None:
             assert self.log.log_end_offset == self.leo
             assert self.log.log_start_offset == self.log_start
             assert self.log.high_watermark == self.leo

@@ -170,7 +170,7 @@ def test_indexes_rebuilt_when_missing_or_corrupt(tmp_path: Path):
     cfg = LogConfig(index_interval_bytes=100, segment_bytes=one * 5)
     log, _ = _fill(d, 20, cfg)
     want = read_all(log)
-    idx_before = {s.base_offset: list(s.index_pos) for s in log.segments}
+    idx_before = {s.base_offset: list(s.offset_index.positions) for s in log.segments}
     log.close()
     (d / f"{0:020d}.index").unlink()  # missing
     (d / f"{5 * 3:020d}.index").write_bytes(b"\x00\x00\x00\x07\x00\x10\x00\x00")  # points past the file
@@ -178,7 +178,7 @@ def test_indexes_rebuilt_when_missing_or_corrupt(tmp_path: Path):
     (d / ".clean-shutdown").unlink()
     (d / "recovery-point").write_text("60\n")  # all segments flushed: only the indexes are checked
     log = PartitionLog.open(d, cfg)
-    assert {s.base_offset: list(s.index_pos) for s in log.segments} == idx_before
+    assert {s.base_offset: list(s.offset_index.positions) for s in log.segments} == idx_before
     assert read_all(log) == want
     assert (d / f"{0:020d}.index").stat().st_size == 8 * len(idx_before[0])
     assert log.offset_for_timestamp(NOW) == (0, NOW)
@@ -278,3 +278,49 @@ def test_leader_epoch_checkpoint_synced_on_flush(tmp_path: Path):
     assert not log.leader_epoch_cache.unsynced
     log.close()
     assert PartitionLog.open(tmp_path / "t-0", LogConfig()).leader_epoch_cache.entries == [(0, 0)]
+
+
+def test_swap_files_before_the_commit_point_are_discarded(tmp_path: Path):
+    """A compaction that crashed before renaming ``X.log.cleaned`` to ``X.log.swap``: the old segment
+    stays, every cleaned or index swap file goes."""
+    d = tmp_path / "t-0"
+    log, _ = _fill(d, 4)
+    log.roll(NOW)
+    log.close()
+    name = f"{0:020d}"
+    files = {p: (d / p).read_bytes() for p in (f"{name}.log", f"{name}.index", f"{name}.timeindex")}
+    (d / f"{name}.log.cleaned").write_bytes(b"partial")
+    (d / f"{name}.index.swap").write_bytes(b"\0" * 8)
+    (d / f"{name}.timeindex.swap").write_bytes(b"\0" * 12)
+    log = PartitionLog.open(d, LogConfig(index_interval_bytes=100))
+    assert not list(d.glob("*.swap")) and not list(d.glob("*.cleaned"))
+    assert {p: (d / p).read_bytes() for p in files} == files
+    assert log.recovered_segments == [] and log.log_end_offset == 12
+    log.close()
+
+
+def test_completed_swap_keeps_the_cleaned_transaction_index(tmp_path: Path):
+    """A crash after the commit point: the .log and the .txnindex swap files are renamed into place and
+    the offset/time indexes rebuilt from the new .log."""
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, LogConfig(index_interval_bytes=1))
+    log.append(batch([b"t"], producer_id=5, producer_epoch=0, base_sequence=0, transactional=True), now_ms=NOW)
+    log.append_marker(producer_id=5, producer_epoch=0, commit=False, coordinator_epoch=0, now_ms=NOW)
+    log.append(batch([b"a", b"b"]), now_ms=NOW)
+    log.roll(NOW)
+    log.close()
+    name = f"{0:020d}"
+    txn = (d / f"{name}.txnindex").read_bytes()
+    assert len(txn) == 34
+    (d / f"{name}.log.swap").write_bytes((d / f"{name}.log").read_bytes())
+    (d / f"{name}.txnindex.swap").write_bytes(txn)
+    (d / f"{name}.txnindex").write_bytes(b"")  # the old one, about to be replaced
+    (d / f"{name}.index").write_bytes(b"junk")
+    log = PartitionLog.open(d, LogConfig(index_interval_bytes=1))
+    assert not list(d.glob("*.swap"))
+    assert (d / f"{name}.txnindex").read_bytes() == txn
+    assert log.aborted_transactions(0, 10) == [(5, 0)]
+    assert log.recovered_segments == [0]  # indexes rebuilt by a scan
+    assert len(log.segments[0].offset_index) == 2
+    assert [o for o, _ in read_all(log)][-2:] == [2, 3]
+    log.close()

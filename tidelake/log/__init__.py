@@ -1,13 +1,18 @@
 """Storage engine: segmented, indexed, recoverable partition logs (bytes and offsets, no sockets).
 
-Public API: LogConfig, PartitionLog (+ AppendResult, ReadResult, CompactionStats), LogManager,
-ProducerStateManager, LeaderEpochCache. See each module's docstrings for the exact contract.
+Public API: LogConfig, PartitionLog (+ AppendResult, ReadResult, OffsetPosition), LogManager,
+ProducerStateManager, LeaderEpochCache, LogCleaner (+ CompactionStats), InvalidRecord. The storage
+shapes are Kafka's: Segment with its OffsetIndex, TimeIndex and TransactionIndex; LogLoader opens and
+recovers a partition directory; LogMaintenance is the background thread. See each module's docstring.
 """
+from tidelake.log.cleaner import CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig
 from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.manager import LogManager, partition_dir_name
-from tidelake.log.partition import AppendResult, CompactionStats, OffsetPosition, PartitionLog, ReadResult
+from tidelake.log.partition import AppendResult, OffsetPosition, PartitionLog, ReadResult
 from tidelake.log.producer_state import ProducerStateManager
+from tidelake.log.record_errors import InvalidRecord
 
 __all__ = ["LogConfig", "PartitionLog", "AppendResult", "ReadResult", "CompactionStats", "OffsetPosition",
-           "LogManager", "ProducerStateManager", "LeaderEpochCache", "partition_dir_name"]
+           "LogManager", "ProducerStateManager", "LeaderEpochCache", "LogCleaner", "InvalidRecord",
+           "partition_dir_name"]

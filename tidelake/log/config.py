@@ -1,7 +1,7 @@
 """Topic-level log configuration, with Kafka's property names mapped to fields."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Mapping
 
 from tidelake.errors import InvalidConfig
@@ -79,7 +79,8 @@ class LogConfig:
 
     def to_properties(self) -> dict[str, str]:
         """The Kafka-named view (for DescribeConfigs)."""
-        return {key: str(getattr(self, name)) for key, name in PROPERTY_FIELDS.items()}
+        values = asdict(self)
+        return {key: str(values[name]) for key, name in PROPERTY_FIELDS.items()}
 
     def validate(self) -> None:
         if self.segment_bytes < 14:  # Kafka's minimum: one record batch header + overhead

@@ -12,6 +12,7 @@ empty or stale, and ``PartitionLog`` then rebuilds it from the batches' partitio
 """
 from __future__ import annotations
 
+import bisect
 import os
 from pathlib import Path
 
@@ -74,14 +75,20 @@ class LeaderEpochCache:
         self._write()  # no fsync here (the append path): see the module docstring
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, the start offset of the next epoch or LEO)."""
-        found = (-1, -1)
-        for i, (e, start) in enumerate(self.entries):
-            if e > epoch:
-                break
-            end = self.entries[i + 1][1] if i + 1 < len(self.entries) else log_end_offset
-            found = (e, end)
-        return found
+        """OffsetForLeaderEpoch, as Kafka's ``LeaderEpochFileCache.endOffsetFor``: (the largest known
+        epoch <= ``epoch``, the start offset of the first epoch after it).
+
+        The latest epoch ends at ``log_end_offset``; an epoch older than every entry answers
+        (``epoch``, start of the first entry); an unknown epoch (-1, newer than the latest, or no
+        entries at all) answers (-1, -1)."""
+        if epoch < 0 or not self.entries or epoch > self.entries[-1][0]:
+            return -1, -1
+        if epoch == self.entries[-1][0]:
+            return epoch, log_end_offset
+        i = bisect.bisect_right(self.entries, epoch, key=lambda e: e[0])  # first entry with a larger epoch
+        if i == 0:
+            return epoch, self.entries[0][1]
+        return self.entries[i - 1][0], self.entries[i][1]
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop epochs starting at or after ``end_offset`` (log truncated to it)."""

@@ -1,14 +1,19 @@
-"""LogManager: every partition log under one data directory (``<data-dir>/<topic>-<partition>/``)."""
+"""LogManager: every partition log under one data directory (``<data-dir>/<topic>-<partition>/``),
+and their maintenance (on the LogMaintenance thread once ``start_maintenance`` was called)."""
 from __future__ import annotations
 
+import logging
 import re
 import threading
-import time
 from pathlib import Path
 from typing import Callable
 
+from tidelake.clock import wall_ms
 from tidelake.log.config import LogConfig
+from tidelake.log.maintenance import LogMaintenance
 from tidelake.log.partition import PartitionLog
+
+log = logging.getLogger(__name__)
 
 _DIR_NAME = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
 
@@ -26,11 +31,13 @@ class LogManager:
                  default_config: LogConfig | None = None,
                  config_for: Callable[[str, int], LogConfig | None] | None = None):
         self.data_dir = Path(data_dir)
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or wall_ms
         self.default_config = default_config or LogConfig()
         self.config_for = config_for  # optional: topic config lookup used by load()
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._lock = threading.RLock()
+        self._maintenance: LogMaintenance | None = None
+        self.compaction_enabled = True  # log.cleaner.enable
 
     def load(self) -> None:
         """Open (and recover) every ``<topic>-<partition>/`` directory under the data dir."""
@@ -50,15 +57,15 @@ class LogManager:
         """Open the partition's log, creating its directory if new (an existing log is returned)."""
         with self._lock:
             key = (topic, partition)
-            log = self._logs.get(key)
-            if log is not None:
+            plog = self._logs.get(key)
+            if plog is not None:
                 if config is not None:
-                    log.update_config(config)
-                return log
-            log = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition),
-                                    config or self.default_config, clock_ms=self.clock_ms)
-            self._logs[key] = log
-            return log
+                    plog.update_config(config)
+                return plog
+            plog = PartitionLog.open(self.data_dir / partition_dir_name(topic, partition),
+                                     config or self.default_config, clock_ms=self.clock_ms)
+            self._logs[key] = plog
+            return plog
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -69,38 +76,64 @@ class LogManager:
             for key in [k for k in self._logs if k[0] == topic]:
                 self._logs.pop(key).delete()
 
-    def delete_partition(self, topic: str, partition: int) -> None:
-        with self._lock:
-            log = self._logs.pop((topic, partition), None)
-            if log is not None:
-                log.delete()
-
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
         with self._lock:
             return dict(self._logs)
 
+    # ------------------------------------------------------------------ maintenance
+    def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True) -> None:
+        """Run maintenance passes on the LogMaintenance thread every ``interval_ms`` until ``close()``
+        (``compaction=False``: log.cleaner.enable=false)."""
+        with self._lock:
+            self.compaction_enabled = compaction
+            if self._maintenance is None:
+                self._maintenance = LogMaintenance(self._maintenance_pass, max(0.01, interval_ms / 1000))
+                self._maintenance.start()
+
     def run_maintenance(self, now_ms: int | None = None, *, compaction: bool = True) -> None:
-        """One pass of the background work: roll by segment.ms, flush by flush.ms (and checkpoint
-        closed segments), retention, compaction of the logs that are due (``compaction=False``:
-        log.cleaner.enable=false)."""
+        """One pass of the background work: roll by segment.ms, flush by flush.ms (and fsync closed
+        segments), retention, compaction of the logs that are due (``compaction=False``:
+        log.cleaner.enable=false).
+
+        Once ``start_maintenance`` runs the thread, this only wakes it (``now_ms`` is then the
+        thread's clock): a caller on an event loop never does the work itself. Otherwise the pass runs
+        here, at ``now_ms``."""
+        self.compaction_enabled = compaction
+        if self._maintenance is not None:
+            self._maintenance.trigger()
+            return
+        self._maintenance_pass(now_ms)
+
+    def _maintenance_pass(self, now_ms: int | None = None) -> None:
         now = self.clock_ms() if now_ms is None else now_ms
-        for log in self.all_logs().values():
-            if log.closed:
+        for (topic, partition), plog in self.all_logs().items():
+            if plog.closed:
                 continue
-            log.maybe_roll(now)
-            log.maybe_flush(now)
-            if log.config.delete:
-                log.apply_retention(now)
-            if compaction and log.config.compact:
-                log.maybe_compact(now)
+            try:
+                plog.maybe_roll(now)
+                plog.maybe_flush(now)
+                if plog.config.delete:
+                    plog.apply_retention(now)
+                if self.compaction_enabled and plog.config.compact and not plog.closed:
+                    plog.maybe_compact(now)
+            except Exception:
+                if not plog.closed:  # a log deleted or closed meanwhile is not an error
+                    log.exception("maintenance of %s-%d failed", topic, partition)
 
     def flush(self) -> None:
-        for log in self.all_logs().values():
-            if not log.closed:
-                log.flush()
+        for plog in self.all_logs().values():
+            if not plog.closed:
+                plog.flush()
 
     def close(self) -> None:
+        """Stop the maintenance thread and close every log. Logs are closed before the thread is
+        joined: a compaction pass in progress sees its log closed and stops."""
+        maintenance, self._maintenance = self._maintenance, None
+        if maintenance is not None:
+            maintenance.stop()
         with self._lock:
-            for log in self._logs.values():
-                log.close()
+            for plog in self._logs.values():
+                plog.close()
             self._logs.clear()
+        if maintenance is not None:
+            maintenance.join()

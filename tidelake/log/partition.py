@@ -3,27 +3,30 @@
 Directory ``<data-dir>/<topic>-<partition>/`` holds the segments (``<20-digit base>.log`` / ``.index``
 / ``.timeindex`` / ``.txnindex``), ``leader-epoch-checkpoint``, producer ``<offset>.snapshot`` files,
 ``log-start-offset`` and ``recovery-point`` checkpoints and, after a clean close, ``.clean-shutdown``.
+Opening it (and recovery after a crash) is LogLoader's job; compaction is LogCleaner's.
 
 Hot path: client batches stay opaque. ``append`` reads only each batch's 61-byte header, CRC-checks
 it, patches the base offset (and leader epoch) in place and writes the request's bytes with one
-``os.write``; ``read`` finds a position with a binary search over segment bases, a binary search in
-the in-memory sparse index and a short forward scan of batch headers, then returns whole batches
-from one ``os.pread``.
+``os.write``; ``read`` finds a position with a binary search over segment bases and
+``Segment.find_batch``, then returns whole batches from one ``os.pread``.
 
-All public methods take the partition's lock, so the broker may call them from several threads.
+Threads: every public method takes the partition's lock, so the broker's event loop and the
+maintenance thread (LogMaintenance) can share a log. The slow maintenance work runs without the lock:
+fsyncs (``maybe_flush``) and compaction passes (``compact``/``maybe_compact``) work on private file
+descriptors and take the lock only for short steps, so an append never waits for them for long; a
+cleaned segment is swapped in under the lock, atomically for readers.
 """
 from __future__ import annotations
 
 import bisect
 import os
 import shutil
-import struct
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
+from tidelake.clock import wall_ms
 from tidelake.errors import (
     CorruptMessage,
     MessageTooLarge,
@@ -31,20 +34,19 @@ from tidelake.errors import (
     OffsetOutOfRange,
     OutOfOrderSequenceNumber,
 )
-from tidelake.log.cleaner import compact_log, needs_compaction
+from tidelake.fsutil import fsync_dir
+from tidelake.log.checkpoint import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, write_offset
+from tidelake.log.cleaner import SWAP_SUFFIX, CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig
-from tidelake.log.epoch import LeaderEpochCache
-from tidelake.log.producer_state import BatchMetadata, ProducerStateManager
-from tidelake.log.segment import AbortedTxn, Segment, ScanStop, read_offset_and_length
+from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
+from tidelake.log.producer_state import BatchMetadata
+from tidelake.log.record_errors import check_keys_for_compaction
+from tidelake.log.segment import SCAN_CHUNK, Segment
+from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader, CorruptRecordError
 
-CLEAN_SHUTDOWN_FILE = ".clean-shutdown"
-LOG_START_FILE = "log-start-offset"
-RECOVERY_POINT_FILE = "recovery-point"
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-_BATCH_PREFIX = struct.Struct(">qiibIhi")  # base offset .. lastOffsetDelta (27 bytes)
-_FIND_CHUNK = 16384
 
 
 @dataclass
@@ -65,15 +67,6 @@ class ReadResult:
 
 
 @dataclass
-class CompactionStats:
-    segments_cleaned: int = 0
-    bytes_before: int = 0
-    bytes_after: int = 0
-    records_removed: int = 0
-    tombstones_removed: int = 0
-
-
-@dataclass
 class OffsetPosition:
     """Where ``locate`` found an offset: the seed-004 lookup made visible (for tests and tools)."""
 
@@ -83,187 +76,42 @@ class OffsetPosition:
     batch_base_offset: int
 
 
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _write_checkpoint(path: Path, value: int, *, sync: bool = True) -> None:
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as f:
-        f.write(f"{value}\n")
-        if sync:
-            f.flush()
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def _read_checkpoint(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-
-
 class PartitionLog:
     """A partition's log. Create with ``PartitionLog.open(directory, config)``."""
 
-    def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int] | None = None):
-        self.directory = Path(directory)
+    def __init__(self, directory: Path, config: LogConfig, loaded: LoadedLog, clock_ms: Callable[[], int]):
+        self.directory = directory
         self.config = config
-        self.clock_ms = clock_ms or _wall_ms
-        self.segments: list[Segment] = []
-        self._bases: list[int] = []
+        self.clock_ms = clock_ms
+        self.segments: list[Segment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in loaded.segments]
         self._lock = threading.RLock()
-        self.log_start_offset = 0
-        self._hw = 0
+        self._cleaning = threading.Lock()  # one compaction pass at a time; taken before _lock
+        self.log_start_offset = loaded.log_start_offset
+        self._hw = self.log_end_offset
         self.replicated = False  # False: the high watermark follows the log end (single replica)
-        self.producer_state = ProducerStateManager(self.directory)
-        self.leader_epoch_cache: LeaderEpochCache | None = None
+        self.producer_state = loaded.producer_state
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self.cleaner = LogCleaner()
+        self._keys_required = config.compact  # KIP-467 key check on append (cached off the hot path)
         self._unflushed_messages = 0
-        self._last_flush_ms = 0
-        self._recovery_point = 0
+        self._last_flush_ms = clock_ms()
+        self._recovery_point = loaded.recovery_point
+        # bumped whenever segments are deleted or cut (not on append/roll/compaction): work done
+        # without the lock on a snapshot of the segments is dropped if it changed meanwhile
+        self._layout_version = 0
         self._position_cache: dict[int, tuple[Segment, int]] = {}  # next offset -> (segment, position)
-        self._cleaned_up_to = 0  # compaction: closed segments below this offset are already clean
-        self._tombstone_horizon_ms: int | None = None  # compaction: when the next kept tombstone expires
-        self.recovery_report: list[str] = []  # what recovery did on open (for logs and tests)
-        self.recovered_segments: list[int] = []  # segments validated by a full scan on open
+        self.recovery_report = loaded.recovery_report  # what recovery did on open (for logs and tests)
+        self.recovered_segments = loaded.recovered_segments  # segments validated by a full scan on open
         self.closed = False
 
-    # ================================================================== open / recovery
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] | None = None
              ) -> "PartitionLog":
         """Open (creating if needed) and recover the log in ``directory``."""
-        log = cls(directory, config, clock_ms)
-        log.directory.mkdir(parents=True, exist_ok=True)
-        with log._lock:
-            log._load()
-        return log
-
-    def _load(self) -> None:
-        d = self.directory
-        self._finish_interrupted_swaps()
-        for p in d.glob("*.tmp"):
-            p.unlink(missing_ok=True)
-        for p in d.glob("*.cleaned"):
-            p.unlink(missing_ok=True)
-        clean_marker = d / CLEAN_SHUTDOWN_FILE
-        clean = clean_marker.exists()
-        clean_marker.unlink(missing_ok=True)
-        self._recovery_point = (_read_checkpoint(d / RECOVERY_POINT_FILE) or 0) if not clean else 1 << 62
-        bases = sorted(int(p.stem) for p in d.glob("*.log") if p.stem.isdigit())
-        # index files whose .log is gone are leftovers of an interrupted delete
-        for p in list(d.glob("*.index")) + list(d.glob("*.timeindex")) + list(d.glob("*.txnindex")):
-            if p.stem.isdigit() and int(p.stem) not in bases:
-                p.unlink(missing_ok=True)
-        checkpoint_start = _read_checkpoint(d / LOG_START_FILE) or 0
-        expected_next: int | None = None
-        for i, base in enumerate(bases):
-            seg = Segment(d, base, self.config.index_interval_bytes)
-            seg.created_ms = self.clock_ms()  # segment.ms counts from the open for reopened segments
-            is_last = i == len(bases) - 1
-            # after a clean shutdown every index was written at close; otherwise only segments wholly
-            # below the recovery point (fsynced) are trusted, the rest are CRC-validated batch by batch
-            trusted = clean or (not is_last and bases[i + 1] <= self._recovery_point)
-            if trusted and seg.load_indexes():
-                seg.finish_load_from_indexes()
-            else:
-                self.recovered_segments.append(base)
-                before = seg.size
-                valid, stop = seg.recover(expected_next)
-                if stop is not None or valid < before:
-                    self.recovery_report.append(
-                        f"segment {base}: truncated {before - valid} bytes at {stop.position if stop else valid}"
-                        f" ({stop.reason if stop else 'short'})")
-                    if not is_last:
-                        # nothing after a damaged segment can be trusted: drop the later segments
-                        for later in bases[i + 1:]:
-                            Segment(d, later, self.config.index_interval_bytes).delete_files()
-                            self.recovery_report.append(f"segment {later}: deleted after damaged segment")
-                        self._add_segment(seg)
-                        break
-            self._add_segment(seg)
-            expected_next = seg.next_offset
-        if not self.segments:
-            self._add_segment(Segment(d, checkpoint_start, self.config.index_interval_bytes))
-            self.segments[-1].created_ms = self.clock_ms()
-        self.log_start_offset = max(checkpoint_start, self.segments[0].base_offset)
-        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
-        self._hw = self.log_end_offset
-        self.leader_epoch_cache = LeaderEpochCache(d)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self._recover_leader_epochs()
-        self._rebuild_producer_state()
-        self._last_flush_ms = self.clock_ms()
-        self._recovery_point = min(self._recovery_point, self.log_end_offset)
-
-    def _recover_leader_epochs(self) -> None:
-        """The checkpoint is not fsynced on append, so a crash can lose or stale it: if the last batch
-        carries a newer epoch than the checkpoint knows, rebuild it from every batch's epoch."""
-        cache = self.leader_epoch_cache
-        last = next((s for s in reversed(self.segments) if s.next_offset > s.base_offset), None)
-        if cache is None or last is None:
-            return
-        found = last.find_batch(last.next_offset - 1)
-        if found is None or found[1].partition_leader_epoch <= cache.latest_epoch:
-            return
-        self.recovery_report.append(f"leader-epoch-checkpoint: rebuilt from the log (it knew epoch "
-                                    f"{cache.latest_epoch}, the log ends in epoch {found[1].partition_leader_epoch})")
-        cache.rebuild((h.partition_leader_epoch, h.base_offset)
-                      for seg in self.segments for _pos, h, _view in seg.iter_batches(0))
-
-    def _finish_interrupted_swaps(self) -> None:
-        """A compaction that crashed after renaming ``X.log.cleaned`` to ``X.log.swap`` is completed."""
-        for swap in self.directory.glob("*.log.swap"):
-            base = swap.name.split(".")[0]
-            for ext in (".index", ".timeindex"):
-                (self.directory / f"{base}{ext}").unlink(missing_ok=True)
-            os.replace(swap, self.directory / f"{base}.log")
-
-    def _add_segment(self, seg: Segment) -> None:
-        if self._bases and seg.base_offset in self._bases:
-            return
-        self.segments.append(seg)
-        self._bases.append(seg.base_offset)
-
-    def _rebuild_producer_state(self) -> None:
-        """Load the newest snapshot at or below the log end, then replay the log after it."""
-        ps = self.producer_state
-        leo = self.log_end_offset
-        ps.delete_snapshots_above(leo)
-        snap = ps.load_latest_snapshot(leo)
-        start = snap if snap is not None else self.segments[0].base_offset
-        ps.map_end_offset = start
-        for seg in self.segments:
-            if seg.next_offset <= start:
-                continue
-            pos = seg.position_of(start) if seg.base_offset < start else 0
-            for _pos, h, view in seg.iter_batches(pos):
-                if h.base_offset + h.last_offset_delta < start:
-                    continue
-                self._replay_batch(seg, h, view)
-        ps.map_end_offset = leo
-
-    def _replay_batch(self, seg: Segment, h: BatchHeader, view) -> None:
-        ps = self.producer_state
-        if not h.is_control:
-            ps.update(h)
-            return
-        if h.producer_id < 0:
-            return
-        try:
-            rec = rb.decode_records(view, 0, h)[0]
-            kind = rb.control_type(rec)
-            coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
-        except (CorruptRecordError, struct.error, IndexError):
-            return
-        done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                               kind == rb.CONTROL_ABORT, h.max_timestamp)
-        if done is not None and done.is_aborted:
-            if not any(t.last_offset == done.last_offset for t in seg.aborted):
-                # the marker was written but its .txnindex entry was lost in a crash
-                seg.add_aborted(AbortedTxn(done.producer_id, done.first_offset, done.last_offset,
-                                           self._lso_value()))
+        clock = clock_ms or wall_ms
+        directory = Path(directory)
+        return cls(directory, config, LogLoader(directory, config, clock).load(), clock)
 
     # ================================================================== offsets
     @property
@@ -308,7 +156,8 @@ class PartitionLog:
         epoch, LogAppendTime) only after every batch validated; other types are copied first.
 
         All-or-nothing. Raises CorruptMessage (bad CRC / magic / truncation / inconsistent counts),
-        MessageTooLarge (a batch over max.message.bytes), InvalidProducerEpoch and
+        MessageTooLarge (a batch over max.message.bytes), InvalidRecord (a record without a key on a
+        compacted topic; ``record_errors`` names each), InvalidProducerEpoch and
         OutOfOrderSequenceNumber. A retried duplicate batch is not written: the result carries the
         original offsets and ``duplicate=True``."""
         if now_ms is None:
@@ -323,6 +172,7 @@ class PartitionLog:
         headers: list[tuple[int, BatchHeader]] = []
         pos = 0
         max_message_bytes = self.config.max_message_bytes
+        keys_required = self._keys_required
         while pos < n:
             try:
                 h = rb.validate_batch(buf, pos)
@@ -334,6 +184,11 @@ class PartitionLog:
                 raise CorruptMessage("inconsistent batch: record count does not match the offset range")
             if h.is_control:
                 raise CorruptMessage("clients may not produce control batches")
+            if keys_required:
+                try:
+                    check_keys_for_compaction(buf, pos, h, self.directory.name)
+                except CorruptRecordError as e:
+                    raise CorruptMessage(str(e)) from None
             headers.append((pos, h))
             pos += h.size
         with self._lock:
@@ -361,7 +216,7 @@ class PartitionLog:
                 batches.append((pos, offset, offset + h.last_offset_delta, bmax))
                 offset += h.last_offset_delta + 1
             seg.append(buf, batches, now_ms)
-            if self.leader_epoch_cache is not None and leader_epoch > self.leader_epoch_cache.latest_epoch:
+            if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             ps = self.producer_state
             for (pos, h), (_, base, _last, bmax) in zip(headers, batches):
@@ -402,8 +257,7 @@ class PartitionLog:
             reason = True
         elif seg.next_offset + offset_count - 1 - seg.base_offset > _MAX_RELATIVE_OFFSET:
             reason = True
-        elif (len(seg.index_rel) >= cfg.segment_index_bytes // 8
-              or len(seg.time_ts) >= cfg.segment_index_bytes // 12):
+        elif seg.indexes_full(cfg.segment_index_bytes):
             reason = True  # an index is full (segment.index.bytes), as Kafka rolls
         elif seg.first_batch_timestamp >= 0 and max_ts >= 0:
             reason = max_ts - seg.first_batch_timestamp > cfg.segment_ms
@@ -436,7 +290,7 @@ class PartitionLog:
                                    not commit, now_ms)
             ps.map_end_offset = offset + 1
             if done is not None and done.is_aborted:
-                seg.add_aborted(AbortedTxn(producer_id, done.first_offset, offset, self._lso_value()))
+                seg.txn_index.append(AbortedTxn(producer_id, done.first_offset, offset, self._lso_value()))
             self._unflushed_messages += 1
             if self._unflushed_messages >= self.config.flush_messages:
                 self._flush_locked()
@@ -446,25 +300,22 @@ class PartitionLog:
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
-    def _find_position(self, seg: Segment, offset: int) -> tuple[int, int] | None:
-        """(position, base offset) of the batch in ``seg`` containing ``offset`` or the first after it.
-
-        Binary search in the in-memory sparse index, then a forward scan of batch headers read in
-        small chunks (usually one pread: the index has an entry every index.interval.bytes)."""
-        entry = seg.index_lookup(offset)
-        pos = entry[1] if entry else 0
-        end = seg.size
-        while pos < end:
-            chunk = os.pread(seg.fd, min(_FIND_CHUNK, end - pos), pos)
-            p = 0
-            while p + 27 <= len(chunk):
-                base, length, _ple, _magic, _crc, _attrs, delta = _BATCH_PREFIX.unpack_from(chunk, p)
-                if base + delta >= offset:
-                    return pos + p, base
-                p += length + rb.LOG_OVERHEAD
-            if p == 0:
-                return None  # a header that does not fit: cannot happen in a recovered segment
-            pos += p
+    def _find_locked(self, offset: int) -> tuple[Segment, int, int] | None:
+        """(segment, position, base offset) of the batch holding ``offset`` or the first batch after
+        it; None past the log end."""
+        cached = self._position_cache.get(offset)
+        if cached is not None:
+            seg, pos = cached
+            if seg.fd >= 0 and pos < seg.size:
+                return seg, pos, offset  # a sequential consumer continues where it stopped
+        si = self._segment_index_for(offset)
+        segments = self.segments
+        while si < len(segments):
+            seg = segments[si]
+            found = seg.find_batch(offset)
+            if found is not None:
+                return seg, found[0], found[1]
+            si += 1  # offset fell in a gap at the end of a (compacted) segment
         return None
 
     def locate(self, offset: int) -> OffsetPosition | None:
@@ -472,10 +323,10 @@ class PartitionLog:
         index entry by binary search, then the batch found by a short forward scan."""
         with self._lock:
             seg = self.segments[self._segment_index_for(offset)]
-            found = self._find_position(seg, offset)
+            found = seg.find_batch(offset)
             if found is None:
                 return None
-            return OffsetPosition(seg.base_offset, seg.index_lookup(offset), found[0], found[1])
+            return OffsetPosition(seg.base_offset, seg.offset_index.lookup(offset), found[0], found[1])
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:
@@ -494,59 +345,25 @@ class PartitionLog:
             limit = leo if max_offset is None else min(max_offset, leo)
             if offset >= limit:
                 return result
-            found = None
-            cached = self._position_cache.get(offset)
-            if cached is not None:
-                seg, cpos = cached
-                if seg.fd >= 0 and cpos < seg.size:
-                    found = (cpos, offset)  # a sequential consumer continues where it stopped
+            found = self._find_locked(offset)
             if found is None:
-                si = self._segment_index_for(offset)
-                while si < len(self.segments):
-                    seg = self.segments[si]
-                    found = self._find_position(seg, offset)
-                    if found is not None:
-                        break
-                    si += 1  # offset fell in a gap at the end of a (compacted) segment
-                if found is None:
-                    return result
-            pos, base = found
+                return result
+            seg, pos, base = found
             if base >= limit:
                 return result
-            want = min(max(max_bytes, 0), seg.size - pos)
-            data = os.pread(seg.fd, want, pos) if want >= rb.LOG_OVERHEAD else b""
-            end = 0
-            next_offset = offset
-            while end + 27 <= len(data):
-                b, length, _ple, _magic, _crc, _attrs, delta = _BATCH_PREFIX.unpack_from(data, end)
-                if b >= limit or end + length + rb.LOG_OVERHEAD > len(data):
-                    break
-                end += length + rb.LOG_OVERHEAD
-                next_offset = b + delta + 1
-            if end == 0:
-                if not min_one_batch:
-                    return result
-                head = os.pread(seg.fd, rb.LOG_OVERHEAD, pos)
-                _b, size = read_offset_and_length(head, 0)
-                data = os.pread(seg.fd, size, pos)
-                end = len(data)
-                b, length, _ple, _magic, _crc, _attrs, delta = _BATCH_PREFIX.unpack_from(data, 0)
-                next_offset = b + delta + 1
-            if len(self._position_cache) > 256:
-                self._position_cache.clear()
-            self._position_cache[next_offset] = (seg, pos + end)
-            result.data = data if end == len(data) else data[:end]
+            data, next_offset = seg.read_batches(pos, max_bytes, limit, min_one_batch)
+            if data:
+                if len(self._position_cache) > 256:
+                    self._position_cache.clear()
+                self._position_cache[next_offset] = (seg, pos + len(data))
+                result.data = data
             return result
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions overlapping [start_offset, end_offset)."""
         with self._lock:
-            out = []
-            for seg in self.segments:
-                for t in seg.aborted:
-                    if t.last_offset >= start_offset and t.first_offset < end_offset:
-                        out.append((t.producer_id, t.first_offset))
-            return out
+            return [(t.producer_id, t.first_offset) for seg in self.segments
+                    for t in seg.txn_index.overlapping(start_offset, end_offset)]
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ts_ms, or None (ListOffsets)."""
@@ -572,7 +389,7 @@ class PartitionLog:
                     best = seg
             if best is None:
                 return None
-            found = self._find_position(best, best.offset_of_max_timestamp)
+            found = best.find_batch(best.offset_of_max_timestamp)
             if found is None:
                 return None
             for _pos, h, view in best.iter_batches(found[0]):
@@ -584,20 +401,25 @@ class PartitionLog:
             return None
 
     def iter_batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every batch with last offset >= start_offset, in order (for loaders of internal topics).
-
-        Reads a snapshot of the segment list; do not hold across compaction or retention."""
-        with self._lock:
-            segments = list(self.segments)
-        for seg in segments:
-            if seg.next_offset <= start_offset or seg.fd < 0:
-                continue
-            found = self._find_position(seg, start_offset) if start_offset > seg.base_offset else (0, 0)
-            if found is None:
-                continue
-            for _pos, h, view in seg.iter_batches(found[0]):
-                if h.base_offset + h.last_offset_delta >= start_offset:
-                    yield h, bytes(view)
+        """Every batch with last offset >= start_offset, in order, up to the log end (for loaders of
+        internal topics). Each chunk is read under the lock and the next one continues from the offset
+        after the last batch returned, so compaction or retention running meanwhile is safe."""
+        offset = start_offset
+        while True:
+            with self._lock:
+                if self.closed or offset >= self.log_end_offset:
+                    return
+                found = self._find_locked(max(offset, self.segments[0].base_offset))
+                if found is None:
+                    return
+                seg, pos, _base = found
+                data, _next = seg.read_batches(pos, SCAN_CHUNK, self.log_end_offset, True)
+            if not data:
+                return
+            for p, h in rb.iter_batches(data, validate=False):
+                if h.base_offset + h.last_offset_delta >= offset:
+                    yield h, data[p:p + h.size]
+            offset = h.base_offset + h.last_offset_delta + 1
 
     # ================================================================== roll / flush
     def roll(self, now_ms: int | None = None) -> None:
@@ -613,13 +435,16 @@ class PartitionLog:
         new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
         new.next_offset = old.next_offset
         new.created_ms = now_ms
-        self._add_segment(new)
+        self.segments.append(new)
+        self._bases.append(new.base_offset)
         self.producer_state.map_end_offset = new.base_offset
-        self.producer_state.take_snapshot(retain={seg.base_offset for seg in self.segments})
+        self.producer_state.take_snapshot(retain=set(self._bases))
 
     def maybe_roll(self, now_ms: int) -> None:
         """Roll the active segment if it has been open longer than segment.ms (wall clock)."""
         with self._lock:
+            if self.closed:
+                return
             seg = self.active_segment
             if not seg.is_empty and seg.created_ms is not None and now_ms - seg.created_ms > self.config.segment_ms:
                 self._roll_locked(now_ms)
@@ -634,50 +459,69 @@ class PartitionLog:
             if seg.unflushed:
                 seg.flush()
         self.active_segment.write_indexes()
-        if self.leader_epoch_cache is not None:
-            self.leader_epoch_cache.sync()
+        self.leader_epoch_cache.sync()
         self._unflushed_messages = 0
         self._last_flush_ms = self.clock_ms()
-        if self.log_end_offset != self._recovery_point:
-            self._recovery_point = self.log_end_offset
-            _write_checkpoint(self.directory / RECOVERY_POINT_FILE, self._recovery_point, sync=False)
+        self._set_recovery_point(self.log_end_offset)
+
+    def _set_recovery_point(self, offset: int) -> None:
+        if offset != self._recovery_point:
+            self._recovery_point = offset
+            write_offset(self.directory / RECOVERY_POINT_FILE, offset, sync=False)
 
     def maybe_flush(self, now_ms: int) -> None:
-        """flush.ms policy; also checkpoints closed segments so recovery after a crash stays short."""
+        """The flush.ms policy, and an fsync of closed segments so that recovery after a crash stays
+        short (the recovery point moves to the active segment). For the maintenance thread: the fsyncs
+        run without the lock, on private descriptors, so appends go on meanwhile."""
         with self._lock:
             if self.closed:
                 return
             if now_ms - self._last_flush_ms >= self.config.flush_ms and self._unflushed_messages:
-                self._flush_locked()
-                return
-            closed_unflushed = [s for s in self.segments[:-1] if s.unflushed]
-            if closed_unflushed:
-                for seg in closed_unflushed:
-                    seg.flush()
+                targets = [s for s in self.segments if s.unflushed]
+                point = self.log_end_offset
+                self.active_segment.write_indexes()
+                self.leader_epoch_cache.sync()
+                self._unflushed_messages = 0
+                self._last_flush_ms = self.clock_ms()
+            else:
+                targets = [s for s in self.segments[:-1] if s.unflushed]
                 point = self.active_segment.base_offset
-                if point > self._recovery_point:
-                    self._recovery_point = point
-                    _write_checkpoint(self.directory / RECOVERY_POINT_FILE, point, sync=False)
+                if not targets:
+                    return
+            fds = [seg.duplicate_fd() for seg in targets]
+            for seg in targets:
+                seg.unflushed = False  # an append after this point sets it again
+            version = self._layout_version
+        try:
+            for fd in fds:
+                os.fsync(fd)
+        except OSError:
+            with self._lock:
+                for seg in targets:
+                    seg.unflushed = True
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        with self._lock:
+            if not self.closed and version == self._layout_version and point > self._recovery_point:
+                self._set_recovery_point(point)
 
     # ================================================================== retention / delete records
-    def _delete_segment_locked(self, seg: Segment) -> None:
+    def _remove_segment_locked(self, seg: Segment) -> None:
+        """Take ``seg`` out of the log and close it; the caller deletes its files."""
         i = self.segments.index(seg)
         del self.segments[i]
         del self._bases[i]
-        seg.delete_files()
+        seg.detach()
         self._position_cache.clear()
+        self._layout_version += 1
 
     def _set_log_start(self, offset: int) -> None:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
-            _write_checkpoint(self.directory / LOG_START_FILE, offset)
-            if self.leader_epoch_cache is not None:
-                self.leader_epoch_cache.truncate_from_start(offset)
-
-    def _delete_segments_below_log_start(self) -> None:
-        while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-            self._delete_segment_locked(self.segments[0])
-        self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+            write_offset(self.directory / LOG_START_FILE, offset)
+            self.leader_epoch_cache.truncate_from_start(offset)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset`` (<= HW) and drop segments entirely before it."""
@@ -690,16 +534,20 @@ class PartitionLog:
             self._set_log_start(offset)
             if offset >= self.log_end_offset and not self.active_segment.is_empty:
                 self._roll_locked(self.clock_ms())
-            self._delete_segments_below_log_start()
+            while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
+                seg = self.segments[0]
+                self._remove_segment_locked(seg)
+                seg.delete_files()
+            self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
             return self.log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete whole closed segments past retention.ms, then past retention.bytes (never the active
-        one). Returns the number of segments deleted."""
+        one). Returns the number of segments deleted. Their files are removed after the lock is released."""
+        doomed: list[Segment] = []
         with self._lock:
             if self.closed or not self.config.delete:
                 return 0
-            deleted = 0
             cfg = self.config
             if cfg.retention_ms >= 0:
                 while len(self.segments) > 1:
@@ -707,18 +555,21 @@ class PartitionLog:
                     newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
                     if now_ms - newest <= cfg.retention_ms:
                         break
-                    self._delete_segment_locked(seg)
-                    deleted += 1
+                    self._remove_segment_locked(seg)
+                    doomed.append(seg)
             if cfg.retention_bytes >= 0:
                 total = self.size_bytes
                 while len(self.segments) > 1 and total - self.segments[0].size >= cfg.retention_bytes:
-                    total -= self.segments[0].size
-                    self._delete_segment_locked(self.segments[0])
-                    deleted += 1
-            if deleted:
+                    seg = self.segments[0]
+                    total -= seg.size
+                    self._remove_segment_locked(seg)
+                    doomed.append(seg)
+            if doomed:
                 self._set_log_start(self.segments[0].base_offset)
                 self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
-            return deleted
+        for seg in doomed:
+            seg.delete_files()
+        return len(doomed)
 
     # ================================================================== truncation (replication / recovery)
     def truncate_to(self, offset: int) -> None:
@@ -728,6 +579,7 @@ class PartitionLog:
             self._check_open()
             if offset >= self.log_end_offset:
                 return
+            self._layout_version += 1
             self._position_cache.clear()
             cut = self.locate(offset) if offset > self.log_start_offset else None
             if cut is not None and cut.batch_base_offset <= self.log_start_offset:
@@ -735,48 +587,84 @@ class PartitionLog:
             if offset <= self.log_start_offset:
                 # nothing below the truncation point survives: start over empty at ``offset``
                 for seg in list(self.segments):
-                    self._delete_segment_locked(seg)
+                    self._remove_segment_locked(seg)
+                    seg.delete_files()
                 seg = Segment(self.directory, offset, self.config.index_interval_bytes)
                 seg.created_ms = self.clock_ms()
-                self._add_segment(seg)
+                self.segments.append(seg)
+                self._bases.append(offset)
                 self.log_start_offset = offset
-                _write_checkpoint(self.directory / LOG_START_FILE, offset)
+                write_offset(self.directory / LOG_START_FILE, offset)
                 # no log is left to explain any producer state (as Kafka's truncateFullyAndStartAt)
                 self.producer_state.delete_snapshots_above(-1)
             else:
                 while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-                    self._delete_segment_locked(self.segments[-1])
+                    seg = self.segments[-1]
+                    self._remove_segment_locked(seg)
+                    seg.delete_files()
                 seg = self.active_segment
-                found = self._find_position(seg, offset)
+                found = seg.find_batch(offset)
                 if found is not None:
                     seg.truncate_to_position(found[0])
             leo = self.log_end_offset
             self._hw = min(self._hw, leo)
             if self._recovery_point > leo:
-                self._recovery_point = leo
-                _write_checkpoint(self.directory / RECOVERY_POINT_FILE, leo, sync=False)
-            if self.leader_epoch_cache is not None:
-                self.leader_epoch_cache.truncate_from_end(leo)
-            self._rebuild_producer_state()
+                self._set_recovery_point(leo)
+            self.leader_epoch_cache.truncate_from_end(leo)
+            rebuild_producer_state(self.producer_state, self.segments, high_watermark=self.high_watermark)
 
     # ================================================================== compaction / config
     def compact(self, now_ms: int | None = None) -> CompactionStats:
         """cleanup.policy=compact: keep the latest record per key in the closed segments (now)."""
-        with self._lock:
-            self._check_open()
-            return compact_log(self, self.clock_ms() if now_ms is None else now_ms)
+        return self._clean(self.clock_ms() if now_ms is None else now_ms, only_if_due=False)
 
     def maybe_compact(self, now_ms: int | None = None) -> CompactionStats | None:
         """A compaction pass if the log is due one (min.cleanable.dirty.ratio, max.compaction.lag.ms,
         an expired tombstone), as Kafka's cleaner schedules them; None if not."""
-        with self._lock:
-            self._check_open()
-            now = self.clock_ms() if now_ms is None else now_ms
-            return compact_log(self, now) if needs_compaction(self, now) else None
+        return self._clean(self.clock_ms() if now_ms is None else now_ms, only_if_due=True)
+
+    def _clean(self, now_ms: int, *, only_if_due: bool) -> CompactionStats | None:
+        """One LogCleaner pass: plan under the lock, clean without it, swap the results in under it."""
+        with self._cleaning:
+            with self._lock:
+                self._check_open()
+                if only_if_due and not self.cleaner.is_due(self.segments, self.config, now_ms):
+                    return None
+                job = self.cleaner.plan(self.segments, self.config, now_ms)
+                version = self._layout_version
+            if job is None:
+                return CompactionStats()
+            try:
+                result = self.cleaner.clean(job, lambda: self.closed)
+                if result is None:
+                    return CompactionStats()  # the log closed midway
+                with self._lock:
+                    if self.closed or version != self._layout_version:
+                        result.discard()  # truncated or deleted meanwhile: the pass is void
+                        return CompactionStats()
+                    for old, new in result.replacements:
+                        self._replace_segment_locked(old, new)
+                    self.cleaner.commit(job, result)
+                if result.replacements:
+                    fsync_dir(self.directory)  # the renames survive a power loss (outside the lock)
+                return result.stats
+            finally:
+                job.close()
+
+    def _replace_segment_locked(self, old: Segment, new: Segment) -> None:
+        """Swap a cleaned segment in: its files are renamed over the old ones (the .log's rename to
+        .swap is the commit point, see LogLoader) and readers see either segment, never a mix."""
+        i = self.segments.index(old)
+        new.rename(SWAP_SUFFIX)
+        old.detach()
+        new.rename("")
+        self.segments[i] = new
+        self._position_cache.clear()
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+            self._keys_required = config.compact
             for seg in self.segments:
                 seg.index_interval_bytes = config.index_interval_bytes
 
@@ -792,25 +680,22 @@ class PartitionLog:
                 return
             self._flush_locked()
             self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot(retain={seg.base_offset for seg in self.segments})
+            self.producer_state.take_snapshot(retain=set(self._bases))
             for seg in self.segments:
                 seg.close()
             (self.directory / CLEAN_SHUTDOWN_FILE).touch()
             self.closed = True
 
     def delete(self) -> None:
-        """Close and remove the whole partition directory."""
+        """Close and remove the whole partition directory (after any compaction pass has stopped, so
+        that none writes into the directory being removed)."""
         with self._lock:
             for seg in self.segments:
-                if seg.fd >= 0:
-                    os.close(seg.fd)
-                    seg.fd = -1
+                seg.detach()
             self.closed = True
+        with self._cleaning:
             shutil.rmtree(self.directory, ignore_errors=True)
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.directory.name}, start={self.log_start_offset}, "
                 f"leo={self.log_end_offset}, segments={len(self.segments)})")
-
-
-__all__ = ["PartitionLog", "AppendResult", "ReadResult", "CompactionStats", "OffsetPosition", "ScanStop"]

@@ -187,9 +187,6 @@ class ProducerStateManager:
         """First offset of the oldest open transaction (bounds the LSO)."""
         return next(iter(self.ongoing), None)
 
-    def truncate_and_reload_needed(self, offset: int) -> bool:
-        return self.map_end_offset > offset
-
     def clear(self) -> None:
         self.producers.clear()
         self.ongoing.clear()
