@@ -107,8 +107,11 @@ class Broker:
         ctx.endpoint.port = self._advertised_port or self.port
         load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
         load_transactions(ctx.transactions, ctx.logs)
+        # roll, flush, retention and compaction run on the log layer's own thread, off this loop
+        ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms", 1000),
+                                   compaction=ctx.config.get_bool("log.cleaner.enable", True))
         await self._server.start_serving()
-        self._tasks = [loop.create_task(self._maintenance_loop()), loop.create_task(self._group_clock()),
+        self._tasks = [loop.create_task(self._idle_connections_loop()), loop.create_task(self._group_clock()),
                        loop.create_task(self._transaction_clock())]
         log.info("broker %d listening on %s:%d (advertised %s:%d), data in %s", ctx.node_id, self.host,
                  self.port, ctx.endpoint.host, ctx.endpoint.port, ctx.data_dir)
@@ -139,15 +142,10 @@ class Broker:
         log.info("broker %d stopped", self.context.node_id)
 
     # -- periodic work ----------------------------------------------------------------------------
-    async def _maintenance_loop(self) -> None:
-        ctx = self.context
-        interval = max(0.01, ctx.config.get_int("broker.maintenance.interval.ms", 1000) / 1000)
+    async def _idle_connections_loop(self) -> None:
+        interval = max(0.01, self.context.config.get_int("broker.maintenance.interval.ms", 1000) / 1000)
         while True:
             await asyncio.sleep(interval)
-            try:
-                ctx.logs.run_maintenance(ctx.clock_ms(), compaction=ctx.config.get_bool("log.cleaner.enable", True))
-            except Exception:
-                log.exception("log maintenance failed")
             self._close_idle_connections()
 
     def _close_idle_connections(self) -> None:

@@ -11,7 +11,7 @@ from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.manager import LogManager, partition_dir_name
 from tidelake.log.partition import AppendResult, OffsetPosition, PartitionLog, ReadResult
 from tidelake.log.producer_state import ProducerStateManager
-from tidelake.log.record_errors import InvalidRecord
+from tidelake.errors import InvalidRecord
 
 __all__ = ["LogConfig", "PartitionLog", "AppendResult", "ReadResult", "CompactionStats", "OffsetPosition",
            "LogManager", "ProducerStateManager", "LeaderEpochCache", "LogCleaner", "InvalidRecord",

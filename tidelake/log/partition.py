@@ -40,7 +40,7 @@ from tidelake.log.cleaner import SWAP_SUFFIX, CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig
 from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
 from tidelake.log.producer_state import BatchMetadata
-from tidelake.log.record_errors import check_keys_for_compaction
+from tidelake.log.record_errors import keyless_records, keyless_records_error
 from tidelake.log.segment import SCAN_CHUNK, Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
@@ -173,6 +173,8 @@ class PartitionLog:
         pos = 0
         max_message_bytes = self.config.max_message_bytes
         keys_required = self._keys_required
+        keyless: list[int] = []  # record indexes across the request's batches (KIP-467's batch_index)
+        first_record = 0
         while pos < n:
             try:
                 h = rb.validate_batch(buf, pos)
@@ -186,11 +188,14 @@ class PartitionLog:
                 raise CorruptMessage("clients may not produce control batches")
             if keys_required:
                 try:
-                    check_keys_for_compaction(buf, pos, h, self.directory.name)
+                    keyless += [first_record + i for i in keyless_records(buf, pos, h)]
                 except CorruptRecordError as e:
                     raise CorruptMessage(str(e)) from None
+                first_record += h.records_count
             headers.append((pos, h))
             pos += h.size
+        if keyless:
+            raise keyless_records_error(keyless, self.directory.name)
         with self._lock:
             self._check_open()
             dup = self._check_producers(headers)

@@ -19,7 +19,6 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import error_code, per_partition
-from tidelake.broker.record_validation import check_keys_for_compaction
 from tidelake.broker.registry import api
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
@@ -88,8 +87,6 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
             try:
                 if records is None or not len(records):
                     raise errors.InvalidRequest("produce request without records")
-                if plog.config.compact:
-                    check_keys_for_compaction(records, name, index)
                 if transactional_id is not None:
                     _verify_transaction(broker, transactional_id, name, index, records)
                 result = plog.append(records, now_ms=now)
@@ -281,24 +278,11 @@ _OERTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _OERPartition = _OERTopic.EpochEndOffset
 
 
-def end_offset_for_epoch(plog: PartitionLog, epoch: int) -> tuple[int, int]:
-    """(epoch, end offset) as Kafka's leader answers from its leader-epoch cache: for the latest
-    epoch the log end offset; for an older one the largest epoch not above it and the start offset
-    of the epoch after it; for one older than every cached epoch the requested epoch and the first
-    cached start offset (the data before it is gone); (-1, -1) for an unknown or newer epoch."""
-    cache = plog.leader_epoch_cache
-    entries = cache.entries if cache is not None else []
-    if epoch < 0 or not entries or epoch > entries[-1][0]:
-        return -1, -1
-    if epoch < entries[0][0]:
-        return epoch, entries[0][1]
-    return cache.end_offset_for(epoch, plog.log_end_offset)
-
-
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
 async def offset_for_leader_epoch(broker: BrokerContext, ctx: RequestContext, request):
     def answer(plog, p):
-        epoch, end_offset = end_offset_for_epoch(plog, p.leader_epoch)
+        # Kafka's answers (newer/older/truncated epochs) live in the cache itself
+        epoch, end_offset = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
         return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
 
     def fail(p, code):
