@@ -26,6 +26,15 @@ def read_everything(bootstrap, topic, partitions, *, expected, timeout=60):
             for m in poll_messages(bootstrap, topic, range(partitions), expected, timeout=timeout)}
 
 
+def log_end_offsets(port, topic, partitions) -> list[int]:
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": f"127.0.0.1:{port}", "group.id": "unused"})
+    try:
+        return [c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in range(partitions)]
+    finally:
+        c.close()
+
+
 def test_embedded_restart_keeps_every_record_offset_and_topic_config(tmp_path):
     with EmbeddedBroker(tmp_path) as b:
         a = AdminClient({"bootstrap.servers": b.bootstrap_servers})
@@ -116,7 +125,10 @@ def test_kill_9_mid_produce_then_restart_keeps_every_acknowledged_record(tmp_pat
         snapshot = dict(acked)
 
         proc = _start_cli_broker(data, port)
-        stored = read_everything(f"127.0.0.1:{port}", "crash", 2, expected=len(snapshot), timeout=90)
+        # read to each partition's end: the log also holds records written but never acknowledged, so
+        # stopping after len(snapshot) messages could miss the tail of one partition
+        stored = read_everything(f"127.0.0.1:{port}", "crash", 2, expected=sum(log_end_offsets(port, "crash", 2)),
+                                 timeout=90)
         missing = [k for k in snapshot if k not in stored]
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:5]}"
         assert all(stored[k][1] == v for k, v in snapshot.items())
