@@ -217,3 +217,26 @@ def test_cleaner_owns_its_clean_point_and_stats(tmp_path: Path):
     assert log.cleaner.stats.records_removed == first.records_removed + second.records_removed
     assert log.cleaner.clean_point == log.active_segment.base_offset
     log.close()
+
+
+def test_retention_and_compaction_passes_are_logged_at_info(tmp_path: Path, caplog):
+    """An operator sees what maintenance did: one INFO line per retention delete and compaction pass."""
+    import logging
+
+    from tidelake.log import LogConfig, LogManager
+    from tidelake.protocol.records import Record, build_batch
+
+    now = 1_700_000_000_000
+    mgr = LogManager(tmp_path, clock_ms=lambda: now)
+    old = mgr.create("old", 0, LogConfig(retention_ms=1000, segment_bytes=200))
+    kept = mgr.create("kept", 0, LogConfig(cleanup_policy="compact", segment_bytes=200,
+                                                  min_cleanable_dirty_ratio=0.0))
+    for i in range(6):
+        old.append(build_batch([Record(0, now - 10_000, b"k", b"x" * 100)]), now_ms=now - 10_000)
+        kept.append(build_batch([Record(0, now, b"same-key", b"v%d" % i + b"x" * 100)]), now_ms=now)
+    with caplog.at_level(logging.INFO, logger="tidelake.log"):
+        mgr.run_maintenance(now)
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert any(m.startswith("retention deleted ") and " of old-0; " in m for m in lines), lines
+    assert any(m.startswith("compacted kept-0: ") for m in lines), lines
+    mgr.close()

@@ -113,9 +113,16 @@ class LogManager:
                 plog.maybe_roll(now)
                 plog.maybe_flush(now)
                 if plog.config.delete:
-                    plog.apply_retention(now)
+                    deleted = plog.apply_retention(now)
+                    if deleted:
+                        log.info("retention deleted %d segment(s) of %s-%d; log start offset now %d",
+                                 deleted, topic, partition, plog.log_start_offset)
                 if self.compaction_enabled and plog.config.compact and not plog.closed:
-                    plog.maybe_compact(now)
+                    stats = plog.maybe_compact(now)
+                    if stats is not None and stats.segments_cleaned:
+                        log.info("compacted %s-%d: %d segment(s), %d -> %d bytes, %d record(s) and %d tombstone(s) "
+                                 "removed", topic, partition, stats.segments_cleaned, stats.bytes_before,
+                                 stats.bytes_after, stats.records_removed, stats.tombstones_removed)
             except Exception:
                 if not plog.closed:  # a log deleted or closed meanwhile is not an error
                     log.exception("maintenance of %s-%d failed", topic, partition)
