@@ -16,7 +16,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.broker import EmbeddedBroker
-from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
 from tidelake.spark.runner import Pipeline
 from tidelake.table import Table
 
@@ -100,7 +100,7 @@ def test_commit_after_duplicates_one_batch(spark, broker, tmp_path):  # noqa: F8
 def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_path):  # noqa: F811
     """Also the runner's fallback reader (confluent-kafka in the executors instead of the data source)."""
     make_topic(broker, "seo1")
-    gtoffset = GtoffsetFile(tmp_path / "gtoffset", "g-seo1", "seo1")
+    gtoffset = ClientOffsetFile(tmp_path / "gtoffset", "g-seo1", "seo1")
     assert gtoffset.read() is None  # no file: start from earliest
     pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(max_batches=2)
     assert gtoffset.read() == {p: 20 for p in range(PARTITIONS)}

@@ -13,11 +13,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
-from tidelake.spark.kafka_offsets import (
-    KafkaOffsetReader, KafkaSourceError, KafkaSourceOptions, OffsetRange, cap_end_offsets, group_ranges,
-    offsets_from_json, offsets_to_json, plan_ranges,
-)
+from tidelake.spark.kafka_offset_reader import KafkaOffsetReader
+from tidelake.spark.kafka_options import KafkaSourceError, KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
+from tidelake.spark.offset_range import (
+    OffsetRange, cap_end_offsets, group_ranges, offsets_from_json, offsets_to_json, plan_ranges,
+)
 
 BASE_TS_MS = 1_700_000_000_000
 
