@@ -131,8 +131,10 @@ def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_pat
 
 
 def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_path):  # noqa: F811
+    """The first run reads through the ``tidelake-kafka`` data source, the restart inside the parsing tasks:
+    the same reader either way."""
     make_topic(broker, "eo1")
-    p = pipeline(spark, broker, "eo1", "exactly-once", tmp_path)
+    p = pipeline(spark, broker, "eo1", "exactly-once", tmp_path, reader="datasource")
     p.run(max_batches=2)
     table = Table.open(str(tmp_path / "table"))
     state = table.app_state(p.config.app_id)

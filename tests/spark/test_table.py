@@ -129,9 +129,9 @@ def test_failed_spark_job_leaves_nothing_visible(spark, tmp_path):
 
 def test_stream_sink_commit_is_idempotent_per_batch_id(tmp_path):
     path = str(tmp_path / "t")
-    Table.create(path, pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("name", pa.string())]), ["id"],
-                 {"write.bucket.num": "2", "clustering.auto": "false"})
-    writer = TableStreamWriter(path, "upsert", app_id="query-1", checkpoint_location=None)
+    table = Table.create(path, pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("name", pa.string())]),
+                         ["id"], {"write.bucket.num": "2", "clustering.auto": "false"})
+    writer = TableStreamWriter(table, "upsert", app_id="query-1", checkpoint_location=None)
     batch = pa.record_batch({"id": [1, 2], "amount": [10, 20], "name": ["a", "b"]})
     first = writer.write(iter([batch]))
     writer.commit([first], 0)
