@@ -143,16 +143,16 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     row_type = _row_type(schema)
     if fmt == "json":
         parsed = _read_objects(texts, pa.schema(list(row_type)))
-        is_delete = pa.array([False] * parsed.num_rows)
+        op = pa.array(np.full(parsed.num_rows, OP_UPSERT, np.int8))
         keep = None
         columns = {f.name: parsed.column(f.name) for f in schema}
     else:
         envelope = [pa.field("before", row_type), pa.field("after", row_type), pa.field("op", pa.string())]
         parsed = _read_objects(texts, pa.schema(envelope + [pa.field("payload", pa.struct(envelope))]))
         is_delete, keep, columns = _resolve_debezium(parsed, schema)
+        op = pc.if_else(is_delete, pa.scalar(OP_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
     arrays = [pc.cast(columns[f.name], f.type) for f in schema]
-    arrays += [pc.if_else(is_delete, pa.scalar(OP_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8())),
-               rows.column("partition").cast(pa.int32()), rows.column("offset").cast(pa.int64())]
+    arrays += [op, rows.column("partition").cast(pa.int32()), rows.column("offset").cast(pa.int64())]
     changes = pa.Table.from_arrays(arrays, schema=out_schema)
     return changes if keep is None else changes.filter(keep)
 

@@ -38,38 +38,38 @@ def kafka_arrow_schema(include_headers: bool, columns: Sequence[str] | None = No
 
 def _to_batch(messages: list, schema: pa.Schema) -> pa.RecordBatch:
     """confluent-kafka messages -> one Arrow batch of ``schema``'s Kafka columns."""
-    arrays = []
+    columns = {}
     for name in schema.names:
         if name == "key":
-            arrays.append(pa.array([m.key() for m in messages], pa.binary()))
+            columns[name] = pa.array([m.key() for m in messages], pa.binary())
         elif name == "value":
-            arrays.append(pa.array([m.value() for m in messages], pa.binary()))
+            columns[name] = pa.array([m.value() for m in messages], pa.binary())
         elif name == "topic":
-            arrays.append(pa.array([m.topic() for m in messages], pa.string()))
+            columns[name] = pa.array([m.topic() for m in messages], pa.string())
         elif name == "partition":
-            arrays.append(pa.array([m.partition() for m in messages], pa.int32()))
+            columns[name] = pa.array([m.partition() for m in messages], pa.int32())
         elif name == "offset":
-            arrays.append(pa.array([m.offset() for m in messages], pa.int64()))
+            columns[name] = pa.array([m.offset() for m in messages], pa.int64())
         elif name == "headers":
-            arrays.append(pa.array([None if (h := m.headers()) is None else [{"key": k, "value": v} for k, v in h]
-                                    for m in messages], HEADER_TYPE))
-        else:
-            arrays.append(_timestamp_column(name, messages))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+            columns[name] = pa.array([None if (h := m.headers()) is None else [{"key": k, "value": v} for k, v in h]
+                                      for m in messages], HEADER_TYPE)
+        elif name not in columns:
+            columns["timestamp"], columns["timestampType"] = _timestamps(messages)
+    return pa.RecordBatch.from_arrays([columns[n] for n in schema.names], schema=schema)
 
 
-def _timestamp_column(name: str, messages: list) -> pa.Array:
-    """The one timestampType rule: librdkafka's 1 = CreateTime, 2 = LogAppendTime, 0 = none are Spark's
-    (Java's) 0, 1 and -1; a timestamp is only set for CreateTime / LogAppendTime."""
+def _timestamps(messages: list) -> tuple[pa.Array, pa.Array]:
+    """(timestamp, timestampType) with the one timestampType rule: librdkafka's 1 = CreateTime,
+    2 = LogAppendTime, 0 = none are Spark's (Java's) 0, 1 and -1; a timestamp is only set for CreateTime
+    and LogAppendTime."""
     stamps = [m.timestamp() for m in messages]
     kind = pa.array([k for k, _ in stamps], pa.int32())
     known = pc.or_(pc.equal(kind, 1), pc.equal(kind, 2))
-    if name == "timestampType":
-        return pc.if_else(known, pc.subtract(kind, 1), pa.scalar(-1, pa.int32()))
+    kind = pc.if_else(known, pc.subtract(kind, 1), pa.scalar(-1, pa.int32()))
     millis = pa.array([t for _, t in stamps], pa.int64())
     valid = pc.and_(known, pc.greater_equal(millis, 0))
     micros = pc.if_else(valid, pc.multiply(millis, 1000), pa.scalar(None, pa.int64()))
-    return micros.cast(pa.timestamp("us", tz="UTC"))
+    return micros.cast(pa.timestamp("us", tz="UTC")), kind
 
 
 def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange],
