@@ -108,7 +108,8 @@ class KafkaOffsetReader:
         try:
             deadline = time.monotonic() + self.timeout_s
             while waiting and time.monotonic() < deadline:
-                for message in probe.consume(num_messages=10_000, timeout=0.2):
+                # consume() returns once it has num_messages events (or at the timeout): one EOF per partition.
+                for message in probe.consume(num_messages=len(waiting), timeout=0.2):
                     key = (message.topic(), message.partition())
                     if key not in waiting:
                         continue

@@ -107,7 +107,11 @@ def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange],
         kept: list = []  # messages of the next batch
         deadline = time.monotonic() + timeout_s
         while pending:
-            messages = consumer.consume(num_messages=min(options.max_arrow_batch_rows, 10_000), timeout=0.5)
+            # consume() waits until it has num_messages records (or the timeout): ask for no more than the
+            # ranges still hold, so the last records of a batch are returned as soon as they arrive.
+            remaining = sum(by_partition[key].end - positions[key] for key in pending)
+            messages = consumer.consume(num_messages=max(1, min(options.max_arrow_batch_rows, 10_000, remaining)),
+                                        timeout=0.5)
             kept_before = len(kept)
             for message in messages:
                 key = (message.topic(), message.partition())
