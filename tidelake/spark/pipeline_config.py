@@ -26,7 +26,9 @@ class SourceConfig:
     group_id: str
     max_rate_per_partition: int | None = None  # records per second per partition (the paper's maxRatePerPartition)
     batch_interval: float = 2.0  # seconds
-    reader: str = "auto"  # auto | datasource | direct
+    # How Spark reads the ranges, with the same reader (kafka_reader.read_ranges) either way: auto / direct =
+    # inside the tasks that parse the values; datasource = through format("tidelake-kafka") first.
+    reader: str = "auto"
     kafka: dict[str, str] = field(default_factory=dict)  # extra client settings (kafka.* in Spark's source)
 
     @property
