@@ -227,3 +227,69 @@ def test_cli_example_config_is_valid(tmp_path):
     cfg = PipelineConfig.from_dict(yaml.safe_load(result.output), base_dir=tmp_path)
     assert cfg.offsets == "exactly-once" and cfg.source.max_records_per_partition == 2000
     assert cfg.sink.primary_key == ["id"] and cfg.sink.table == str(tmp_path / "orders-table")
+
+
+# ------------------------------------------------------------------------------------------- offset modes
+class RecordingGroup:
+    """Stands in for the broker's consumer group: records what the modes commit."""
+
+    def __init__(self, committed=None):
+        self.stored, self.commits, self.shown = committed, [], []
+
+    def committed(self):
+        return self.stored
+
+    def commit(self, offsets):
+        self.commits.append(dict(offsets))
+
+    def show_progress(self, offsets):
+        self.shown.append(dict(offsets))
+
+
+def test_offset_modes_record_progress_where_the_paper_says(tmp_path):
+    from tidelake.spark.offset_modes import AutoCommit, CommitAfterWrite, SimilarExactlyOnce
+
+    first, second = Batch(0, [], {0: 10}), Batch(1, [], {0: 20})
+    # auto: the log end is committed before the batch is read.
+    group = RecordingGroup({0: 5})
+    auto = AutoCommit(group)
+    assert auto.stored() == {0: 5}
+    auto.before_read({0: 40})
+    auto.after_write(first)
+    assert group.commits == [{0: 40}]
+    # commit-after (commitAsync): queued after the write, sent with the next batch; a finished run flushes.
+    group = RecordingGroup()
+    after = CommitAfterWrite(group)
+    after.after_write(first)
+    assert group.commits == []
+    after.before_read({0: 40})
+    after.after_write(second)
+    assert group.commits == [{0: 10}]
+    after.finish()
+    assert group.commits == [{0: 10}, {0: 20}]
+    sync_group = RecordingGroup()
+    CommitAfterWrite(sync_group, sync=True).after_write(first)
+    assert sync_group.commits == [{0: 10}]
+    # seo: the gtoffset file is where to start and is rewritten after the write; the group only shows lag.
+    group = RecordingGroup({0: 99})
+    seo = SimilarExactlyOnce(ClientOffsetFile(tmp_path, "g", "t"), group)
+    assert seo.stored() is None  # no file: the group's offsets do not count
+    seo.after_write(first)
+    assert seo.stored() == {0: 10} and group.shown == [{0: 10}] and group.commits == []
+
+
+def test_exactly_once_keeps_offsets_in_the_table_commit(tmp_path):
+    from tidelake.spark.offset_modes import ExactlyOnce, PipelineFencedError
+
+    table = Table.create(str(tmp_path / "t"), SCHEMA, ["id"])
+    group = RecordingGroup()
+    mode = ExactlyOnce(table, "app", "t", group)
+    assert mode.stored() is None and mode.next_batch_id() == 0
+    batch = Batch.after(0, {0: 0, 1: 5}, [OffsetRange("t", 0, 0, 10)])
+    table.commit_staged([], **mode.table_commit(batch))
+    mode.after_write(batch)
+    assert mode.stored() == {0: 10, 1: 5} and mode.next_batch_id() == 1 and group.shown == [{0: 10, 1: 5}]
+    # Another instance committed batch 1 first, with other offsets: this one must stop.
+    table.commit_staged([], **mode.table_commit(Batch(1, [], {0: 12, 1: 5})))
+    with pytest.raises(PipelineFencedError):
+        mode.after_write(Batch(1, [], {0: 11, 1: 5}))

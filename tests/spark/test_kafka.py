@@ -224,6 +224,9 @@ def test_range_ending_in_transaction_marker_is_read_without_waiting(bootstrap):
     first_txn = [v for batch in read_ranges(options, [OffsetRange(topic, 0, 0, 11)])
                  for v in batch.column("value").to_pylist()]
     assert first_txn == [f"committed-{i}".encode() for i in range(10)]
+    # Only the columns a caller asks for (the pipeline needs no keys, timestamps or headers).
+    (projected,) = read_ranges(options, [OffsetRange(topic, 0, 0, 11)], columns=("value", "offset"))
+    assert projected.schema.names == ["value", "offset"] and projected.num_rows == 10
 
 
 def run_available_now(spark, bootstrap, topic, checkpoint, **options):
