@@ -294,6 +294,12 @@ def test_fail_on_data_loss(spark, tidelake_broker):
         read("true")
     rows = read("false")
     assert sorted((r.offset, int(r.key)) for r in rows) == [(o, o) for o in range(30, 100)]
+    # A partition that appeared after the query started begins at its log start: new, not lost.
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": tidelake_broker, "subscribe": topic,
+                                        "failOnDataLoss": "true"}, streaming=False)
+    offsets = [o for batch in read_ranges(options, [OffsetRange(topic, 0, 0, 100, new_partition=True)])
+               for o in batch.column("offset").to_pylist()]
+    assert offsets == list(range(30, 100))
 
 
 def test_compacted_gaps_end_ranges_without_waiting(tmp_path):

@@ -95,12 +95,10 @@ def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange],
     consumer = Consumer(options.consumer_config())
     timeout_s = options.poll_timeout_ms / 1000
     try:
-        positions: dict[tuple[str, int], int] = {}
-        for key, r in by_partition.items():
-            low, _high = consumer.get_watermark_offsets(KafkaTP(r.topic, r.partition), timeout=timeout_s,
-                                                        cached=False)
-            positions[key] = _checked_start(r, r.start, low, options)
-        pending = {key for key, pos in positions.items() if pos < by_partition[key].end}
+        # A start below the log start is found by the fetch itself (OFFSET_OUT_OF_RANGE, handled below), so
+        # no offset lookup delays the common case.
+        positions = {key: r.start for key, r in by_partition.items()}
+        pending = set(positions)
         consumer.assign([KafkaTP(t, p, positions[(t, p)]) for t, p in sorted(pending)])
 
         schema = kafka_arrow_schema(options.include_headers, columns)
