@@ -99,7 +99,7 @@ class KafkaOffsetReader:
         if self._probe is None:
             from confluent_kafka import Consumer
             config = self.options.consumer_config()
-            config["fetch.wait.max.ms"] = 10
+            config["fetch.wait.max.ms"] = 0  # an empty fetch at the end answers at once: EOF
             self._probe = Consumer(config)
         probe = self._probe
         result = dict(listed)
