@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.broker import EmbeddedBroker
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
+from tidelake.spark import runner
 from tidelake.spark.runner import Pipeline
 from tidelake.table import Table
 
@@ -152,11 +153,16 @@ def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_pat
     assert sorted(table.scan().column("amount").to_pylist()) == [i * 10 for i in range(PARTITIONS * PER_PARTITION)]
 
 
-def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("one_task_max_records", [runner.ONE_TASK_MAX_RECORDS, 0], ids=["one-task", "shuffled"])
+def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker, tmp_path, monkeypatch,  # noqa: F811
+                                                                  one_task_max_records):
     """Creates, updates and deletes of the same keys spread over several batches (and within one batch):
-    the table ends in the source database's state; events keyed by id as Debezium does."""
+    the table ends in the source database's state; events keyed by id as Debezium does. Small batches are
+    one task; larger ones are read by several tasks and shuffled by key before staging: both plans."""
+    monkeypatch.setattr(runner, "ONE_TASK_MAX_RECORDS", one_task_max_records)
+    topic = f"dbz-{one_task_max_records}"
     admin = AdminClient({"bootstrap.servers": broker})
-    for f in admin.create_topics([NewTopic("dbz1", PARTITIONS, 1)]).values():
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         f.result(30)
     producer = Producer({"bootstrap.servers": broker})
     source: dict[int, int] = {}
@@ -171,10 +177,10 @@ def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker,
             source[key] = step
             events.append((key, {"op": op, "before": None, "after": {"id": key, "amount": step}}))
     for key, event in events:
-        producer.produce("dbz1", None if event is None else json.dumps({"schema": {}, "payload": event}).encode(),
+        producer.produce(topic, None if event is None else json.dumps({"schema": {}, "payload": event}).encode(),
                          key=json.dumps({"id": key}).encode(), partition=key % PARTITIONS)
     assert producer.flush(30) == 0
-    p = pipeline(spark, broker, "dbz1", "exactly-once", tmp_path)
+    p = pipeline(spark, broker, topic, "exactly-once", tmp_path)
     p.config.sink.format = "debezium-json"
     summary = p.run(once=True)
     assert summary.records == len(events) and len(summary.batches) >= 3

@@ -47,6 +47,7 @@ __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "
            "install_signal_handlers"]
 
 KAFKA_COLUMNS = ("value", "partition", "offset")  # what parsing needs of a Kafka row
+ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task, without a shuffle
 
 
 @dataclass
@@ -197,7 +198,8 @@ class Pipeline:
 
     # -- one batch
     def _changes(self, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema):
-        """A DataFrame of the changes in ``ranges``: the table's columns, ``_op`` and the ordering columns."""
+        """(a DataFrame of the changes in ``ranges``: the table's columns, ``_op`` and the ordering columns;
+        whether it comes from several tasks)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         spark, src, sink = self.spark(), self.config.source, self.config.sink
@@ -213,17 +215,20 @@ class Pipeline:
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
             rows = reader.load().select(*KAFKA_COLUMNS)
-            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key), out)
-        # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker.
-        groups = group_ranges(ranges, num_groups=options.num_input_partitions, min_partitions=None)
+            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key), out), True
+        # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
+        # is one task: a shuffle would cost more than spreading it gains.
+        small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
+        groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
         tasks = spark.range(0, len(groups), 1, len(groups))
-        return tasks.mapInArrow(_read_and_parse_task(options, groups, schema, sink.format, sink.primary_key), out)
+        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key)
+        return tasks.mapInArrow(task, out), len(groups) > 1
 
     def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange]) -> list[StagedFiles]:
         """Read, parse and stage one batch; every task's StagedFiles message."""
         spark, sink = self.spark(), self.config.sink
-        changes = self._changes(options, ranges, table.schema)
-        if sink.mode == "upsert":
+        changes, several_tasks = self._changes(options, ranges, table.schema)
+        if sink.mode == "upsert" and several_tasks:
             # Every change of one key in one task, so the table's last-change-per-key rule sees all of them.
             changes = changes.repartition(spark.sparkContext.defaultParallelism, *sink.primary_key)
         rows = changes.mapInArrow(_stage_task(table), StagedFiles.DDL).collect()
