@@ -99,7 +99,9 @@ class KafkaOffsetReader:
         if self._probe is None:
             from confluent_kafka import Consumer
             config = self.options.consumer_config()
-            config["fetch.wait.max.ms"] = 0  # an empty fetch at the end answers at once: EOF
+            # An empty fetch at the end answers (almost) at once with the end; 1 ms, not 0: with 0 some brokers
+            # (Tansu) never let the consumer see the partition end.
+            config["fetch.wait.max.ms"] = 1
             self._probe = Consumer(config)
         probe = self._probe
         result = dict(listed)
