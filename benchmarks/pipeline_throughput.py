@@ -1,6 +1,6 @@
 """Kafka -> table throughput and freshness of the pipeline, against the no-Kafka, no-transaction limit.
 
-    .venv/bin/python benchmarks/pipeline_throughput.py [--records 400000] [--freshness-seconds 30]
+    .venv/bin/python benchmarks/pipeline_throughput.py [--records 400000] [--freshness-seconds 30] [--commit-batches 40]
 
 1. Throughput: N Debezium change events (creates and updates of N/2 keys, ~110 B each) in a 4-partition topic
    of tidelake's broker; ``Pipeline(...).run(once=True)`` in exactly-once mode on Spark ``local[2]`` (no rate
@@ -13,6 +13,10 @@
 3. Freshness: a producer writes events at a fixed rate with the produce time inside; the pipeline runs
    continuously (batch interval 1 s); per record, freshness = commit time of the table version holding it
    (the ``_commit_time`` column of ``table.changes``) - produce time; p50 / p99.
+4. Commit latency: ``--commit-batches`` small batches (``--commit-batch-records`` records each) into a table
+   with automatic compaction on (``compaction.commit.num=10``; clustering.auto is on by default): p50 / p99 of
+   the batch's table commit (``BatchResult.commit_seconds``: ``commit_staged`` with the automatic table
+   maintenance it runs) and of the whole batch.
 """
 from __future__ import annotations
 
@@ -35,9 +39,10 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from tidelake.spark.debezium import OP_COLUMN  # noqa: E402
-from tidelake.spark.runner import Pipeline, _parse_values  # noqa: E402
+from tidelake.spark.changes import ORDER_COLUMNS, changes_schema  # noqa: E402
+from tidelake.spark.runner import Pipeline, _parse_task  # noqa: E402
 from tidelake.table import Table  # noqa: E402
+from tidelake.table.files import OP  # noqa: E402
 
 PARTITIONS = 4
 SCHEMA_DDL = "id long, amount long, ts_ms long"
@@ -69,14 +74,15 @@ def send(producer: Producer, topic: str, key: int, value: bytes) -> None:
             producer.poll(0.05)
 
 
-def pipeline_config(bootstrap: str, topic: str, table: Path, rate: int | None, interval: float) -> dict:
+def pipeline_config(bootstrap: str, topic: str, table: Path, rate: int | None, interval: float,
+                    properties: dict | None = None) -> dict:
     source = {"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"bench-{topic}",
               "batch_interval": interval}
     if rate:
         source["max_rate_per_partition"] = rate
     return {"source": source, "offsets": "exactly-once",
             "sink": {"table": str(table), "format": "debezium-json", "primary_key": ["id"], "schema": SCHEMA_DDL,
-                     "buckets": 4}}
+                     "buckets": 4, "properties": properties or {}}}
 
 
 def produce_events(bootstrap: str, topic: str, records: int) -> tuple[list, list, list]:
@@ -115,9 +121,7 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
     pq.write_table(pa.table({"value": pa.array(values, pa.binary()), "partition": pa.array(parts, pa.int32()),
                              "offset": pa.array(offsets, pa.int64())}), src)
     schema = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("ts_ms", pa.int64())])
-    parsed_schema = from_arrow_schema(pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.string()),
-                                                                pa.field("_kafka_partition", pa.int32()),
-                                                                pa.field("_kafka_offset", pa.int64())]))
+    parsed_schema = from_arrow_schema(changes_schema(schema))
     out = work / f"{name}-baseline-out"
     batches = max(1, -(-max(offsets) // batch)) if offsets else 1
     began = time.monotonic()
@@ -125,9 +129,9 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
         df = spark.read.parquet(str(src))
         if batches > 1:
             df = df.where(f"offset >= {b * batch} and offset < {(b + 1) * batch}")
-        parsed = df.mapInArrow(_parse_values("debezium-json", schema), parsed_schema)
+        parsed = df.mapInArrow(_parse_task(schema, "debezium-json", ["id"]), parsed_schema)
         parsed = parsed.repartition(spark.sparkContext.defaultParallelism, "id")
-        parsed.drop(OP_COLUMN, "_kafka_partition", "_kafka_offset").write.mode("append").parquet(str(out))
+        parsed.drop(OP, *ORDER_COLUMNS).write.mode("append").parquet(str(out))
     return time.monotonic() - began, batches
 
 
@@ -186,6 +190,25 @@ def freshness(bootstrap: str, work: Path, spark, seconds: float, rate: int) -> d
             "p50_ms": round(q[0]), "p99_ms": round(q[1]), "max_ms": pc.max(lag).as_py()}
 
 
+def commit_latency(bootstrap: str, work: Path, spark, batches: int, batch_records: int) -> dict:
+    """Many small batches into a table with automatic compaction on: the table commit's share of a batch."""
+    topic = "bench-commit"
+    records = batches * batch_records
+    produce_events(bootstrap, topic, records)
+    per_partition = batch_records // PARTITIONS
+    cfg = pipeline_config(bootstrap, topic, work / "commit-table", rate=per_partition, interval=1.0,
+                          properties={"compaction.commit.num": "10"})
+    summary = Pipeline(cfg, spark=spark).run(once=True)
+    assert summary.records == records, summary.records
+    import numpy as np
+    commit = np.array([b.commit_seconds for b in summary.batches]) * 1000
+    whole = np.array([b.seconds for b in summary.batches]) * 1000
+    return {"batches": len(summary.batches), "records_per_batch": batch_records,
+            "commit_p50_ms": round(float(np.percentile(commit, 50))), "commit_p99_ms": round(float(np.percentile(commit, 99))),
+            "commit_max_ms": round(float(commit.max())),
+            "batch_p50_ms": round(float(np.percentile(whole, 50))), "batch_p99_ms": round(float(np.percentile(whole, 99)))}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=400_000)
@@ -193,6 +216,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=2, help="measurements of each job (best is reported)")
     ap.add_argument("--freshness-seconds", type=float, default=30.0)
     ap.add_argument("--freshness-rate", type=int, default=2000, help="records/s produced in the freshness run")
+    ap.add_argument("--commit-batches", type=int, default=40, help="batches of the commit-latency run (0: skip)")
+    ap.add_argument("--commit-batch-records", type=int, default=2000, help="records per batch in that run")
     args = ap.parse_args()
     from tidelake.broker import EmbeddedBroker
 
@@ -202,12 +227,18 @@ def main() -> None:
         spark = Pipeline(pipeline_config(broker.bootstrap_servers, "x", work / "x", None, 1.0)).spark()
         t = throughput(broker.bootstrap_servers, work, spark, args.records, args.batch, args.repeats)
         print("throughput:", json.dumps(t), flush=True)
-        f = freshness(broker.bootstrap_servers, work, spark, args.freshness_seconds, args.freshness_rate)
-        print("freshness:", json.dumps(f), flush=True)
+        f = c = None
+        if args.freshness_seconds > 0:
+            f = freshness(broker.bootstrap_servers, work, spark, args.freshness_seconds, args.freshness_rate)
+            print("freshness:", json.dumps(f), flush=True)
+        if args.commit_batches > 0:
+            c = commit_latency(broker.bootstrap_servers, work, spark, args.commit_batches, args.commit_batch_records)
+            print("commit:", json.dumps(c), flush=True)
         print()
         print(f"Command: `.venv/bin/python benchmarks/pipeline_throughput.py --records {args.records} "
               f"--batch {args.batch} --repeats {args.repeats} --freshness-seconds {args.freshness_seconds:g} "
-              f"--freshness-rate {args.freshness_rate}` (Spark local[2], 4 partitions, exactly-once, "
+              f"--freshness-rate {args.freshness_rate} --commit-batches {args.commit_batches} "
+              f"--commit-batch-records {args.commit_batch_records}` (Spark local[2], 4 partitions, exactly-once, "
               f"Debezium JSON ~{len(event(1, 2, 0))} B)")
         print()
         print("| job | records | batches | seconds | records/s |")
@@ -218,9 +249,15 @@ def main() -> None:
               f"{t['baseline_batches']} | {t['baseline_s']} | {t['baseline_rps']} |")
         print(f"| **ratio** | | | | **{t['ratio']}** (goal >= 0.7) |")
         print()
-        print(f"Freshness (produce -> visible in the table), {f['rate']} records/s for {f['seconds']:g} s, "
-              f"batch interval 1 s: p50 {f['p50_ms']} ms, p99 {f['p99_ms']} ms, max {f['max_ms']} ms "
-              f"({f['visible']} of {f['produced']} visible).")
+        if f is not None:
+            print(f"Freshness (produce -> visible in the table), {f['rate']} records/s for {f['seconds']:g} s, "
+                  f"batch interval 1 s: p50 {f['p50_ms']} ms, p99 {f['p99_ms']} ms, max {f['max_ms']} ms "
+                  f"({f['visible']} of {f['produced']} visible).")
+        if c is not None:
+            print(f"Batch commit with automatic compaction on (compaction.commit.num=10), {c['batches']} batches of "
+                  f"{c['records_per_batch']} records: table commit p50 {c['commit_p50_ms']} ms, p99 "
+                  f"{c['commit_p99_ms']} ms, max {c['commit_max_ms']} ms; whole batch p50 {c['batch_p50_ms']} ms, "
+                  f"p99 {c['batch_p99_ms']} ms.")
         spark.stop()
 
 

@@ -23,7 +23,9 @@ from tidelake.table import Table
 
 pytestmark = pytest.mark.spark
 
-PARTITIONS, PER_PARTITION = 4, 200
+# Enough batches (rate 100/s x 0.5 s = 50 records per partition each) that a kill up to 1.5 s after the first
+# batch still leaves work to do, however fast a batch is.
+PARTITIONS, PER_PARTITION = 4, 400
 TOTAL = PARTITIONS * PER_PARTITION
 
 

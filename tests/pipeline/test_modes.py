@@ -16,7 +16,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.broker import EmbeddedBroker
-from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
+from tidelake.spark import runner
 from tidelake.spark.runner import Pipeline
 from tidelake.table import Table
 
@@ -100,7 +101,7 @@ def test_commit_after_duplicates_one_batch(spark, broker, tmp_path):  # noqa: F8
 def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_path):  # noqa: F811
     """Also the runner's fallback reader (confluent-kafka in the executors instead of the data source)."""
     make_topic(broker, "seo1")
-    gtoffset = GtoffsetFile(tmp_path / "gtoffset", "g-seo1", "seo1")
+    gtoffset = ClientOffsetFile(tmp_path / "gtoffset", "g-seo1", "seo1")
     assert gtoffset.read() is None  # no file: start from earliest
     pipeline(spark, broker, "seo1", "seo", tmp_path, reader="direct").run(max_batches=2)
     assert gtoffset.read() == {p: 20 for p in range(PARTITIONS)}
@@ -131,8 +132,10 @@ def test_seo_graceful_restart_and_out_of_range_correction(spark, broker, tmp_pat
 
 
 def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_path):  # noqa: F811
+    """The first run reads through the ``tidelake-kafka`` data source, the restart inside the parsing tasks:
+    the same reader either way."""
     make_topic(broker, "eo1")
-    p = pipeline(spark, broker, "eo1", "exactly-once", tmp_path)
+    p = pipeline(spark, broker, "eo1", "exactly-once", tmp_path, reader="datasource")
     p.run(max_batches=2)
     table = Table.open(str(tmp_path / "table"))
     state = table.app_state(p.config.app_id)
@@ -150,11 +153,16 @@ def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_pat
     assert sorted(table.scan().column("amount").to_pylist()) == [i * 10 for i in range(PARTITIONS * PER_PARTITION)]
 
 
-def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker, tmp_path):  # noqa: F811
+@pytest.mark.parametrize("one_task_max_records", [runner.ONE_TASK_MAX_RECORDS, 0], ids=["one-task", "shuffled"])
+def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker, tmp_path, monkeypatch,  # noqa: F811
+                                                                  one_task_max_records):
     """Creates, updates and deletes of the same keys spread over several batches (and within one batch):
-    the table ends in the source database's state; events keyed by id as Debezium does."""
+    the table ends in the source database's state; events keyed by id as Debezium does. Small batches are
+    one task; larger ones are read by several tasks and shuffled by key before staging: both plans."""
+    monkeypatch.setattr(runner, "ONE_TASK_MAX_RECORDS", one_task_max_records)
+    topic = f"dbz-{one_task_max_records}"
     admin = AdminClient({"bootstrap.servers": broker})
-    for f in admin.create_topics([NewTopic("dbz1", PARTITIONS, 1)]).values():
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         f.result(30)
     producer = Producer({"bootstrap.servers": broker})
     source: dict[int, int] = {}
@@ -169,10 +177,10 @@ def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker,
             source[key] = step
             events.append((key, {"op": op, "before": None, "after": {"id": key, "amount": step}}))
     for key, event in events:
-        producer.produce("dbz1", None if event is None else json.dumps({"schema": {}, "payload": event}).encode(),
+        producer.produce(topic, None if event is None else json.dumps({"schema": {}, "payload": event}).encode(),
                          key=json.dumps({"id": key}).encode(), partition=key % PARTITIONS)
     assert producer.flush(30) == 0
-    p = pipeline(spark, broker, "dbz1", "exactly-once", tmp_path)
+    p = pipeline(spark, broker, topic, "exactly-once", tmp_path)
     p.config.sink.format = "debezium-json"
     summary = p.run(once=True)
     assert summary.records == len(events) and len(summary.batches) >= 3

@@ -13,11 +13,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
-from tidelake.spark.kafka_offsets import (
-    KafkaOffsetReader, KafkaSourceError, KafkaSourceOptions, OffsetRange, cap_end_offsets, group_ranges,
-    offsets_from_json, offsets_to_json, plan_ranges,
-)
+from tidelake.spark.kafka_offset_reader import KafkaOffsetReader
+from tidelake.spark.kafka_options import KafkaSourceError, KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
+from tidelake.spark.offset_range import (
+    OffsetRange, cap_end_offsets, group_ranges, offsets_from_json, offsets_to_json, plan_ranges,
+)
 
 BASE_TS_MS = 1_700_000_000_000
 
@@ -223,6 +224,9 @@ def test_range_ending_in_transaction_marker_is_read_without_waiting(bootstrap):
     first_txn = [v for batch in read_ranges(options, [OffsetRange(topic, 0, 0, 11)])
                  for v in batch.column("value").to_pylist()]
     assert first_txn == [f"committed-{i}".encode() for i in range(10)]
+    # Only the columns a caller asks for (the pipeline needs no keys, timestamps or headers).
+    (projected,) = read_ranges(options, [OffsetRange(topic, 0, 0, 11)], columns=("value", "offset"))
+    assert projected.schema.names == ["value", "offset"] and projected.num_rows == 10
 
 
 def run_available_now(spark, bootstrap, topic, checkpoint, **options):
@@ -290,6 +294,12 @@ def test_fail_on_data_loss(spark, tidelake_broker):
         read("true")
     rows = read("false")
     assert sorted((r.offset, int(r.key)) for r in rows) == [(o, o) for o in range(30, 100)]
+    # A partition that appeared after the query started begins at its log start: new, not lost.
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": tidelake_broker, "subscribe": topic,
+                                        "failOnDataLoss": "true"}, streaming=False)
+    offsets = [o for batch in read_ranges(options, [OffsetRange(topic, 0, 0, 100, new_partition=True)])
+               for o in batch.column("offset").to_pylist()]
+    assert offsets == list(range(30, 100))
 
 
 def test_compacted_gaps_end_ranges_without_waiting(tmp_path):

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import tidelake.spark as tls
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
-from tidelake.spark.table_source import (StagedFiles, TableStreamWriter, parse_timestamp_ms,
+from tidelake.spark.table_source import (StagedFiles, TableStreamWriter, parse_timestamp_ms, publish, stage,
                                          streaming_query_id)
 from tidelake.table import Table
 
@@ -129,9 +129,9 @@ def test_failed_spark_job_leaves_nothing_visible(spark, tmp_path):
 
 def test_stream_sink_commit_is_idempotent_per_batch_id(tmp_path):
     path = str(tmp_path / "t")
-    Table.create(path, pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("name", pa.string())]), ["id"],
-                 {"write.bucket.num": "2", "clustering.auto": "false"})
-    writer = TableStreamWriter(path, "upsert", app_id="query-1", checkpoint_location=None)
+    table = Table.create(path, pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("name", pa.string())]),
+                         ["id"], {"write.bucket.num": "2", "clustering.auto": "false"})
+    writer = TableStreamWriter(table, "upsert", app_id="query-1", checkpoint_location=None)
     batch = pa.record_batch({"id": [1, 2], "amount": [10, 20], "name": ["a", "b"]})
     first = writer.write(iter([batch]))
     writer.commit([first], 0)
@@ -228,3 +228,31 @@ def test_kafka_to_table_stream_and_batch_replay(spark, broker, tmp_path):
     assert table.scan().num_rows == 110
     assert table.version == version + 1 and table.app_state(app_id)["batch_id"] == batches
     assert table.changes(start_version=version).num_rows == 10
+
+
+def test_publish_commits_once_and_records_an_applications_batch_without_files(tmp_path):
+    """The writers' and the pipeline's commit: nothing to publish is no commit, unless an application's batch
+    (its offsets) must be recorded, e.g. an exactly-once batch that held only tombstones."""
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("amount", pa.int64())]), ["id"])
+    assert publish(table, [StagedFiles(files=[], rows=0), None], operation="upsert") is None
+    assert table.version == 0
+    version = publish(table, [StagedFiles(files=[], rows=0)], operation="upsert", app_id="app", batch_id=0,
+                      app_extra={"offsets": {"0": 7}})
+    assert version == 1 and table.app_state("app")["extra"] == {"offsets": {"0": 7}}
+    staged = [stage(table, "upsert", iter([pa.record_batch({"id": [1, 2], "amount": [1, 2]})])),
+              # a pipeline task: changes with their op, in the order they happened; the last per key wins
+              stage(table, "changes", iter([pa.record_batch({"id": [3, 4, 3], "amount": [3, 4, None],
+                                                             "_op": pa.array([0, 0, 1], pa.int8())})]))]
+    assert publish(table, staged, operation="upsert") == 2  # every task's files in ONE version
+    assert sorted(table.scan().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "amount": 1}, {"id": 2, "amount": 2}, {"id": 4, "amount": 4}]
+
+
+def test_table_is_shipped_to_tasks_by_pickling(tmp_path):
+    import pickle
+
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]), ["id"])
+    table.upsert(pa.table({"id": [1, 2]}))
+    shipped = pickle.loads(pickle.dumps(table))
+    assert shipped.path == table.path and shipped.version == table.version == 1
+    assert shipped.scan().to_pylist() == table.scan().to_pylist()

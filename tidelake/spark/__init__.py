@@ -2,8 +2,9 @@
 
 ``register(spark)`` makes ``format("tidelake-kafka")`` (kafka_source.py: Spark's Kafka source options,
 batch and streaming) and ``format("tidelake")`` (table_source.py: reads, writes, streaming sink) available;
-``write_table(df, path, mode)`` writes a DataFrame with one driver-side commit. Offset planning and the
-executor-side Kafka reader (kafka_offsets.py, kafka_reader.py) do not import pyspark.
+``write_table(df, path, mode)`` writes a DataFrame with one driver-side commit. ``runner.Pipeline`` is the
+Kafka -> table pipeline with seed 001's offset modes. Offset planning (offset_range.py), the Kafka reader
+(kafka_reader.py), change parsing (changes.py) and the offset modes (offset_modes.py) do not import pyspark.
 """
 from __future__ import annotations
 

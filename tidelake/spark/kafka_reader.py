@@ -1,16 +1,18 @@
-"""Executor side of the Kafka source: read exact offset ranges with confluent-kafka into Arrow batches.
-
-No pyspark imports here, so the pipeline runner and tests can use it directly.
+"""Executor side of Kafka reading: exact offset ranges, with confluent-kafka, into Arrow batches of Spark's
+Kafka rows. The one reader: the ``tidelake-kafka`` data source's tasks and the pipeline runner's tasks call
+:func:`read_ranges`. No pyspark imports.
 """
 from __future__ import annotations
 
 import logging
 import time
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from tidelake.spark.kafka_offsets import DataLossError, KafkaSourceError, KafkaSourceOptions, OffsetRange
+from tidelake.spark.kafka_options import DataLossError, KafkaSourceError, KafkaSourceOptions
+from tidelake.spark.offset_range import OffsetRange
 
 log = logging.getLogger(__name__)
 
@@ -21,69 +23,59 @@ KAFKA_SCHEMA_DDL = ("key binary, value binary, topic string, partition int, offs
                     "timestamp timestamp, timestampType int")
 KAFKA_SCHEMA_WITH_HEADERS_DDL = KAFKA_SCHEMA_DDL + ", headers array<struct<key: string, value: binary>>"
 
-
-def kafka_arrow_schema(include_headers: bool) -> pa.Schema:
-    fields = [
-        pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("topic", pa.string()),
-        pa.field("partition", pa.int32()), pa.field("offset", pa.int64()),
-        pa.field("timestamp", pa.timestamp("us", tz="UTC")), pa.field("timestampType", pa.int32()),
-    ]
-    if include_headers:
-        fields.append(pa.field("headers", HEADER_TYPE))
-    return pa.schema(fields)
+KAFKA_FIELDS = {
+    "key": pa.binary(), "value": pa.binary(), "topic": pa.string(), "partition": pa.int32(),
+    "offset": pa.int64(), "timestamp": pa.timestamp("us", tz="UTC"), "timestampType": pa.int32(),
+    "headers": HEADER_TYPE,
+}
 
 
-class _BatchBuilder:
-    """Column lists for one Arrow batch of Kafka rows."""
-
-    def __init__(self, include_headers: bool):
-        self.include_headers = include_headers
-        self.schema = kafka_arrow_schema(include_headers)
-        self.reset()
-
-    def reset(self) -> None:
-        self.keys: list = []
-        self.values: list = []
-        self.topics: list = []
-        self.partitions: list = []
-        self.offsets: list = []
-        self.timestamps: list = []
-        self.timestamp_types: list = []
-        self.headers: list = []
-
-    def __len__(self) -> int:
-        return len(self.offsets)
-
-    def add(self, message) -> None:
-        self.keys.append(message.key())
-        self.values.append(message.value())
-        self.topics.append(message.topic())
-        self.partitions.append(message.partition())
-        self.offsets.append(message.offset())
-        ts_type, ts = message.timestamp()
-        # librdkafka: 1 = CreateTime, 2 = LogAppendTime, 0 = none; Spark: 0, 1, -1 (Java's ids).
-        self.timestamp_types.append(ts_type - 1 if ts_type in (1, 2) else -1)
-        self.timestamps.append(ts * 1000 if ts_type in (1, 2) and ts >= 0 else None)
-        if self.include_headers:
-            raw = message.headers()
-            self.headers.append(None if raw is None else [{"key": k, "value": v} for k, v in raw])
-
-    def flush(self) -> pa.RecordBatch:
-        arrays = [
-            pa.array(self.keys, pa.binary()), pa.array(self.values, pa.binary()),
-            pa.array(self.topics, pa.string()), pa.array(self.partitions, pa.int32()),
-            pa.array(self.offsets, pa.int64()), pa.array(self.timestamps, pa.timestamp("us", tz="UTC")),
-            pa.array(self.timestamp_types, pa.int32()),
-        ]
-        if self.include_headers:
-            arrays.append(pa.array(self.headers, HEADER_TYPE))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
-        self.reset()
-        return batch
+def kafka_arrow_schema(include_headers: bool, columns: Sequence[str] | None = None) -> pa.Schema:
+    """Spark's Kafka rows as Arrow (``columns``: a subset, in this order)."""
+    names = list(columns) if columns is not None else [n for n in KAFKA_FIELDS if include_headers or n != "headers"]
+    return pa.schema([pa.field(n, KAFKA_FIELDS[n]) for n in names])
 
 
-def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange]) -> Iterator[pa.RecordBatch]:
-    """Yield Arrow batches holding exactly the records of ``ranges`` (each ``[start, end)``).
+def _to_batch(messages: list, schema: pa.Schema) -> pa.RecordBatch:
+    """confluent-kafka messages -> one Arrow batch of ``schema``'s Kafka columns."""
+    columns = {}
+    for name in schema.names:
+        if name == "key":
+            columns[name] = pa.array([m.key() for m in messages], pa.binary())
+        elif name == "value":
+            columns[name] = pa.array([m.value() for m in messages], pa.binary())
+        elif name == "topic":
+            columns[name] = pa.array([m.topic() for m in messages], pa.string())
+        elif name == "partition":
+            columns[name] = pa.array([m.partition() for m in messages], pa.int32())
+        elif name == "offset":
+            columns[name] = pa.array([m.offset() for m in messages], pa.int64())
+        elif name == "headers":
+            columns[name] = pa.array([None if (h := m.headers()) is None else [{"key": k, "value": v} for k, v in h]
+                                      for m in messages], HEADER_TYPE)
+        elif name not in columns:
+            columns["timestamp"], columns["timestampType"] = _timestamps(messages)
+    return pa.RecordBatch.from_arrays([columns[n] for n in schema.names], schema=schema)
+
+
+def _timestamps(messages: list) -> tuple[pa.Array, pa.Array]:
+    """(timestamp, timestampType) with the one timestampType rule: librdkafka's 1 = CreateTime,
+    2 = LogAppendTime, 0 = none are Spark's (Java's) 0, 1 and -1; a timestamp is only set for CreateTime
+    and LogAppendTime."""
+    stamps = [m.timestamp() for m in messages]
+    kind = pa.array([k for k, _ in stamps], pa.int32())
+    known = pc.or_(pc.equal(kind, 1), pc.equal(kind, 2))
+    kind = pc.if_else(known, pc.subtract(kind, 1), pa.scalar(-1, pa.int32()))
+    millis = pa.array([t for _, t in stamps], pa.int64())
+    valid = pc.and_(known, pc.greater_equal(millis, 0))
+    micros = pc.if_else(valid, pc.multiply(millis, 1000), pa.scalar(None, pa.int64()))
+    return micros.cast(pa.timestamp("us", tz="UTC")), kind
+
+
+def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange],
+                columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield Arrow batches holding exactly the records of ``ranges`` (each ``[start, end)``): Spark's Kafka
+    rows, or only ``columns`` of them (a caller that needs no keys, headers or timestamps skips building them).
 
     All ranges are read together by one consumer (assign + explicit offsets, no group commits). A range
     ends at its first record at or past ``end``, or when the partition's end (EOF) is at or past ``end``
@@ -103,18 +95,22 @@ def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange]) -> Itera
     consumer = Consumer(options.consumer_config())
     timeout_s = options.poll_timeout_ms / 1000
     try:
-        positions: dict[tuple[str, int], int] = {}
-        for key, r in by_partition.items():
-            low, _high = consumer.get_watermark_offsets(KafkaTP(r.topic, r.partition), timeout=timeout_s,
-                                                        cached=False)
-            positions[key] = _checked_start(r, r.start, low, options)
-        pending = {key for key, pos in positions.items() if pos < by_partition[key].end}
+        # A start below the log start is found by the fetch itself (OFFSET_OUT_OF_RANGE, handled below), so
+        # no offset lookup delays the common case.
+        positions = {key: r.start for key, r in by_partition.items()}
+        pending = set(positions)
         consumer.assign([KafkaTP(t, p, positions[(t, p)]) for t, p in sorted(pending)])
 
-        builder = _BatchBuilder(options.include_headers)
+        schema = kafka_arrow_schema(options.include_headers, columns)
+        kept: list = []  # messages of the next batch
         deadline = time.monotonic() + timeout_s
         while pending:
-            messages = consumer.consume(num_messages=min(options.max_arrow_batch_rows, 10_000), timeout=0.5)
+            # consume() waits until it has num_messages records (or the timeout): ask for no more than the
+            # ranges still hold, so the last records of a batch are returned as soon as they arrive.
+            remaining = sum(by_partition[key].end - positions[key] for key in pending)
+            messages = consumer.consume(num_messages=max(1, min(options.max_arrow_batch_rows, 10_000, remaining)),
+                                        timeout=0.5)
+            kept_before = len(kept)
             for message in messages:
                 key = (message.topic(), message.partition())
                 if key not in pending:
@@ -142,20 +138,22 @@ def read_ranges(options: KafkaSourceOptions, ranges: list[OffsetRange]) -> Itera
                     continue
                 if offset < positions[key]:
                     continue  # re-delivered after a re-assign
-                builder.add(message)
+                kept.append(message)
                 positions[key] = offset + 1
                 if offset + 1 >= r.end:
                     _finish(consumer, pending, key)
+            if len(kept) > kept_before:  # progress: the wait for the next record starts again
                 deadline = time.monotonic() + timeout_s
-                if len(builder) >= options.max_arrow_batch_rows:
-                    yield builder.flush()
+            if len(kept) >= options.max_arrow_batch_rows:
+                yield _to_batch(kept, schema)
+                kept = []
             if pending and time.monotonic() > deadline:
                 raise KafkaSourceError(
                     f"no record arrived in {options.poll_timeout_ms} ms (kafkaConsumer.pollTimeoutMs) for "
                     + ", ".join(f"{t}-{p} at {positions[(t, p)]} (end {by_partition[(t, p)].end})"
                                 for t, p in sorted(pending)))
-        if len(builder):
-            yield builder.flush()
+        if kept:
+            yield _to_batch(kept, schema)
     finally:
         consumer.close()
 

@@ -31,7 +31,7 @@ Options are those of Spark's own Kafka source:
 
 Input partitions: one per core-sized group of Kafka partitions — ranges are packed largest-first onto
 the least-loaded of ``numInputPartitions`` groups (default ``os.cpu_count()``), and each group is read
-by one consumer that fetches all its partitions at once (see ``kafka_offsets.group_ranges``).
+by one consumer that fetches all its partitions at once (see ``offset_range.group_ranges``).
 
 The stream's offsets are Spark's JSON ``{"topic":{"0":23}}`` (next offset to read per partition).
 Admission control: ``getDefaultReadLimit`` is ``ReadMaxRows`` when either cap is set, and
@@ -48,11 +48,12 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStrea
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from tidelake.spark.kafka_offsets import (
-    KafkaOffsetReader, KafkaSourceOptions, OffsetMap, OffsetRange, cap_end_offsets, group_ranges,
-    offsets_from_json, offsets_to_json, plan_ranges,
-)
+from tidelake.spark.kafka_offset_reader import KafkaOffsetReader
+from tidelake.spark.kafka_options import KafkaSourceOptions
 from tidelake.spark.kafka_reader import KAFKA_SCHEMA_DDL, KAFKA_SCHEMA_WITH_HEADERS_DDL, read_ranges
+from tidelake.spark.offset_range import (
+    OffsetMap, OffsetRange, cap_end_offsets, group_ranges, offsets_from_json, offsets_to_json, plan_ranges,
+)
 
 # Java's Long.MAX_VALUE: "no total cap" while still asking Spark for admission control.
 _NO_ROW_LIMIT = 2**63 - 1

@@ -16,8 +16,9 @@ Read options (``spark.read.format("tidelake").option(...).load(path)``):
 
 Snapshot reads have one Spark partition per bucket that holds data (``table.plan``); filters Spark pushes
 (=, <, <=, >, >=, IN on any column) go to the table, where equality on the whole primary key reads one
-bucket and min/max statistics skip files. The version is fixed on the driver when the query is planned,
-so every task reads the same snapshot.
+bucket and min/max statistics skip files. The table is opened once, on the driver, when the query is
+planned; its ``Table`` object (with the version fixed then) is shipped to every task, so every task reads
+the same snapshot without replaying the table's log.
 
 Write options (``df.write.format("tidelake")`` or ``write_table``): ``operation`` = upsert (default) |
 append | delete | overwrite (``mode("overwrite")`` implies overwrite), ``readVersion`` (conflict detection),
@@ -27,6 +28,10 @@ schema. Streaming sink options: ``operation`` = upsert (default) | append, ``pri
 ``<checkpointLocation>/metadata``). Each micro-batch commits once with
 ``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
 batch replayed after a crash is never applied twice.
+
+Writing is two functions, shared by the writers here and the pipeline runner (runner.py): :func:`stage`
+runs in each task (write bucketed, PK-sorted delta files, invisible) and returns a :class:`StagedFiles`
+message; :func:`publish` runs once on the driver and commits every task's files as ONE table version.
 """
 from __future__ import annotations
 
@@ -45,9 +50,12 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from tidelake.spark.table_shims import scan_bucket, stage_changes
+from tidelake.table import Table, TableExists
+
 log = logging.getLogger(__name__)
 
-# Spark save "modes" of write_table -> (op given to stage_files, operation given to commit_staged)
+# Spark save "modes" of write_table -> (op given to stage(), operation given to commit_staged)
 WRITE_OPERATIONS = {
     "upsert": ("upsert", "upsert"),
     "append": ("insert", "insert"),
@@ -57,11 +65,6 @@ WRITE_OPERATIONS = {
 
 _PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<=",
              In: "in"}
-
-
-def _open(path: str):
-    from tidelake.table import Table
-    return Table.open(path)
 
 
 def _path(options) -> str:
@@ -84,8 +87,8 @@ def parse_timestamp_ms(value: str) -> int:
 
 @dataclass
 class ReadSpec:
-    """What a read returns, resolved once on the driver."""
-    path: str
+    """What a read returns, resolved once on the driver (``table`` is shipped to the tasks)."""
+    table: Table
     version: int | None = None                  # snapshot version
     start_version: int | None = None            # incremental (start, end]
     end_version: int | None = None
@@ -98,8 +101,7 @@ class ReadSpec:
 
 
 def resolve_read(options) -> ReadSpec:
-    path = _path(options)
-    table = _open(path)
+    table = Table.open(_path(options))
     given = {k for k in ("versionAsOf", "timestampAsOf", "startingVersion", "endingVersion",
                          "startingTimestamp", "endingTimestamp") if options.get(k) is not None}
     if {"versionAsOf", "timestampAsOf"} <= given:
@@ -126,7 +128,7 @@ def resolve_read(options) -> ReadSpec:
                                if "endingTimestamp" in incremental else None))
         # An increment that matches no key gives the change schema without reading a file.
         changes = table.changes(start_version=start, end_version=end, filter=[(table.primary_key[0], "in", [])])
-        return ReadSpec(path=table.path, start_version=start, end_version=end, schema=changes.schema)
+        return ReadSpec(table=table, start_version=start, end_version=end, schema=changes.schema)
     if "timestampAsOf" in snapshot:
         version = table.version_at(parse_timestamp_ms(options["timestampAsOf"]))
     elif "versionAsOf" in snapshot:
@@ -135,7 +137,7 @@ def resolve_read(options) -> ReadSpec:
         version = table.version
     # plan() validates the version (exists, not expired) before anything is planned.
     table.plan(version=version)
-    return ReadSpec(path=table.path, version=version, schema=table.schema_at(version))
+    return ReadSpec(table=table, version=version, schema=table.schema_at(version))
 
 
 class BucketPartition(InputPartition):
@@ -151,8 +153,12 @@ class TableDataSource(DataSource):
     def name(cls) -> str:
         return "tidelake"
 
+    def __init__(self, options):
+        super().__init__(options)
+        self._read_spec: ReadSpec | None = None
+
     def _spec(self) -> ReadSpec:
-        if not hasattr(self, "_read_spec"):
+        if self._read_spec is None:
             self._read_spec = resolve_read(self.options)
         return self._read_spec
 
@@ -162,19 +168,19 @@ class TableDataSource(DataSource):
     def reader(self, schema: StructType) -> "TableReader":
         return TableReader(self._spec(), schema)
 
-    def _create_if_absent(self, schema: StructType) -> None:
-        """With option ``primaryKey`` (comma-separated) a missing table is created from the written schema
-        (``tableProperties``: JSON of table properties)."""
-        from tidelake.table import Table, TableExists
+    def _open_for_write(self, schema: StructType) -> Table:
+        """The table written to, opened once for the whole job. With option ``primaryKey``
+        (comma-separated) a missing table is created from the written schema (``tableProperties``: JSON of
+        table properties)."""
         path = _path(self.options)
         if Table.exists(path) or not self.options.get("primaryKey"):
-            return
+            return Table.open(path)
         primary_key = [c.strip() for c in self.options["primaryKey"].split(",") if c.strip()]
         properties = json.loads(self.options.get("tableProperties") or "{}")
         try:
-            Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties)
+            return Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties)
         except TableExists:
-            pass  # another writer created it first
+            return Table.open(path)  # another writer created it first
 
     def writer(self, schema: StructType, overwrite: bool) -> "TableWriter":
         operation = self.options.get("operation", "overwrite" if overwrite else "upsert").lower()
@@ -182,17 +188,15 @@ class TableDataSource(DataSource):
             raise ValueError(f"mode('overwrite') with operation={operation}: use one or the other")
         if operation not in WRITE_OPERATIONS:
             raise ValueError(f"operation must be one of {sorted(WRITE_OPERATIONS)}, not {operation!r}")
-        self._create_if_absent(schema)
         read_version = self.options.get("readVersion")
-        return TableWriter(_path(self.options), operation,
+        return TableWriter(self._open_for_write(schema), operation,
                            int(read_version) if read_version is not None else None)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "TableStreamWriter":
         operation = self.options.get("operation", "upsert").lower()
         if overwrite or operation not in ("upsert", "append"):
             raise ValueError("the streaming sink supports operation=upsert or append (outputMode append/update)")
-        self._create_if_absent(schema)
-        return TableStreamWriter(_path(self.options), operation, self.options.get("appId"),
+        return TableStreamWriter(self._open_for_write(schema), operation, self.options.get("appId"),
                                  self.options.get("checkpointLocation"))
 
 
@@ -217,22 +221,20 @@ class TableReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         if self.spec.incremental:
             return [BucketPartition(None)]
-        table = _open(self.spec.path)
-        plans = table.plan(version=self.spec.version, filter=self.spec.filters or None)
+        plans = self.spec.table.plan(version=self.spec.version, filter=self.spec.filters or None)
         buckets = sorted({p.bucket for p in plans})
         return [BucketPartition(b) for b in buckets] or [BucketPartition(-1)]
 
     def read(self, partition: BucketPartition) -> Iterator[pa.RecordBatch]:
         spec = self.spec
-        table = _open(spec.path)
+        table = spec.table
         if spec.incremental:
             data = table.changes(start_version=spec.start_version, end_version=spec.end_version,
                                  filter=spec.filters or None)
         elif partition.bucket == -1:
             return  # an empty snapshot
         else:
-            # One bucket of the snapshot (no public per-bucket scan yet; scan() reads every bucket).
-            data = table._read_snapshot(spec.version, filter=spec.filters or None, buckets={partition.bucket})
+            data = scan_bucket(table, spec.version, spec.filters or None, partition.bucket)
         data = data.select(self.arrow_schema.names).cast(self.arrow_schema)
         yield from data.to_batches(max_chunksize=65_536)
 
@@ -245,22 +247,46 @@ class StagedFiles(WriterCommitMessage):
     files: list[dict]
     rows: int
 
+    # As a row of a DataFrame (a task of the pipeline runner returns it through mapInArrow).
+    DDL = "files string, rows long"
 
-def _stage(path: str, op: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
+    def to_arrow(self) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pydict({"files": [json.dumps(self.files)], "rows": [self.rows]})
+
+    @classmethod
+    def from_row(cls, row) -> "StagedFiles":
+        return cls(files=json.loads(row.files), rows=row.rows)
+
+
+def stage(table: Table, op: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
+    """In a task: write its rows as staged (invisible) delta files. ``op``: upsert | insert | delete, or
+    ``changes`` (each row's ``_op`` says upsert or delete; the last change per key, in row order, wins)."""
     batches = list(batches)
     if not batches or sum(b.num_rows for b in batches) == 0:
         return StagedFiles(files=[], rows=0)
     data = pa.Table.from_batches(batches)
-    files = _open(path).stage_files(data, op=op)
+    files = stage_changes(table, data) if op == "changes" else table.stage_files(data, op=op)
     return StagedFiles(files=[f.to_dict() for f in files], rows=data.num_rows)
 
 
-def _remove_staged(path: str, messages: list[StagedFiles | None]) -> None:
+def publish(table: Table, messages: list[StagedFiles | None], *, operation: str, read_version: int | None = None,
+            app_id: str | None = None, batch_id: int | None = None, app_extra: dict | None = None) -> int | None:
+    """On the driver: commit every task's staged files as ONE table version; returns it. Nothing to publish
+    commits nothing (None) — unless the commit has meaning without files: an overwrite (it empties the
+    table) or an application's batch (its id and ``app_extra`` are recorded)."""
+    files = [f for m in messages if m for f in m.files]
+    if not files and operation != "overwrite" and app_id is None:
+        return None
+    return table.commit_staged(files, operation=operation, read_version=read_version, app_id=app_id,
+                               batch_id=batch_id, app_extra=app_extra)
+
+
+def remove_staged(table: Table, messages: list[StagedFiles | None]) -> None:
     """Delete files staged by a failed job: they were never visible; this only reclaims space."""
     for message in messages:
         for f in (message.files if message else []):
             try:
-                os.remove(os.path.join(path, f["path"]))
+                os.remove(os.path.join(table.path, f["path"]))
             except FileNotFoundError:
                 pass
 
@@ -268,23 +294,19 @@ def _remove_staged(path: str, messages: list[StagedFiles | None]) -> None:
 class TableWriter(DataSourceArrowWriter):
     """Executors stage bucketed, PK-sorted delta files; the driver publishes them in ONE commit."""
 
-    def __init__(self, path: str, operation: str, read_version: int | None):
-        self.path = path
+    def __init__(self, table: Table, operation: str, read_version: int | None):
+        self.table = table
         self.operation = operation
         self.read_version = read_version
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.path, WRITE_OPERATIONS[self.operation][0], iterator)
+        return stage(self.table, WRITE_OPERATIONS[self.operation][0], iterator)
 
     def commit(self, messages: list[StagedFiles | None]) -> None:
-        files = [f for m in messages if m for f in m.files]
-        operation = WRITE_OPERATIONS[self.operation][1]
-        if not files and operation != "overwrite":
-            return  # nothing to publish; an empty overwrite still empties the table
-        _open(self.path).commit_staged(files, operation=operation, read_version=self.read_version)
+        publish(self.table, messages, operation=WRITE_OPERATIONS[self.operation][1], read_version=self.read_version)
 
     def abort(self, messages: list[StagedFiles | None]) -> None:
-        _remove_staged(self.path, messages)
+        remove_staged(self.table, messages)
 
 
 def streaming_query_id(checkpoint_location: str | None) -> str:
@@ -299,29 +321,27 @@ def streaming_query_id(checkpoint_location: str | None) -> str:
 class TableStreamWriter(DataSourceStreamArrowWriter):
     """Streaming sink: one table commit per micro-batch, idempotent per (query id, batch id)."""
 
-    def __init__(self, path: str, operation: str, app_id: str | None, checkpoint_location: str | None):
-        self.path = path
+    def __init__(self, table: Table, operation: str, app_id: str | None, checkpoint_location: str | None):
+        self.table = table
         self.operation = operation
         self.app_id = app_id
         self.checkpoint_location = checkpoint_location
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> StagedFiles:
-        return _stage(self.path, WRITE_OPERATIONS[self.operation][0], iterator)
+        return stage(self.table, WRITE_OPERATIONS[self.operation][0], iterator)
 
     def commit(self, messages: list[StagedFiles | None], batchId: int) -> None:
         app_id = self.app_id or f"spark-query:{streaming_query_id(self.checkpoint_location)}"
-        files = [f for m in messages if m for f in m.files]
-        table = _open(self.path)
-        state = table.app_state(app_id)
+        state = self.table.app_state(app_id)
         if state is not None and batchId <= state["batch_id"]:
             # Replay of a batch the table already holds (crash after the table commit, before Spark's
             # own commit log): commit nothing, drop the re-staged files.
             log.info("tidelake sink: batch %d of %s already committed in version %s", batchId, app_id,
                      state["version"])
-            _remove_staged(self.path, messages)
+            remove_staged(self.table, messages)
             return
-        table.commit_staged(files, operation=WRITE_OPERATIONS[self.operation][1], app_id=app_id,
-                            batch_id=batchId, app_extra={"rows": sum(m.rows for m in messages if m)})
+        publish(self.table, messages, operation=WRITE_OPERATIONS[self.operation][1], app_id=app_id,
+                batch_id=batchId, app_extra={"rows": sum(m.rows for m in messages if m)})
 
     def abort(self, messages: list[StagedFiles | None], batchId: int) -> None:
-        _remove_staged(self.path, messages)
+        remove_staged(self.table, messages)

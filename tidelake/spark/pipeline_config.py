@@ -1,0 +1,121 @@
+"""A pipeline's YAML, validated: where to read (``source``), what to write (``sink``), how offsets are kept.
+
+See ``tidelake pipeline example`` for a commented file. Relative paths (the table, ``seo_dir``) are taken
+relative to the YAML's directory. No pyspark imports.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from tidelake.spark.changes import FORMATS
+from tidelake.spark.offset_modes import MODES
+from tidelake.spark.offset_range import parse_duration
+
+
+class PipelineConfigError(ValueError):
+    """A pipeline YAML that does not describe a runnable pipeline."""
+
+
+@dataclass
+class SourceConfig:
+    bootstrap_servers: str
+    topic: str
+    group_id: str
+    max_rate_per_partition: int | None = None  # records per second per partition (the paper's maxRatePerPartition)
+    batch_interval: float = 2.0  # seconds
+    # How Spark reads the ranges, with the same reader (kafka_reader.read_ranges) either way: auto / direct =
+    # inside the tasks that parse the values; datasource = through format("tidelake-kafka") first.
+    reader: str = "auto"
+    kafka: dict[str, str] = field(default_factory=dict)  # extra client settings (kafka.* in Spark's source)
+
+    @property
+    def max_records_per_partition(self) -> int | None:
+        """Per-batch cap: max rate x batch interval (at least one record, as Spark's DStream does)."""
+        if self.max_rate_per_partition is None:
+            return None
+        return max(1, int(self.max_rate_per_partition * self.batch_interval))
+
+
+@dataclass
+class SinkConfig:
+    table: str
+    format: str = "debezium-json"  # debezium-json | json
+    primary_key: list[str] = field(default_factory=list)
+    schema: str = ""  # Spark DDL: "id long, amount long"
+    buckets: int = 4
+    mode: str = "upsert"  # upsert | append (json only: every value inserted)
+    properties: dict[str, str] = field(default_factory=dict)
+    app_id: str | None = None  # exactly-once: the name the table keeps this pipeline's offsets under
+
+
+@dataclass
+class PipelineConfig:
+    source: SourceConfig
+    sink: SinkConfig
+    offsets: str = "exactly-once"
+    seo_dir: str | None = None
+    commit: str = "async"  # commit-after only: async (Spark's commitAsync, the paper) | sync
+    spark: dict[str, Any] = field(default_factory=dict)  # {master: local[2], conf: {...}}
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
+        """Validate a parsed YAML document; relative paths are taken relative to ``base_dir``."""
+        try:
+            src, snk = dict(raw["source"]), dict(raw["sink"])
+        except (KeyError, TypeError) as e:
+            raise PipelineConfigError("a pipeline needs 'source' and 'sink' sections") from e
+        for key in ("bootstrap_servers", "topic", "group_id"):
+            if not src.get(key):
+                raise PipelineConfigError(f"source.{key} is required")
+        if "batch_interval" in src:
+            try:
+                src["batch_interval"] = parse_duration(src["batch_interval"])
+            except ValueError as e:
+                raise PipelineConfigError(f"source.batch_interval: {e}") from None
+        if "kafka" in src:
+            src["kafka"] = {str(k): str(v) for k, v in (src["kafka"] or {}).items()}
+        try:
+            source = SourceConfig(**src)
+        except TypeError as e:
+            raise PipelineConfigError(f"source: {e}") from e
+        if source.reader not in ("auto", "datasource", "direct"):
+            raise PipelineConfigError("source.reader must be auto, datasource or direct")
+        if isinstance(snk.get("primary_key"), str):
+            snk["primary_key"] = [snk["primary_key"]]
+        if "properties" in snk:
+            snk["properties"] = {str(k): str(v) for k, v in (snk["properties"] or {}).items()}
+        try:
+            sink = SinkConfig(**snk)
+        except TypeError as e:
+            raise PipelineConfigError(f"sink: {e}") from e
+        if sink.format not in FORMATS:
+            raise PipelineConfigError(f"sink.format must be one of {sorted(FORMATS)}")
+        if sink.mode not in ("upsert", "append"):
+            raise PipelineConfigError("sink.mode must be upsert or append")
+        if sink.mode == "upsert" and not sink.primary_key:
+            raise PipelineConfigError("sink.primary_key is required")
+        if sink.format == "debezium-json" and sink.mode != "upsert":
+            raise PipelineConfigError("debezium-json needs sink.mode upsert")
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        sink.table = str((base / sink.table).resolve())
+        mode = raw.get("offsets", "exactly-once")
+        if mode not in MODES:
+            raise PipelineConfigError(f"offsets must be one of {', '.join(MODES)}")
+        seo_dir = raw.get("seo_dir")
+        if mode == "seo":
+            if not seo_dir:
+                raise PipelineConfigError("offsets: seo needs seo_dir")
+        if seo_dir:
+            seo_dir = str((base / seo_dir).resolve())
+        commit = raw.get("commit", "async")
+        if commit not in ("async", "sync"):
+            raise PipelineConfigError("commit must be async or sync")
+        return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
+                   spark=dict(raw.get("spark") or {}))
+
+    @property
+    def app_id(self) -> str:
+        return self.sink.app_id or f"pipeline:{self.source.group_id}:{self.source.topic}"
