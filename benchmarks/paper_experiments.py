@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from tidelake.spark.offsets import BrokerOffsets  # noqa: E402
+from tidelake.spark.offset_stores import BrokerOffsets  # noqa: E402
 from tidelake.spark.runner import Pipeline  # noqa: E402
 from tidelake.table import Table  # noqa: E402
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from clients import Rec, create_topics, produce_confluent, running_broker
 from tidelake.cli.main import cli
-from tidelake.spark.offsets import GtoffsetFile, offsets_from_app_state
+from tidelake.spark.offset_stores import ClientOffsetFile, offsets_from_app_state
 from tidelake.table import Table
 
 APP = "pipeline:orders-g:orders"
@@ -71,7 +71,7 @@ def test_exactly_once_reset_moves_the_table_offsets(bootstrap: str, tmp_path: Pa
 
 def test_seo_reset_writes_the_gtoffset_file(bootstrap: str, tmp_path: Path) -> None:
     cfg = config(tmp_path, bootstrap, "seo")
-    gt = GtoffsetFile(tmp_path / "gt", "orders-g", "orders")
+    gt = ClientOffsetFile(tmp_path / "gt", "orders-g", "orders")
     gt.write({0: 6, 1: 6})
     tl("reset", cfg, "--shift-by", "-2", "--execute")
     assert gt.read() == {0: 4, 1: 4}

@@ -84,7 +84,7 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
 
 def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:
     """(app state, offsets) the table holds for this pipeline; (None, None) before its first commit."""
-    from tidelake.spark.offsets import offsets_from_app_state
+    from tidelake.spark.offset_stores import offsets_from_app_state
     from tidelake.table import Table
     if not Table.exists(cfg.sink.table):
         return None, None
@@ -94,7 +94,7 @@ def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:
 
 def _positions(cfg, timeout: float):
     """partitions, earliest, latest, the group's committed offsets, the gtoffset file's, the table's."""
-    from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+    from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
     _check_broker(cfg, timeout)
     src = cfg.source
     with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
@@ -102,7 +102,7 @@ def _positions(cfg, timeout: float):
         partitions = broker.partitions()
         earliest, latest = broker.watermarks(partitions)
         committed = broker.committed(partitions) or {}
-    gt = GtoffsetFile(cfg.seo_dir, src.group_id, src.topic).read() if cfg.seo_dir else None
+    gt = ClientOffsetFile(cfg.seo_dir, src.group_id, src.topic).read() if cfg.seo_dir else None
     return partitions, earliest, latest, committed, gt, _table_offsets(cfg)[1]
 
 
@@ -148,7 +148,7 @@ def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_off
     """Move the pipeline's offsets (where its offset mode keeps them); stop the pipeline first."""
     from confluent_kafka import TopicPartition
 
-    from tidelake.spark.offsets import BrokerOffsets, GtoffsetFile
+    from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
     chosen = [v for v in (scenario, to_offset, to_datetime, shift_by) if v is not None]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
@@ -199,7 +199,7 @@ def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_off
                 app_extra={"offsets": {str(p): o for p, o in sorted(new.items())}, "topic": cfg.source.topic,
                            "reset": True})
         elif store == "gtoffset":
-            GtoffsetFile(cfg.seo_dir, cfg.source.group_id, cfg.source.topic).write(new)
+            ClientOffsetFile(cfg.seo_dir, cfg.source.group_id, cfg.source.topic).write(new)
         else:
             src = cfg.source
             with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
