@@ -10,6 +10,7 @@ from it. No pyspark imports.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import uuid
@@ -53,7 +54,7 @@ def _bool(value: Any, name: str) -> bool:
 class KafkaSourceOptions:
     """The source's options, parsed and validated (all names as in Spark's Kafka source, plus the paper's
     ``maxRatePerPartition`` with its batch interval ``batchIntervalMs`` / ``batchInterval``)."""
-    client_config: dict[str, str]
+    client_config: dict[str, Any]
     subscribe: list[str] | None
     subscribe_pattern: str | None
     assign: list[TopicPartition] | None
@@ -80,7 +81,7 @@ class KafkaSourceOptions:
         bootstrap = opts.get("kafka.bootstrap.servers")
         if not bootstrap:
             raise KafkaSourceError("option kafka.bootstrap.servers is required")
-        client_config: dict[str, str] = {}
+        client_config: dict[str, Any] = {}
         for key, value in options.items():
             if key.lower().startswith("kafka."):
                 name = key[len("kafka."):]
@@ -88,7 +89,9 @@ class KafkaSourceOptions:
                     raise KafkaSourceError(
                         f"kafka.{name} is not supported: the source manages offsets itself "
                         "(use startingOffsets / failOnDataLoss)")
-                client_config[name] = str(value)
+                # Spark hands over strings; a driver-side caller may also pass librdkafka's callables
+                # (logger, error_cb), which must stay callables
+                client_config[name] = value if callable(value) or isinstance(value, logging.Logger) else str(value)
         client_config["bootstrap.servers"] = bootstrap
 
         strategies = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
