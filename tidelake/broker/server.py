@@ -40,11 +40,21 @@ class Broker:
     """A single-node Kafka-compatible broker. Use ``await start()`` / ``await stop()`` in a loop."""
 
     def __init__(self, data_dir: str | Path, config: BrokerConfig | Mapping[str, str] | None = None, *,
-                 host: str = "127.0.0.1", port: int = 9092,
+                 host: str | None = None, port: int | None = None,
                  advertised_host: str | None = None, advertised_port: int | None = None):
+        """``host``/``port`` default to the config's ``listeners``, the advertised address to its
+        ``advertised.listeners``, else to the bound address."""
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         config = config if isinstance(config, BrokerConfig) else BrokerConfig(config or {})
+        if host is None or port is None:
+            listener = config.listener()
+            host = listener.host or "0.0.0.0" if host is None else host
+            port = listener.port if port is None else port
+        if advertised_host is None and advertised_port is None:
+            advertised = config.advertised_listener()
+            if advertised is not None:
+                advertised_host, advertised_port = advertised.host or None, advertised.port
         explicit = {**config.static, **config.dynamic}
         self.host, self.port = host, port
         self._advertised_port = advertised_port
