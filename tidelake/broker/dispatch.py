@@ -23,7 +23,7 @@ from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import FramingError, encode_response_frame, parse_request_header, peek_api
 from tidelake.protocol.nulls import NullChecks
 
-log = logging.getLogger("tidelake.broker")
+log = logging.getLogger("tidelake.broker.dispatch")
 
 API_VERSIONS_KEY = 18
 # Hand-written decoders for hot-path requests (same attribute names as kafka-python's classes).

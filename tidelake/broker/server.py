@@ -27,10 +27,12 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
 from tidelake.clock import wall_ms
+from tidelake.coordinator.group import ClassicGroup
+from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
 
-log = logging.getLogger("tidelake.broker")
+log = logging.getLogger("tidelake.broker.server")
 
 GROUP_TICK_S = 0.1  # the group coordinator's clock resolution (session / rebalance timeouts)
 MAX_FETCH_SESSIONS = 1000
@@ -154,10 +156,16 @@ class Broker:
         interval = max(0.01, ctx.config.get_int("broker.maintenance.interval.ms", 1000) / 1000)
         while True:
             await asyncio.sleep(interval)
+            starts = {key: plog.log_start_offset for key, plog in ctx.logs.all_logs().items()}
             try:
                 ctx.logs.run_maintenance(ctx.clock_ms(), compaction=ctx.config.get_bool("log.cleaner.enable", True))
             except Exception:
                 log.exception("log maintenance failed")
+            for (topic, partition), plog in ctx.logs.all_logs().items():
+                before = starts.get((topic, partition))
+                if before is not None and plog.log_start_offset > before:
+                    log.info("retention: %s-%d log start offset %d -> %d", topic, partition, before,
+                             plog.log_start_offset)
             self._close_idle_connections()
 
     def _close_idle_connections(self) -> None:
@@ -173,10 +181,16 @@ class Broker:
         ctx = self.context
         while True:
             await asyncio.sleep(GROUP_TICK_S)
+            members = _classic_members(ctx.groups.groups)
             try:
                 ctx.groups.tick(ctx.clock_ms())
             except Exception:
                 log.exception("group coordinator tick failed")
+            after = _classic_members(ctx.groups.groups)
+            for group_id, ids in members.items():
+                gone = ids - after.get(group_id, frozenset())
+                if gone:
+                    log.info("group %s: session expired for %s; rebalancing", group_id, ", ".join(sorted(gone)))
 
     async def _transaction_clock(self) -> None:
         ctx = self.context
@@ -184,7 +198,19 @@ class Broker:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000) / 1000)
         while True:
             await asyncio.sleep(interval)
+            ongoing = {tid: (meta.producer_id, meta.producer_epoch, meta.timeout_ms)
+                       for tid, meta in ctx.transactions.transactions.items() if meta.state == TxnStatus.ONGOING}
             try:
                 ctx.transactions.tick()
             except Exception:  # keep checking; a failed marker write is retried next round
                 log.exception("transaction timeout check failed")
+            for tid, (pid, epoch, timeout_ms) in ongoing.items():
+                meta = ctx.transactions.transactions.get(tid)
+                if meta is not None and meta.state in (TxnStatus.PREPARE_ABORT, TxnStatus.COMPLETE_ABORT):
+                    log.info("transaction %s (producer id %d, epoch %d) timed out after %d ms: aborted, producer "
+                             "fenced with epoch %d", tid, pid, epoch, timeout_ms, meta.producer_epoch)
+
+
+def _classic_members(groups: Mapping[str, object]) -> dict[str, frozenset[str]]:
+    """Member ids of each classic group with members (to report the ones a tick expired)."""
+    return {gid: frozenset(g.members) for gid, g in groups.items() if isinstance(g, ClassicGroup) and g.members}
