@@ -1,10 +1,18 @@
 """Broker and topic configs: properties files, precedence, synonyms, validation (sans-IO)."""
 from __future__ import annotations
 
-import pytest
+import signal
+import socket
+import subprocess
+import sys
 
-from tidelake.broker.config import (SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, BrokerConfig,
-                                    parse_properties, validate_topic_configs)
+import pytest
+from kafka.protocol.metadata import ApiVersionsRequest
+
+from tidelake.broker.config import (SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, BrokerConfig, ConfigError,
+                                    Listener, advertised_address, listen_address, parse_properties,
+                                    validate_topic_configs)
+from tidelake.protocol.wire_client import WireClient
 from tidelake.errors import InvalidConfig
 
 
@@ -31,3 +39,112 @@ def test_topic_config_validation():
                 {"message.timestamp.type": "Now"}, {"segment.bytes": "1"}):
         with pytest.raises(InvalidConfig):
             validate_topic_configs(bad)
+
+
+def test_unknown_or_misspelled_static_keys_name_their_source_and_the_closest_name(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text("# a comment\nnum.partitions=2\n\nlog.retention.hour=1\n")
+    with pytest.raises(ConfigError, match=r"^server\.properties:4: unknown broker config 'log\.retention\.hour' "
+                                          r"\(did you mean 'log\.retention\.hours'\?\)$"):
+        BrokerConfig.from_file(f)
+    with pytest.raises(ConfigError, match=r"^--set: unknown broker config 'log\.segment\.byte' "
+                                          r"\(did you mean 'log\.segment\.bytes'\?\)$"):
+        BrokerConfig.from_file(None, {"log.segment.byte": "1024"})
+    with pytest.raises(ConfigError, match=r"^--set: unknown broker config 'frobnicate'$"):
+        BrokerConfig.from_file(None, {"frobnicate": "1"})
+    f.write_text("num.partitions=many\n")
+    with pytest.raises(ConfigError, match=r"^server\.properties:1: .*num\.partitions"):
+        BrokerConfig.from_file(f)
+
+
+def test_every_name_of_a_stock_kafka_server_properties_is_accepted(tmp_path):
+    # Kafka 3.9's config/kraft/server.properties, and names the broker types or only stores
+    f = tmp_path / "server.properties"
+    f.write_text("""process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@localhost:9093
+listeners=PLAINTEXT://127.0.0.1:9092,CONTROLLER://:9093
+inter.broker.listener.name=PLAINTEXT
+advertised.listeners=PLAINTEXT://localhost:9092
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL
+num.network.threads=3
+num.io.threads=8
+socket.send.buffer.bytes=102400
+socket.receive.buffer.bytes=102400
+socket.request.max.bytes=104857600
+log.dirs=/tmp/kraft-combined-logs
+num.partitions=1
+num.recovery.threads.per.data.dir=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+log.retention.hours=168
+log.segment.bytes=1073741824
+log.retention.check.interval.ms=300000
+listener.name.plaintext.ssl.keystore.type=PKCS12
+""")
+    c = BrokerConfig.from_file(f)
+    assert c.listener() == Listener("PLAINTEXT", "127.0.0.1", 9092)
+    assert c.advertised_listener() == Listener("PLAINTEXT", "localhost", 9092)
+    assert listen_address(c, None) == ("127.0.0.1", 9092)
+    assert advertised_address(c, None) == ("localhost", 9092)
+
+
+def test_listeners_and_the_listen_shortcut(tmp_path):
+    default = BrokerConfig.from_file(None)
+    assert listen_address(default, None) == ("127.0.0.1", 9092)
+    assert listen_address(default, "0.0.0.0:1234") == ("0.0.0.0", 1234)  # no listeners= to disagree with
+    wildcard = BrokerConfig.from_file(None, {"listeners": "PLAINTEXT://:19092"})
+    assert listen_address(wildcard, None) == ("0.0.0.0", 19092)
+    assert listen_address(wildcard, ":19092") == ("0.0.0.0", 19092)  # agreeing is fine
+    with pytest.raises(ConfigError, match="--listen 127.0.0.1:1 disagrees with listeners=PLAINTEXT://:19092"):
+        listen_address(wildcard, "127.0.0.1:1")
+    assert advertised_address(wildcard, "example.com:9") == ("example.com", 9)
+    assert advertised_address(wildcard, None) == (None, None)
+    f = tmp_path / "server.properties"
+    for text, message in [
+        ("listeners=SSL://:9093\n", r"^server\.properties:1: listeners: SSL://:9093 uses security protocol SSL; "
+                                    r"only PLAINTEXT listeners are served$"),
+        ("listeners=INTERNAL://:9093\nlistener.security.protocol.map=INTERNAL:SASL_PLAINTEXT\n",
+         "INTERNAL://:9093 uses security protocol SASL_PLAINTEXT"),
+        ("listeners=localhost:9092\n", r"^server\.properties:1: listeners: expected NAME://HOST:PORT"),
+        ("listeners=PLAINTEXT://:1,PLAINTEXT://:2\n", "one PLAINTEXT listener is served, got 2"),
+        ("listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1\n",
+         r"^server\.properties:2: advertised\.listeners: no entry for listener PLAINTEXT"),
+    ]:
+        f.write_text(text)
+        with pytest.raises(ConfigError, match=message):
+            BrokerConfig.from_file(f)
+    # a listener mapped to PLAINTEXT by name is served
+    f.write_text("listeners=INTERNAL://127.0.0.1:0\nlistener.security.protocol.map=INTERNAL:PLAINTEXT\n")
+    assert BrokerConfig.from_file(f).listener() == Listener("INTERNAL", "127.0.0.1", 0)
+
+
+def _run_cli(*args):
+    return subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def test_broker_start_serves_the_listeners_port_and_refuses_a_misspelled_key(tmp_path):
+    with socket.socket() as s:  # a free port for listeners=
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    f = tmp_path / "server.properties"
+    f.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\n")
+    proc = _run_cli("broker", "start", "--config", str(f), "--log-level", "WARNING")
+    try:
+        assert "listening on 127.0.0.1:%d" % port in proc.stderr.readline()  # the line after start
+        with WireClient.connect(f"127.0.0.1:{port}", timeout=5) as c:
+            assert c.request(ApiVersionsRequest(), 0).error_code == 0
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+    f.write_text(f"listeners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={tmp_path / 'data'}\nlog.retention.hour=1\n")
+    proc = _run_cli("broker", "start", "--config", str(f))
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert err.splitlines() == ["tidelake: error: bad configuration: server.properties:3: unknown broker config "
+                                "'log.retention.hour' (did you mean 'log.retention.hours'?) (tidelake broker start)"]

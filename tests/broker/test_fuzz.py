@@ -234,3 +234,61 @@ def test_records_field_claiming_more_bytes_than_the_frame_closes_connection(brok
     assert closed and frames == []
     assert broker.broker.logs.get("fuzz", 0).log_end_offset == end_before
     assert_alive(broker)
+
+
+@pytest.fixture(autouse=True)
+def no_handler_traceback(caplog):
+    """Whatever a case sends, the broker answers or closes; no exception reaches the log as a trace."""
+    yield
+    traced = [r for r in caplog.records if r.name.startswith("tidelake") and r.exc_info]
+    assert not traced, [r.getMessage() for r in traced]
+
+
+def _null_requests():
+    """Requests with a null where Kafka's spec forbids one (the codec writes -1 for None)."""
+    from kafka.protocol.admin import CreateTopicsRequest, DeleteTopicsRequest
+    from kafka.protocol.consumer import JoinGroupRequest, OffsetCommitRequest, OffsetFetchRequest
+
+    oc_topic = OffsetCommitRequest.OffsetCommitRequestTopic
+    return [
+        ("OffsetCommit null topics", OffsetCommitRequest(group_id="g", generation_id_or_member_epoch=-1, member_id="",
+                                                         retention_time_ms=-1, topics=None), 8, "topics"),
+        ("OffsetCommit null partitions", OffsetCommitRequest(
+            group_id="g", generation_id_or_member_epoch=-1, member_id="", retention_time_ms=-1,
+            topics=[oc_topic(name="fuzz", partitions=None)]), 2, "topics.partitions"),
+        ("OffsetCommit null group id", OffsetCommitRequest(group_id=None, generation_id_or_member_epoch=-1,
+                                                           member_id="", topics=[]), 9, "group_id"),
+        ("CreateTopics null topics", CreateTopicsRequest(topics=None, timeout_ms=1000, validate_only=False), 5,
+         "topics"),
+        ("CreateTopics null topics (v2)", CreateTopicsRequest(topics=None, timeout_ms=1000), 2, "topics"),
+        ("DeleteTopics null names", DeleteTopicsRequest(topic_names=None, timeout_ms=1000), 4, "topic_names"),
+        ("DeleteTopics null topics", DeleteTopicsRequest(topics=None, timeout_ms=1000), 6, "topics"),
+        ("JoinGroup null protocols", JoinGroupRequest(group_id="g", session_timeout_ms=10000,
+                                                      rebalance_timeout_ms=10000, member_id="", protocol_type="consumer",
+                                                      protocols=None), 5, "protocols"),
+        ("OffsetFetch null groups", OffsetFetchRequest(groups=None, require_stable=False), 8, "groups"),
+        ("Produce null topic_data", PR(transactional_id=None, acks=1, timeout_ms=5000, topic_data=None), 9,
+         "topic_data"),
+        ("Produce null partition_data", PR(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[
+            PR.TopicProduceData(name="fuzz", partition_data=None)]), 7, "topic_data.partition_data"),
+        ("Fetch null topics", FR(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                                 session_id=0, session_epoch=-1, topics=None, forgotten_topics_data=[], rack_id=""),
+         11, "topics"),
+        ("Fetch null rack", FR(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0,
+                               session_id=0, session_epoch=-1, topics=[], forgotten_topics_data=[], rack_id=None),
+         12, "rack_id"),
+    ]
+
+
+@pytest.mark.parametrize("case", _null_requests(), ids=lambda c: c[0])
+def test_null_where_the_spec_forbids_it_closes_before_any_handler(broker, caplog, case):
+    """Kafka's readers throw on such a null and the broker closes the connection without an answer."""
+    _name, request, version, field = case
+    topics_before = sorted(broker.broker.context.metadata.topics)
+    with WireClient.connect(broker.bootstrap_servers) as c:
+        frames, closed = exchange(broker, c.encode(request, version), half_close=False)
+    assert closed and frames == []
+    assert any(f"non-nullable field {field} was serialized as null" in r.getMessage() for r in caplog.records), \
+        [r.getMessage() for r in caplog.records]
+    assert sorted(broker.broker.context.metadata.topics) == topics_before
+    assert_alive(broker)

@@ -15,6 +15,7 @@ names too (custom configs for plugins), and so do we: stored, described, without
 """
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,6 +276,117 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
 ]}
 
 
+# Every other broker config Kafka 3.9 defines: accepted in server.properties and --set (a stock Kafka
+# file starts), stored and described, without effect on a single plaintext node.
+KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
+    "advertised.host.name", "advertised.port", "alter.config.policy.class.name",
+    "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
+    "auto.include.jmx.reporter", "auto.leader.rebalance.enable", "broker.heartbeat.interval.ms",
+    "broker.id.generation.enable", "broker.session.timeout.ms", "client.quota.callback.class",
+    "client.telemetry.max.bytes", "connection.failed.authentication.delay.ms", "connections.max.reauth.ms",
+    "control.plane.listener.name", "controlled.shutdown.enable", "controlled.shutdown.max.retries",
+    "controlled.shutdown.retry.backoff.ms", "controller.quorum.append.linger.ms",
+    "controller.quorum.bootstrap.servers", "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.election.timeout.ms", "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms",
+    "controller.quota.window.num", "controller.quota.window.size.seconds", "controller.socket.timeout.ms",
+    "create.topic.policy.class.name", "delegation.token.expiry.check.interval.ms",
+    "delegation.token.expiry.time.ms", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.secret.key", "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
+    "eligible.leader.replicas.enable", "fetch.max.bytes", "fetch.purgatory.purge.interval.requests",
+    "group.consumer.max.heartbeat.interval.ms", "group.consumer.max.session.timeout.ms",
+    "group.consumer.max.size", "group.consumer.migration.policy", "group.consumer.min.heartbeat.interval.ms",
+    "group.consumer.min.session.timeout.ms", "group.coordinator.append.linger.ms",
+    "group.coordinator.new.enable", "group.coordinator.rebalance.protocols", "group.coordinator.threads",
+    "group.max.size", "group.share.delivery.count.limit", "group.share.enable",
+    "group.share.heartbeat.interval.ms", "group.share.max.groups", "group.share.max.heartbeat.interval.ms",
+    "group.share.max.record.lock.duration.ms", "group.share.max.session.timeout.ms", "group.share.max.size",
+    "group.share.min.heartbeat.interval.ms", "group.share.min.record.lock.duration.ms",
+    "group.share.min.session.timeout.ms", "group.share.partition.max.record.locks",
+    "group.share.record.lock.duration.ms", "group.share.session.timeout.ms", "host.name",
+    "initial.broker.registration.timeout.ms", "kafka.metrics.polling.interval.secs", "kafka.metrics.reporters",
+    "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+    "log.dir.failure.timeout.ms", "log.flush.offset.checkpoint.interval.ms",
+    "log.flush.start.offset.checkpoint.interval.ms", "log.initial.task.delay.ms", "log.remote.copy.lag.bytes",
+    "log.remote.copy.lag.ms", "max.incremental.fetch.session.cache.slots", "max.request.partition.size.limit",
+    "metadata.log.dir", "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.max.snapshot.interval.ms", "metadata.log.segment.bytes", "metadata.log.segment.min.bytes",
+    "metadata.log.segment.ms", "metadata.max.idle.interval.ms", "metadata.max.retention.bytes",
+    "metadata.max.retention.ms", "metrics.num.samples", "metrics.recording.level", "metrics.sample.window.ms",
+    "num.replica.alter.log.dirs.threads", "offsets.commit.required.acks", "offsets.commit.timeout.ms",
+    "offsets.load.buffer.size", "offsets.retention.check.interval.ms", "offsets.topic.compression.codec",
+    "offsets.topic.segment.bytes", "password.encoder.cipher.algorithm", "password.encoder.iterations",
+    "password.encoder.key.length", "password.encoder.keyfactory.algorithm", "password.encoder.old.secret",
+    "password.encoder.secret", "port", "producer.purgatory.purge.interval.requests",
+    "queued.max.request.bytes", "queued.max.requests", "quota.window.num", "quota.window.size.seconds",
+    "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms",
+    "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.copy.quota.window.num", "remote.log.manager.copy.quota.window.size.seconds",
+    "remote.log.manager.expiration.thread.pool.size", "remote.log.manager.fetch.max.bytes.per.second",
+    "remote.log.manager.fetch.quota.window.num", "remote.log.manager.fetch.quota.window.size.seconds",
+    "remote.log.manager.task.interval.ms", "remote.log.manager.thread.pool.size",
+    "remote.log.metadata.custom.metadata.max.bytes", "remote.log.metadata.manager.class.name",
+    "remote.log.metadata.manager.class.path", "remote.log.metadata.manager.impl.prefix",
+    "remote.log.metadata.manager.listener.name", "remote.log.reader.max.pending.tasks",
+    "remote.log.reader.threads", "remote.log.storage.manager.class.name",
+    "remote.log.storage.manager.class.path", "remote.log.storage.manager.impl.prefix",
+    "remote.log.storage.system.enable", "replica.fetch.backoff.ms", "replica.fetch.max.bytes",
+    "replica.fetch.min.bytes", "replica.fetch.response.max.bytes", "replica.fetch.wait.max.ms",
+    "replica.high.watermark.checkpoint.interval.ms", "replica.lag.time.max.ms", "replica.selector.class",
+    "replica.socket.receive.buffer.bytes", "replica.socket.timeout.ms", "replication.quota.window.num",
+    "replication.quota.window.size.seconds", "reserved.broker.max.id", "sasl.client.callback.handler.class",
+    "sasl.login.callback.handler.class", "sasl.login.class", "sasl.login.connect.timeout.ms",
+    "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.max.ms", "sasl.login.retry.backoff.ms",
+    "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
+    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.scope.claim.name",
+    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.token.endpoint.url",
+    "sasl.server.callback.handler.class", "sasl.server.max.receive.size", "security.inter.broker.protocol",
+    "security.providers", "server.max.startup.time.ms", "socket.connection.setup.timeout.max.ms",
+    "socket.connection.setup.timeout.ms", "socket.listen.backlog.size", "socket.receive.buffer.bytes",
+    "socket.send.buffer.bytes", "ssl.allow.dn.changes", "ssl.allow.san.changes", "ssl.cipher.suites",
+    "ssl.enabled.protocols", "ssl.engine.factory.class", "ssl.keymanager.algorithm",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.type", "ssl.principal.mapping.rules",
+    "ssl.protocol", "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
+    "ssl.truststore.certificates", "ssl.truststore.type", "telemetry.max.bytes",
+    "transaction.partition.verification.enable", "transaction.remove.expired.transaction.cleanup.interval.ms",
+    "transaction.state.log.load.buffer.size", "transaction.state.log.min.isr",
+    "transaction.state.log.segment.bytes", "unstable.api.versions.enable", "unstable.feature.versions.enable",
+    "zookeeper.clientCnxnSocket", "zookeeper.connection.timeout.ms", "zookeeper.max.in.flight.requests",
+    "zookeeper.metadata.migration.enable", "zookeeper.metadata.migration.min.batch.size",
+    "zookeeper.session.timeout.ms", "zookeeper.set.acl", "zookeeper.ssl.cipher.suites",
+    "zookeeper.ssl.client.enable", "zookeeper.ssl.crl.enable", "zookeeper.ssl.enabled.protocols",
+    "zookeeper.ssl.endpoint.identification.algorithm", "zookeeper.ssl.keystore.location",
+    "zookeeper.ssl.keystore.password", "zookeeper.ssl.keystore.type", "zookeeper.ssl.ocsp.enable",
+    "zookeeper.ssl.protocol", "zookeeper.ssl.truststore.location", "zookeeper.ssl.truststore.password",
+    "zookeeper.ssl.truststore.type",
+})
+# Kafka's per-listener overrides (listener.name.<listener>.<config>) are accepted the same way.
+_PER_LISTENER_PREFIX = "listener.name."
+# What a name in server.properties / --set may be close to: every broker name and topic default.
+_KNOWN_STATIC = frozenset(BROKER_CONFIGS) | KAFKA_UNTYPED_BROKER_CONFIGS | frozenset(
+    name for synonyms in TOPIC_SYNONYMS.values() for name in synonyms)
+
+
+class ConfigError(ValueError):
+    """A static broker config (server.properties, --set) the broker cannot start with; the message
+    says which key, where it came from, and what would be accepted."""
+
+
+def is_known_static_name(name: str) -> bool:
+    return name in _KNOWN_STATIC or name.startswith(_PER_LISTENER_PREFIX)
+
+
+def unknown_name_message(name: str) -> str:
+    """``unknown broker config 'x'``, with the closest known name(s) when there are any."""
+    close = difflib.get_close_matches(name, _KNOWN_STATIC, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    if not close and name in TOPIC_CONFIGS:
+        hint = f" ({name} is a topic config; its broker default is {TOPIC_SYNONYMS[name][0]})"
+    return f"unknown broker config '{name}'{hint}"
+
+
 def _validate(defn: ConfigDef, value: str | None) -> str | None:
     if value is None:
         return None
@@ -330,20 +442,78 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     return out
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Java ``.properties`` subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments."""
-    props = {}
-    for raw in text.splitlines():
+def properties_lines(text: str) -> list[tuple[int, str, str]]:
+    """Java ``.properties`` subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments.
+    Returns (line number, key, value) in file order."""
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
         for sep_pos, ch in enumerate(line):
             if ch in "=:":
-                props[line[:sep_pos].strip()] = line[sep_pos + 1:].strip()
+                out.append((lineno, line[:sep_pos].strip(), line[sep_pos + 1:].strip()))
                 break
         else:
-            props[line] = ""
-    return props
+            out.append((lineno, line, ""))
+    return out
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``properties_lines`` as a dict (a later line wins, as in Java)."""
+    return {key: value for _lineno, key, value in properties_lines(text)}
+
+
+@dataclass(frozen=True)
+class Listener:
+    """One entry of ``listeners`` / ``advertised.listeners``: ``NAME://HOST:PORT``."""
+    name: str
+    host: str  # "" binds every interface
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, key: str) -> Listener:
+        name, sep, address = text.strip().partition("://")
+        host, colon, port = address.rpartition(":")
+        if not sep or not name or not colon or not port.isdigit() or int(port) > 65535:
+            raise ConfigError(f"{key}: expected NAME://HOST:PORT, got {text.strip()!r}")
+        return cls(name.upper(), host.removeprefix("[").removesuffix("]"), int(port))
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def _address(text: str, option: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{option}: expected HOST:PORT, got {text!r}")
+    return host.removeprefix("[").removesuffix("]") or "0.0.0.0", int(port)
+
+
+def listen_address(config: BrokerConfig, listen: str | None) -> tuple[str, int]:
+    """Where to bind: ``--listen HOST:PORT`` (a shortcut) or the served entry of ``listeners``. Both
+    given and different is an error: the operator asked for two things."""
+    listener = config.listener()
+    configured = (listener.host or "0.0.0.0", listener.port)
+    if listen is None:
+        return configured
+    address = _address(listen, "--listen")
+    if "listeners" in config.static and address != configured:
+        raise ConfigError(f"--listen {listen} disagrees with listeners={config.static['listeners']}")
+    return address
+
+
+def advertised_address(config: BrokerConfig, advertised: str | None) -> tuple[str | None, int | None]:
+    """What clients are told: ``--advertised HOST:PORT`` or ``advertised.listeners`` (None: the bind
+    address, see ``Broker``)."""
+    if advertised is not None:
+        return _address(advertised, "--advertised")
+    listener = config.advertised_listener()
+    return (None, None) if listener is None else (listener.host or None, listener.port)
+
+
+def _listeners(value: str | None, key: str) -> list[Listener]:
+    return [Listener.parse(item, key) for item in (value or "").split(",") if item.strip()]
 
 
 @dataclass
@@ -384,9 +554,66 @@ class BrokerConfig:
 
     @classmethod
     def from_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
-        props = parse_properties(Path(path).read_text()) if path else {}
-        props.update(overrides or {})
-        return cls(props)
+        """The static configs of ``server.properties`` at ``path`` and ``--set`` ``overrides`` (which win).
+
+        Every name must be one Kafka knows, every value valid for its config, and ``listeners``
+        servable: otherwise ``ConfigError`` names the key and where it came from (``FILE:LINE`` or
+        ``--set``), before anything starts."""
+        where: dict[str, str] = {}
+        props: dict[str, str] = {}
+        if path:
+            for lineno, key, value in properties_lines(Path(path).read_text()):
+                props[key], where[key] = value, f"{Path(path).name}:{lineno}"
+        for key, value in (overrides or {}).items():
+            props[key], where[key] = value, "--set"
+        for key, value in props.items():
+            if not is_known_static_name(key):
+                raise ConfigError(f"{where[key]}: {unknown_name_message(key)}")
+            if key in BROKER_CONFIGS:
+                try:
+                    _validate(BROKER_CONFIGS[key], value)
+                except InvalidConfig as e:
+                    raise ConfigError(f"{where[key]}: {e}") from None
+        config = cls(props)
+        try:
+            config.listener()
+            config.advertised_listener()
+        except ConfigError as e:
+            key = str(e).partition(":")[0]
+            raise ConfigError(f"{where[key]}: {e}" if key in where else str(e)) from None
+        return config
+
+    def listener(self) -> Listener:
+        """The listener the broker serves, from ``listeners``. Only PLAINTEXT is served; the KRaft
+        controller listener (``controller.listener.names``) has nothing to serve on a single node."""
+        controllers = {n.strip().upper() for n in (self.get("controller.listener.names") or "").split(",")}
+        protocols = dict(pair.strip().upper().split(":", 1)
+                         for pair in (self.get("listener.security.protocol.map") or "").split(",") if ":" in pair)
+        served = []
+        for listener in _listeners(self.get("listeners"), "listeners"):
+            if listener.name in controllers:
+                continue
+            protocol = protocols.get(listener.name, listener.name)
+            if protocol != "PLAINTEXT":
+                raise ConfigError(f"listeners: {listener} uses security protocol {protocol}; only PLAINTEXT "
+                                  "listeners are served")
+            served.append(listener)
+        if len(served) != 1:
+            raise ConfigError(f"listeners: one PLAINTEXT listener is served, got {len(served)} "
+                              f"({self.get('listeners')!r})")
+        return served[0]
+
+    def advertised_listener(self) -> Listener | None:
+        """The served listener's entry in ``advertised.listeners``, if that is set."""
+        advertised = _listeners(self.get("advertised.listeners"), "advertised.listeners")
+        if not advertised:
+            return None
+        name = self.listener().name
+        for listener in advertised:
+            if listener.name == name:
+                return listener
+        raise ConfigError(f"advertised.listeners: no entry for listener {name} "
+                          f"({self.get('advertised.listeners')!r})")
 
     def lookup(self, name: str) -> tuple[str | None, int]:
         """(value, source) of a broker config; (None, SOURCE_UNKNOWN) if unset and without default."""

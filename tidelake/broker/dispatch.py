@@ -4,8 +4,9 @@ The API key and version are checked against the registry; the body is decoded (h
 for Produce and Fetch, kafka-python's JSON-spec codecs for the rest), the handler runs, and its
 answer is encoded after the response header. A registered API asked at a version we do not serve
 gets UNSUPPORTED_VERSION in a response at that version (``error_response``); only an unknown API
-key, an undecodable body or a version its spec does not define at all raise ``FramingError``, and
-the transport then closes that connection only.
+key, an undecodable body (including a null in a field its spec does not let be null, as Kafka's
+readers refuse it) or a version its spec does not define at all raise ``FramingError``, and the
+transport then closes that connection only.
 """
 from __future__ import annotations
 
@@ -20,13 +21,15 @@ from tidelake.errors import KafkaApiError, UnsupportedVersion
 from tidelake.protocol.connection import expects_response
 from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import FramingError, encode_response_frame, parse_request_header, peek_api
+from tidelake.protocol.nulls import NullChecks
 
-log = logging.getLogger("tidelake.broker")
+log = logging.getLogger("tidelake.broker.dispatch")
 
 API_VERSIONS_KEY = 18
 # Hand-written decoders for hot-path requests (same attribute names as kafka-python's classes).
 FAST_DECODERS = {0: decode_produce_request, 1: decode_fetch_request}
 _HEAD = struct.Struct(">ii")
+NULL_CHECKS = NullChecks()
 
 
 def is_flexible(api_key: int, api_version: int) -> bool:
@@ -61,6 +64,11 @@ class Dispatcher:
                 request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
         except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
             raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
+        if fast is None:
+            null_field = NULL_CHECKS.find(spec.request_cls, api_version, request)
+            if null_field is not None:  # as unparseable to Kafka as a truncated body
+                raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
+                                   "was serialized as null")
         try:
             response = await spec.handler(self.context, RequestContext(header, client_host), request)
         except KafkaApiError as e:
@@ -97,6 +105,8 @@ class Dispatcher:
         except Exception as e:  # answered anyway, without echoing the request's items
             log.info("cannot decode %s v%d (unsupported, %s): %r", spec.name, api_version, served, e)
             request = None
+        if request is not None and NULL_CHECKS.find(spec.request_cls, api_version, request) is not None:
+            request = None  # nothing to echo from a request with a null where items belong
         message = f"{spec.name.removesuffix('Request')} v{api_version} is not supported ({served})"
         if not expects_response(spec.api_key, request):
             log.warning("closing connection: acks=0 %s; the producer expects no response", message)

@@ -27,10 +27,12 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
 from tidelake.clock import wall_ms
+from tidelake.coordinator.group import ClassicGroup
+from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
 
-log = logging.getLogger("tidelake.broker")
+log = logging.getLogger("tidelake.broker.server")
 
 GROUP_TICK_S = 0.1  # the group coordinator's clock resolution (session / rebalance timeouts)
 MAX_FETCH_SESSIONS = 1000
@@ -40,11 +42,21 @@ class Broker:
     """A single-node Kafka-compatible broker. Use ``await start()`` / ``await stop()`` in a loop."""
 
     def __init__(self, data_dir: str | Path, config: BrokerConfig | Mapping[str, str] | None = None, *,
-                 host: str = "127.0.0.1", port: int = 9092,
+                 host: str | None = None, port: int | None = None,
                  advertised_host: str | None = None, advertised_port: int | None = None):
+        """``host``/``port`` default to the config's ``listeners``, the advertised address to its
+        ``advertised.listeners``, else to the bound address."""
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         config = config if isinstance(config, BrokerConfig) else BrokerConfig(config or {})
+        if host is None or port is None:
+            listener = config.listener()
+            host = listener.host or "0.0.0.0" if host is None else host
+            port = listener.port if port is None else port
+        if advertised_host is None and advertised_port is None:
+            advertised = config.advertised_listener()
+            if advertised is not None:
+                advertised_host, advertised_port = advertised.host or None, advertised.port
         explicit = {**config.static, **config.dynamic}
         self.host, self.port = host, port
         self._advertised_port = advertised_port
@@ -161,10 +173,16 @@ class Broker:
         ctx = self.context
         while True:
             await asyncio.sleep(GROUP_TICK_S)
+            members = _classic_members(ctx.groups.groups)
             try:
                 ctx.groups.tick(ctx.clock_ms())
             except Exception:
                 log.exception("group coordinator tick failed")
+            after = _classic_members(ctx.groups.groups)
+            for group_id, ids in members.items():
+                gone = ids - after.get(group_id, frozenset())
+                if gone:
+                    log.info("group %s: session expired for %s; rebalancing", group_id, ", ".join(sorted(gone)))
 
     async def _transaction_clock(self) -> None:
         ctx = self.context
@@ -172,7 +190,19 @@ class Broker:
             "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000) / 1000)
         while True:
             await asyncio.sleep(interval)
+            ongoing = {tid: (meta.producer_id, meta.producer_epoch, meta.timeout_ms)
+                       for tid, meta in ctx.transactions.transactions.items() if meta.state == TxnStatus.ONGOING}
             try:
                 ctx.transactions.tick()
             except Exception:  # keep checking; a failed marker write is retried next round
                 log.exception("transaction timeout check failed")
+            for tid, (pid, epoch, timeout_ms) in ongoing.items():
+                meta = ctx.transactions.transactions.get(tid)
+                if meta is not None and meta.state in (TxnStatus.PREPARE_ABORT, TxnStatus.COMPLETE_ABORT):
+                    log.info("transaction %s (producer id %d, epoch %d) timed out after %d ms: aborted, producer "
+                             "fenced with epoch %d", tid, pid, epoch, timeout_ms, meta.producer_epoch)
+
+
+def _classic_members(groups: Mapping[str, object]) -> dict[str, frozenset[str]]:
+    """Member ids of each classic group with members (to report the ones a tick expired)."""
+    return {gid: frozenset(g.members) for gid, g in groups.items() if isinstance(g, ClassicGroup) and g.members}

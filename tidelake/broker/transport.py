@@ -12,7 +12,7 @@ from tidelake.broker.dispatch import Dispatcher
 from tidelake.protocol.connection import Connection
 from tidelake.protocol.framing import FramingError
 
-log = logging.getLogger("tidelake.broker")
+log = logging.getLogger("tidelake.broker.transport")
 
 
 class KafkaTransport(asyncio.Protocol):
@@ -35,6 +35,7 @@ class KafkaTransport(asyncio.Protocol):
         self.peer = transport.get_extra_info("peername")
         self.client_host = self.peer[0] if self.peer else ""
         self.registry.add(self)
+        log.debug("connection from %s opened", self.peer)
         self._worker = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data: bytes) -> None:
@@ -54,6 +55,7 @@ class KafkaTransport(asyncio.Protocol):
             self.transport.pause_reading()
 
     def connection_lost(self, exc) -> None:
+        log.debug("connection from %s closed%s", self.peer, f" ({exc})" if exc else "")
         self.closed = True
         self.registry.discard(self)
         for fut in (self._wakeup, self._writable):

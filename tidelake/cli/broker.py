@@ -11,16 +11,8 @@ import click
 
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.values import parse_pairs
-from tidelake.errors import KafkaApiError
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-def _host_port(value: str, option: str) -> tuple[str, int]:
-    host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit():
-        raise click.BadParameter(f"expected HOST:PORT, got {value!r}", param_hint=option)
-    return host or "0.0.0.0", int(port)
-
 
 @click.group(cls=CommandGroup)
 def broker() -> None:
@@ -30,7 +22,8 @@ def broker() -> None:
 @broker.command("start")
 @click.option("--data-dir", default=None, type=click.Path(file_okay=False),
               help="Directory for the logs (default: log.dirs from --config).")
-@click.option("--listen", default="127.0.0.1:9092", show_default=True, help="HOST:PORT to listen on.")
+@click.option("--listen", default=None, help="HOST:PORT to listen on  [default: listeners from --config, else "
+              "127.0.0.1:9092]")
 @click.option("--advertised", default=None, help="HOST:PORT clients are told to connect to.")
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
               help="server.properties file (Kafka config names).")
@@ -39,19 +32,19 @@ def broker() -> None:
 def start(data_dir: str | None, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
           log_level: str) -> None:
     """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0."""
-    from tidelake.broker.config import BrokerConfig
+    from tidelake.broker.config import BrokerConfig, ConfigError, advertised_address, listen_address
     from tidelake.broker.embedded import new_event_loop
     from tidelake.broker.server import Broker
 
     logging.basicConfig(stream=sys.stderr, level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    host, port = _host_port(listen, "--listen")
-    adv_host, adv_port = _host_port(advertised, "--advertised") if advertised else (None, None)
     sets = parse_pairs(overrides, "--set")
     try:
         config = BrokerConfig.from_file(config_file, sets)
-    except (KafkaApiError, ValueError) as e:
-        raise CliError(f"bad configuration{' in ' + config_file if config_file else ''}: {e}") from e
+        host, port = listen_address(config, listen)
+        adv_host, adv_port = advertised_address(config, advertised)
+    except ConfigError as e:  # the message names the key and where it came from
+        raise CliError(f"bad configuration: {e}") from e
     if data_dir is None:
         log_dirs = config.get("log.dirs")
         if not log_dirs:

@@ -29,6 +29,10 @@ class DecodeError(ValueError):
     pass
 
 
+# Kafka's readers refuse a null where the spec does not allow one (the connection is closed).
+_NULL = "non-nullable field %s was serialized as null"
+
+
 def _uvarint(n: int) -> bytes:
     if n < 0x80:
         return bytes((n,))
@@ -125,15 +129,19 @@ def decode_produce_request(buf, pos: int, version: int) -> ProduceRequestData:
         (timeout,) = _I32.unpack_from(buf, pos + 2)
         pos += 6
         nt, pos = _read_len(buf, pos, flexible)
+        if nt < 0:
+            raise DecodeError(_NULL % "topic_data")
         topics = []
         end = len(buf)
-        for _ in range(max(nt, 0)):
+        for _ in range(nt):
             name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
             if name is None and topic_id is None:
                 raise DecodeError("bad topic name")
             np_, pos = _read_len(buf, pos, flexible)
+            if np_ < 0:
+                raise DecodeError(_NULL % "topic_data.partition_data")
             parts = []
-            for _ in range(max(np_, 0)):
+            for _ in range(np_):
                 (index,) = _I32.unpack_from(buf, pos)
                 n, pos = _read_len(buf, pos + 4, flexible)
                 records = None
@@ -211,12 +219,16 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
             session_id, session_epoch = _I32_PAIR.unpack_from(buf, pos)
             pos += 8
         nt, pos = _read_len(buf, pos, flexible)
+        if nt < 0:
+            raise DecodeError(_NULL % "topics")
         topics = []
-        for _ in range(max(nt, 0)):
+        for _ in range(nt):
             name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
             np_, pos = _read_len(buf, pos, flexible)
+            if name is None and topic_id is None or np_ < 0:
+                raise DecodeError(_NULL % ("topics.topic" if np_ >= 0 else "topics.partitions"))
             parts = []
-            for _ in range(max(np_, 0)):
+            for _ in range(np_):
                 (partition,) = _I32.unpack_from(buf, pos)
                 pos += 4
                 leader_epoch = -1
@@ -242,19 +254,26 @@ def decode_fetch_request(buf, pos: int, version: int) -> FetchRequestData:
         forgotten = []
         if version >= 7:
             nf, pos = _read_len(buf, pos, flexible)
-            for _ in range(max(nf, 0)):
+            if nf < 0:
+                raise DecodeError(_NULL % "forgotten_topics_data")
+            for _ in range(nf):
                 name, topic_id, pos = _read_topic_key(buf, pos, version, flexible, uuid_from=13)
                 np_, pos = _read_len(buf, pos, flexible)
+                if name is None and topic_id is None or np_ < 0:
+                    raise DecodeError(_NULL % ("forgotten_topics_data.topic" if np_ >= 0
+                                               else "forgotten_topics_data.partitions"))
                 if np_ * 4 > len(buf) - pos:
                     raise DecodeError("forgotten partitions run past the request")
-                plist = list(struct.unpack_from(f">{max(np_, 0)}i", buf, pos))
-                pos += 4 * max(np_, 0)
+                plist = list(struct.unpack_from(f">{np_}i", buf, pos))
+                pos += 4 * np_
                 if flexible:
                     pos = _skip_tags(buf, pos)
                 forgotten.append(FetchTopicData(name, topic_id, plist))
         rack = ""
         if version >= 11:
             rack, pos = _read_str(buf, pos, flexible)
+            if rack is None:
+                raise DecodeError(_NULL % "rack_id")
         if flexible:
             pos = _skip_tags(buf, pos)
         if pos > len(buf):

@@ -8,6 +8,7 @@ transactional id.
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from kafka.protocol.admin import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
@@ -29,6 +30,8 @@ from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGr
 
 INVALID_GROUP_ID = errors.InvalidGroupId.code
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
+
+log = logging.getLogger("tidelake.broker.groups")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,6 +78,9 @@ async def join_group(broker: BrokerContext, ctx: RequestContext, req):
         require_known_member_id=v >= 4, now_ms=now)
     if result.error:
         return fail(result.error, result.member_id)
+    log.info("group %s: member %s joined generation %d (protocol %s%s)", req.group_id, result.member_id,
+             result.generation_id, result.protocol_name,
+             f", leader of {len(result.members)} members" if result.member_id == result.leader else "")
     M = JoinGroupResponse.JoinGroupResponseMember
     return JoinGroupResponse(
         throttle_time_ms=0, error_code=0, generation_id=result.generation_id, protocol_type=result.protocol_type,
