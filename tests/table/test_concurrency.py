@@ -27,16 +27,16 @@ def as_dict(t):
     return {r["id"]: r["amount"] for r in t.to_pylist()}
 
 
-class Interleaved(Table):
-    """A table whose next commit first lets another writer commit: the job read version N, the
+def interleave(monkeypatch, table: Table, other) -> None:
+    """The table's next commit first lets another writer commit: the job read version N, the
     other job commits N+1, then this job tries to commit."""
-    hook = None
+    commit = table.committer.commit
 
-    def _commit(self, operation, **kw):
-        h, self.hook = self.hook, None
-        if h is not None:
-            h()
-        return super()._commit(operation, **kw)
+    def first_the_other(operation, **kw):
+        monkeypatch.setattr(table.committer, "commit", commit)
+        other()
+        return commit(operation, **kw)
+    monkeypatch.setattr(table.committer, "commit", first_the_other)
 
 
 OPS = {
@@ -69,11 +69,11 @@ def seeded(path):
 
 @pytest.mark.parametrize("mine", list(OPS))
 @pytest.mark.parametrize("other", list(OPS))
-def test_conflict_table(tmp_path, mine, other):
+def test_conflict_table(tmp_path, monkeypatch, mine, other):
     seeded(tmp_path / "t")
-    me = Interleaved.open(str(tmp_path / "t"))
+    me = Table.open(str(tmp_path / "t"))
     someone = Table.open(str(tmp_path / "t"))
-    me.hook = lambda: OPS[other](someone)
+    interleave(monkeypatch, me, lambda: OPS[other](someone))
     if expected_conflict(mine, other):
         with pytest.raises(CommitConflict) as ei:
             OPS[mine](me)

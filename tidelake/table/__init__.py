@@ -22,12 +22,14 @@ retention.auto, retention.check.commit.num, clustering.auto, clustering.l0.num, 
 clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
 compaction.parallelism, checkpoint.interval.
 """
+from .commit import conflict_rule
 from .errors import (CommitConflict, SchemaError, TableError, TableExists, TableNotFound,
                      VersionExpired, VersionNotFound)
 from .files import DataFile, FilePlan, bucket_ids
 from .schema import parse_schema
-from .table import DEFAULT_PROPERTIES, Table, Transaction, conflict_rule
+from .snapshot import Snapshot
+from .table import DEFAULT_PROPERTIES, Table, Transaction
 
-__all__ = ["Table", "Transaction", "DataFile", "FilePlan", "bucket_ids", "conflict_rule", "DEFAULT_PROPERTIES",
-           "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict", "VersionExpired",
-           "VersionNotFound", "SchemaError"]
+__all__ = ["Table", "Transaction", "Snapshot", "DataFile", "FilePlan", "bucket_ids", "conflict_rule",
+           "DEFAULT_PROPERTIES", "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict",
+           "VersionExpired", "VersionNotFound", "SchemaError"]

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -36,9 +37,21 @@ OP_DELETE = 1
 OP_NAMES = {OP_UPSERT: "upsert", OP_DELETE: "delete"}
 SYSTEM_COLUMNS = (OP, COMMIT_VERSION, COMMIT_TIME)
 COMMIT_TIME_TYPE = pa.timestamp("ms", tz="UTC")
+IO_THREADS = 4
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-@dataclass
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS) -> list[R]:
+    """``map`` over a few threads (pyarrow releases the GIL while decoding and encoding files)."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
+        return list(ex.map(fn, items))
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One data file as recorded in the metadata log. JSON-safe via to_dict()/from_dict().
 
@@ -249,3 +262,15 @@ def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr:
 
 def empty(schema: pa.Schema) -> pa.Table:
     return schema.empty_table()
+
+
+def remove_files(root: str, paths: Iterable[str]) -> int:
+    """Delete files (relative to ``root``) that may already be gone; returns how many this removed."""
+    n = 0
+    for p in paths:
+        try:
+            os.unlink(os.path.join(root, p))
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n
