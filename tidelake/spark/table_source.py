@@ -231,8 +231,8 @@ class TableReader(DataSourceReader):
         elif partition.bucket == -1:
             return  # an empty snapshot
         else:
-            # One bucket of the snapshot (no public per-bucket scan yet; scan() reads every bucket).
-            data = table._read_snapshot(spec.version, filter=spec.filters or None, buckets={partition.bucket})
+            # One bucket of the snapshot.
+            data = table.scan(version=spec.version, filter=spec.filters or None, buckets={partition.bucket})
         data = data.select(self.arrow_schema.names).cast(self.arrow_schema)
         yield from data.to_batches(max_chunksize=65_536)
 

@@ -100,12 +100,13 @@ _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 
 def _fmix64(h: np.ndarray) -> np.ndarray:
     """murmur3's 64-bit finalizer: a stable, well-mixing function of a uint64 array."""
-    with np.errstate(over="ignore"):
-        h = h ^ (h >> np.uint64(33))
-        h = h * _M1
-        h = h ^ (h >> np.uint64(33))
-        h = h * _M2
-        h = h ^ (h >> np.uint64(33))
+    shift = np.uint64(33)
+    with np.errstate(over="ignore"):   # a new array once, then in place (the input may be read-only)
+        h = h ^ (h >> shift)
+        h *= _M1
+        h ^= h >> shift
+        h *= _M2
+        h ^= h >> shift
     return h
 
 
@@ -239,8 +240,15 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
-    # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file
-    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, write_statistics=True,
+    # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file.
+    # Dictionary encoding only for strings/binary (tried on numbers it is mostly wasted work and
+    # bigger files); integers delta-encoded (sorted keys, versions and small values shrink to a few
+    # bits, so there is less to decompress on every read); min/max statistics on the key, which is
+    # what pruning reads.
+    dictionary = [f.name for f in table.schema if is_string(f.type)]
+    encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type)}
+    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, use_dictionary=dictionary,
+                   column_encoding=encodings or None, write_statistics=list(primary_key),
                    row_group_size=128 * 1024)
     kmin, kmax = key_range(table, primary_key)
     deletes = 0
@@ -251,13 +259,34 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
                     key_min=kmin, key_max=kmax, deletes=deletes)
 
 
-def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None) -> pa.Table:
-    """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest."""
+def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None,
+                 strings: Sequence[str] = ()) -> pa.Table:
+    """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest.
+    ``strings``: string columns to read dictionary-encoded (``conform`` casts them back)."""
     full = os.path.join(root, f.path)
+    if filter_expr is not None:
+        present = pq.read_schema(full).names
+        columns = [c for c in columns if c in present] if columns is not None else None
+        return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False,
+                             read_dictionary=[c for c in strings if c in present])
+    # the whole file: no dataset machinery, one open. Strings are written dictionary-encoded;
+    # decoding them as a dictionary and casting after is cheaper than decoding plain strings.
+    try:
+        pf = pq.ParquetFile(full, read_dictionary=strings)
+    except KeyError:   # a column added after the file was written
+        pf = pq.ParquetFile(full)
+        pf = pq.ParquetFile(full, metadata=pf.metadata, read_dictionary=[c for c in strings if c in pf.schema_arrow.names])
     if columns is not None:
-        present = set(pq.read_schema(full).names)
-        columns = [c for c in columns if c in present]
-    return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False)
+        columns = [c for c in columns if c in pf.schema_arrow.names]
+    return pf.read(columns=columns, use_threads=False)
+
+
+def is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_integer_like(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
 
 
 def empty(schema: pa.Schema) -> pa.Table:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from .errors import VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
-                    conform, parallel_map, read_parquet)
+                    conform, is_string, parallel_map, read_parquet)
 from .metadata import FileEntry
 from .scan import BucketPlan
 
@@ -37,20 +37,56 @@ def _ordered(deltas: Sequence[FileEntry]) -> bool:
     return True
 
 
-def first_per_key(t: pa.Table, primary_key: Sequence[str]) -> pa.Table:
-    """The first row of every key (hash aggregation; output in no particular order)."""
+def _int_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | None:
+    """The key as a numpy array when it is one integer column (the fast paths below), else None."""
+    if len(primary_key) == 1 and pa.types.is_integer(t.schema.field(primary_key[0]).type):
+        return t.column(primary_key[0]).to_numpy()
+    return None
+
+
+def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
+    """Index of the first row of every key (for an integer key in key order, else in no particular
+    order)."""
+    keys = _int_key(t, primary_key)
+    if keys is not None:
+        # a stable sort keeps, among equal keys, the first row first; on a concatenation of sorted
+        # files (timsort finds the runs) it is near-linear
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        return order[starts]
     idx = "__row"
-    keys = t.select(list(primary_key)).append_column(idx, pa.array(np.arange(t.num_rows, dtype=np.int64)))
-    first = keys.group_by(list(primary_key), use_threads=False).aggregate([(idx, "min")]).column(f"{idx}_min")
-    return t.take(first)
+    rows = t.select(list(primary_key)).append_column(idx, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+    return rows.group_by(list(primary_key), use_threads=False).aggregate([(idx, "min")]).column(f"{idx}_min")
 
 
-def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str]) -> pa.Table:
-    """Rows of ``t`` whose key is not in ``keys``."""
+def _reversed(n: int) -> pa.Array:
+    return pa.array(np.arange(n - 1, -1, -1, dtype=np.int64))
+
+
+def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, keys_sorted: bool = False) -> pa.Table:
+    """Rows of ``t`` whose key is not in ``keys`` (``keys_sorted``: already in ascending order)."""
+    mine = _int_key(t, primary_key)
+    if mine is not None:
+        theirs = keys.column(primary_key[0]).to_numpy()
+        theirs = theirs if keys_sorted else np.sort(theirs)
+        pos = np.minimum(np.searchsorted(theirs, mine), max(len(theirs) - 1, 0))
+        keep = theirs[pos] != mine if len(theirs) else np.ones(len(mine), dtype=bool)
+        return t if keep.all() else t.filter(pa.array(keep))
     if len(primary_key) == 1:
         k = primary_key[0]
-        return t.filter(pc.invert(pc.is_in(t.column(k), value_set=keys.column(k).combine_chunks())))
-    return t.join(keys.select(list(primary_key)), keys=list(primary_key), join_type="left anti").select(t.column_names)
+        drop = pc.is_in(t.column(k), value_set=keys.column(k).combine_chunks())
+        return t.filter(pc.invert(drop)) if pc.any(drop).as_py() else t
+    kept = t.join(keys.select(list(primary_key)), keys=list(primary_key), join_type="left anti")
+    return kept.select(t.column_names).cast(t.schema)   # the join drops "not null" from the key fields
+
+
+def _upserts(t: pa.Table, columns: list[str], has_deletes: bool) -> pa.Table:
+    """The upsert rows of a table with one row per key (deletes dropped), as ``columns``."""
+    if not has_deletes:
+        return t.select(columns)
+    return t.filter(pc.equal(t.column(OP), OP_UPSERT)).select(columns)
 
 
 def sort_indices_by_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
@@ -70,19 +106,22 @@ class MergeOnReadReader:
 
     # ------------------------------------------------------------ one file
     def read_file(self, f: DataFile, columns: list[str], schema: pa.Schema, key_filter: pc.Expression | None = None,
-                  *, versions: bool = False, timestamps: Mapping[int, int] | None = None) -> pa.Table:
-        """A file's rows: ``columns`` conformed to ``schema``, then ``_op`` (base rows are upserts),
-        with ``versions`` ``_commit_version`` and with ``timestamps`` also ``_commit_time`` (an L0
-        file's rows carry its commit's version and time)."""
-        wanted = columns + ([OP, COMMIT_VERSION, COMMIT_TIME] if f.kind == "delta" else [])
+                  *, ops: bool = True, versions: bool = False, timestamps: Mapping[int, int] | None = None) -> pa.Table:
+        """A file's rows: ``columns`` conformed to ``schema``, then (with ``ops``) ``_op`` (base rows
+        are upserts), with ``versions`` ``_commit_version`` and with ``timestamps`` also
+        ``_commit_time`` (an L0 file's rows carry its commit's version and time)."""
+        wanted = columns + ([OP] if ops and f.kind == "delta" else [])
+        if f.kind == "delta" and (versions or timestamps is not None):
+            wanted += [COMMIT_VERSION, COMMIT_TIME]
         try:
-            t = read_parquet(self.path, f, wanted, key_filter)
+            t = read_parquet(self.path, f, wanted, key_filter,
+                             strings=[c for c in columns if is_string(schema.field(c).type)])
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} was removed by retention cleanup; "
                                  f"read a newer version") from None
         n = t.num_rows
-        extra = [pa.field(OP, pa.int8())]
-        if f.kind == "base":
+        extra = [pa.field(OP, pa.int8())] if ops else []
+        if ops and f.kind == "base":
             t = t.append_column(OP, pa.array(np.zeros(n, np.int8)))
         if versions or timestamps is not None:
             if COMMIT_VERSION not in t.column_names:   # base or L0 file: one version for all rows
@@ -100,28 +139,67 @@ class MergeOnReadReader:
                      key_filter: pc.Expression | None = None) -> pa.Table:
         """The live rows of one bucket (``columns``; every key once, in no particular order)."""
         pk = self.primary_key
-        base = self.read_file(plan.base.file, columns, schema, key_filter).select(columns) if plan.base else None
+        base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
         if not plan.deltas:
             return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
         straddles = any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
-        ordered = _ordered(plan.deltas)
-        parts = []
-        for fe in reversed(plan.deltas):                      # newest file first
-            t = self.read_file(fe.file, columns, schema, key_filter, versions=straddles or not ordered)
-            if fe.file.level > 0:                              # a key's newest row of the file first
-                t = t.take(pa.array(np.arange(t.num_rows - 1, -1, -1, dtype=np.int64)))
-            parts.append(t)
-        d = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-        if straddles:   # a clustered file also holds rows the base already merged
-            d = d.filter(pc.greater(d.column(COMMIT_VERSION), plan.base_version))
-        if not ordered:
-            d = d.take(np.argsort(-d.column(COMMIT_VERSION).to_numpy(), kind="stable"))
-        if len(parts) > 1 or plan.deltas[0].file.level > 0:
-            d = first_per_key(d, pk)
-        upserts = d.filter(pc.equal(d.column(OP), OP_UPSERT)).select(columns)
+        if straddles or not _ordered(plan.deltas):
+            changed, upserts = self._merge_by_version(plan, columns, schema, key_filter)
+        else:
+            changed, upserts = self._merge_ordered(plan.deltas, columns, schema, key_filter)
         if base is None or base.num_rows == 0:
             return upserts
-        return pa.concat_tables([without_keys(base, d, pk), upserts])
+        return pa.concat_tables([without_keys(base, changed, pk), upserts])
+
+    def _merge_ordered(self, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
+                       key_filter: pc.Expression | None) -> tuple[pa.Table, pa.Table]:
+        """Deltas whose files are in version order: (the keys they change, their live rows). The
+        oldest delta (usually the biggest) is merged like a base: its rows survive unless a newer
+        delta names their key; only the newer ones are deduplicated among themselves. ``_op`` is
+        read only from files that hold deletes."""
+        pk = self.primary_key
+        parts = []
+        for fe in reversed(deltas):                           # newest file first
+            t = self.read_file(fe.file, columns, schema, key_filter, ops=fe.file.deletes > 0)
+            if fe.file.level > 0:                              # a clustered file: its newest row per key
+                newest_first = t.take(_reversed(t.num_rows))
+                t = newest_first.take(first_indices(newest_first, pk))
+            parts.append((fe.file.deletes > 0, t))
+        has_deletes, oldest = parts[-1]
+        newer = parts[:-1]
+        if not newer:
+            return oldest.select(pk), _upserts(oldest, columns, has_deletes)
+        newer_keys = pa.concat_tables([t.select(pk) for _, t in newer])
+        if len(newer) == 1:
+            # one file's keys: sorted (an L0 file, or a clustered one deduplicated by first_indices)
+            live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
+                    _upserts(newer[0][1], columns, newer[0][0])]
+        else:   # the first row of every key in newest-first order, taken from the part it is in
+            firsts = np.asarray(first_indices(newer_keys, pk))
+            live = [_upserts(without_keys(oldest, newer_keys.take(firsts), pk, keys_sorted=True), columns, has_deletes)]
+            offsets = np.cumsum([0] + [t.num_rows for _, t in newer])
+            part_of = np.searchsorted(offsets, firsts, side="right") - 1
+            for i, (deletes, t) in enumerate(newer):
+                mine = firsts[part_of == i] - offsets[i]
+                if len(mine) == t.num_rows:
+                    live.append(_upserts(t, columns, deletes))
+                elif len(mine):
+                    live.append(_upserts(t.take(mine), columns, deletes))
+        return pa.concat_tables([oldest.select(pk), newer_keys]), pa.concat_tables(live)
+
+    def _merge_by_version(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
+                          key_filter: pc.Expression | None) -> tuple[pa.Table, pa.Table]:
+        """Deltas overlapping in versions, or a clustered file straddling the base: every row with
+        its commit version, newest first, then the first row per key."""
+        parts = []
+        for fe in reversed(plan.deltas):
+            t = self.read_file(fe.file, columns, schema, key_filter, versions=True)
+            parts.append(t.take(_reversed(t.num_rows)) if fe.file.level > 0 else t)
+        d = pa.concat_tables(parts)
+        d = d.filter(pc.greater(d.column(COMMIT_VERSION), plan.base_version))   # rows the base already has
+        d = d.take(np.argsort(-d.column(COMMIT_VERSION).to_numpy(), kind="stable"))
+        d = d.take(first_indices(d, self.primary_key))
+        return d.select(self.primary_key), _upserts(d, columns, True)
 
     def read_snapshot(self, plans: Sequence[BucketPlan], schema: pa.Schema, columns: Sequence[str],
                       expression: pc.Expression | None, key_filter: pc.Expression | None) -> pa.Table:

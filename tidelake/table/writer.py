@@ -95,12 +95,12 @@ class DeltaWriter:
         keep = _last_of_each_key(sorted_keys, pk)   # equal keys always share a bucket
         if not keep.all():
             order = order[keep]
-        t = rows.take(order)
         counts = np.bincount(buckets[order], minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
-        jobs = [(b, t.slice(int(offsets[b]), int(counts[b]))) for b in range(self.bucket_num) if counts[b]]
-        return parallel_map(lambda job: write_parquet(self.path, job[1], kind="delta", bucket=job[0], level=0,
-                                                      primary_key=pk), jobs)
+        jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
+        # each bucket gathers its own rows, in the writer threads
+        return parallel_map(lambda job: write_parquet(self.path, rows.take(job[1]), kind="delta", bucket=job[0],
+                                                      level=0, primary_key=pk), jobs)
 
     def stage_files(self, data: Any, op: str, schema: pa.Schema) -> list[DataFile]:
         """``prepare`` + ``stage`` for one operation ('upsert' | 'insert' | 'delete')."""
