@@ -147,3 +147,24 @@ def test_crash_between_data_commit_and_maintenance(tmp_path, moment):
     live = {f.path for f in after.plan()}
     on_disk = {os.path.relpath(os.path.join(d, f), t.path) for d, _, fs in os.walk(os.path.join(t.path, "data")) for f in fs}
     assert on_disk == live
+
+
+EXITING_WRITER = textwrap.dedent("""
+    import sys
+    import pyarrow as pa
+    sys.path.insert(0, {root!r})
+    from tidelake.table import Table
+    Table.open(sys.argv[1]).upsert(pa.table({{"id": pa.array([1, 2], pa.int64()), "amount": pa.array([1, 1], pa.int64())}}))
+    print("committed", flush=True)
+""")
+
+
+def test_process_exit_lets_running_maintenance_finish(tmp_path):
+    """A short-lived writer exits right after its commit: exit waits for the compaction it started
+    (bounded) instead of cutting it off, and the process exits cleanly."""
+    t = make(tmp_path / "t", compaction_delta_num=1)
+    script = tmp_path / "exit.py"
+    script.write_text(EXITING_WRITER.format(root=ROOT))
+    p = subprocess.run([sys.executable, str(script), t.path], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout == "committed\n", p.stderr
+    assert [h["operation"] for h in Table.open(t.path).history()] == ["create", "upsert", "compact"]

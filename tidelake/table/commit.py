@@ -126,16 +126,16 @@ class Committer:
             o = md.commits.get(ov)
             if o is None:
                 raise VersionExpired(f"version {ov} expired while this {operation} was running")
-            if o.get("auto") and operation in DATA_OPERATIONS:
+            if o.auto and operation in DATA_OPERATIONS:
                 continue
-            rule = conflict_rule(operation, o["operation"], buckets, set(o.get("buckets") or []) or None)
+            rule = conflict_rule(operation, o.operation, buckets, set(o.buckets or []) or None)
             if rule:
-                raise CommitConflict(operation, read_version, o["operation"], ov, rule)
+                raise CommitConflict(operation, read_version, o.operation, ov, rule)
         if inputs is not None:   # clustering inputs must still be live
             gone = [p for p in inputs if p not in md.files or not md.files[p].live]
             if gone:
                 culprit = max((md.files[p].removed_at for p in gone if p in md.files), default=md.version)
-                raise CommitConflict(operation, read_version, md.commits[culprit]["operation"], culprit,
+                raise CommitConflict(operation, read_version, md.commits[culprit].operation, culprit,
                                      f"{operation} inputs were replaced")
 
 

@@ -16,9 +16,11 @@ daemon thread that runs the due work and exits when there is none. ``maintenance
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
+import weakref
 from typing import Callable, Iterable
 
 import numpy as np
@@ -37,6 +39,19 @@ from .versions import HOUR_MS, VersionResolver
 log = logging.getLogger(__name__)
 
 MODES = ("background", "inline")
+EXIT_GRACE_SECONDS = 30.0    # how long interpreter exit waits for a maintenance run in progress
+
+_workers: "weakref.WeakSet[MaintenanceWorker]" = weakref.WeakSet()
+
+
+@atexit.register
+def _finish_at_exit() -> None:
+    """At exit, let triggered maintenance finish (bounded), then start nothing new: a daemon thread
+    cut off inside pyarrow while the interpreter tears down could crash the exit. Whatever is cut
+    short is found again after a later commit."""
+    for worker in list(_workers):
+        worker.wait(EXIT_GRACE_SECONDS)
+        worker.close(0)
 
 
 class MaintenanceWorker:
@@ -60,6 +75,7 @@ class MaintenanceWorker:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name=self._name, daemon=True)
                 self._thread.start()
+                _workers.add(self)
 
     def _loop(self) -> None:
         while True:
@@ -143,8 +159,8 @@ class Maintenance:
                 return self.compact(busy, auto=True) if busy else None
             jobs.append(by_deltas)
         if commit_num > 0:
-            last = max((v for v, c in md.commits.items() if c["operation"] == "compact"), default=0)
-            if sum(1 for v, c in md.commits.items() if v > last and c["operation"] in DATA_OPERATIONS) >= commit_num:
+            last = max((v for v, c in md.commits.items() if c.operation == "compact"), default=0)
+            if sum(1 for v, c in md.commits.items() if v > last and c.operation in DATA_OPERATIONS) >= commit_num:
                 jobs.append(lambda: self.compact(auto=True))
         every = max(1, int(md.prop("retention.check.commit.num", "10")))
         if (md.prop("retention.auto", "true").lower() == "true"

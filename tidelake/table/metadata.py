@@ -131,13 +131,65 @@ class LogEntry:
                    buckets=tuple(d["buckets"]) if d.get("buckets") is not None else None,
                    restore_of=d.get("restore_of"), auto=bool(d.get("auto", False)))
 
-    def info(self) -> dict[str, Any]:
-        """The history row of this version (what ``Table.history()`` returns)."""
-        d = self.to_json()
-        d.pop("schema", None)
-        d["added"] = len(d.pop("add"))
-        d["removed"] = len(d.pop("remove"))
+    def info(self) -> "CommitInfo":
+        """What the metadata keeps of this entry once replayed (its history row)."""
+        apps = self.of(SetAppState)
+        schemas = self.of(ChangeSchema)
+        props = self.of(SetProperties)
+        return CommitInfo(
+            version=self.version, timestamp_ms=self.timestamp_ms, operation=self.operation,
+            read_version=self.read_version, added=len(self.of(AddFile)), removed=len(self.of(RemoveFile)),
+            rows_added=self.rows_added, app=apps[-1] if apps else None, buckets=self.buckets,
+            restore_of=self.restore_of, auto=self.auto, primary_key=self.primary_key,
+            schema_fields=tuple(f"{f.name} {f.type}" for f in schemas[-1].schema) if schemas else None,
+            properties=props[-1].properties if props else None)
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    """One retained version as the metadata remembers it (without its file lists)."""
+    version: int
+    timestamp_ms: int
+    operation: str
+    read_version: int
+    added: int = 0
+    removed: int = 0
+    rows_added: int = 0
+    app: SetAppState | None = None
+    buckets: tuple[int, ...] | None = None
+    restore_of: int | None = None
+    auto: bool = False
+    primary_key: tuple[str, ...] | None = None
+    schema_fields: tuple[str, ...] | None = None
+    properties: Mapping[str, str] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The history row (JSON-safe; optional fields only when set). Also the checkpoint form."""
+        d: dict[str, Any] = {"version": self.version, "timestamp_ms": self.timestamp_ms, "operation": self.operation,
+                             "read_version": self.read_version, "added": self.added, "removed": self.removed,
+                             "rows_added": self.rows_added}
+        if self.app is not None:
+            d["app"] = {"app_id": self.app.app_id, "batch_id": self.app.batch_id, "extra": dict(self.app.extra)}
+        optional = {"buckets": list(self.buckets) if self.buckets is not None else None,
+                    "restore_of": self.restore_of, "auto": self.auto or None,
+                    "primary_key": list(self.primary_key) if self.primary_key is not None else None,
+                    "schema_fields": list(self.schema_fields) if self.schema_fields is not None else None,
+                    "properties": dict(self.properties) if self.properties is not None else None}
+        d.update({k: v for k, v in optional.items() if v is not None})
         return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "CommitInfo":
+        app = d.get("app")
+        return cls(version=d["version"], timestamp_ms=d["timestamp_ms"], operation=d["operation"],
+                   read_version=d.get("read_version", -1), added=d.get("added", 0), removed=d.get("removed", 0),
+                   rows_added=d.get("rows_added", 0),
+                   app=SetAppState(app["app_id"], int(app["batch_id"]), app.get("extra") or {}) if app else None,
+                   buckets=tuple(d["buckets"]) if d.get("buckets") is not None else None,
+                   restore_of=d.get("restore_of"), auto=bool(d.get("auto", False)),
+                   primary_key=tuple(d["primary_key"]) if "primary_key" in d else None,
+                   schema_fields=tuple(d["schema_fields"]) if "schema_fields" in d else None,
+                   properties=dict(d["properties"]) if "properties" in d else None)
 
 
 @dataclass(frozen=True)
@@ -183,7 +235,7 @@ class TableMetadata:
     version: int = -1
     horizon: int = 0                                       # versions below were expired
     primary_key: tuple[str, ...] = ()
-    commits: Mapping[int, dict[str, Any]] = field(default_factory=dict)   # version -> history row
+    commits: Mapping[int, CommitInfo] = field(default_factory=dict)
     # commit time of every version still referenced (outlives ``commits`` rows that expire while a
     # restored or clustered file still holds rows of that version)
     timestamps: Mapping[int, int] = field(default_factory=dict)
@@ -289,7 +341,7 @@ class TableMetadata:
     def to_json(self) -> dict[str, Any]:
         return {
             "version": self.version, "horizon": self.horizon, "primary_key": list(self.primary_key),
-            "versions": [self.commits[v] for v in sorted(self.commits)],
+            "versions": [self.commits[v].as_dict() for v in sorted(self.commits)],
             "files": [{"file": fe.file.to_dict(), "intervals": [list(i) for i in fe.intervals],
                        "commit_seq": fe.commit_seq} for fe in self.files.values()],
             "schemas": [[v, schema_to_json(s)] for v, s in self.schemas],
@@ -302,7 +354,7 @@ class TableMetadata:
     def from_json(cls, d: Mapping[str, Any]) -> "TableMetadata":
         return cls(
             version=d["version"], horizon=d["horizon"], primary_key=tuple(d["primary_key"]),
-            commits={c["version"]: c for c in d["versions"]},
+            commits={c["version"]: CommitInfo.from_dict(c) for c in d["versions"]},
             timestamps={v: ts for v, ts in d["timestamps"]},
             files={f["file"]["path"]: FileEntry(DataFile.from_dict(f["file"]),
                                                 tuple((a, r) for a, r in f["intervals"]), f["commit_seq"])

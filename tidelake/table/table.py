@@ -178,7 +178,7 @@ class Table:
         """Every retained version, oldest first: version, timestamp_ms, operation, read_version,
         files added/removed, rows added, app state."""
         md = self.metadata
-        return [dict(md.commits[v]) for v in md.retained_versions()]
+        return [md.commits[v].as_dict() for v in md.retained_versions()]
 
     def latest_version(self, n: int = 1) -> int:
         """The n-th latest version (seed 003's get_latest_version(table, n)); n=1 is the latest."""
@@ -293,8 +293,9 @@ class Table:
     def stage_files(self, data: Any, *, op: str = "upsert") -> list[DataFile]:
         """Write bucketed, PK-sorted L0 delta Parquet files (not yet visible) for commit_staged().
         ``op``: 'upsert' | 'insert' (rows upserted) or 'delete' (only the key columns are used).
-        Safe to call on Spark executors (needs only the table path and its metadata; a pickled
-        Table or ``snapshot()`` stages without reading the log again)."""
+        Safe to call on Spark executors. Stages in the latest schema, so it first looks for newer
+        log entries (one file lookup when up to date); ``snapshot().stage_files`` stages in the
+        snapshot's schema with no log I/O at all."""
         if op not in STAGE_OPS:
             raise ValueError(f"op must be upsert, insert or delete, not {op!r}")
         return self.writer.stage_files(data, op, self.metadata.schema)
