@@ -61,6 +61,21 @@ def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Ar
     return rows.group_by(list(primary_key), use_threads=False).aggregate([(idx, "min")]).column(f"{idx}_min")
 
 
+def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its string columns dictionary-encoded (as they are stored)."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if is_string(f.type) else f
+                      for f in schema])
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def _stringish(t: pa.DataType) -> bool:
+    """A string column, plain or dictionary-encoded."""
+    return is_string(t.value_type if pa.types.is_dictionary(t) else t)
+
+
 def _reversed(n: int) -> pa.Array:
     return pa.array(np.arange(n - 1, -1, -1, dtype=np.int64))
 
@@ -68,11 +83,16 @@ def _reversed(n: int) -> pa.Array:
 def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, keys_sorted: bool = False) -> pa.Table:
     """Rows of ``t`` whose key is not in ``keys`` (``keys_sorted``: already in ascending order)."""
     mine = _int_key(t, primary_key)
-    if mine is not None:
+    if mine is not None and len(mine):
         theirs = keys.column(primary_key[0]).to_numpy()
-        theirs = theirs if keys_sorted else np.sort(theirs)
-        pos = np.minimum(np.searchsorted(theirs, mine), max(len(theirs) - 1, 0))
-        keep = theirs[pos] != mine if len(theirs) else np.ones(len(mine), dtype=bool)
+        if _is_sorted(mine):       # (a file read whole is): look their keys up in it
+            pos = np.minimum(np.searchsorted(mine, theirs), len(mine) - 1)
+            keep = np.ones(len(mine), dtype=bool)
+            keep[pos[mine[pos] == theirs]] = False
+        else:
+            theirs = theirs if keys_sorted else np.sort(theirs)
+            pos = np.minimum(np.searchsorted(theirs, mine), max(len(theirs) - 1, 0))
+            keep = theirs[pos] != mine if len(theirs) else np.ones(len(mine), dtype=bool)
         return t if keep.all() else t.filter(pa.array(keep))
     if len(primary_key) == 1:
         k = primary_key[0]
@@ -115,7 +135,7 @@ class MergeOnReadReader:
             wanted += [COMMIT_VERSION, COMMIT_TIME]
         try:
             t = read_parquet(self.path, f, wanted, key_filter,
-                             strings=[c for c in columns if is_string(schema.field(c).type)])
+                             strings=[c for c in columns if _stringish(schema.field(c).type)])
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} was removed by retention cleanup; "
                                  f"read a newer version") from None
@@ -136,14 +156,19 @@ class MergeOnReadReader:
 
     # ------------------------------------------------------------ snapshot
     def merge_bucket(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
-                     key_filter: pc.Expression | None = None) -> pa.Table:
-        """The live rows of one bucket (``columns``; every key once, in no particular order)."""
+                     key_filter: pc.Expression | None = None, *, dictionaries: bool = False) -> pa.Table:
+        """The live rows of one bucket (``columns``; every key once, in no particular order).
+        ``dictionaries``: string columns may come back dictionary-encoded (cheaper to filter and
+        gather; the caller casts the result)."""
         pk = self.primary_key
+        by_version = bool(plan.deltas) and (any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
+                                            or not _ordered(plan.deltas))
+        if dictionaries and not by_version:   # (rows of several files are gathered together there)
+            schema = _dictionary_strings(schema)
         base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
         if not plan.deltas:
             return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
-        straddles = any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
-        if straddles or not _ordered(plan.deltas):
+        if by_version:
             changed, upserts = self._merge_by_version(plan, columns, schema, key_filter)
         else:
             changed, upserts = self._merge_ordered(plan.deltas, columns, schema, key_filter)
@@ -183,8 +208,10 @@ class MergeOnReadReader:
                 mine = firsts[part_of == i] - offsets[i]
                 if len(mine) == t.num_rows:
                     live.append(_upserts(t, columns, deletes))
-                elif len(mine):
-                    live.append(_upserts(t.take(mine), columns, deletes))
+                elif len(mine):   # a mask keeps the file's order: a sequential copy, not a gather
+                    keep = np.zeros(t.num_rows, dtype=bool)
+                    keep[mine] = True
+                    live.append(_upserts(t.filter(pa.array(keep)), columns, deletes))
         return pa.concat_tables([oldest.select(pk), newer_keys]), pa.concat_tables(live)
 
     def _merge_by_version(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
@@ -206,8 +233,10 @@ class MergeOnReadReader:
         """Merge every planned bucket (in parallel), then apply the row filter, keep ``columns``."""
         read_cols = [c for c in schema.names if c in set(self.primary_key) | set(columns) |
                      (set(schema.names) if expression is not None else set())]
-        parts = parallel_map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter), list(plans))
-        out = pa.concat_tables(parts) if parts else pa.schema([schema.field(c) for c in read_cols]).empty_table()
+        out_schema = pa.schema([schema.field(c) for c in read_cols])
+        parts = parallel_map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
+                             .cast(out_schema), list(plans))
+        out = pa.concat_tables(parts) if parts else out_schema.empty_table()
         if expression is not None and out.num_rows:
             out = out.filter(expression)
         return out.select(list(columns))
@@ -224,8 +253,15 @@ class MergeOnReadReader:
             return out_schema.empty_table()
         needed = set(self.primary_key) | set(columns) | (set(schema.names) if expression is not None else set())
         read_cols = [c for c in schema.names if c in needed]
-        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, schema, timestamps=timestamps), files)
+        # L0 files: every row's version and time is its file's commit's, so they are not read but
+        # built once for the whole result; strings stay dictionary-encoded until the end
+        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files)
         t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        counts = [p.num_rows for p in parts]
+        versions = np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64), counts)
+        times = np.repeat(np.array([timestamps[fe.file.min_version] for fe in files], dtype="datetime64[ms]"), counts)
+        t = t.append_column(pa.field(COMMIT_VERSION, pa.int64()), pa.array(versions))
+        t = t.append_column(pa.field(COMMIT_TIME, COMMIT_TIME_TYPE), pa.array(times).cast(COMMIT_TIME_TYPE))
         if expression is not None:
             t = t.filter(expression)
         if files[0].file.min_version == files[-1].file.max_version:    # one commit: order by key
@@ -233,7 +269,7 @@ class MergeOnReadReader:
         else:
             order = pc.sort_indices(t, sort_keys=[(COMMIT_VERSION, "ascending")] +
                                     [(k, "ascending") for k in self.primary_key])
-        t = t.take(order)
+        t = t.unify_dictionaries().take(order)
         ops = pc.take(_OP_LABELS, t.column(OP))
         t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), ops)
         return t.select(list(columns) + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)
