@@ -126,11 +126,17 @@ def _hash_column(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int) -> np.ndarray:
     """Bucket of every row: stable hash of the primary key mod ``bucket_num`` (int32 array)."""
-    h = np.zeros(keys.num_rows, dtype=np.uint64)
+    h = None
     with np.errstate(over="ignore"):
-        for name in primary_key:
-            h = _fmix64(h * np.uint64(31) + _hash_column(keys.column(name)))
-    return (h % np.uint64(bucket_num)).astype(np.int32)
+        for name in primary_key:   # h = fmix(h * 31 + hash(column)), h starting at 0
+            col = _hash_column(keys.column(name))
+            h = _fmix64(col if h is None else h * np.uint64(31) + col)
+    if h is None:
+        h = np.zeros(keys.num_rows, dtype=np.uint64)
+    n = np.uint64(bucket_num)
+    # a power of two: the same remainder as a mask, several times cheaper than 64-bit division
+    b = h & (n - np.uint64(1)) if bucket_num & (bucket_num - 1) == 0 else h % n
+    return b.astype(np.int32)
 
 
 # ---------------------------------------------------------------- schema conformance

@@ -81,26 +81,29 @@ class DeltaWriter:
             return []
         pk = self.primary_key
         buckets = bucket_ids(rows, pk, self.bucket_num)
-        # one stable sort by key keeps arrival order among equal keys; a stable (radix) sort by
-        # bucket then groups the buckets without disturbing the key order inside each
-        single_int = len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
-        if single_int:
-            keys = rows.column(pk[0]).to_numpy()
-            order = np.argsort(keys, kind="stable")
-        else:
-            order = pc.sort_indices(rows.select(pk), sort_keys=[(k, "ascending") for k in pk]).to_numpy()
+        # a stable (radix) sort by bucket groups the rows of each bucket, still in arrival order;
+        # each bucket is then sorted by key, deduplicated and written in the writer threads
         small = np.int16 if self.bucket_num <= np.iinfo(np.int16).max else np.int32
-        order = order[np.argsort(buckets[order].astype(small), kind="stable")]
-        sorted_keys = keys[order] if single_int else rows.select(pk).take(order)
-        keep = _last_of_each_key(sorted_keys, pk)   # equal keys always share a bucket
-        if not keep.all():
-            order = order[keep]
-        counts = np.bincount(buckets[order], minlength=self.bucket_num)
+        order = np.argsort(buckets.astype(small), kind="stable")
+        counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
-        # each bucket gathers its own rows, in the writer threads
-        return parallel_map(lambda job: write_parquet(self.path, rows.take(job[1]), kind="delta", bucket=job[0],
-                                                      level=0, primary_key=pk), jobs)
+        return parallel_map(lambda job: self._write_bucket(rows, job[0], job[1]), jobs)
+
+    def _write_bucket(self, rows: pa.Table, bucket: int, arrival: np.ndarray) -> DataFile:
+        """One bucket's rows (indices in arrival order): the last change per key, in key order."""
+        pk = self.primary_key
+        if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type):
+            keys = rows.column(pk[0]).to_numpy()[arrival]
+            # a stable sort keeps arrival order among equal keys: the last of each run wins
+            by_key = np.argsort(keys, kind="stable")
+            keep = _last_of_each_key(keys[by_key], pk)
+        else:
+            key_rows = rows.select(pk).take(arrival)
+            by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
+            keep = _last_of_each_key(key_rows.take(by_key), pk)
+        chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+        return write_parquet(self.path, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
 
     def stage_files(self, data: Any, op: str, schema: pa.Schema) -> list[DataFile]:
         """``prepare`` + ``stage`` for one operation ('upsert' | 'insert' | 'delete')."""
