@@ -145,22 +145,41 @@ def bench_point(work: str, table_rows: int, rng) -> list[str]:
             f"(base + 5 delta files per bucket, 16 buckets)."]
 
 
+def alternate(a, b, repeat: int) -> tuple[float, float, object, object]:
+    """Median wall times of ``a`` and ``b`` run alternately ``repeat`` times (so both see the same
+    moments of a shared machine), and their last results."""
+    ta, tb, ra, rb = [], [], None, None
+    for _ in range(repeat):
+        s, ra = timed(a)
+        ta.append(s)
+        s, rb = timed(b)
+        tb.append(s)
+    return statistics.median(ta), statistics.median(tb), ra, rb
+
+
 def bench_versus_delta(work: str, load_rows: int, upsert_rows: int, upserts: int, deletes: int, rng) -> list[str]:
-    """Side by side with delta-rs on the same data, each step timed on both: initial load, upserts
-    (50 % updates), deletes by key, a full snapshot read before any compaction, the change feed of
-    the last upsert, point lookups. delta-rs runs with its defaults (snappy), its change data feed on."""
+    """Side by side with delta-rs on the same data, each step timed on both, alternately: initial
+    load, upserts (50 % updates), deletes by key, a full snapshot read before any compaction, the
+    change feed of the last upsert, point lookups. delta-rs runs with its defaults (snappy), its
+    change data feed on."""
     from deltalake import DeltaTable, write_deltalake
     base = rows(np.arange(load_rows, dtype=np.int64), rng)
     results: list[tuple[str, float, float]] = []
+    loads = iter(range(1000))
 
     def tl_load():
-        t = Table.create(f"{work}/vs-tl", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+        t = Table.create(f"{work}/vs-tl-{next(loads)}", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
         t.insert_into(base)
         return t
-    tl_s, t = timed(tl_load)
-    dl_s, _ = timed(lambda: write_deltalake(f"{work}/vs-dl", base, configuration={"delta.enableChangeDataFeed": "true"}))
-    results.append((f"load {fmt(load_rows)} rows", tl_s, dl_s))
-    dt = DeltaTable(f"{work}/vs-dl")
+    dl_paths = iter(range(1000))
+
+    def dl_load():
+        path = f"{work}/vs-dl-{next(dl_paths)}"
+        write_deltalake(path, base, configuration={"delta.enableChangeDataFeed": "true"})
+        return path
+    tl_s, dl_s, t, dl_path = alternate(tl_load, dl_load, 3)
+    results.append((f"load {fmt(load_rows)} rows (median of 3)", tl_s, dl_s))
+    dt = DeltaTable(dl_path)
     next_id = load_rows
     up_tl, up_dl = [], []
     for _ in range(upserts):
@@ -181,20 +200,20 @@ def bench_versus_delta(work: str, load_rows: int, upsert_rows: int, upserts: int
     dl_s, _ = timed(lambda: dt.merge(gone, predicate="t.id = s.id", source_alias="s", target_alias="t")
                     .when_matched_delete().execute())
     results.append((f"delete {fmt(deletes)} keys", tl_s, dl_s))
-    tl_s, snap = timed(lambda: t.scan(), repeat=3)
-    dl_s, dsnap = timed(lambda: DeltaTable(f"{work}/vs-dl").to_pyarrow_table(), repeat=3)
+    tl_s, dl_s, snap, dsnap = alternate(lambda: t.scan(), lambda: DeltaTable(dl_path).to_pyarrow_table(), 5)
     assert snap.num_rows == dsnap.num_rows, (snap.num_rows, dsnap.num_rows)
-    results.append((f"snapshot read, {fmt(snap.num_rows)} rows, before compaction", tl_s, dl_s))
-    tl_s, ch = timed(lambda: t.changes(start_version=tl_version - 1, end_version=tl_version), repeat=5)
-    dl_s, dch = timed(lambda: DeltaTable(f"{work}/vs-dl").load_cdf(starting_version=dl_version,
-                                                                     ending_version=dl_version).read_all(), repeat=5)
+    results.append((f"snapshot read, {fmt(snap.num_rows)} rows, before compaction (median of 5)", tl_s, dl_s))
+    tl_s, dl_s, ch, dch = alternate(
+        lambda: t.changes(start_version=tl_version - 1, end_version=tl_version),
+        lambda: DeltaTable(dl_path).load_cdf(starting_version=dl_version, ending_version=dl_version).read_all(), 7)
     assert ch.num_rows == upsert_rows, ch.num_rows
     results.append((f"changes of the last upsert ({fmt(ch.num_rows)} rows; delta-rs: change data feed, "
-                    f"{fmt(dch.num_rows)} rows)", tl_s, dl_s))
+                    f"{fmt(dch.num_rows)} rows; median of 7)", tl_s, dl_s))
     keys = rng.choice(next_id, 20, replace=False).tolist()
-    tl_s, _ = timed(lambda: [t.scan(filter={"id": k}) for k in keys])
-    dl_s, _ = timed(lambda: [dt.to_pyarrow_table(filters=[("id", "=", k)]) for k in keys])
-    results.append(("point lookup by key (per lookup, 20 keys)", tl_s / len(keys), dl_s / len(keys)))
+    tl_keys, dl_keys = iter(keys), iter(keys)
+    tl_s, dl_s, _, _ = alternate(lambda: t.scan(filter={"id": next(tl_keys)}),
+                                 lambda: dt.to_pyarrow_table(filters=[("id", "=", next(dl_keys))]), len(keys))
+    results.append(("point lookup by key (median of 20)", tl_s, dl_s))
     out = ["| step | tidelake s | delta-rs s | delta-rs / tidelake |", "|---|---:|---:|---:|"]
     for name, a, b in results:
         out.append(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.2f}x |")
@@ -256,7 +275,7 @@ def main() -> None:
                       "tidelake: `insert_into`, `upsert`, `delete(keys)`, `scan()`, `changes(v-1, v)`, "
                       "`scan(filter={'id': k})`; delta-rs: `write_deltalake` (change data feed on), MERGE update/insert, "
                       "MERGE delete, `to_pyarrow_table()`, `load_cdf(v, v)`, `to_pyarrow_table(filters=...)`. "
-                      "Snapshot reads median of 3, change reads median of 5.\n"]
+                      "Repeated steps run alternately on both.\n"]
             parts += bench_versus_delta(work, int(2_000_000 * s), int(200_000 * s), 5, int(20_000 * s), rng)
         if "latency" in only:
             parts += [f"\n### Commit latency with automatic maintenance on: 60 upserts of "

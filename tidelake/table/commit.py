@@ -25,9 +25,8 @@ from .metadata import (Action, AddFile, ChangeSchema, LogEntry, RemoveFile, SetA
 
 Clock = Callable[[], int]   # milliseconds since the epoch
 
-# operation names recorded in the log; the conflict classes of SPEC T4
+# operations that change rows (SPEC T4's data jobs); the others are cluster, compact, schema, properties, create
 DATA_OPERATIONS = frozenset({"upsert", "insert", "update", "delete", "overwrite", "restore"})
-MAINTENANCE_OPERATIONS = frozenset({"cluster", "compact"})
 
 
 def conflict_rule(mine: str, other: str, mine_buckets: set[int] | None = None,

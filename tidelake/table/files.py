@@ -6,7 +6,8 @@ Layout under the table root::
     data/bucket-00003/delta-L1-<uuid>.parquet   clustering output (many commits, every row kept)
     data/bucket-00003/base-<uuid>.parquet       compaction output (merged state, one row per key)
 
-Every file is plain Parquet (zstd), sorted by the primary key, readable by any Parquet reader.
+Every file is plain Parquet (zstd; a floating-point column zstd cannot shrink is stored plain), sorted
+by the primary key, readable by any Parquet reader.
 Delta files carry ``_op`` (int8: 0 = upsert, 1 = delete). Clustered (L1/L2) delta files also carry
 ``_commit_version`` (int64) and ``_commit_time`` (timestamp ms, UTC) per row; an L0 file belongs to
 exactly one commit, whose version and time are in the metadata log (its file entry's
@@ -35,7 +36,6 @@ COMMIT_TIME = "_commit_time"
 OP_UPSERT = 0
 OP_DELETE = 1
 OP_NAMES = {OP_UPSERT: "upsert", OP_DELETE: "delete"}
-SYSTEM_COLUMNS = (OP, COMMIT_VERSION, COMMIT_TIME)
 COMMIT_TIME_TYPE = pa.timestamp("ms", tz="UTC")
 IO_THREADS = 4
 
@@ -237,6 +237,23 @@ def key_range(sorted_table: pa.Table, primary_key: list[str]) -> tuple[list | No
     return mins, maxs
 
 
+INCOMPRESSIBLE = 0.9      # zstd output / input above this on a sample: store the column uncompressed
+_SAMPLE_ROWS = 8192
+
+
+def _codecs(table: pa.Table, primary_key: list[str]) -> dict[str, str]:
+    """zstd for every column, except floating-point columns whose values zstd cannot shrink (noisy
+    measurements, say; tried on a sample): decompressing those on every read costs time for nothing."""
+    codecs = {}
+    for f in table.schema:
+        codecs[f.name] = "zstd"
+        if pa.types.is_floating(f.type) and f.name not in primary_key and table.num_rows >= _SAMPLE_ROWS:
+            raw = table.column(f.name).slice(0, _SAMPLE_ROWS).to_numpy().tobytes()
+            if len(pa.compress(raw, codec="zstd", asbytes=True)) > INCOMPRESSIBLE * len(raw):
+                codecs[f.name] = "none"
+    return codecs
+
+
 def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: int,
                   primary_key: list[str], min_version: int | None = None,
                   max_version: int | None = None) -> DataFile:
@@ -253,9 +270,9 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
     # what pruning reads.
     dictionary = [f.name for f in table.schema if is_string(f.type)]
     encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type)}
-    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, use_dictionary=dictionary,
-                   column_encoding=encodings or None, write_statistics=list(primary_key),
-                   row_group_size=128 * 1024)
+    pq.write_table(table, full, compression=_codecs(table, primary_key), sorting_columns=sorting,
+                   use_dictionary=dictionary, column_encoding=encodings or None,
+                   write_statistics=list(primary_key), row_group_size=128 * 1024)
     kmin, kmax = key_range(table, primary_key)
     deletes = 0
     if OP in table.column_names:
@@ -293,10 +310,6 @@ def is_string(t: pa.DataType) -> bool:
 
 def _is_integer_like(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
-
-
-def empty(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()
 
 
 def remove_files(root: str, paths: Iterable[str]) -> int:

@@ -153,7 +153,7 @@ class Maintenance:
         delta_num = int(md.prop("compaction.delta.num", "0"))
         commit_num = int(md.prop("compaction.commit.num", "0"))
         if delta_num > 0:
-            def by_deltas():   # evaluated after clustering ran (it does not change delta counts much)
+            def by_deltas():   # counted after clustering ran, on the files it left
                 cur = self.current.get()
                 busy = [b for b, p in ScanPlanner(cur).buckets(cur.version).items() if len(p.deltas) >= delta_num]
                 return self.compact(busy, auto=True) if busy else None

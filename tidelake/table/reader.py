@@ -85,14 +85,16 @@ def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, key
     mine = _int_key(t, primary_key)
     if mine is not None and len(mine):
         theirs = keys.column(primary_key[0]).to_numpy()
+        if not len(theirs):
+            return t
         if _is_sorted(mine):       # (a file read whole is): look their keys up in it
             pos = np.minimum(np.searchsorted(mine, theirs), len(mine) - 1)
             keep = np.ones(len(mine), dtype=bool)
             keep[pos[mine[pos] == theirs]] = False
         else:
             theirs = theirs if keys_sorted else np.sort(theirs)
-            pos = np.minimum(np.searchsorted(theirs, mine), max(len(theirs) - 1, 0))
-            keep = theirs[pos] != mine if len(theirs) else np.ones(len(mine), dtype=bool)
+            pos = np.minimum(np.searchsorted(theirs, mine), len(theirs) - 1)
+            keep = theirs[pos] != mine
         return t if keep.all() else t.filter(pa.array(keep))
     if len(primary_key) == 1:
         k = primary_key[0]
