@@ -19,6 +19,7 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sys
 import threading
 import weakref
 from typing import Callable, Iterable
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 MODES = ("background", "inline")
 EXIT_GRACE_SECONDS = 30.0    # how long interpreter exit waits for a maintenance run in progress
+BACKGROUND_NICENESS = 19     # the worker thread's CPU niceness (0 normal .. 19 lowest: it uses the CPU writers leave)
 
 _workers: "weakref.WeakSet[MaintenanceWorker]" = weakref.WeakSet()
 
@@ -52,6 +54,17 @@ def _finish_at_exit() -> None:
     for worker in list(_workers):
         worker.wait(EXIT_GRACE_SECONDS)
         worker.close(0)
+
+
+def _lower_priority() -> None:
+    """Run this thread (and the threads it starts, which inherit it) at the lowest CPU priority, so
+    a compaction running next to a writer takes the CPU the writer leaves (Linux: niceness is per
+    thread)."""
+    if sys.platform == "linux":
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), BACKGROUND_NICENESS)
+        except OSError:   # not permitted in this sandbox/container: run at normal priority
+            pass
 
 
 class MaintenanceWorker:
@@ -78,6 +91,7 @@ class MaintenanceWorker:
                 _workers.add(self)
 
     def _loop(self) -> None:
+        _lower_priority()
         while True:
             with self._cond:
                 if not self._pending or self._closed:
