@@ -145,6 +145,102 @@ def bench_point(work: str, table_rows: int, rng) -> list[str]:
             f"(base + 5 delta files per bucket, 16 buckets)."]
 
 
+def alternate(a, b, repeat: int) -> tuple[float, float, object, object]:
+    """Median wall times of ``a`` and ``b`` run alternately ``repeat`` times (so both see the same
+    moments of a shared machine), and their last results."""
+    ta, tb, ra, rb = [], [], None, None
+    for _ in range(repeat):
+        s, ra = timed(a)
+        ta.append(s)
+        s, rb = timed(b)
+        tb.append(s)
+    return statistics.median(ta), statistics.median(tb), ra, rb
+
+
+def bench_versus_delta(work: str, load_rows: int, upsert_rows: int, upserts: int, deletes: int, rng) -> list[str]:
+    """Side by side with delta-rs on the same data, each step timed on both, alternately: initial
+    load, upserts (50 % updates), deletes by key, a full snapshot read before any compaction, the
+    change feed of the last upsert, point lookups. delta-rs runs with its defaults (snappy), its
+    change data feed on."""
+    from deltalake import DeltaTable, write_deltalake
+    base = rows(np.arange(load_rows, dtype=np.int64), rng)
+    results: list[tuple[str, float, float]] = []
+    loads = iter(range(1000))
+
+    def tl_load():
+        t = Table.create(f"{work}/vs-tl-{next(loads)}", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+        t.insert_into(base)
+        return t
+    dl_paths = iter(range(1000))
+
+    def dl_load():
+        path = f"{work}/vs-dl-{next(dl_paths)}"
+        write_deltalake(path, base, configuration={"delta.enableChangeDataFeed": "true"})
+        return path
+    tl_s, dl_s, t, dl_path = alternate(tl_load, dl_load, 3)
+    results.append((f"load {fmt(load_rows)} rows (median of 3)", tl_s, dl_s))
+    dt = DeltaTable(dl_path)
+    next_id = load_rows
+    up_tl, up_dl = [], []
+    for _ in range(upserts):
+        half = upsert_rows // 2
+        ids = np.concatenate([rng.choice(next_id, half, replace=False),
+                              np.arange(next_id, next_id + upsert_rows - half)])
+        next_id += upsert_rows - half
+        batch = rows(rng.permutation(ids), rng)
+        s, tl_version = timed(lambda: t.upsert(batch))
+        up_tl.append(s)
+        s, _ = timed(lambda: dt.merge(batch, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                     .when_matched_update_all().when_not_matched_insert_all().execute())
+        up_dl.append(s)
+    dl_version = dt.version()
+    results.append((f"upsert {fmt(upsert_rows)} rows (median of {upserts})", statistics.median(up_tl), statistics.median(up_dl)))
+    gone = pa.table({"id": pa.array(rng.choice(next_id, deletes, replace=False), pa.int64())})
+    tl_s, _ = timed(lambda: t.delete(gone))
+    dl_s, _ = timed(lambda: dt.merge(gone, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                    .when_matched_delete().execute())
+    results.append((f"delete {fmt(deletes)} keys", tl_s, dl_s))
+    tl_s, dl_s, snap, dsnap = alternate(lambda: t.scan(), lambda: DeltaTable(dl_path).to_pyarrow_table(), 5)
+    assert snap.num_rows == dsnap.num_rows, (snap.num_rows, dsnap.num_rows)
+    results.append((f"snapshot read, {fmt(snap.num_rows)} rows, before compaction (median of 5)", tl_s, dl_s))
+    tl_s, dl_s, ch, dch = alternate(
+        lambda: t.changes(start_version=tl_version - 1, end_version=tl_version),
+        lambda: DeltaTable(dl_path).load_cdf(starting_version=dl_version, ending_version=dl_version).read_all(), 7)
+    assert ch.num_rows == upsert_rows, ch.num_rows
+    results.append((f"changes of the last upsert ({fmt(ch.num_rows)} rows; delta-rs: change data feed, "
+                    f"{fmt(dch.num_rows)} rows; median of 7)", tl_s, dl_s))
+    keys = rng.choice(next_id, 20, replace=False).tolist()
+    tl_keys, dl_keys = iter(keys), iter(keys)
+    tl_s, dl_s, _, _ = alternate(lambda: t.scan(filter={"id": next(tl_keys)}),
+                                 lambda: dt.to_pyarrow_table(filters=[("id", "=", next(dl_keys))]), len(keys))
+    results.append(("point lookup by key (median of 20)", tl_s, dl_s))
+    out = ["| step | tidelake s | delta-rs s | delta-rs / tidelake |", "|---|---:|---:|---:|"]
+    for name, a, b in results:
+        out.append(f"| {name} | {a:.3f} | {b:.3f} | {b / a:.2f}x |")
+        print(out[-1], flush=True)
+    return out
+
+
+def bench_commit_latency(work: str, table_rows: int, batch_rows: int, commits: int, rng) -> list[str]:
+    """Latency of a stream of upsert commits while automatic maintenance runs: clustering on, and a
+    compaction of every bucket every 5 data commits (compaction.commit.num=5)."""
+    t = Table.create(f"{work}/lat", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "true",
+                                                    "clustering.l0.num": "4", "compaction.commit.num": "5"})
+    t.insert_into(rows(np.arange(table_rows, dtype=np.int64), rng))
+    lat = []
+    for _ in range(commits):
+        batch = rows(rng.choice(table_rows, batch_rows, replace=False), rng)
+        s, _ = timed(lambda: t.upsert(batch))
+        lat.append(s * 1000)
+    t.maintenance.wait()       # background maintenance still running after the last commit
+    ops = [h["operation"] for h in t.history()]
+    p50, p99 = np.percentile(lat, 50), np.percentile(lat, 99)
+    out = ["| commits | p50 ms | p99 ms | max ms | compactions | clusterings |", "|---:|---:|---:|---:|---:|---:|",
+           f"| {commits} | {p50:.0f} | {p99:.0f} | {max(lat):.0f} | {ops.count('compact')} | {ops.count('cluster')} |"]
+    print(out[-1], flush=True)
+    return out
+
+
 def write_results(section: str) -> None:
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
     text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
@@ -160,7 +256,7 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiplier on every row count (1.0: 10M-row table)")
     ap.add_argument("--batches", type=int, default=3, help="upsert batches to time")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    ap.add_argument("--only", default="upsert,snapshot,incremental,point")
+    ap.add_argument("--only", default="versus,latency,upsert,snapshot,incremental,point")
     args = ap.parse_args()
     s = args.scale
     rng = np.random.default_rng(42)
@@ -172,6 +268,20 @@ def main() -> None:
              f"`id int64 (PK), amount int64, price float64, category string`; zstd Parquet both sides; "
              f"pyarrow {pa.__version__}."]
     try:
+        if "versus" in only:
+            import deltalake
+            parts += [f"\n### Side by side with deltalake {deltalake.__version__} (delta-rs): {fmt(int(2_000_000 * s))}-row load, "
+                      f"5 x {fmt(int(200_000 * s))}-row upserts (50 % updates), {fmt(int(20_000 * s))} deletes, 16 buckets\n",
+                      "tidelake: `insert_into`, `upsert`, `delete(keys)`, `scan()`, `changes(v-1, v)`, "
+                      "`scan(filter={'id': k})`; delta-rs: `write_deltalake` (change data feed on), MERGE update/insert, "
+                      "MERGE delete, `to_pyarrow_table()`, `load_cdf(v, v)`, `to_pyarrow_table(filters=...)`. "
+                      "Repeated steps run alternately on both.\n"]
+            parts += bench_versus_delta(work, int(2_000_000 * s), int(200_000 * s), 5, int(20_000 * s), rng)
+        if "latency" in only:
+            parts += [f"\n### Commit latency with automatic maintenance on: 60 upserts of "
+                      f"{fmt(int(20_000 * s))} rows into a {fmt(int(1_000_000 * s))}-row table, 16 buckets, "
+                      f"clustering.l0.num=4, compaction.commit.num=5\n"]
+            parts += bench_commit_latency(work, int(1_000_000 * s), int(20_000 * s), 60, rng)
         if "upsert" in only:
             import deltalake
             parts += [f"\n### Upsert: {fmt(batch)}-row batches (50 % updates) into a {fmt(big)}-row table, "

@@ -194,8 +194,10 @@ def test_compaction_manual_and_automatic(tmp_path):
     t = make(tmp_path, compaction_delta_num=3, write_bucket_num=2)
     t.upsert(data([1, 2, 3, 4], 1))
     t.upsert(data([1, 2, 3, 4], 2))
+    t.maintenance.wait()
     assert all(f.kind == "delta" for f in t.plan())
     t.upsert(data([1, 2, 3, 4], 3))                     # third delta per bucket: auto compaction
+    t.maintenance.wait()                                # (in the background, after the commit)
     assert {f.kind for f in t.plan()} == {"base"}
     assert t.history()[-1]["operation"] == "compact"
     assert as_dict(t.scan()) == {i: (f"n{i}", 3) for i in (1, 2, 3, 4)}
@@ -206,6 +208,7 @@ def test_compaction_manual_and_automatic(tmp_path):
     t2 = make(tmp_path / "c", compaction_commit_num=2)
     t2.upsert(data([1]))
     t2.upsert(data([2]))
+    t2.maintenance.wait()
     assert t2.history()[-1]["operation"] == "compact"
 
 
@@ -286,6 +289,7 @@ def test_automatic_retention(tmp_path):
     t.compact()
     clock.now += 2 * HOUR
     t.upsert(data([1], 3))                               # triggers automatic cleanup
+    t.maintenance.wait()
     assert len(os.listdir(os.path.join(t.path, "data", "bucket-00000"))) == 2
     with pytest.raises(VersionExpired):
         t.scan(version=1)

@@ -31,18 +31,20 @@ class Clock:
 
 
 class TableModel(RuleBasedStateMachine):
-    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans())
-    def setup(self, buckets, auto_cluster):
+    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans(), background=st.booleans())
+    def setup(self, buckets, auto_cluster, background):
         self.dir = tempfile.mkdtemp(prefix="tidelake-model-")
         self.clock = Clock()
         self.t = Table.create(f"{self.dir}/t", SCHEMA, ["id"], {
             "write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
             "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
-            "checkpoint.interval": "5"}, clock=self.clock)
+            "checkpoint.interval": "5"}, clock=self.clock, maintenance="background" if background else "inline")
         self.states = {0: {}}          # version -> {id: amount}
         self.deltas = {0: []}          # version -> sorted [(id, op, amount)] of data commits
 
     def teardown(self):
+        if hasattr(self, "t"):
+            self.t.close()
         shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
@@ -52,6 +54,7 @@ class TableModel(RuleBasedStateMachine):
     def record(self, new_state, changes):
         """The table's commits since the last record: the first is the data commit, any later
         ones are automatic maintenance (no logical change)."""
+        self.t.maintenance.wait()      # background maintenance of this write done: versions are final
         versions = [h["version"] for h in self.t.history() if h["version"] > max(self.states)]
         assert versions, "the write made no version"
         for i, v in enumerate(versions):
@@ -59,6 +62,7 @@ class TableModel(RuleBasedStateMachine):
             self.deltas[v] = sorted(changes, key=lambda c: c[0]) if i == 0 else []
 
     def record_maintenance(self):
+        self.t.maintenance.wait()
         for h in self.t.history():
             if h["version"] > max(self.states):
                 self.states[h["version"]] = dict(self.latest())

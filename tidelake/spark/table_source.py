@@ -50,7 +50,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from tidelake.spark.table_shims import scan_bucket, stage_changes
+from tidelake.spark.table_shims import stage_changes
 from tidelake.table import Table, TableExists
 
 log = logging.getLogger(__name__)
@@ -234,7 +234,7 @@ class TableReader(DataSourceReader):
         elif partition.bucket == -1:
             return  # an empty snapshot
         else:
-            data = scan_bucket(table, spec.version, spec.filters or None, partition.bucket)
+            data = table.scan(version=spec.version, filter=spec.filters or None, buckets={partition.bucket})
         data = data.select(self.arrow_schema.names).cast(self.arrow_schema)
         yield from data.to_batches(max_chunksize=65_536)
 

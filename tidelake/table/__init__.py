@@ -11,23 +11,30 @@ Format (a directory)::
 Data files are zstd Parquet sorted by the primary key; bucket = stable hash(PK) mod write.bucket.num
 (``bucket_ids``). Delta files carry ``_op`` (0 upsert, 1 delete); clustered files also
 ``_commit_version``/``_commit_time`` per row; an L0 file's commit version/time are its log entry's.
-A log entry holds: version, timestamp_ms, operation, read_version, add (DataFile dicts), remove
-(paths), and optionally schema, properties, app (exactly-once batch id + extra), buckets.
+A log entry (``metadata.LogEntry``) holds version, timestamp_ms, operation, read_version and typed
+actions (add/remove file, set properties, change schema, set app state); its JSON form (add, remove,
+schema, properties, app, buckets, ...) is the file on disk.
 
 Reads: per bucket the newest live base + live deltas with rows newer than it, last change per key
 wins (merge on read). Incremental reads (start, end] read only L0 delta files committed in range.
+``Table.snapshot()`` pins one version in a small picklable handle (Spark tasks read buckets and stage
+files from it without the log). Automatic clustering, compaction and retention run after data
+commits in a background thread (``table.maintenance.wait()``; ``maintenance.mode=inline`` runs them
+inside the commit).
 
 Properties (see ``DEFAULT_PROPERTIES``): transactional, write.bucket.num, acid.data.retain.hours,
 retention.auto, retention.check.commit.num, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
 clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
-compaction.parallelism, checkpoint.interval.
+compaction.parallelism, checkpoint.interval, maintenance.mode.
 """
+from .commit import conflict_rule
 from .errors import (CommitConflict, SchemaError, TableError, TableExists, TableNotFound,
                      VersionExpired, VersionNotFound)
 from .files import DataFile, FilePlan, bucket_ids
 from .schema import parse_schema
-from .table import DEFAULT_PROPERTIES, Table, Transaction, conflict_rule
+from .snapshot import Snapshot
+from .table import DEFAULT_PROPERTIES, Table, Transaction
 
-__all__ = ["Table", "Transaction", "DataFile", "FilePlan", "bucket_ids", "conflict_rule", "DEFAULT_PROPERTIES",
-           "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict", "VersionExpired",
-           "VersionNotFound", "SchemaError"]
+__all__ = ["Table", "Transaction", "Snapshot", "DataFile", "FilePlan", "bucket_ids", "conflict_rule",
+           "DEFAULT_PROPERTIES", "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict",
+           "VersionExpired", "VersionNotFound", "SchemaError"]

@@ -6,7 +6,8 @@ Layout under the table root::
     data/bucket-00003/delta-L1-<uuid>.parquet   clustering output (many commits, every row kept)
     data/bucket-00003/base-<uuid>.parquet       compaction output (merged state, one row per key)
 
-Every file is plain Parquet (zstd), sorted by the primary key, readable by any Parquet reader.
+Every file is plain Parquet (zstd; a floating-point column zstd cannot shrink is stored plain), sorted
+by the primary key, readable by any Parquet reader.
 Delta files carry ``_op`` (int8: 0 = upsert, 1 = delete). Clustered (L1/L2) delta files also carry
 ``_commit_version`` (int64) and ``_commit_time`` (timestamp ms, UTC) per row; an L0 file belongs to
 exactly one commit, whose version and time are in the metadata log (its file entry's
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import os
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -34,11 +36,22 @@ COMMIT_TIME = "_commit_time"
 OP_UPSERT = 0
 OP_DELETE = 1
 OP_NAMES = {OP_UPSERT: "upsert", OP_DELETE: "delete"}
-SYSTEM_COLUMNS = (OP, COMMIT_VERSION, COMMIT_TIME)
 COMMIT_TIME_TYPE = pa.timestamp("ms", tz="UTC")
+IO_THREADS = 4
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
-@dataclass
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS) -> list[R]:
+    """``map`` over a few threads (pyarrow releases the GIL while decoding and encoding files)."""
+    if len(items) <= 1:
+        return [fn(x) for x in items]
+    with ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
+        return list(ex.map(fn, items))
+
+
+@dataclass(frozen=True)
 class DataFile:
     """One data file as recorded in the metadata log. JSON-safe via to_dict()/from_dict().
 
@@ -87,12 +100,13 @@ _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 
 def _fmix64(h: np.ndarray) -> np.ndarray:
     """murmur3's 64-bit finalizer: a stable, well-mixing function of a uint64 array."""
-    with np.errstate(over="ignore"):
-        h = h ^ (h >> np.uint64(33))
-        h = h * _M1
-        h = h ^ (h >> np.uint64(33))
-        h = h * _M2
-        h = h ^ (h >> np.uint64(33))
+    shift = np.uint64(33)
+    with np.errstate(over="ignore"):   # a new array once, then in place (the input may be read-only)
+        h = h ^ (h >> shift)
+        h *= _M1
+        h ^= h >> shift
+        h *= _M2
+        h ^= h >> shift
     return h
 
 
@@ -112,11 +126,17 @@ def _hash_column(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int) -> np.ndarray:
     """Bucket of every row: stable hash of the primary key mod ``bucket_num`` (int32 array)."""
-    h = np.zeros(keys.num_rows, dtype=np.uint64)
+    h = None
     with np.errstate(over="ignore"):
-        for name in primary_key:
-            h = _fmix64(h * np.uint64(31) + _hash_column(keys.column(name)))
-    return (h % np.uint64(bucket_num)).astype(np.int32)
+        for name in primary_key:   # h = fmix(h * 31 + hash(column)), h starting at 0
+            col = _hash_column(keys.column(name))
+            h = _fmix64(col if h is None else h * np.uint64(31) + col)
+    if h is None:
+        h = np.zeros(keys.num_rows, dtype=np.uint64)
+    n = np.uint64(bucket_num)
+    # a power of two: the same remainder as a mask, several times cheaper than 64-bit division
+    b = h & (n - np.uint64(1)) if bucket_num & (bucket_num - 1) == 0 else h % n
+    return b.astype(np.int32)
 
 
 # ---------------------------------------------------------------- schema conformance
@@ -217,6 +237,23 @@ def key_range(sorted_table: pa.Table, primary_key: list[str]) -> tuple[list | No
     return mins, maxs
 
 
+INCOMPRESSIBLE = 0.9      # zstd output / input above this on a sample: store the column uncompressed
+_SAMPLE_ROWS = 8192
+
+
+def _codecs(table: pa.Table, primary_key: list[str]) -> dict[str, str]:
+    """zstd for every column, except floating-point columns whose values zstd cannot shrink (noisy
+    measurements, say; tried on a sample): decompressing those on every read costs time for nothing."""
+    codecs = {}
+    for f in table.schema:
+        codecs[f.name] = "zstd"
+        if pa.types.is_floating(f.type) and f.name not in primary_key and table.num_rows >= _SAMPLE_ROWS:
+            raw = table.column(f.name).slice(0, _SAMPLE_ROWS).to_numpy().tobytes()
+            if len(pa.compress(raw, codec="zstd", asbytes=True)) > INCOMPRESSIBLE * len(raw):
+                codecs[f.name] = "none"
+    return codecs
+
+
 def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: int,
                   primary_key: list[str], min_version: int | None = None,
                   max_version: int | None = None) -> DataFile:
@@ -226,9 +263,16 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
     full = os.path.join(root, rel)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
-    # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file
-    pq.write_table(table, full, compression="zstd", sorting_columns=sorting, write_statistics=True,
-                   row_group_size=128 * 1024)
+    # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file.
+    # Dictionary encoding only for strings/binary (tried on numbers it is mostly wasted work and
+    # bigger files); integers delta-encoded (sorted keys, versions and small values shrink to a few
+    # bits, so there is less to decompress on every read); min/max statistics on the key, which is
+    # what pruning reads.
+    dictionary = [f.name for f in table.schema if is_string(f.type)]
+    encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type)}
+    pq.write_table(table, full, compression=_codecs(table, primary_key), sorting_columns=sorting,
+                   use_dictionary=dictionary, column_encoding=encodings or None,
+                   write_statistics=list(primary_key), row_group_size=128 * 1024)
     kmin, kmax = key_range(table, primary_key)
     deletes = 0
     if OP in table.column_names:
@@ -238,14 +282,43 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
                     key_min=kmin, key_max=kmax, deletes=deletes)
 
 
-def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None) -> pa.Table:
-    """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest."""
+def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None,
+                 strings: Sequence[str] = ()) -> pa.Table:
+    """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest.
+    ``strings``: string columns to read dictionary-encoded (``conform`` casts them back)."""
     full = os.path.join(root, f.path)
+    if filter_expr is not None:
+        present = pq.read_schema(full).names
+        columns = [c for c in columns if c in present] if columns is not None else None
+        return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False,
+                             read_dictionary=[c for c in strings if c in present])
+    # the whole file: no dataset machinery, one open. Strings are written dictionary-encoded;
+    # decoding them as a dictionary and casting after is cheaper than decoding plain strings.
+    try:
+        pf = pq.ParquetFile(full, read_dictionary=strings)
+    except KeyError:   # a column added after the file was written
+        pf = pq.ParquetFile(full)
+        pf = pq.ParquetFile(full, metadata=pf.metadata, read_dictionary=[c for c in strings if c in pf.schema_arrow.names])
     if columns is not None:
-        present = set(pq.read_schema(full).names)
-        columns = [c for c in columns if c in present]
-    return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False)
+        columns = [c for c in columns if c in pf.schema_arrow.names]
+    return pf.read(columns=columns, use_threads=False)
 
 
-def empty(schema: pa.Schema) -> pa.Table:
-    return schema.empty_table()
+def is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+
+
+def _is_integer_like(t: pa.DataType) -> bool:
+    return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
+
+
+def remove_files(root: str, paths: Iterable[str]) -> int:
+    """Delete files (relative to ``root``) that may already be gone; returns how many this removed."""
+    n = 0
+    for p in paths:
+        try:
+            os.unlink(os.path.join(root, p))
+            n += 1
+        except FileNotFoundError:
+            pass
+    return n

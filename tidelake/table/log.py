@@ -12,18 +12,15 @@ until expire deletes those older than the retention horizon.
 """
 from __future__ import annotations
 
-import base64
 import json
 import os
+import threading
 import uuid
-from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow as pa
 
 from tidelake.fsutil import fsync_dir
 
-from .files import DataFile
+from .metadata import LogEntry, TableMetadata
 
 LOG_DIR = "_tidelake_log"
 LAST_CHECKPOINT = "_last_checkpoint"
@@ -35,14 +32,6 @@ def entry_name(version: int) -> str:
 
 def checkpoint_name(version: int) -> str:
     return f"{version:020d}.checkpoint.json"
-
-
-def schema_to_json(schema: pa.Schema) -> str:
-    return base64.b64encode(schema.serialize().to_pybytes()).decode()
-
-
-def schema_from_json(s: str) -> pa.Schema:
-    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(s)))
 
 
 def write_exclusive(path: str, payload: dict[str, Any]) -> bool:
@@ -68,119 +57,6 @@ def write_exclusive(path: str, payload: dict[str, Any]) -> bool:
     return won
 
 
-@dataclass
-class FileEntry:
-    """A data file and the version intervals [added, removed) during which it is live."""
-    file: DataFile
-    intervals: list[list[int | None]] = field(default_factory=list)
-    commit_seq: int = 0   # position in the add list of the commit that first published it
-
-    def live_at(self, v: int) -> bool:
-        return any(a <= v and (r is None or v < r) for a, r in self.intervals)
-
-    def live_since(self, v: int) -> bool:
-        """Live at some version >= v."""
-        return any(r is None or r > v for _, r in self.intervals)
-
-    @property
-    def live(self) -> bool:
-        return bool(self.intervals) and self.intervals[-1][1] is None
-
-
-class TableState:
-    """Everything the log says, replayed: versions, files with their live intervals, schemas,
-    properties, application (exactly-once) states."""
-
-    def __init__(self) -> None:
-        self.version = -1
-        self.horizon = 0                       # versions below were expired (their files may be gone)
-        self.primary_key: list[str] = []
-        self.versions: dict[int, dict[str, Any]] = {}   # version -> entry without add/remove lists
-        # commit time of every version still referenced (outlives ``versions`` entries that expire
-        # while a restored or clustered file still holds rows of that version)
-        self.timestamps: dict[int, int] = {}
-        self.files: dict[str, FileEntry] = {}
-        self.schemas: list[tuple[int, pa.Schema]] = []
-        self.properties: list[tuple[int, dict[str, str]]] = []
-        self.apps: dict[str, list[list[Any]]] = {}       # app_id -> [[batch_id, version, extra], ...]
-
-    # ------------------------------------------------------------ replay
-    def apply(self, e: dict[str, Any]) -> None:
-        v = e["version"]
-        assert v == self.version + 1, f"log gap: have {self.version}, got {v}"
-        for path in e.get("remove", []):
-            fe = self.files.get(path)
-            if fe is not None and fe.live:
-                fe.intervals[-1][1] = v
-        for i, d in enumerate(e.get("add", [])):
-            fe = self.files.get(d["path"])
-            if fe is None:
-                self.files[d["path"]] = FileEntry(DataFile.from_dict(d), [[v, None]], i)
-            elif not fe.live:
-                fe.intervals.append([v, None])
-        if "primary_key" in e:
-            self.primary_key = list(e["primary_key"])
-        if "schema" in e:
-            self.schemas.append((v, schema_from_json(e["schema"])))
-        if "properties" in e:
-            self.properties.append((v, dict(e["properties"])))
-        app = e.get("app")
-        if app:
-            self.apps.setdefault(app["app_id"], []).append([app["batch_id"], v, app.get("extra")])
-        self.versions[v] = {k: e[k] for k in e if k not in ("add", "remove", "schema")}
-        self.versions[v]["added"] = len(e.get("add", []))
-        self.versions[v]["removed"] = len(e.get("remove", []))
-        self.timestamps[v] = e["timestamp_ms"]
-        self.version = v
-
-    # ------------------------------------------------------------ queries
-    def timestamp(self, v: int) -> int:
-        return self.timestamps[v]
-
-    def live_files(self, v: int) -> list[FileEntry]:
-        return [fe for fe in self.files.values() if fe.live_at(v)]
-
-    def schema_at(self, v: int) -> pa.Schema:
-        s = self.schemas[0][1]
-        for sv, sch in self.schemas:
-            if sv <= v:
-                s = sch
-        return s
-
-    def properties_at(self, v: int) -> dict[str, str]:
-        p = self.properties[0][1]
-        for pv, props in self.properties:
-            if pv <= v:
-                p = props
-        return p
-
-    # ------------------------------------------------------------ checkpoint (de)serialisation
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "version": self.version, "horizon": self.horizon, "primary_key": self.primary_key,
-            "versions": [self.versions[v] for v in sorted(self.versions)],
-            "files": [{"file": fe.file.to_dict(), "intervals": fe.intervals, "commit_seq": fe.commit_seq}
-                      for fe in self.files.values()],
-            "schemas": [[v, schema_to_json(s)] for v, s in self.schemas],
-            "properties": [[v, p] for v, p in self.properties],
-            "apps": self.apps,
-            "timestamps": [[v, ts] for v, ts in sorted(self.timestamps.items())],
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TableState":
-        st = cls()
-        st.version, st.horizon, st.primary_key = d["version"], d["horizon"], d["primary_key"]
-        st.versions = {x["version"]: x for x in d["versions"]}
-        st.files = {f["file"]["path"]: FileEntry(DataFile.from_dict(f["file"]), f["intervals"], f["commit_seq"])
-                    for f in d["files"]}
-        st.schemas = [(v, schema_from_json(s)) for v, s in d["schemas"]]
-        st.properties = [(v, p) for v, p in d["properties"]]
-        st.apps = d["apps"]
-        st.timestamps = {v: ts for v, ts in d["timestamps"]}
-        return st
-
-
 class MetadataLog:
     """Reads and publishes log entries and checkpoints of one table directory."""
 
@@ -194,34 +70,35 @@ class MetadataLog:
     def entry_path(self, v: int) -> str:
         return os.path.join(self.dir, entry_name(v))
 
-    def publish(self, v: int, entry: dict[str, Any]) -> bool:
-        return write_exclusive(self.entry_path(v), entry)
+    def publish(self, entry: LogEntry) -> bool:
+        """Publish ``entry`` as its version; False if another writer took that version first."""
+        return write_exclusive(self.entry_path(entry.version), entry.to_json())
 
-    def read_entry(self, v: int) -> dict[str, Any] | None:
+    def read_entry(self, v: int) -> LogEntry | None:
         try:
             with open(self.entry_path(v)) as fh:
-                return json.load(fh)
+                return LogEntry.from_json(json.load(fh))
         except FileNotFoundError:
             return None
 
-    def catch_up(self, state: TableState) -> int:
-        """Apply every entry after state.version; returns how many were applied."""
-        n = 0
+    def entries_after(self, version: int) -> list[LogEntry]:
+        """Every published entry after ``version``, in order."""
+        out = []
         while True:
-            e = self.read_entry(state.version + 1)
+            e = self.read_entry(version + len(out) + 1)
             if e is None:
-                return n
-            state.apply(e)
-            n += 1
+                return out
+            out.append(e)
 
-    def load(self) -> TableState:
+    def catch_up(self, metadata: TableMetadata) -> TableMetadata:
+        """``metadata`` with every entry published after it applied (a new object)."""
+        return metadata.apply(*self.entries_after(metadata.version))
+
+    def load(self) -> TableMetadata:
+        """The latest metadata: the newest checkpoint plus the entries after it (without a
+        checkpoint the log starts at version 0; expire always writes a checkpoint first)."""
         cp = self._latest_checkpoint()
-        state = TableState.from_json(cp) if cp is not None else TableState()
-        if cp is None:
-            # no checkpoint yet: the log starts at version 0 (expire always writes a checkpoint first)
-            pass
-        self.catch_up(state)
-        return state
+        return self.catch_up(TableMetadata.from_json(cp) if cp is not None else TableMetadata())
 
     def _latest_checkpoint(self) -> dict[str, Any] | None:
         candidates: list[str] = []
@@ -240,7 +117,7 @@ class MetadataLog:
                 continue
         return None
 
-    def write_checkpoint(self, state: TableState) -> None:
+    def write_checkpoint(self, state: TableMetadata) -> None:
         # replaced, not created exclusively: expire/purge rewrite the same version's checkpoint with
         # a later horizon. Readers see the old or the new file whole (rename is atomic).
         path = os.path.join(self.dir, checkpoint_name(state.version))
@@ -261,3 +138,38 @@ class MetadataLog:
     def entry_versions(self) -> list[int]:
         return sorted(int(n[:-5]) for n in os.listdir(self.dir)
                       if n.endswith(".json") and not n.endswith(".checkpoint.json") and n[0].isdigit())
+
+
+class CurrentMetadata:
+    """The newest metadata of one table known to this process. Thread-safe; the metadata object is
+    replaced, never changed, so ``get()`` hands out a consistent snapshot without a lock."""
+
+    def __init__(self, log: MetadataLog, metadata: TableMetadata):
+        self.log = log
+        self._metadata = metadata
+        self._lock = threading.Lock()
+
+    def get(self) -> TableMetadata:
+        """The metadata as last refreshed (no I/O)."""
+        return self._metadata
+
+    def refresh(self) -> TableMetadata:
+        """Catch up with the log: entries published since (by any process) are applied."""
+        with self._lock:
+            self._metadata = self.log.catch_up(self._metadata)
+            return self._metadata
+
+    def published(self, entry: LogEntry) -> TableMetadata:
+        """Record an entry this process just published (a concurrent ``refresh`` may have read it
+        from the log already, or read up to just before it)."""
+        with self._lock:
+            if self._metadata.version == entry.version - 1:
+                self._metadata = self._metadata.apply(entry)
+            elif self._metadata.version < entry.version:
+                self._metadata = self.log.catch_up(self._metadata)
+            return self._metadata
+
+    def replace(self, metadata: TableMetadata) -> None:
+        """Adopt metadata derived from the current one (retention: the same version, less history)."""
+        with self._lock:
+            self._metadata = metadata

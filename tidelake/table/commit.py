@@ -1,0 +1,149 @@
+"""The optimistic commit: MaxCompute's conflict table, then publish version latest+1, retry on a lost race.
+
+A job reads version R, writes its files, then commits: every version committed after R is checked
+against the conflict table (:func:`conflict_rule`); if none conflicts, the entry is published as
+latest+1 with create-exclusive semantics (``MetadataLog.publish``). Losing that race to another writer
+just means re-checking the versions in between and trying the next number.
+
+Automatic maintenance (a compaction or clustering the table ran by itself, ``LogEntry.auto``) changes
+no logical row, so it never makes a data commit fail: a data commit skips such versions in its check.
+The maintenance job itself still loses to anything it conflicts with (and is retried later).
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import replace
+from typing import Callable, Iterable, Mapping
+
+import pyarrow as pa
+
+from .errors import CommitConflict, TableError, VersionExpired, VersionNotFound
+from .files import DataFile
+from .log import CurrentMetadata
+from .metadata import (Action, AddFile, ChangeSchema, LogEntry, RemoveFile, SetAppState, SetProperties,
+                       TableMetadata)
+
+Clock = Callable[[], int]   # milliseconds since the epoch
+
+# operations that change rows (SPEC T4's data jobs); the others are cluster, compact, schema, properties, create
+DATA_OPERATIONS = frozenset({"upsert", "insert", "update", "delete", "overwrite", "restore"})
+
+
+def conflict_rule(mine: str, other: str, mine_buckets: set[int] | None = None,
+                  other_buckets: set[int] | None = None) -> str | None:
+    """MaxCompute's conflict table: why ``mine`` (committing later) conflicts with ``other``
+    (committed after ``mine`` started), or None.
+
+    - clustering never makes another job fail, and itself only fails when its input files were
+      replaced (by compaction / overwrite / restore); otherwise it is retried at the metadata level;
+    - insert overwrite (and restore, which is an overwrite with an old version) vs everything;
+    - update/delete vs anything but clustering;
+    - insert into vs insert into;
+    - compaction vs compaction of the same bucket;
+    - schema change vs schema change.
+    Upserts (near-real-time stream commits) are blind and do not conflict with each other, with
+    insert into, or with compaction.
+    """
+    if other == "cluster" or mine == "cluster" or other == "create":
+        return None
+    if mine in ("schema", "properties") or other in ("schema", "properties"):
+        return "schema change vs schema change" if mine == other else None
+    if {"overwrite", "restore"} & {mine, other}:
+        return "insert overwrite/restore vs everything"
+    if {"update", "delete"} & {mine, other}:
+        return "update/delete vs anything but clustering"
+    if mine == other == "insert":
+        return "insert into vs insert into"
+    if mine == other == "compact" and (mine_buckets is None or other_buckets is None or mine_buckets & other_buckets):
+        return "compaction vs compaction of the same bucket"
+    return None
+
+
+RemoveSpec = Callable[[TableMetadata], Iterable[str]] | Iterable[str] | None
+
+
+class Committer:
+    """Publishes the commits of one table (thread-safe; processes coordinate through the log)."""
+
+    def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000):
+        self.current = current
+        self.clock = clock
+        self.max_attempts = max_attempts
+        self.lock = threading.Lock()   # held while publishing (retention holds it to swap in its metadata)
+
+    def commit(self, operation: str, *, read_version: int, adds: Iterable[DataFile] = (),
+               removes: RemoveSpec = None, app: SetAppState | None = None, schema: pa.Schema | None = None,
+               properties: Mapping[str, str] | None = None, buckets: Iterable[int] | None = None,
+               inputs: Iterable[str] | None = None, restore_of: int | None = None, auto: bool = False) -> int:
+        """Commit ``operation`` started at ``read_version``; returns the new version.
+
+        ``removes``: paths, or a function of the metadata at commit time (e.g. "every live file").
+        ``app``: with an already committed (app_id, batch_id) this is a no-op returning that version.
+        ``buckets``: the buckets a maintenance job rewrote. ``inputs``: files that must still be live
+        (clustering). ``auto``: automatic maintenance (skipped by data commits' conflict checks)."""
+        adds = list(adds)
+        bucket_set = set(buckets) if buckets is not None else None
+        inputs = list(inputs) if inputs is not None else None
+        with self.lock:
+            for _ in range(self.max_attempts):
+                md = self.current.refresh()
+                if read_version > md.version:
+                    raise VersionNotFound(f"read version {read_version} is newer than the latest {md.version}")
+                if app is not None:
+                    done = _already_committed(md, app)
+                    if done is not None:
+                        return done
+                self._check_conflicts(md, operation, read_version, bucket_set, inputs)
+                version = md.version + 1
+                ts = max(int(self.clock()), md.timestamp(md.version) + 1)   # strictly increasing commit times
+                rm = removes(md) if callable(removes) else list(removes or [])
+                actions: list[Action] = [RemoveFile(p) for p in rm]
+                for f in adds:   # an L0 file gets its commit's version now that it is known
+                    if f.kind == "delta" and f.level == 0 and f.min_version is None:
+                        f = replace(f, min_version=version, max_version=version)
+                    actions.append(AddFile(f))
+                if schema is not None:
+                    actions.append(ChangeSchema(schema))
+                if properties is not None:
+                    actions.append(SetProperties(dict(properties)))
+                if app is not None:
+                    actions.append(app)
+                entry = LogEntry(version=version, timestamp_ms=ts, operation=operation, read_version=read_version,
+                                 actions=tuple(actions), buckets=tuple(sorted(bucket_set)) if bucket_set is not None else None,
+                                 restore_of=restore_of, auto=auto)
+                if self.current.log.publish(entry):
+                    md = self.current.published(entry)
+                    if version % max(1, int(md.prop("checkpoint.interval", "10"))) == 0:
+                        self.current.log.write_checkpoint(md)
+                    return version
+            raise TableError(f"{operation}: gave up after {self.max_attempts} commit attempts")
+
+    @staticmethod
+    def _check_conflicts(md: TableMetadata, operation: str, read_version: int, buckets: set[int] | None,
+                         inputs: list[str] | None) -> None:
+        for ov in range(read_version + 1, md.version + 1):
+            o = md.commits.get(ov)
+            if o is None:
+                raise VersionExpired(f"version {ov} expired while this {operation} was running")
+            if o.auto and operation in DATA_OPERATIONS:
+                continue
+            rule = conflict_rule(operation, o.operation, buckets, set(o.buckets or []) or None)
+            if rule:
+                raise CommitConflict(operation, read_version, o.operation, ov, rule)
+        if inputs is not None:   # clustering inputs must still be live
+            gone = [p for p in inputs if p not in md.files or not md.files[p].live]
+            if gone:
+                culprit = max((md.files[p].removed_at for p in gone if p in md.files), default=md.version)
+                raise CommitConflict(operation, read_version, md.commits[culprit].operation, culprit,
+                                     f"{operation} inputs were replaced")
+
+
+def _already_committed(md: TableMetadata, app: SetAppState) -> int | None:
+    """The version that committed this (app_id, batch_id) already, if any (idempotent sinks)."""
+    commits = md.apps.get(app.app_id) or ()
+    if commits and app.batch_id <= commits[-1].batch_id:
+        for c in reversed(commits):
+            if c.batch_id == app.batch_id:
+                return c.version
+        return commits[-1].version
+    return None

@@ -1,0 +1,277 @@
+"""Merge-on-read: turning planned files into rows.
+
+A snapshot of one bucket is its base file plus the deltas newer than it, the newest change of every
+key winning and deletes dropped. The deltas are concatenated newest first (rows of a clustered file
+reversed, so a key's newest row of that file comes first) and one hash aggregation keeps each key's
+first row; no sort. Only when delta files overlap in versions (a clustered file spanning a file it
+did not absorb) are rows ordered by their commit version first. Base rows survive unless a delta
+names their key.
+
+An incremental read concatenates the L0 delta files of the range, ordered by commit, then key.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import VersionExpired
+from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
+                    conform, is_string, parallel_map, read_parquet)
+from .metadata import FileEntry
+from .scan import BucketPlan
+
+_OP_LABELS = pa.array([OP_NAMES[OP_UPSERT], OP_NAMES[OP_DELETE]], pa.string())
+
+
+def _ordered(deltas: Sequence[FileEntry]) -> bool:
+    """True if every delta's versions are newer than the previous one's (files of one single commit
+    count as ordered by their position in it), so file order is version order."""
+    for a, b in zip(deltas, deltas[1:]):
+        fa, fb = a.file, b.file
+        same_commit = fa.min_version == fa.max_version == fb.min_version == fb.max_version
+        if fb.min_version <= fa.max_version and not same_commit:
+            return False
+    return True
+
+
+def _int_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | None:
+    """The key as a numpy array when it is one integer column (the fast paths below), else None."""
+    if len(primary_key) == 1 and pa.types.is_integer(t.schema.field(primary_key[0]).type):
+        return t.column(primary_key[0]).to_numpy()
+    return None
+
+
+def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
+    """Index of the first row of every key (for an integer key in key order, else in no particular
+    order)."""
+    keys = _int_key(t, primary_key)
+    if keys is not None:
+        # a stable sort keeps, among equal keys, the first row first; on a concatenation of sorted
+        # files (timsort finds the runs) it is near-linear
+        order = np.argsort(keys, kind="stable")
+        ordered = keys[order]
+        starts = np.ones(len(order), dtype=bool)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        return order[starts]
+    idx = "__row"
+    rows = t.select(list(primary_key)).append_column(idx, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+    return rows.group_by(list(primary_key), use_threads=False).aggregate([(idx, "min")]).column(f"{idx}_min")
+
+
+def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with its string columns dictionary-encoded (as they are stored)."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if is_string(f.type) else f
+                      for f in schema])
+
+
+def _is_sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def _stringish(t: pa.DataType) -> bool:
+    """A string column, plain or dictionary-encoded."""
+    return is_string(t.value_type if pa.types.is_dictionary(t) else t)
+
+
+def _reversed(n: int) -> pa.Array:
+    return pa.array(np.arange(n - 1, -1, -1, dtype=np.int64))
+
+
+def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, keys_sorted: bool = False) -> pa.Table:
+    """Rows of ``t`` whose key is not in ``keys`` (``keys_sorted``: already in ascending order)."""
+    mine = _int_key(t, primary_key)
+    if mine is not None and len(mine):
+        theirs = keys.column(primary_key[0]).to_numpy()
+        if not len(theirs):
+            return t
+        if _is_sorted(mine):       # (a file read whole is): look their keys up in it
+            pos = np.minimum(np.searchsorted(mine, theirs), len(mine) - 1)
+            keep = np.ones(len(mine), dtype=bool)
+            keep[pos[mine[pos] == theirs]] = False
+        else:
+            theirs = theirs if keys_sorted else np.sort(theirs)
+            pos = np.minimum(np.searchsorted(theirs, mine), len(theirs) - 1)
+            keep = theirs[pos] != mine
+        return t if keep.all() else t.filter(pa.array(keep))
+    if len(primary_key) == 1:
+        k = primary_key[0]
+        drop = pc.is_in(t.column(k), value_set=keys.column(k).combine_chunks())
+        return t.filter(pc.invert(drop)) if pc.any(drop).as_py() else t
+    kept = t.join(keys.select(list(primary_key)), keys=list(primary_key), join_type="left anti")
+    return kept.select(t.column_names).cast(t.schema)   # the join drops "not null" from the key fields
+
+
+def _upserts(t: pa.Table, columns: list[str], has_deletes: bool) -> pa.Table:
+    """The upsert rows of a table with one row per key (deletes dropped), as ``columns``."""
+    if not has_deletes:
+        return t.select(columns)
+    return t.filter(pc.equal(t.column(OP), OP_UPSERT)).select(columns)
+
+
+def sort_indices_by_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
+    """Stable ascending sort by the primary key. A single integer key sorts in numpy, whose stable
+    sort (timsort) is near-linear on the concatenation of already sorted files."""
+    if len(primary_key) == 1 and pa.types.is_integer(t.schema.field(primary_key[0]).type):
+        return np.argsort(t.column(primary_key[0]).to_numpy(), kind="stable")
+    return pc.sort_indices(t, sort_keys=[(k, "ascending") for k in primary_key])
+
+
+class MergeOnReadReader:
+    """Reads the data files of one table directory."""
+
+    def __init__(self, path: str, primary_key: Sequence[str]):
+        self.path = path
+        self.primary_key = list(primary_key)
+
+    # ------------------------------------------------------------ one file
+    def read_file(self, f: DataFile, columns: list[str], schema: pa.Schema, key_filter: pc.Expression | None = None,
+                  *, ops: bool = True, versions: bool = False, timestamps: Mapping[int, int] | None = None) -> pa.Table:
+        """A file's rows: ``columns`` conformed to ``schema``, then (with ``ops``) ``_op`` (base rows
+        are upserts), with ``versions`` ``_commit_version`` and with ``timestamps`` also
+        ``_commit_time`` (an L0 file's rows carry its commit's version and time)."""
+        wanted = columns + ([OP] if ops and f.kind == "delta" else [])
+        if f.kind == "delta" and (versions or timestamps is not None):
+            wanted += [COMMIT_VERSION, COMMIT_TIME]
+        try:
+            t = read_parquet(self.path, f, wanted, key_filter,
+                             strings=[c for c in columns if _stringish(schema.field(c).type)])
+        except FileNotFoundError:
+            raise VersionExpired(f"data file {f.path} was removed by retention cleanup; "
+                                 f"read a newer version") from None
+        n = t.num_rows
+        extra = [pa.field(OP, pa.int8())] if ops else []
+        if ops and f.kind == "base":
+            t = t.append_column(OP, pa.array(np.zeros(n, np.int8)))
+        if versions or timestamps is not None:
+            if COMMIT_VERSION not in t.column_names:   # base or L0 file: one version for all rows
+                t = t.append_column(COMMIT_VERSION, pa.array(np.full(n, f.min_version, np.int64)))
+            extra.append(pa.field(COMMIT_VERSION, pa.int64()))
+        if timestamps is not None:
+            if COMMIT_TIME not in t.column_names:
+                ts = np.full(n, timestamps[f.min_version], dtype="datetime64[ms]")
+                t = t.append_column(COMMIT_TIME, pa.array(ts).cast(COMMIT_TIME_TYPE))
+            extra.append(pa.field(COMMIT_TIME, COMMIT_TIME_TYPE))
+        return conform(t, pa.schema([schema.field(c) for c in columns]), extra=extra)
+
+    # ------------------------------------------------------------ snapshot
+    def merge_bucket(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
+                     key_filter: pc.Expression | None = None, *, dictionaries: bool = False) -> pa.Table:
+        """The live rows of one bucket (``columns``; every key once, in no particular order).
+        ``dictionaries``: string columns may come back dictionary-encoded (cheaper to filter and
+        gather; the caller casts the result)."""
+        pk = self.primary_key
+        by_version = bool(plan.deltas) and (any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
+                                            or not _ordered(plan.deltas))
+        if dictionaries and not by_version:   # (rows of several files are gathered together there)
+            schema = _dictionary_strings(schema)
+        base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
+        if not plan.deltas:
+            return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
+        if by_version:
+            changed, upserts = self._merge_by_version(plan, columns, schema, key_filter)
+        else:
+            changed, upserts = self._merge_ordered(plan.deltas, columns, schema, key_filter)
+        if base is None or base.num_rows == 0:
+            return upserts
+        return pa.concat_tables([without_keys(base, changed, pk), upserts])
+
+    def _merge_ordered(self, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
+                       key_filter: pc.Expression | None) -> tuple[pa.Table, pa.Table]:
+        """Deltas whose files are in version order: (the keys they change, their live rows). The
+        oldest delta (usually the biggest) is merged like a base: its rows survive unless a newer
+        delta names their key; only the newer ones are deduplicated among themselves. ``_op`` is
+        read only from files that hold deletes."""
+        pk = self.primary_key
+        parts = []
+        for fe in reversed(deltas):                           # newest file first
+            t = self.read_file(fe.file, columns, schema, key_filter, ops=fe.file.deletes > 0)
+            if fe.file.level > 0:                              # a clustered file: its newest row per key
+                newest_first = t.take(_reversed(t.num_rows))
+                t = newest_first.take(first_indices(newest_first, pk))
+            parts.append((fe.file.deletes > 0, t))
+        has_deletes, oldest = parts[-1]
+        newer = parts[:-1]
+        if not newer:
+            return oldest.select(pk), _upserts(oldest, columns, has_deletes)
+        newer_keys = pa.concat_tables([t.select(pk) for _, t in newer])
+        if len(newer) == 1:
+            # one file's keys: sorted (an L0 file, or a clustered one deduplicated by first_indices)
+            live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
+                    _upserts(newer[0][1], columns, newer[0][0])]
+        else:   # the first row of every key in newest-first order, taken from the part it is in
+            firsts = np.asarray(first_indices(newer_keys, pk))
+            live = [_upserts(without_keys(oldest, newer_keys.take(firsts), pk, keys_sorted=True), columns, has_deletes)]
+            offsets = np.cumsum([0] + [t.num_rows for _, t in newer])
+            part_of = np.searchsorted(offsets, firsts, side="right") - 1
+            for i, (deletes, t) in enumerate(newer):
+                mine = firsts[part_of == i] - offsets[i]
+                if len(mine) == t.num_rows:
+                    live.append(_upserts(t, columns, deletes))
+                elif len(mine):   # a mask keeps the file's order: a sequential copy, not a gather
+                    keep = np.zeros(t.num_rows, dtype=bool)
+                    keep[mine] = True
+                    live.append(_upserts(t.filter(pa.array(keep)), columns, deletes))
+        return pa.concat_tables([oldest.select(pk), newer_keys]), pa.concat_tables(live)
+
+    def _merge_by_version(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
+                          key_filter: pc.Expression | None) -> tuple[pa.Table, pa.Table]:
+        """Deltas overlapping in versions, or a clustered file straddling the base: every row with
+        its commit version, newest first, then the first row per key."""
+        parts = []
+        for fe in reversed(plan.deltas):
+            t = self.read_file(fe.file, columns, schema, key_filter, versions=True)
+            parts.append(t.take(_reversed(t.num_rows)) if fe.file.level > 0 else t)
+        d = pa.concat_tables(parts)
+        d = d.filter(pc.greater(d.column(COMMIT_VERSION), plan.base_version))   # rows the base already has
+        d = d.take(np.argsort(-d.column(COMMIT_VERSION).to_numpy(), kind="stable"))
+        d = d.take(first_indices(d, self.primary_key))
+        return d.select(self.primary_key), _upserts(d, columns, True)
+
+    def read_snapshot(self, plans: Sequence[BucketPlan], schema: pa.Schema, columns: Sequence[str],
+                      expression: pc.Expression | None, key_filter: pc.Expression | None) -> pa.Table:
+        """Merge every planned bucket (in parallel), then apply the row filter, keep ``columns``."""
+        read_cols = [c for c in schema.names if c in set(self.primary_key) | set(columns) |
+                     (set(schema.names) if expression is not None else set())]
+        out_schema = pa.schema([schema.field(c) for c in read_cols])
+        parts = parallel_map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
+                             .cast(out_schema), list(plans))
+        out = pa.concat_tables(parts) if parts else out_schema.empty_table()
+        if expression is not None and out.num_rows:
+            out = out.filter(expression)
+        return out.select(list(columns))
+
+    # ------------------------------------------------------------ increments
+    def read_changes(self, files: Iterable[FileEntry], schema: pa.Schema, columns: Sequence[str],
+                     expression: pc.Expression | None, timestamps: Mapping[int, int]) -> pa.Table:
+        """Every change in ``files`` (L0 deltas, commit order) as ``columns`` + ``_op``
+        ('upsert'/'delete'), ``_commit_version``, ``_commit_time``, ordered by commit, then key."""
+        files = list(files)
+        out_schema = pa.schema([schema.field(c) for c in columns] + [
+            pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()), pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)])
+        if not files:
+            return out_schema.empty_table()
+        needed = set(self.primary_key) | set(columns) | (set(schema.names) if expression is not None else set())
+        read_cols = [c for c in schema.names if c in needed]
+        # L0 files: every row's version and time is its file's commit's, so they are not read but
+        # built once for the whole result; strings stay dictionary-encoded until the end
+        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files)
+        t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+        counts = [p.num_rows for p in parts]
+        versions = np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64), counts)
+        times = np.repeat(np.array([timestamps[fe.file.min_version] for fe in files], dtype="datetime64[ms]"), counts)
+        t = t.append_column(pa.field(COMMIT_VERSION, pa.int64()), pa.array(versions))
+        t = t.append_column(pa.field(COMMIT_TIME, COMMIT_TIME_TYPE), pa.array(times).cast(COMMIT_TIME_TYPE))
+        if expression is not None:
+            t = t.filter(expression)
+        if files[0].file.min_version == files[-1].file.max_version:    # one commit: order by key
+            order = sort_indices_by_key(t, self.primary_key)
+        else:
+            order = pc.sort_indices(t, sort_keys=[(COMMIT_VERSION, "ascending")] +
+                                    [(k, "ascending") for k in self.primary_key])
+        t = t.unify_dictionaries().take(order)
+        ops = pc.take(_OP_LABELS, t.column(OP))
+        t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), ops)
+        return t.select(list(columns) + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)

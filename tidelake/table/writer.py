@@ -1,0 +1,135 @@
+"""Staging: turning user rows into L0 delta files, one per bucket, not yet visible.
+
+``prepare`` checks and conforms rows to the table schema and tags them with ``_op``; ``stage`` keeps
+the last change of every key (arrival order), buckets them by the stable hash of the key, sorts each
+bucket by the key and writes one Parquet file per bucket. A commit (``commit.py``) makes them visible.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import SchemaError
+from .files import (OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
+                    write_parquet)
+
+STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
+
+
+def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[str]) -> np.ndarray:
+    """Mask of the rows of a key-sorted table whose key differs from the next row's (the last row
+    of every run of equal keys)."""
+    if isinstance(sorted_keys, np.ndarray):
+        n = len(sorted_keys)
+        mask = np.ones(n, dtype=bool)
+        if n > 1:
+            mask[:-1] = sorted_keys[1:] != sorted_keys[:-1]
+        return mask
+    n = sorted_keys.num_rows
+    if n <= 1:
+        return np.ones(n, dtype=bool)
+    change = None
+    for k in primary_key:
+        col = sorted_keys.column(k)
+        ne = pc.fill_null(pc.not_equal(col.slice(0, n - 1), col.slice(1)), True)
+        change = ne if change is None else pc.or_(change, ne)
+    return np.append(change.to_numpy(zero_copy_only=False), True)
+
+
+class DeltaWriter:
+    """Stages rows of one table as L0 delta files under its directory."""
+
+    def __init__(self, path: str, primary_key: Sequence[str], bucket_num: int):
+        self.path = path
+        self.primary_key = list(primary_key)
+        self.bucket_num = bucket_num
+
+    def prepare(self, data: Any, op: int, schema: pa.Schema) -> pa.Table:
+        """Rows (pa.Table / RecordBatch / pandas / list of dicts) checked and conformed to ``schema``,
+        plus ``_op``. A delete keeps only the key columns."""
+        t = to_arrow(data, schema)
+        check_keys(t, self.primary_key)
+        if op == OP_DELETE:
+            t = t.select(self.primary_key)
+        unknown = [c for c in t.column_names if c not in schema.names and c != OP]
+        if unknown:
+            raise SchemaError(f"columns {unknown} are not in the table schema {schema.names}")
+        t = conform(t, schema)
+        return t.append_column(OP, pa.array(np.full(t.num_rows, op, np.int8)))
+
+    def keys(self, keys: Any, schema: pa.Schema) -> pa.Table:
+        """Key columns from a pa.Table / list of dicts, or a list of values (one-column key) or of
+        tuples (composite key)."""
+        pk = self.primary_key
+        key_schema = pa.schema([schema.field(k) for k in pk])
+        if isinstance(keys, list) and keys and not isinstance(keys[0], dict):
+            if len(pk) != 1:
+                keys = [dict(zip(pk, k)) for k in keys]
+            else:
+                return pa.table({pk[0]: pa.array(keys, type=schema.field(pk[0]).type)})
+        t = key_schema.empty_table() if isinstance(keys, list) and not keys else to_arrow(keys, schema)
+        check_keys(t, pk)
+        return conform(t.select(pk), key_schema)
+
+    def stage(self, rows: pa.Table) -> list[DataFile]:
+        """Write prepared rows (user columns + _op, in arrival order) as L0 delta files, one per bucket:
+        the last change per key, sorted by key. Not visible until committed."""
+        if rows.num_rows == 0:
+            return []
+        pk = self.primary_key
+        buckets = bucket_ids(rows, pk, self.bucket_num)
+        # a stable (radix) sort by bucket groups the rows of each bucket, still in arrival order;
+        # each bucket is then sorted by key, deduplicated and written in the writer threads
+        small = np.int16 if self.bucket_num <= np.iinfo(np.int16).max else np.int32
+        order = np.argsort(buckets.astype(small), kind="stable")
+        counts = np.bincount(buckets, minlength=self.bucket_num)
+        offsets = np.concatenate([[0], np.cumsum(counts)])
+        jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
+        return parallel_map(lambda job: self._write_bucket(rows, job[0], job[1]), jobs)
+
+    def _write_bucket(self, rows: pa.Table, bucket: int, arrival: np.ndarray) -> DataFile:
+        """One bucket's rows (indices in arrival order): the last change per key, in key order."""
+        pk = self.primary_key
+        if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type):
+            keys = rows.column(pk[0]).to_numpy()[arrival]
+            # a stable sort keeps arrival order among equal keys: the last of each run wins
+            by_key = np.argsort(keys, kind="stable")
+            keep = _last_of_each_key(keys[by_key], pk)
+        else:
+            key_rows = rows.select(pk).take(arrival)
+            by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
+            keep = _last_of_each_key(key_rows.take(by_key), pk)
+        chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+        return write_parquet(self.path, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
+
+    def stage_files(self, data: Any, op: str, schema: pa.Schema) -> list[DataFile]:
+        """``prepare`` + ``stage`` for one operation ('upsert' | 'insert' | 'delete')."""
+        if op not in STAGE_OPS:
+            raise ValueError(f"op must be upsert, insert or delete, not {op!r}")
+        return self.stage(self.prepare(data, STAGE_OPS[op], schema))
+
+
+def changes_between(target: pa.Table, current: pa.Table, primary_key: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """The changes turning ``current`` into ``target``: upserts of rows new or different in target,
+    deletes of keys not in target. Rows: user columns + _op."""
+    pk = list(primary_key)
+    suffix = "__cur"
+    gone = current.select(pk).join(target.select(pk), keys=pk, join_type="left anti")
+    new = target.join(current.select(pk), keys=pk, join_type="left anti")
+    both = target.join(current.rename_columns([c if c in pk else c + suffix for c in current.column_names]),
+                       keys=pk, join_type="inner")
+    same = pa.array(np.ones(both.num_rows, dtype=bool))
+    for c in schema.names:
+        if c in pk:
+            continue
+        a, b = both.column(c), both.column(c + suffix)
+        eq = pc.or_(pc.fill_null(pc.equal(a, b), False), pc.and_(pc.is_null(a), pc.is_null(b)))
+        same = pc.and_(same, eq)
+    changed = both.filter(pc.invert(same)).select(schema.names) if both.num_rows else both.select(schema.names)
+    ups = pa.concat_tables([conform(new, schema), conform(changed, schema)])
+    ups = ups.append_column(OP, pa.array(np.zeros(ups.num_rows, np.int8)))
+    dels = conform(gone, schema).append_column(OP, pa.array(np.ones(gone.num_rows, np.int8)))
+    return pa.concat_tables([ups, dels])
