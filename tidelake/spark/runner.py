@@ -24,11 +24,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
-import yaml
 
 from tidelake.spark.changes import ORDER_COLUMNS, changes_schema, check_primary_key, parse_changes
 from tidelake.spark.kafka_options import KafkaSourceOptions
@@ -38,6 +36,7 @@ from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Co
 from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_ranges, plan_ranges
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
+from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
 
@@ -128,9 +127,7 @@ class Pipeline:
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
-        path = Path(path)
-        raw = yaml.safe_load(path.read_text())
-        return cls(PipelineConfig.from_dict(raw, base_dir=path.parent), spark=spark)
+        return cls(load_pipeline_yaml(path), spark=spark)
 
     def stop(self) -> None:
         """Graceful stop (ssc.stop(true, true)): finish the current batch, then return from run()."""
