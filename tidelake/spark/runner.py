@@ -78,10 +78,19 @@ class RunSummary:
 # ----------------------------------------------------------------------------------------------- tasks
 # Functions below run inside Spark's Python workers (mapInArrow); what they close over is pickled.
 
+def _ignore_interrupt() -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole process group, Spark's Python workers included, and
+    pyspark's worker restores Python's KeyboardInterrupt handler: the batch in progress would fail. The driver
+    decides how to stop (after the current batch), so a task ignores SIGINT (pyspark's gateway launcher does
+    the same for the JVM)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str]):
     """Kafka rows -> changes."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
         for batch in batches:
             changes = parse_changes(batch, schema, fmt)
             check_primary_key(changes, primary_key)
@@ -95,6 +104,7 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
     parse = _parse_task(schema, fmt, primary_key)
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
         for batch in batches:
             for i in batch.column("id").to_pylist():
                 yield from parse(read_ranges(options, groups[i], columns=KAFKA_COLUMNS))
@@ -106,6 +116,7 @@ def _stage_task(table: Table):
     task's :class:`StagedFiles` message."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
         received = [b for b in batches if b.num_rows]
         ordered: list[pa.RecordBatch] = []
         if received:
@@ -318,11 +329,22 @@ class Pipeline:
 
 
 def install_signal_handlers(pipeline: Pipeline) -> None:
-    """SIGTERM/SIGINT: graceful stop after the current batch; a second signal stops at once."""
+    """SIGTERM/SIGINT: graceful stop after the current batch; a second signal stops at once (exit 130).
+
+    Starts Spark first: creating a SparkContext installs pyspark's own SIGINT handler (cancel every job, raise
+    KeyboardInterrupt), which would otherwise replace this one. The second signal ends the process with
+    ``os._exit``: an exception raised inside a Py4J call makes Py4J log its traces, and nothing needs
+    unwinding: the batch in progress is not committed (table commits are atomic) and the next run reads it
+    again; the JVM, whose stdin is our pipe, exits with us."""
+    pipeline.spark()
 
     def handler(signum, _frame):
         if pipeline.stopping:
-            raise KeyboardInterrupt
+            sys.stdout.flush()
+            sys.stderr.write("tidelake: pipeline aborted; the batch in progress was not committed and a "
+                             "restart reads it again\n")
+            sys.stderr.flush()
+            os._exit(130)
         log.warning("signal %d: stopping after the current batch", signum)
         pipeline.stop()
 
