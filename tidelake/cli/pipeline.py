@@ -66,6 +66,9 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.DEBUG if debug_enabled() else logging.WARNING)
+    # librdkafka's own lines (FAIL ... Connection refused when the broker goes down): with --debug only
+    logging.getLogger("tidelake.pipeline.librdkafka").setLevel(
+        logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
     p = Pipeline(cfg)
     install_signal_handlers(p)
     summary = p.run(once=once, max_batches=max_batches)

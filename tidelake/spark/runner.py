@@ -41,6 +41,10 @@ from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
 
 log = logging.getLogger("tidelake.pipeline")
+# The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
+# that a broker going down mid-run is the pipeline's own one-line error rather than librdkafka's FAIL lines
+# (the CLI shows them with --debug only).
+LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary",
            "install_signal_handlers"]
@@ -102,9 +106,11 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
                          fmt: str, primary_key: list[str]):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
     parse = _parse_task(schema, fmt, primary_key)
+    librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
+        LIBRDKAFKA_LOG.setLevel(librdkafka_level)
         for batch in batches:
             for i in batch.column("id").to_pylist():
                 yield from parse(read_ranges(options, groups[i], columns=KAFKA_COLUMNS))
@@ -273,7 +279,8 @@ class Pipeline:
             import tidelake.spark
 
             tidelake.spark.register(self.spark())
-        with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, src.kafka) as broker:
+        with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
+                           {"logger": LIBRDKAFKA_LOG, **src.kafka}) as broker:
             mode = self.offset_mode(table, broker)
             partitions = broker.partitions()
             earliest, latest = broker.watermarks(partitions)
