@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from pathlib import Path
 
 import click
 
@@ -27,16 +26,8 @@ timeout_option = click.option("--timeout", type=click.FloatRange(min=0.1), defau
 
 def _load(config: str):
     """The validated config (a malformed file or value is one error line naming the file)."""
-    import yaml
-
-    from tidelake.spark.runner import PipelineConfig, PipelineConfigError
-    path = Path(config)
-    try:
-        return PipelineConfig.from_dict(yaml.safe_load(path.read_text()), base_dir=path.parent)
-    except PipelineConfigError as e:
-        raise CliError(f"{config}: {e}") from None
-    except yaml.YAMLError as e:
-        raise CliError(f"{config}: malformed YAML: {e}") from None
+    from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+    return load_pipeline_yaml(config)  # its PipelineConfigError (a ValueError) is one line: file:line: ...
 
 
 def _connection(cfg, timeout: float) -> BrokerConnection:
@@ -75,6 +66,9 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.DEBUG if debug_enabled() else logging.WARNING)
+    # librdkafka's own lines (FAIL ... Connection refused when the broker goes down): with --debug only
+    logging.getLogger("tidelake.pipeline.librdkafka").setLevel(
+        logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
     p = Pipeline(cfg)
     install_signal_handlers(p)
     summary = p.run(once=once, max_batches=max_batches)

@@ -16,7 +16,12 @@ from tidelake.spark.offset_range import parse_duration
 
 
 class PipelineConfigError(ValueError):
-    """A pipeline YAML that does not describe a runnable pipeline."""
+    """A pipeline YAML that does not describe a runnable pipeline; ``key`` locates the value at fault
+    (``("sink", "format")``) so that a file's error can name its line."""
+
+    def __init__(self, message: str, key: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.key = key
 
 
 @dataclass
@@ -69,12 +74,12 @@ class PipelineConfig:
             raise PipelineConfigError("a pipeline needs 'source' and 'sink' sections") from e
         for key in ("bootstrap_servers", "topic", "group_id"):
             if not src.get(key):
-                raise PipelineConfigError(f"source.{key} is required")
+                raise PipelineConfigError(f"source.{key} is required", ("source",))
         if "batch_interval" in src:
             try:
                 src["batch_interval"] = parse_duration(src["batch_interval"])
             except ValueError as e:
-                raise PipelineConfigError(f"source.batch_interval: {e}") from None
+                raise PipelineConfigError(f"source.batch_interval: {e}", ("source", "batch_interval")) from None
         if "kafka" in src:
             src["kafka"] = {str(k): str(v) for k, v in (src["kafka"] or {}).items()}
         try:
@@ -82,7 +87,7 @@ class PipelineConfig:
         except TypeError as e:
             raise PipelineConfigError(f"source: {e}") from e
         if source.reader not in ("auto", "datasource", "direct"):
-            raise PipelineConfigError("source.reader must be auto, datasource or direct")
+            raise PipelineConfigError("source.reader must be auto, datasource or direct", ("source", "reader"))
         if isinstance(snk.get("primary_key"), str):
             snk["primary_key"] = [snk["primary_key"]]
         if "properties" in snk:
@@ -92,27 +97,27 @@ class PipelineConfig:
         except TypeError as e:
             raise PipelineConfigError(f"sink: {e}") from e
         if sink.format not in FORMATS:
-            raise PipelineConfigError(f"sink.format must be one of {sorted(FORMATS)}")
+            raise PipelineConfigError(f"sink.format must be one of {sorted(FORMATS)}", ("sink", "format"))
         if sink.mode not in ("upsert", "append"):
-            raise PipelineConfigError("sink.mode must be upsert or append")
+            raise PipelineConfigError("sink.mode must be upsert or append", ("sink", "mode"))
         if sink.mode == "upsert" and not sink.primary_key:
-            raise PipelineConfigError("sink.primary_key is required")
+            raise PipelineConfigError("sink.primary_key is required", ("sink",))
         if sink.format == "debezium-json" and sink.mode != "upsert":
-            raise PipelineConfigError("debezium-json needs sink.mode upsert")
+            raise PipelineConfigError("debezium-json needs sink.mode upsert", ("sink", "mode"))
         base = Path(base_dir) if base_dir is not None else Path.cwd()
         sink.table = str((base / sink.table).resolve())
         mode = raw.get("offsets", "exactly-once")
         if mode not in MODES:
-            raise PipelineConfigError(f"offsets must be one of {', '.join(MODES)}")
+            raise PipelineConfigError(f"offsets must be one of {', '.join(MODES)}", ("offsets",))
         seo_dir = raw.get("seo_dir")
         if mode == "seo":
             if not seo_dir:
-                raise PipelineConfigError("offsets: seo needs seo_dir")
+                raise PipelineConfigError("offsets: seo needs seo_dir", ("offsets",))
         if seo_dir:
             seo_dir = str((base / seo_dir).resolve())
         commit = raw.get("commit", "async")
         if commit not in ("async", "sync"):
-            raise PipelineConfigError("commit must be async or sync")
+            raise PipelineConfigError("commit must be async or sync", ("commit",))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
                    spark=dict(raw.get("spark") or {}))
 

@@ -24,11 +24,9 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
-import yaml
 
 from tidelake.spark.changes import ORDER_COLUMNS, changes_schema, check_primary_key, parse_changes
 from tidelake.spark.kafka_options import KafkaSourceOptions
@@ -38,10 +36,15 @@ from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Co
 from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_ranges, plan_ranges
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
+from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
 
 log = logging.getLogger("tidelake.pipeline")
+# The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
+# that a broker going down mid-run is the pipeline's own one-line error rather than librdkafka's FAIL lines
+# (the CLI shows them with --debug only).
+LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary",
            "install_signal_handlers"]
@@ -79,10 +82,19 @@ class RunSummary:
 # ----------------------------------------------------------------------------------------------- tasks
 # Functions below run inside Spark's Python workers (mapInArrow); what they close over is pickled.
 
+def _ignore_interrupt() -> None:
+    """Ctrl-C in a terminal sends SIGINT to the whole process group, Spark's Python workers included, and
+    pyspark's worker restores Python's KeyboardInterrupt handler: the batch in progress would fail. The driver
+    decides how to stop (after the current batch), so a task ignores SIGINT (pyspark's gateway launcher does
+    the same for the JVM)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str]):
     """Kafka rows -> changes."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
         for batch in batches:
             changes = parse_changes(batch, schema, fmt)
             check_primary_key(changes, primary_key)
@@ -94,8 +106,11 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
                          fmt: str, primary_key: list[str]):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
     parse = _parse_task(schema, fmt, primary_key)
+    librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
+        LIBRDKAFKA_LOG.setLevel(librdkafka_level)
         for batch in batches:
             for i in batch.column("id").to_pylist():
                 yield from parse(read_ranges(options, groups[i], columns=KAFKA_COLUMNS))
@@ -107,6 +122,7 @@ def _stage_task(table: Table):
     task's :class:`StagedFiles` message."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _ignore_interrupt()
         received = [b for b in batches if b.num_rows]
         ordered: list[pa.RecordBatch] = []
         if received:
@@ -128,9 +144,7 @@ class Pipeline:
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
-        path = Path(path)
-        raw = yaml.safe_load(path.read_text())
-        return cls(PipelineConfig.from_dict(raw, base_dir=path.parent), spark=spark)
+        return cls(load_pipeline_yaml(path), spark=spark)
 
     def stop(self) -> None:
         """Graceful stop (ssc.stop(true, true)): finish the current batch, then return from run()."""
@@ -265,7 +279,8 @@ class Pipeline:
             import tidelake.spark
 
             tidelake.spark.register(self.spark())
-        with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, src.kafka) as broker:
+        with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
+                           {"logger": LIBRDKAFKA_LOG, **src.kafka}) as broker:
             mode = self.offset_mode(table, broker)
             partitions = broker.partitions()
             earliest, latest = broker.watermarks(partitions)
@@ -321,11 +336,22 @@ class Pipeline:
 
 
 def install_signal_handlers(pipeline: Pipeline) -> None:
-    """SIGTERM/SIGINT: graceful stop after the current batch; a second signal stops at once."""
+    """SIGTERM/SIGINT: graceful stop after the current batch; a second signal stops at once (exit 130).
+
+    Starts Spark first: creating a SparkContext installs pyspark's own SIGINT handler (cancel every job, raise
+    KeyboardInterrupt), which would otherwise replace this one. The second signal ends the process with
+    ``os._exit``: an exception raised inside a Py4J call makes Py4J log its traces, and nothing needs
+    unwinding: the batch in progress is not committed (table commits are atomic) and the next run reads it
+    again; the JVM, whose stdin is our pipe, exits with us."""
+    pipeline.spark()
 
     def handler(signum, _frame):
         if pipeline.stopping:
-            raise KeyboardInterrupt
+            sys.stdout.flush()
+            sys.stderr.write("tidelake: pipeline aborted; the batch in progress was not committed and a "
+                             "restart reads it again\n")
+            sys.stderr.flush()
+            os._exit(130)
         log.warning("signal %d: stopping after the current batch", signum)
         pipeline.stop()
 

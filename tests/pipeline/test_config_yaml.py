@@ -1,0 +1,80 @@
+"""Pipeline YAML checked before anything starts: unknown keys, types and ranges, each error naming file:line."""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from click.testing import CliRunner
+
+from tidelake.cli.main import cli
+from tidelake.spark.pipeline_config import PipelineConfigError
+from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+
+GOOD = """\
+source:
+  bootstrap_servers: 127.0.0.1:9092
+  topic: orders
+  group_id: g
+  max_rate_per_partition: 50
+  batch_interval: 2s
+offsets: exactly-once
+sink:
+  table: out
+  format: debezium-json
+  primary_key: id
+  schema: id long, amount long
+  buckets: 4
+"""
+
+
+def _write(tmp_path, text: str):
+    path = tmp_path / "orders.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def test_good_file_loads(tmp_path):
+    cfg = load_pipeline_yaml(_write(tmp_path, GOOD))
+    assert cfg.sink.primary_key == ["id"] and cfg.sink.buckets == 4
+    assert cfg.sink.table == str(tmp_path / "out") and cfg.source.batch_interval == 2.0
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("source:", "sourse:", "orders.yaml:1: unknown key 'sourse' (did you mean 'source'?)"),
+    ("  buckets: 4", "  buckets: four", "orders.yaml:13: sink.buckets: expected an integer >= 1, got 'four'"),
+    ("  buckets: 4", "  buckets: 0", "orders.yaml:13: sink.buckets: expected an integer >= 1, got 0"),
+    ("  topic: orders", "  topik: orders", "orders.yaml:3: unknown key 'topik' in source (did you mean 'topic'?)"),
+    ("  max_rate_per_partition: 50", "  max_rate_per_partition: [1]",
+     "orders.yaml:5: source.max_rate_per_partition: expected an integer >= 1, got [1]"),
+    ("  format: debezium-json", "  format: avro", "orders.yaml:10: sink.format must be one of"),
+    ("offsets: exactly-once", "offsets: sometimes", "orders.yaml:7: offsets must be one of"),
+    ("  batch_interval: 2s", "  batch_interval: soon", "orders.yaml:6: source.batch_interval:"),
+    ("  group_id: g\n", "", "orders.yaml:1: source.group_id is required"),
+    ("  schema: id long, amount long", "  schema: [id]", "orders.yaml:12: sink.schema: expected a string, got"),
+])
+def test_errors_name_file_and_line(tmp_path, old, new, message):
+    assert old in GOOD
+    with pytest.raises(PipelineConfigError) as e:
+        load_pipeline_yaml(_write(tmp_path, GOOD.replace(old, new)))
+    assert str(e.value).startswith(message)
+
+
+def test_malformed_yaml_names_line(tmp_path):
+    with pytest.raises(PipelineConfigError, match=r"^orders.yaml:3: malformed YAML"):
+        load_pipeline_yaml(_write(tmp_path, "source:\n  topic: a\n  - b\n"))
+
+
+def test_cli_prints_one_line(tmp_path):
+    path = _write(tmp_path, GOOD.replace("  buckets: 4", "  buckets: four"))
+    result = CliRunner().invoke(cli, ["pipeline", "run", str(path)])
+    assert result.exit_code == 1
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.output
+    assert "orders.yaml:13: sink.buckets: expected an integer >= 1, got 'four'" in lines[0]
+
+
+def test_example_passes_the_checks(tmp_path):
+    result = CliRunner().invoke(cli, ["pipeline", "example"])
+    assert result.exit_code == 0
+    cfg = load_pipeline_yaml(_write(tmp_path, result.output))
+    assert cfg.offsets == "exactly-once"
