@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from tidelake.coordinator.group import GroupConfig
 from tidelake.errors import InvalidConfig
+
+# Group settings' defaults have one home, the coordinator's GroupConfig.
+_GROUP = GroupConfig()
 
 # DescribeConfigs ConfigSource
 SOURCE_UNKNOWN = 0
@@ -185,9 +189,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("log.segment.delete.delay.ms", 60000, TYPE_LONG, "default file.delete.delay.ms"),
     _d("min.insync.replicas", 1, TYPE_INT, "default min.insync.replicas"),
     _d("unclean.leader.election.enable", "false", TYPE_BOOLEAN, "default unclean.leader.election.enable"),
-    _d("offsets.topic.num.partitions", 50, TYPE_INT, "partitions of __consumer_offsets", read_only=True),
+    _d("offsets.topic.num.partitions", _GROUP.offsets_partitions, TYPE_INT, "partitions of __consumer_offsets", read_only=True),
     _d("offsets.topic.replication.factor", 1, TYPE_SHORT, "replication of __consumer_offsets", read_only=True),
-    _d("offsets.retention.minutes", 10080, TYPE_INT, "committed offset retention"),
+    _d("offsets.retention.minutes", _GROUP.offsets_retention_ms // 60000, TYPE_INT, "committed offset retention"),
     _d("transaction.state.log.num.partitions", 50, TYPE_INT, "partitions of __transaction_state", read_only=True),
     _d("transaction.state.log.replication.factor", 1, TYPE_SHORT, "replication of __transaction_state",
        read_only=True),
@@ -195,15 +199,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("transactional.id.expiration.ms", 604800000, TYPE_INT, "transactional id expiry"),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, TYPE_INT, "txn timeout check period"),
     _d("producer.id.expiration.ms", 86400000, TYPE_INT, "idle producer state expiry"),
-    _d("group.initial.rebalance.delay.ms", 3000, TYPE_INT, "delay of a new group's first rebalance"),
-    _d("group.min.session.timeout.ms", 6000, TYPE_INT, "smallest session timeout"),
-    _d("group.max.session.timeout.ms", 1800000, TYPE_INT, "largest session timeout"),
-    _d("group.consumer.assignors", "uniform,range", TYPE_LIST, "server-side assignors (KIP-848)"),
-    _d("group.consumer.heartbeat.interval.ms", 5000, TYPE_INT, "KIP-848 heartbeat interval"),
-    _d("group.consumer.session.timeout.ms", 45000, TYPE_INT, "KIP-848 session timeout"),
+    _d("group.initial.rebalance.delay.ms", _GROUP.initial_rebalance_delay_ms, TYPE_INT, "delay of a new group's first rebalance"),
+    _d("group.min.session.timeout.ms", _GROUP.min_session_timeout_ms, TYPE_INT, "smallest session timeout"),
+    _d("group.max.session.timeout.ms", _GROUP.max_session_timeout_ms, TYPE_INT, "largest session timeout"),
+    _d("group.consumer.assignors", ",".join(_GROUP.consumer_assignors), TYPE_LIST, "server-side assignors (KIP-848)"),
+    _d("group.consumer.heartbeat.interval.ms", _GROUP.consumer_heartbeat_interval_ms, TYPE_INT, "KIP-848 heartbeat interval"),
+    _d("group.consumer.session.timeout.ms", _GROUP.consumer_session_timeout_ms, TYPE_INT, "KIP-848 session timeout"),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
     _d("cluster.id", "tidelake-cluster", TYPE_STRING, "cluster id reported in Metadata", read_only=True),
-    _d("offset.metadata.max.bytes", 4096, TYPE_INT, "largest committed offset metadata", read_only=True),
+    _d("offset.metadata.max.bytes", _GROUP.offset_metadata_max_bytes, TYPE_INT, "largest committed offset metadata", read_only=True),
     _d("compression.gzip.level", -1, TYPE_INT, "default compression.gzip.level", minimum=-1, maximum=9),
     _d("compression.lz4.level", 9, TYPE_INT, "default compression.lz4.level", minimum=1, maximum=17),
     _d("compression.zstd.level", 3, TYPE_INT, "default compression.zstd.level", minimum=-131072, maximum=22),
