@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import broker_throughput as bt  # noqa: E402  (benchmarks/broker_throughput.py, beside this script)
 
 ROOT = Path(__file__).resolve().parent.parent
-SECTION_START, SECTION_END = "<!-- broker-before-after:start -->", "<!-- broker-before-after:end -->"
 
 
 def start_tidelake_at(source_root: Path, data_dir: Path) -> bt.BrokerProcess:
@@ -58,6 +57,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help=f"1/{bt.QUICK_DIVISOR} of the messages; not written")
     ap.add_argument("--repeats", type=int, default=0, help="repetitions per row (default 3, 1 with --quick)")
     ap.add_argument("--results", type=Path, default=bt.RESULTS)
+    ap.add_argument("--data-root", type=Path, default=None,
+                    help="where the two data directories go (e.g. /dev/shm, to take the disk out of the comparison)")
     args = ap.parse_args()
     repeats = args.repeats or (1 if args.quick else 3)
     commit = subprocess.run(["git", "rev-parse", "--short", args.baseline], cwd=ROOT, check=True,
@@ -66,12 +67,13 @@ def main() -> None:
     checkout = work / "baseline"
     subprocess.run(["git", "worktree", "add", "--detach", str(checkout), commit], cwd=ROOT, check=True,
                    capture_output=True)
+    data_root = Path(tempfile.mkdtemp(prefix="tidelake-before-after-", dir=args.data_root)) if args.data_root else work
     brokers: dict[str, bt.BrokerProcess] = {}
     load_before = Path("/proc/loadavg").read_text().split()[:3]
     started = time.monotonic()
     try:
-        brokers["now"] = start_tidelake_at(ROOT, work / "data-now")
-        brokers["before"] = start_tidelake_at(checkout, work / "data-before")
+        brokers["now"] = start_tidelake_at(ROOT, data_root / "data-now")
+        brokers["before"] = start_tidelake_at(checkout, data_root / "data-before")
         counts = {s: n // (bt.QUICK_DIVISOR if args.quick else 1) for s, n in bt.CLIENTS["wire"][2].items()}
         try:
             res = bt.bench(brokers, "wire", counts, repeats, checked=tuple(brokers))
@@ -84,22 +86,27 @@ def main() -> None:
         print(f"load average before {' '.join(load_before)}, after {' '.join(load_after)}; "
               f"{time.monotonic() - started:.0f} s")
         if not args.quick:
+            # one section per storage, so the disk run and the tmpfs run sit side by side
+            tag = "broker-before-after" + ("-" + args.data_root.name if args.data_root else "")
+            start, end = f"<!-- {tag}:start -->", f"<!-- {tag}:end -->"
+            where = f"data directories under {args.data_root}" if args.data_root else "data directories on disk"
             body = "\n".join([
-                SECTION_START, "## Broker before/after (issue 15's refactoring)", "",
+                start, f"## Broker before/after (issue 15's refactoring), {where}", "",
                 f"Command: `.venv/bin/python benchmarks/broker_before_after.py {' '.join(sys.argv[1:])}`", "",
                 f"The current broker ('now') and the broker at commit {commit} ('before', checked out with git "
                 f"worktree), both `tidelake broker start` subprocesses on disk, driven by the lean wire "
                 f"generator of the broker throughput table ({bt.PARTITIONS} producer and consumer processes); "
-                f"every row alternates between the two, {repeats} repetitions each, the best kept.", "",
+                f"every row alternates between the two, {repeats} repetitions each (the order reversed every other "
+                f"one), the best kept. Data directories: {'under ' + str(args.data_root) if args.data_root else 'a temporary directory on disk'}.", "",
                 *lines, "",
                 f"Machine: {os.cpu_count()} cores; load average (1/5/15 min) before {' '.join(load_before)}, after "
                 f"{' '.join(load_after)} (above 2 before the run: other work shared the cores, which hits both "
                 "brokers alike since rows alternate). 'CPU-s per GB' is the broker's CPU time per GB of payload, "
                 "the comparison least moved by other load.",
-                SECTION_END])
+                end])
             text = args.results.read_text()
-            if SECTION_START in text:
-                text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text,
+            if start in text:
+                text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _m: body, text,
                               flags=re.S)
             else:
                 text = text.rstrip("\n") + "\n\n" + body + "\n"
@@ -108,6 +115,7 @@ def main() -> None:
     finally:
         subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=ROOT, capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(data_root, ignore_errors=True)
 
 
 if __name__ == "__main__":

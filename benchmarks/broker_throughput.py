@@ -339,6 +339,13 @@ CLIENTS = {
 }
 
 
+def _turns(brokers: dict[str, BrokerProcess], rep: int) -> list[tuple[str, BrokerProcess]]:
+    """The brokers in turn, the order reversed every other repetition: the machine's state (page cache,
+    other work) drifts during a run, so no broker always goes first."""
+    items = list(brokers.items())
+    return items if rep % 2 == 0 else items[::-1]
+
+
 def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int], repeats: int,
           checked: tuple[str, ...] = ("tidelake",)) -> dict:
     """Every row runs on each broker in turn, `repeats` times interleaved, so load from other work on
@@ -352,7 +359,7 @@ def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int]
         for acks in ("1", "all"):
             runs: dict[str, list] = {name: [] for name in brokers}
             for rep in range(repeats):
-                for name, broker in brokers.items():
+                for name, broker in _turns(brokers, rep):
                     topic = f"bench-{client}-{size}-acks{acks}-{rep}"
                     create_topic(broker.bootstrap, topic)
                     r = run_phase(broker, produce_worker,
@@ -367,9 +374,12 @@ def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int]
                     print(_rate_line(f"{name}/{client}", "produce", size, acks, r), flush=True)
             for name in brokers:
                 results[name][("produce", size, acks)] = _best(runs[name])
+            if acks == "1":  # never read back: free the disk (and Tansu's memory) for the next rows
+                for broker in brokers.values():
+                    delete_topics(broker.bootstrap, [f"bench-{client}-{size}-acks1-{rep}" for rep in range(repeats)])
         runs = {name: [] for name in brokers}
         for rep in range(repeats):
-            for name, broker in brokers.items():
+            for name, broker in _turns(brokers, rep):
                 topic = f"bench-{client}-{size}-acksall-{rep}"
                 r = run_phase(broker, fetch_worker,
                               [(broker.bootstrap, topic, p, per_worker, size) for p in range(PARTITIONS)])
@@ -378,8 +388,7 @@ def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int]
         for name in brokers:
             results[name][("consume", size, "-")] = _best(runs[name])
         for broker in brokers.values():  # Tansu keeps everything in memory: free it before the next size
-            delete_topics(broker.bootstrap, [f"bench-{client}-{size}-acks{a}-{rep}"
-                                             for a in ("1", "all") for rep in range(repeats)])
+            delete_topics(broker.bootstrap, [f"bench-{client}-{size}-acksall-{rep}" for rep in range(repeats)])
     return results
 
 
@@ -498,7 +507,7 @@ def main() -> None:
                 [""] + [a for a in sys.argv[1:]])
             notes = [
                 f"Machine: {os.cpu_count()} cores. Both brokers run side by side in the same invocation and every "
-                f"row alternates between them ({repeats} repetitions each, the best kept), with identical clients.",
+                f"row alternates between them ({repeats} repetitions each, the order reversed every other one, the best kept), with identical clients.",
                 f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)} "
                 "(a 1-minute load well above 2 before the run means other work shared the 2 cores).",
                 "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "

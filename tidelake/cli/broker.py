@@ -33,6 +33,7 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
           log_level: str) -> None:
     """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0."""
     from tidelake.broker.config import BrokerConfig, ConfigError, advertised_address, listen_address
+    from tidelake.broker.allocator import keep_large_buffers
     from tidelake.broker.embedded import new_event_loop
     from tidelake.broker.server import Broker
 
@@ -50,6 +51,8 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         if not log_dirs:
             raise click.UsageError("--data-dir is required (or log.dirs in --config)")
         data_dir = log_dirs.split(",")[0].strip()
+
+    keep_large_buffers()  # this process is the broker: tune malloc for its request frames
 
     async def main() -> None:
         b = Broker(data_dir, config, host=host, port=port, advertised_host=adv_host, advertised_port=adv_port)
