@@ -10,81 +10,48 @@ Mirrored in memory and written lazily, like OffsetIndex.
 from __future__ import annotations
 
 import struct
-from array import array
 from bisect import bisect_right
-from pathlib import Path
+
+from tidelake.log.index_file import IndexFile
 
 ENTRY = struct.Struct(">qi")
 
 
-class TimeIndex:
-    def __init__(self, path: Path, base_offset: int):
-        self.path = path
-        self.base_offset = base_offset
-        self.timestamps = array("q")
-        self.relative_offsets = array("i")
-        self._written = 0
+class TimeIndex(IndexFile):
+    ENTRY = ENTRY
+    TYPECODES = ("q", "i")
 
-    def __len__(self) -> int:
-        return len(self.timestamps)
+    @property
+    def timestamps(self):
+        return self._columns[0]
+
+    @property
+    def relative_offsets(self):
+        return self._columns[1]
 
     def append(self, timestamp: int, offset: int) -> None:
         """Record that the batch with base ``offset`` reached ``timestamp`` (ignored unless it is a new
         maximum)."""
-        if not self.timestamps or timestamp > self.timestamps[-1]:
-            self.timestamps.append(timestamp)
-            self.relative_offsets.append(offset - self.base_offset)
+        timestamps = self._columns[0]
+        if not timestamps or timestamp > timestamps[-1]:
+            self._append(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int | None:
         """Base offset of the batch that first reached the largest indexed timestamp below
         ``timestamp``: every batch before it holds only smaller timestamps. None if no entry is below."""
-        i = bisect_right(self.timestamps, timestamp - 1)
+        timestamps, offsets = self._columns
+        i = bisect_right(timestamps, timestamp - 1)
         if i == 0:
             return None
-        return self.base_offset + self.relative_offsets[i - 1]
+        return self.base_offset + offsets[i - 1]
 
     @property
     def last_entry(self) -> tuple[int, int] | None:
         """(timestamp, offset) of the newest entry: the segment's max timestamp and where it is."""
-        if not self.timestamps:
+        timestamps, offsets = self._columns
+        if not timestamps:
             return None
-        return self.timestamps[-1], self.base_offset + self.relative_offsets[-1]
+        return timestamps[-1], self.base_offset + offsets[-1]
 
-    def flush(self) -> None:
-        n = len(self.timestamps)
-        if n > self._written:
-            data = b"".join(ENTRY.pack(self.timestamps[i], self.relative_offsets[i])
-                            for i in range(self._written, n))
-            with open(self.path, "ab") as f:
-                f.write(data)
-            self._written = n
-        elif not self.path.exists():
-            self.path.touch()
-
-    def load(self) -> bool:
-        """Read the file; False if it is missing or malformed (timestamps not increasing)."""
-        try:
-            raw = self.path.read_bytes()
-        except FileNotFoundError:
-            return False
-        if len(raw) % ENTRY.size:
-            return False
-        ts, rel = array("q"), array("i")
-        for t, r in ENTRY.iter_unpack(raw):
-            if ts and t <= ts[-1]:
-                return False
-            ts.append(t)
-            rel.append(r)
-        self.timestamps, self.relative_offsets = ts, rel
-        self._written = len(ts)
-        return True
-
-    def reset(self) -> None:
-        self.timestamps, self.relative_offsets = array("q"), array("i")
-        self.path.unlink(missing_ok=True)
-        self._written = 0
-
-    def rename(self, path: Path) -> None:
-        if self.path.exists():
-            self.path.replace(path)
-        self.path = path
+    def _valid(self, previous: int | None, timestamp: int, _rel: int, _log_size: int | None) -> bool:
+        return previous is None or timestamp > previous  # timestamps strictly increasing
