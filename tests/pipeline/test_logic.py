@@ -14,7 +14,6 @@ from tidelake.spark.offset_range import OffsetRange, offsets_to_json, parse_dura
 from tidelake.spark.offset_stores import ClientOffsetFile, offsets_from_app_state
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.runner import Pipeline
-from tidelake.spark.table_shims import stage_changes
 from tidelake.table import Table
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
@@ -172,7 +171,7 @@ def test_last_event_per_key_in_offset_order_wins(tmp_path):
     assert changes.num_rows == 8
     assert changes.schema.field("_op").type == pa.int8()  # the table's encoding: 0 upsert, 1 delete
     table = Table.create(str(tmp_path / "t"), SCHEMA, ["id"], {"write.bucket.num": "2"})
-    files = stage_changes(table, changes.drop_columns(["_kafka_partition", "_kafka_offset"]))
+    files = table.stage_files(changes.drop_columns(["_kafka_partition", "_kafka_offset"]), op="changes")
     assert sum(f.rows for f in files) == 4 and sum(f.deletes for f in files) == 1  # one change per key
     table.commit_staged(files)
     assert sorted(table.scan().to_pylist(), key=lambda r: r["id"]) == [

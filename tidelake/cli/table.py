@@ -81,7 +81,9 @@ def _print_json_lines(t: pa.Table, limit: int | None) -> None:
 
 
 def _open(path: str, clock=None) -> Table:
-    return Table.open(path, clock=clock)
+    # A command's process ends when it returns: automatic maintenance its commit makes due runs
+    # inside the command (inline), not in a background thread the exit would cut short.
+    return Table.open(path, clock=clock, maintenance="inline")
 
 
 def _either_version_or_time(version: int | None, timestamp: int | None) -> None:

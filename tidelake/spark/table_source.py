@@ -50,7 +50,6 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from tidelake.spark.table_shims import stage_changes
 from tidelake.table import Table, TableExists
 
 log = logging.getLogger(__name__)
@@ -265,7 +264,7 @@ def stage(table: Table, op: str, batches: Iterator[pa.RecordBatch]) -> StagedFil
     if not batches or sum(b.num_rows for b in batches) == 0:
         return StagedFiles(files=[], rows=0)
     data = pa.Table.from_batches(batches)
-    files = stage_changes(table, data) if op == "changes" else table.stage_files(data, op=op)
+    files = table.stage_files(data, op=op)
     return StagedFiles(files=[f.to_dict() for f in files], rows=data.num_rows)
 
 

@@ -64,7 +64,8 @@ class Snapshot:
 
     def stage_files(self, data: Any, *, op: str = "upsert") -> list[DataFile]:
         """Bucketed, key-sorted L0 delta files of ``data`` in this version's schema, not yet visible:
-        give them to ``Table.commit_staged`` (``read_version=snapshot.version``)."""
+        give them to ``Table.commit_staged`` (``read_version=snapshot.version``). ``op`` as in
+        ``Table.stage_files`` (including 'changes')."""
         writer = DeltaWriter(self.path, self.metadata.primary_key, self.metadata.bucket_num)
         return writer.stage_files(data, op, self.schema)
 

@@ -29,7 +29,7 @@ from .reader import MergeOnReadReader
 from .scan import ScanFilter, ScanPlanner, file_plans
 from .snapshot import Snapshot
 from .versions import VersionResolver
-from .writer import STAGE_OPS, DeltaWriter, changes_between
+from .writer import DeltaWriter, changes_between
 
 Clock = Callable[[], int]   # milliseconds since the epoch
 
@@ -250,12 +250,6 @@ class Table:
         v = self._resolver(md).snapshot(version, timestamp)
         return Snapshot(self.path, md, v).scan(filter, columns, buckets)
 
-    def _read_snapshot(self, v: int, filter: Any = None, columns: Sequence[str] | None = None,
-                       buckets: set[int] | None = None) -> pa.Table:
-        """Deprecated alias of ``scan(version=v, ..., buckets=...)`` kept for callers not yet moved
-        to it (the Spark data source); to be removed."""
-        return self.scan(version=v, filter=filter, columns=columns, buckets=buckets)
-
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
                 filter: Any = None, columns: Sequence[str] | None = None) -> pa.Table:
@@ -292,12 +286,11 @@ class Table:
     # ================================================================ staging and committing
     def stage_files(self, data: Any, *, op: str = "upsert") -> list[DataFile]:
         """Write bucketed, PK-sorted L0 delta Parquet files (not yet visible) for commit_staged().
-        ``op``: 'upsert' | 'insert' (rows upserted) or 'delete' (only the key columns are used).
-        Safe to call on Spark executors. Stages in the latest schema, so it first looks for newer
-        log entries (one file lookup when up to date); ``snapshot().stage_files`` stages in the
-        snapshot's schema with no log I/O at all."""
-        if op not in STAGE_OPS:
-            raise ValueError(f"op must be upsert, insert or delete, not {op!r}")
+        ``op``: 'upsert' | 'insert' (rows upserted), 'delete' (only the key columns are used), or
+        'changes' (each row's own ``_op`` column, int8 0 upsert / 1 delete, in the order they happened:
+        the last change of a key wins). Safe to call on Spark executors. Stages in the latest schema,
+        so it first looks for newer log entries (one file lookup when up to date);
+        ``snapshot().stage_files`` stages in the snapshot's schema with no log I/O at all."""
         return self.writer.stage_files(data, op, self.metadata.schema)
 
     def commit_staged(self, files: list[DataFile], *, operation: str = "upsert",

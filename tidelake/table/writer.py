@@ -17,6 +17,8 @@ from .files import (OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, 
                     write_parquet)
 
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
+# 'changes': the operation is per row, in the data's own ``_op`` column (int8: 0 upsert, 1 delete)
+CHANGES = "changes"
 
 
 def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[str]) -> np.ndarray:
@@ -105,10 +107,28 @@ class DeltaWriter:
         chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
         return write_parquet(self.path, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
 
+    def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
+        """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
+        happened, checked and conformed; a delete's non-key columns are nulled (it keeps only its key).
+        The last change of each key wins when staged, so this is the only de-duplication."""
+        check_keys(changes, self.primary_key)
+        if OP not in changes.column_names:
+            raise SchemaError(f"changes need an {OP} column (0 upsert, 1 delete)")
+        rows = conform(changes, schema, extra=[pa.field(OP, pa.int8())])
+        is_delete = pc.equal(rows.column(OP), OP_DELETE)
+        if pc.any(is_delete).as_py():
+            for i, field in enumerate(rows.schema):
+                if field.name not in self.primary_key and field.name != OP:
+                    rows = rows.set_column(i, field, pc.if_else(is_delete, pa.scalar(None, field.type), rows.column(i)))
+        return rows
+
     def stage_files(self, data: Any, op: str, schema: pa.Schema) -> list[DataFile]:
-        """``prepare`` + ``stage`` for one operation ('upsert' | 'insert' | 'delete')."""
+        """``prepare`` + ``stage`` for one operation ('upsert' | 'insert' | 'delete'), or for
+        'changes', whose rows carry their own ``_op``."""
+        if op == CHANGES:
+            return self.stage(self.prepare_changes(to_arrow(data, schema), schema))
         if op not in STAGE_OPS:
-            raise ValueError(f"op must be upsert, insert or delete, not {op!r}")
+            raise ValueError(f"op must be upsert, insert, delete or changes, not {op!r}")
         return self.stage(self.prepare(data, STAGE_OPS[op], schema))
 
 
