@@ -65,7 +65,7 @@ TABLE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("table", "compact"): [], ("table", "cluster"): [], ("table", "restore"): ["1"], ("table", "expire"): [],
     ("table", "purge"): ["--yes"], ("table", "set-properties"): ["a=b"], ("table", "add-column"): ["c", "long"],
     ("table", "update"): ["--set", "amount=1", "--where", "id=1"], ("table", "delete"): ["--where", "id=1"],
-    ("table", "upsert"): ["ROWS"],
+    ("table", "upsert"): ["ROWS"], ("table", "check"): [],
 }
 NO_STATE = {("pipeline", "example")}  # prints a constant: only bad arguments can fail it
 

@@ -433,3 +433,30 @@ def upsert(path: str, file: str, is_delete: bool) -> None:
     with t.transaction() as tx:
         (tx.delete if is_delete else tx.upsert)(data)
     click.echo(f"{'deleted' if is_delete else 'upserted'} {data.num_rows} rows: version {tx.version}")
+
+
+@table.command()
+@click.argument("path")
+@click.option("--repair", is_flag=True, help="Perform the safe repairs (rebuild checkpoints, fix the pointer).")
+@click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
+def check(path: str, repair: bool, as_json: bool) -> None:
+    """Verify a table: log continuity, entries, checkpoints and every referenced data file.
+
+    Exits 1 when a problem remains. --repair explains and performs only repairs that lose nothing;
+    a lost log entry or data file is reported with what to do, never papered over."""
+    from tidelake.table.check import check_table
+    if not os.path.isdir(path):
+        raise CliError(f"no tidelake table at {path}")
+    report = check_table(path, repair=repair)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), indent=2))
+    else:
+        for line in report.repaired:
+            click.echo(f"repaired: {line}")
+        for p in report.problems:
+            click.echo(f"problem: {p.path}: {p.problem} -> {'--repair will: ' if p.repairable else ''}{p.repair}")
+        version = "unreadable" if report.version is None else f"version {report.version}"
+        click.echo(f"{'ok' if report.ok else 'damaged'}: {path} ({version}, {report.entries} log entries, "
+                   f"{report.checkpoints} checkpoints, {report.data_files} data files checked)")
+    if not report.ok:
+        raise SystemExit(1)

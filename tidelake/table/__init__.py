@@ -28,8 +28,8 @@ clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
 compaction.parallelism, checkpoint.interval, maintenance.mode.
 """
 from .commit import conflict_rule
-from .errors import (CommitConflict, SchemaError, TableError, TableExists, TableNotFound,
-                     VersionExpired, VersionNotFound)
+from .errors import (CommitConflict, CorruptDataFile, CorruptLog, SchemaError, TableError, TableExists,
+                     TableNotFound, VersionExpired, VersionNotFound)
 from .files import DataFile, FilePlan, bucket_ids
 from .schema import parse_schema
 from .snapshot import Snapshot
@@ -37,4 +37,4 @@ from .table import DEFAULT_PROPERTIES, Table, Transaction
 
 __all__ = ["Table", "Transaction", "Snapshot", "DataFile", "FilePlan", "bucket_ids", "conflict_rule",
            "DEFAULT_PROPERTIES", "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict",
-           "VersionExpired", "VersionNotFound", "SchemaError"]
+           "VersionExpired", "VersionNotFound", "SchemaError", "CorruptLog", "CorruptDataFile"]

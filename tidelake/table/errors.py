@@ -44,3 +44,23 @@ class VersionNotFound(TableError):
 
 class SchemaError(TableError):
     """Data that does not fit the table schema (missing primary key, null key, bad type)."""
+
+
+class CorruptLog(TableError):
+    """The table's metadata log is damaged: a version missing between others, or an entry or
+    checkpoint that cannot be read. Never read around: the table would silently show an older state
+    and a commit on top would fork its history. ``path`` names the file; ``tidelake table check``
+    reports every problem and ``--repair`` fixes what can be fixed safely."""
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        self.reason = reason
+        super().__init__(f"table log damaged: {path}: {reason}")
+
+
+class CorruptDataFile(TableError):
+    """A data file the log references cannot be read as the Parquet file it was written as."""
+
+    def __init__(self, path: str, reason: str):
+        self.path = path
+        super().__init__(f"data file damaged: {path}: {reason} (`tidelake table check` lists every damaged file)")

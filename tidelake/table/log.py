@@ -9,6 +9,11 @@ Every ``checkpoint.interval`` versions (and on expire) the whole replayed state 
 ``<version>.checkpoint.json`` and ``_last_checkpoint`` points at it, so opening a table reads one
 checkpoint plus the entries after it. A checkpoint is only an accelerator: the entries are the truth
 until expire deletes those older than the retention horizon.
+
+The log is verified as it is read: a version missing between published ones, or an entry or
+checkpoint that is not valid JSON of the expected shape, raises ``CorruptLog`` naming the file. A
+reader never stops early at a gap (that would show an older table), and no commit is published on
+top of a gap (that would fork the history).
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ from typing import Any
 
 from tidelake.fsutil import fsync_dir
 
+from .errors import CorruptLog
 from .metadata import LogEntry, TableMetadata
 
 LOG_DIR = "_tidelake_log"
@@ -71,24 +77,52 @@ class MetadataLog:
         return os.path.join(self.dir, entry_name(v))
 
     def publish(self, entry: LogEntry) -> bool:
-        """Publish ``entry`` as its version; False if another writer took that version first."""
+        """Publish ``entry`` as its version; False if another writer took that version first.
+        Raises CorruptLog instead of filling a gap (a later version published, this one missing)."""
+        if os.path.exists(self.entry_path(entry.version)):
+            return False   # taken: the caller's conflict handling applies, not a gap
+        self._check_no_gap_at(entry.version)
         return write_exclusive(self.entry_path(entry.version), entry.to_json())
 
     def read_entry(self, v: int) -> LogEntry | None:
+        path = self.entry_path(v)
         try:
-            with open(self.entry_path(v)) as fh:
-                return LogEntry.from_json(json.load(fh))
+            with open(path) as fh:
+                raw = fh.read()
         except FileNotFoundError:
             return None
+        try:
+            entry = LogEntry.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            reason = "empty file" if not raw.strip() else f"not a valid log entry ({type(e).__name__}: {e})"
+            raise CorruptLog(path, reason) from e
+        if entry.version != v:
+            raise CorruptLog(path, f"holds version {entry.version}, not {v}")
+        return entry
 
-    def entries_after(self, version: int) -> list[LogEntry]:
-        """Every published entry after ``version``, in order."""
+    def entries_after(self, version: int, *, list_for_gaps: bool = False) -> list[LogEntry]:
+        """Every published entry after ``version``, in order. CorruptLog at a gap: the entry after
+        the last one is always checked for (one stat); ``list_for_gaps`` lists the directory to find
+        a gap of any width (on open, and before every publish)."""
         out = []
         while True:
-            e = self.read_entry(version + len(out) + 1)
+            v = version + len(out) + 1
+            e = self.read_entry(v)
             if e is None:
+                if list_for_gaps:
+                    self._check_no_gap_at(v)
+                elif os.path.exists(self.entry_path(v + 1)):
+                    raise CorruptLog(self.entry_path(v), f"missing, but version {v + 1} exists (the log has a gap)")
                 return out
             out.append(e)
+
+    def _check_no_gap_at(self, v: int) -> None:
+        """``v`` is not published: raise CorruptLog if a later version is (a deleted or lost entry)."""
+        later = [n for n in self.entry_versions() if n > v] if os.path.isdir(self.dir) else []
+        if later:
+            raise CorruptLog(self.entry_path(v), f"missing, but version {later[0]} exists "
+                                                 f"(the log has a gap: {len(later)} later entr"
+                                                 f"{'y' if len(later) == 1 else 'ies'} past it)")
 
     def catch_up(self, metadata: TableMetadata) -> TableMetadata:
         """``metadata`` with every entry published after it applied (a new object)."""
@@ -97,27 +131,47 @@ class MetadataLog:
     def load(self) -> TableMetadata:
         """The latest metadata: the newest checkpoint plus the entries after it (without a
         checkpoint the log starts at version 0; expire always writes a checkpoint first)."""
-        cp = self._latest_checkpoint()
-        return self.catch_up(TableMetadata.from_json(cp) if cp is not None else TableMetadata())
+        cp = self.latest_checkpoint()
+        start = cp if cp is not None else TableMetadata()
+        return start.apply(*self.entries_after(start.version, list_for_gaps=True))
 
-    def _latest_checkpoint(self) -> dict[str, Any] | None:
-        candidates: list[str] = []
+    def read_checkpoint(self, version: int) -> TableMetadata:
+        path = os.path.join(self.dir, checkpoint_name(version))
         try:
-            with open(os.path.join(self.dir, LAST_CHECKPOINT)) as fh:
-                candidates.append(checkpoint_name(json.load(fh)["version"]))
-        except (FileNotFoundError, ValueError, KeyError):
-            pass
-        if os.path.isdir(self.dir):  # the pointer is a hint; fall back to listing
-            candidates += sorted((n for n in os.listdir(self.dir) if n.endswith(".checkpoint.json")), reverse=True)
-        for name in candidates:
-            try:
-                with open(os.path.join(self.dir, name)) as fh:
-                    return json.load(fh)
-            except (FileNotFoundError, ValueError):
-                continue
-        return None
+            with open(path) as fh:
+                raw = fh.read()
+        except FileNotFoundError as e:
+            raise CorruptLog(path, "missing (named by _last_checkpoint)") from e
+        try:
+            state = TableMetadata.from_json(json.loads(raw))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:
+            reason = "empty file" if not raw.strip() else f"not a valid checkpoint ({type(e).__name__}: {e})"
+            raise CorruptLog(path, reason) from e
+        if state.version != version:
+            raise CorruptLog(path, f"holds version {state.version}, not {version}")
+        return state
 
-    def write_checkpoint(self, state: TableMetadata) -> None:
+    def latest_checkpoint(self) -> TableMetadata | None:
+        """The newest checkpoint: the one ``_last_checkpoint`` names, else the newest by listing.
+        A damaged one is an error, not skipped: entries older than it may have been expired, so an
+        older checkpoint could show an older table."""
+        pointer = os.path.join(self.dir, LAST_CHECKPOINT)
+        named: int | None = None
+        try:
+            with open(pointer) as fh:
+                raw = fh.read()
+        except FileNotFoundError:
+            raw = None
+        if raw is not None:
+            try:
+                named = int(json.loads(raw)["version"])
+            except (ValueError, KeyError, TypeError) as e:
+                raise CorruptLog(pointer, f"not a valid checkpoint pointer ({type(e).__name__}: {e})") from e
+        listed = self.checkpoint_versions() if os.path.isdir(self.dir) else []
+        newest = max([v for v in (named,) if v is not None] + listed, default=None)
+        return None if newest is None else self.read_checkpoint(newest)
+
+    def write_checkpoint(self, state: TableMetadata, *, update_pointer: bool = True) -> None:
         # replaced, not created exclusively: expire/purge rewrite the same version's checkpoint with
         # a later horizon. Readers see the old or the new file whole (rename is atomic).
         path = os.path.join(self.dir, checkpoint_name(state.version))
@@ -127,9 +181,14 @@ class MetadataLog:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+        if update_pointer:
+            self.write_pointer(state.version)
+
+    def write_pointer(self, version: int) -> None:
+        """Point ``_last_checkpoint`` at the checkpoint of ``version``."""
         tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
         with open(tmp, "w") as fh:
-            json.dump({"version": state.version}, fh)
+            json.dump({"version": version}, fh)
         os.replace(tmp, os.path.join(self.dir, LAST_CHECKPOINT))
 
     def checkpoint_versions(self) -> list[int]:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import VersionExpired
+from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
                     conform, is_string, parallel_map, read_parquet)
 from .metadata import FileEntry
@@ -139,8 +139,10 @@ class MergeOnReadReader:
             t = read_parquet(self.path, f, wanted, key_filter,
                              strings=[c for c in columns if _stringish(schema.field(c).type)])
         except FileNotFoundError:
-            raise VersionExpired(f"data file {f.path} was removed by retention cleanup; "
-                                 f"read a newer version") from None
+            raise VersionExpired(f"data file {f.path} is missing: removed by retention cleanup (read a newer "
+                                 f"version) or lost (`tidelake table check` tells which)") from None
+        except (pa.ArrowInvalid, OSError) as e:   # a truncated or overwritten file
+            raise CorruptDataFile(f.path, str(e)) from e
         n = t.num_rows
         extra = [pa.field(OP, pa.int8())] if ops else []
         if ops and f.kind == "base":

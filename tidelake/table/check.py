@@ -1,0 +1,221 @@
+"""Verifying a table (``tidelake table check``) and the repairs that are safe.
+
+What is checked: the metadata log (every entry from the oldest kept one to the newest is present and
+readable, no version missing between them; every checkpoint and the ``_last_checkpoint`` pointer
+readable), and every data file the retained versions reference (present, the recorded size, a
+readable Parquet footer with the recorded row count).
+
+What ``repair`` does, and only this: a damaged or missing checkpoint is rebuilt by replaying the
+entries it stands for, when all of them are still there; a damaged or stale ``_last_checkpoint``
+pointer is rewritten to name the newest good checkpoint. Everything else (a lost entry, a lost or
+damaged data file) cannot be rebuilt from what is left: it is reported with what to do, and left
+alone, since dropping the versions after a gap or the rows of a file would silently lose commits.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+
+import pyarrow.parquet as pq
+
+from .errors import CorruptLog
+from .log import LAST_CHECKPOINT, LOG_DIR, MetadataLog, checkpoint_name
+from .metadata import TableMetadata
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str          # the damaged or missing file
+    problem: str       # what is wrong, one line
+    repair: str        # what --repair does, or what the user can do
+    repairable: bool
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    path: str
+    version: int | None            # the newest version the log reaches (None: unreadable)
+    entries: int                   # log entries read
+    checkpoints: int
+    data_files: int                # data files checked
+    problems: tuple[Problem, ...]
+    repaired: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "ok": self.ok, "version": self.version, "entries": self.entries,
+                "checkpoints": self.checkpoints, "data_files": self.data_files,
+                "problems": [asdict(p) for p in self.problems], "repaired": list(self.repaired)}
+
+
+def check_table(path: str, *, repair: bool = False) -> CheckReport:
+    """Verify the table at ``path``; with ``repair``, perform the safe repairs and check again."""
+    report = _check(path)
+    if not repair or not any(p.repairable for p in report.problems):
+        return report
+    done = _repair(path, report)
+    after = _check(path)
+    return CheckReport(after.path, after.version, after.entries, after.checkpoints, after.data_files,
+                       after.problems, tuple(done))
+
+
+# ---------------------------------------------------------------- checking
+
+def _check(path: str) -> CheckReport:
+    log = MetadataLog(path)
+    problems: list[Problem] = []
+    if not os.path.isdir(log.dir):
+        problems.append(Problem(log.dir, "no metadata log: not a tidelake table", "none", False))
+        return CheckReport(path, None, 0, 0, 0, tuple(problems))
+    entry_versions = log.entry_versions()
+    checkpoint_versions = log.checkpoint_versions()
+
+    # entries: readable, and no version missing from the oldest kept one to the newest
+    entries = {}
+    for v in entry_versions:
+        try:
+            entries[v] = log.read_entry(v)
+        except CorruptLog as e:
+            problems.append(Problem(e.path, e.reason, "restore this file from a backup; it cannot be rebuilt "
+                                    "(the commit it records is known only from it)", False))
+    if entry_versions:
+        present = set(entry_versions)
+        for v in range(entry_versions[0], entry_versions[-1]):
+            if v not in present:
+                problems.append(Problem(log.entry_path(v), f"missing: the log has a gap (versions up to "
+                                        f"{entry_versions[-1]} exist)", "restore this file from a backup; "
+                                        "the versions after it cannot be read without it", False))
+
+    # checkpoints: readable; one that is damaged can be rebuilt while its entries exist
+    good_checkpoints = []
+    for v in checkpoint_versions:
+        try:
+            log.read_checkpoint(v)
+            good_checkpoints.append(v)
+        except CorruptLog as e:
+            fixable = _replayable_to(v, entries, good_checkpoints, log) is not None
+            problems.append(Problem(e.path, e.reason, "rebuild it by replaying the log entries" if fixable else
+                                    "restore it from a backup (the entries it replaces were expired)", fixable))
+    pointer = os.path.join(log.dir, LAST_CHECKPOINT)
+    if os.path.exists(pointer) or checkpoint_versions:
+        named = _pointer_version(pointer)
+        newest_good = max(good_checkpoints, default=None)
+        if named is None and os.path.exists(pointer):
+            problems.append(Problem(pointer, "not a valid checkpoint pointer", "rewrite it to name the newest good "
+                                    "checkpoint", newest_good is not None))
+        elif named is not None and named not in checkpoint_versions:
+            fixable = _replayable_to(named, entries, good_checkpoints, log) is not None
+            problems.append(Problem(os.path.join(log.dir, checkpoint_name(named)), "missing (named by _last_checkpoint)",
+                                    "rebuild it by replaying the log entries" if fixable else
+                                    "restore it from a backup", fixable))
+
+    # the state the log reaches, and the data files its retained versions reference
+    state = _state(log, entries, good_checkpoints)
+    data_files = 0
+    if state is not None:
+        for fe in state.files.values():
+            if not any(fe.live_at(v) for v in state.retained_versions()):
+                continue
+            data_files += 1
+            problem = _check_data_file(path, fe.file)
+            if problem is not None:
+                live_now = fe.live_at(state.version)
+                problems.append(Problem(os.path.join(path, fe.file.path), problem + (
+                    "" if live_now else f" (referenced by versions before {fe.removed_at} only)"),
+                    "restore this file from a backup" + ("" if live_now else ", or expire the versions that "
+                                                         "reference it (`table expire`)"), False))
+    return CheckReport(path, state.version if state is not None else None, len(entries), len(checkpoint_versions),
+                       data_files, tuple(problems))
+
+
+def _pointer_version(pointer: str) -> int | None:
+    try:
+        with open(pointer) as fh:
+            return int(json.load(fh)["version"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _replayable_to(version: int, entries: dict, good_checkpoints: list[int], log: MetadataLog) -> TableMetadata | None:
+    """The state at ``version`` rebuilt from the newest good checkpoint below it (or from nothing)
+    plus entries, when every entry needed is present and readable; else None."""
+    base_v = max((c for c in good_checkpoints if c < version), default=None)
+    state = log.read_checkpoint(base_v) if base_v is not None else TableMetadata()
+    needed = range(state.version + 1, version + 1)
+    if any(entries.get(v) is None for v in needed):
+        return None
+    return state.apply(*(entries[v] for v in needed))
+
+
+def _state(log: MetadataLog, entries: dict, good_checkpoints: list[int]) -> TableMetadata | None:
+    """The newest state reachable without crossing a damaged or missing entry."""
+    base_v = max(good_checkpoints, default=None)
+    state = log.read_checkpoint(base_v) if base_v is not None else TableMetadata()
+    if base_v is None and 0 not in entries and entries:
+        return None  # neither a checkpoint nor the first entry: nothing to replay from
+    v = state.version + 1
+    todo = []
+    while entries.get(v) is not None:
+        todo.append(entries[v])
+        v += 1
+    return state.apply(*todo) if todo or base_v is not None else None
+
+
+def _check_data_file(root: str, f) -> str | None:
+    full = os.path.join(root, f.path)
+    try:
+        size = os.path.getsize(full)
+    except FileNotFoundError:
+        return "missing data file"
+    if f.bytes and size != f.bytes:
+        return f"size {size} bytes, the log recorded {f.bytes}"
+    try:
+        meta = pq.read_metadata(full)
+    except Exception as e:  # pyarrow raises ArrowInvalid/OSError for a damaged footer
+        return f"not readable as Parquet ({type(e).__name__}: {e})"
+    if meta.num_rows != f.rows:
+        return f"{meta.num_rows} rows, the log recorded {f.rows}"
+    return None
+
+
+# ---------------------------------------------------------------- repairing
+
+def _repair(path: str, report: CheckReport) -> list[str]:
+    log = MetadataLog(path)
+    done: list[str] = []
+    entries = {}
+    for v in log.entry_versions():
+        try:
+            entries[v] = log.read_entry(v)
+        except CorruptLog:
+            pass
+    good = []
+    for v in log.checkpoint_versions():
+        try:
+            log.read_checkpoint(v)
+            good.append(v)
+        except CorruptLog:
+            pass
+    for p in report.problems:
+        if not p.repairable or not p.path.endswith(".checkpoint.json"):
+            continue
+        version = int(os.path.basename(p.path).split(".")[0])
+        state = _replayable_to(version, entries, good, log)
+        if state is None:
+            continue
+        log.write_checkpoint(state, update_pointer=False)
+        good = sorted(set(good) | {version})
+        done.append(f"rebuilt {p.path} from log entries {min(entries)}..{version}" if entries else f"rebuilt {p.path}")
+    pointer = os.path.join(log.dir, LAST_CHECKPOINT)
+    named = _pointer_version(pointer)
+    newest = max(good, default=None)
+    # rewrite the pointer only when it is damaged or names an older good checkpoint: one naming a
+    # checkpoint that could not be rebuilt stays, so the problem stays visible
+    if newest is not None and (named is None or (named in good and named != newest)):
+        log.write_pointer(newest)
+        done.append(f"pointed {os.path.join(LOG_DIR, LAST_CHECKPOINT)} at checkpoint {newest}")
+    return done
