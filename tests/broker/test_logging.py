@@ -43,6 +43,9 @@ def test_group_join_expiry_and_transaction_timeout_are_logged_at_info(tmp_path, 
     joins = _messages(caplog, "tidelake.broker.groups")
     assert f"group g: member {member} joined generation 1 (protocol range, leader of 1 members)" in joins
     assert f"group g: session expired for {member}; rebalancing" in _messages(caplog, "tidelake.broker.server")
+    states = _messages(caplog, "tidelake.coordinator.group")
+    assert "group g: Empty -> PreparingRebalance (generation 0, 1 member)" in states, states
+    assert "group g: PreparingRebalance -> CompletingRebalance (generation 1, 1 member)" in states, states
     timeouts = [m for m in _messages(caplog, "tidelake.broker.server") if "timed out" in m]
     assert timeouts == [f"transaction tx (producer id {init.producer_id}, epoch {init.producer_epoch}) timed out "
                         f"after 100 ms: aborted, producer fenced with epoch {init.producer_epoch + 1}"]
@@ -57,3 +60,23 @@ def test_connections_open_and_close_at_debug(tmp_path, caplog):
     lines = _messages(caplog, "tidelake.broker.transport")
     assert any(m.startswith("connection from ('127.0.0.1', ") and m.endswith(") opened") for m in lines), lines
     assert all(r.levelno == logging.DEBUG for r in caplog.records if r.name == "tidelake.broker.transport")
+
+
+def test_producer_fencing_is_logged_at_info(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="tidelake")
+    with EmbeddedBroker(tmp_path) as b:
+        b.run(b.broker.create_topic, "t", 1)
+        init = InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000, producer_id=-1,
+                                     producer_epoch=-1)
+        first = raw_request(b.bootstrap_servers, init, 2)
+        second = raw_request(b.bootstrap_servers, init, 2)   # a new instance: the first is now a zombie
+        assert second.producer_epoch == first.producer_epoch + 1
+        add = AddPartitionsToTxnRequest(v3_and_below_transactional_id="tx", v3_and_below_producer_id=first.producer_id,
+                                        v3_and_below_producer_epoch=first.producer_epoch, v3_and_below_topics=[
+                                            AddPartitionsToTxnRequest.AddPartitionsToTxnTopic(name="t", partitions=[0])])
+        code = raw_request(b.bootstrap_servers, add, 3).results_by_topic_v3_and_below[0].results_by_partition[
+            0].partition_error_code
+        assert code != 0
+    fenced = [m for m in _messages(caplog, "tidelake.coordinator.transactions") if "fencing" in m]
+    assert fenced == [f"transactional id tx: fencing producer {first.producer_id} at epoch {first.producer_epoch}; "
+                      f"the current epoch is {second.producer_epoch}"], fenced

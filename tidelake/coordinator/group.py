@@ -11,6 +11,7 @@ after DeleteGroups. Error codes are Kafka's (see tidelake.errors).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -30,6 +31,8 @@ STABLE = "Stable"
 DEAD = "Dead"
 
 NONE = 0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -153,6 +156,9 @@ class ClassicGroup:
 
     # ---- helpers -----------------------------------------------------------------------------
     def _set_state(self, state: str, now_ms: int) -> None:
+        if state != self.state:  # an operator follows joins and rebalances by these lines
+            log.info("group %s: %s -> %s (generation %d, %d member%s)", self.group_id, self.state, state,
+                     self.generation, len(self.members), "" if len(self.members) == 1 else "s")
         self.state = state
         self.state_timestamp_ms = now_ms
 
@@ -410,6 +416,8 @@ class ClassicGroup:
             else:
                 results.append(errors.UnknownMemberId.code)
         if removed:
+            log.info("group %s: %d member(s) left; %d remain", self.group_id,
+                     sum(1 for r in results if r == NONE), len(self.members))
             self._after_removal(now_ms)
         return results
 

@@ -188,6 +188,8 @@ class TransactionCoordinator:
                     and meta.state == TxnStatus.EMPTY:
                 return meta.producer_id, meta.producer_epoch  # retry of the InitProducerId we answered
             if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
+                log.info("transactional id %s: fencing producer (%d, %d); the current one is (%d, %d)",
+                         transactional_id, producer_id, producer_epoch, meta.producer_id, meta.producer_epoch)
                 raise errors.ProducerFenced(
                     f"{transactional_id}: producer ({producer_id}, {producer_epoch}) is not the current "
                     f"({meta.producer_id}, {meta.producer_epoch})")
@@ -242,6 +244,8 @@ class TransactionCoordinator:
             raise errors.InvalidProducerIdMapping(
                 f"{transactional_id}: producer id {producer_id} != {meta.producer_id}")
         if producer_epoch != meta.producer_epoch:
+            log.info("transactional id %s: fencing producer %d at epoch %d; the current epoch is %d",
+                     transactional_id, producer_id, producer_epoch, meta.producer_epoch)
             raise errors.ProducerFenced(
                 f"{transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
         return meta
