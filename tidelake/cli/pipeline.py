@@ -72,7 +72,8 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
     p = Pipeline(cfg)
     install_signal_handlers(p)
     summary = p.run(once=once, max_batches=max_batches)
-    click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records, "
+    skipped = f" ({summary.skipped} not change events, skipped)" if summary.skipped else ""
+    click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records{skipped}, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
 
 

@@ -33,7 +33,13 @@ UPSERT_OPS = ["c", "u", "r"]
 
 
 class BadChangeEvent(ValueError):
-    """A record value that is not a change event of the configured format."""
+    """A record value that is not a change event of the configured format; ``partition`` and ``offset``
+    name the record once it has been located (``parse_changes_located``)."""
+
+    def __init__(self, reason: str, *, partition: int | None = None, offset: int | None = None):
+        self.reason, self.partition, self.offset = reason, partition, offset
+        where = f"partition {partition} offset {offset}: " if partition is not None else ""
+        super().__init__(where + reason)
 
 
 def changes_schema(schema: pa.Schema) -> pa.Schema:
@@ -155,6 +161,36 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     arrays += [op, rows.column("partition").cast(pa.int32()), rows.column("offset").cast(pa.int64())]
     changes = pa.Table.from_arrays(arrays, schema=out_schema)
     return changes if keep is None else changes.filter(keep)
+
+
+def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: str,
+                          primary_key: list[str], *, skip_bad: bool = False) -> tuple[pa.Table, int]:
+    """``parse_changes`` + ``check_primary_key`` that names the record at fault: (changes, records skipped).
+
+    The batch is parsed whole; only when that fails is each record parsed on its own, to find the bad
+    ones. Without ``skip_bad`` the first bad record raises BadChangeEvent naming its partition and
+    offset; with it, bad records are left out and counted."""
+    try:
+        changes = parse_changes(kafka_rows, schema, fmt)
+        check_primary_key(changes, primary_key)
+        return changes, 0
+    except BadChangeEvent:
+        pass
+    rows = pa.table(kafka_rows)
+    good, skipped = [], 0
+    for i in range(rows.num_rows):
+        one = rows.slice(i, 1)
+        try:
+            changes = parse_changes(one, schema, fmt)
+            check_primary_key(changes, primary_key)
+        except BadChangeEvent as e:
+            if not skip_bad:
+                raise BadChangeEvent(str(e), partition=one.column("partition")[0].as_py(),
+                                     offset=one.column("offset")[0].as_py()) from None
+            skipped += 1
+            continue
+        good.append(i)
+    return parse_changes(rows.take(pa.array(good, pa.int64())), schema, fmt), skipped
 
 
 def check_primary_key(changes: pa.Table, primary_key: list[str]) -> None:

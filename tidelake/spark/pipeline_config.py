@@ -54,6 +54,8 @@ class SinkConfig:
     mode: str = "upsert"  # upsert | append (json only: every value inserted)
     properties: dict[str, str] = field(default_factory=dict)
     app_id: str | None = None  # exactly-once: the name the table keeps this pipeline's offsets under
+    # an existing table lacking columns of `schema`: "none" (an error) or "add-columns" (added, nullable)
+    schema_evolution: str = "none"
 
 
 @dataclass
@@ -64,6 +66,9 @@ class PipelineConfig:
     seo_dir: str | None = None
     commit: str = "async"  # commit-after only: async (Spark's commitAsync, the paper) | sync
     spark: dict[str, Any] = field(default_factory=dict)  # {master: local[2], conf: {...}}
+    # a record that is not a change event: "fail" (stop, naming it) or "skip" (leave it out, counted);
+    # Kafka Connect's errors.tolerance none / all. "dead-letter" is not implemented yet.
+    on_error: str = "fail"
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -100,6 +105,8 @@ class PipelineConfig:
             raise PipelineConfigError(f"sink.format must be one of {sorted(FORMATS)}", ("sink", "format"))
         if sink.mode not in ("upsert", "append"):
             raise PipelineConfigError("sink.mode must be upsert or append", ("sink", "mode"))
+        if sink.schema_evolution not in ("none", "add-columns"):
+            raise PipelineConfigError("sink.schema_evolution must be none or add-columns", ("sink", "schema_evolution"))
         if sink.mode == "upsert" and not sink.primary_key:
             raise PipelineConfigError("sink.primary_key is required", ("sink",))
         if sink.format == "debezium-json" and sink.mode != "upsert":
@@ -118,8 +125,13 @@ class PipelineConfig:
         commit = raw.get("commit", "async")
         if commit not in ("async", "sync"):
             raise PipelineConfigError("commit must be async or sync", ("commit",))
+        on_error = raw.get("on_error", "fail")
+        if on_error == "dead-letter":
+            raise PipelineConfigError("on_error: dead-letter is not implemented yet (use fail or skip)", ("on_error",))
+        if on_error not in ("fail", "skip"):
+            raise PipelineConfigError("on_error must be fail or skip", ("on_error",))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
-                   spark=dict(raw.get("spark") or {}))
+                   spark=dict(raw.get("spark") or {}), on_error=on_error)
 
     @property
     def app_id(self) -> str:

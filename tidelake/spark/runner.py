@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
-from tidelake.spark.changes import ORDER_COLUMNS, changes_schema, check_primary_key, parse_changes
+from tidelake.spark.changes import ORDER_COLUMNS, BadChangeEvent, changes_schema, parse_changes_located
 from tidelake.spark.kafka_options import KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
 from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Correction, ExactlyOnce,
@@ -39,6 +39,7 @@ from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
+from tidelake.table.schema import schema_mismatch
 
 log = logging.getLogger("tidelake.pipeline")
 # The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
@@ -63,6 +64,7 @@ class BatchResult:
     version: int | None  # table version that holds the batch
     seconds: float
     commit_seconds: float  # the table commit (with any automatic table maintenance it runs)
+    skipped: int = 0  # records that are not change events, left out (on_error: skip)
 
 
 @dataclass
@@ -78,6 +80,10 @@ class RunSummary:
     def records(self) -> int:
         return sum(b.records for b in self.batches)
 
+    @property
+    def skipped(self) -> int:
+        return sum(b.skipped for b in self.batches)
+
 
 # ----------------------------------------------------------------------------------------------- tasks
 # Functions below run inside Spark's Python workers (mapInArrow); what they close over is pickled.
@@ -90,22 +96,24 @@ def _ignore_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str]):
-    """Kafka rows -> changes."""
+def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped=None):
+    """Kafka rows -> changes. ``skipped``: a Spark accumulator counting records left out (on_error: skip);
+    None makes the first bad record fail the batch, naming it."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
         for batch in batches:
-            changes = parse_changes(batch, schema, fmt)
-            check_primary_key(changes, primary_key)
+            changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None)
+            if bad:
+                skipped.add(bad)
             yield from changes.to_batches()
     return parse
 
 
 def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRange]], schema: pa.Schema,
-                         fmt: str, primary_key: list[str]):
+                         fmt: str, primary_key: list[str], skipped=None):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
-    parse = _parse_task(schema, fmt, primary_key)
+    parse = _parse_task(schema, fmt, primary_key, skipped)
     librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -115,6 +123,20 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
             for i in batch.column("id").to_pylist():
                 yield from parse(read_ranges(options, groups[i], columns=KAFKA_COLUMNS))
     return read
+
+
+class PoisonRecord(ValueError):
+    """A record the pipeline cannot turn into a change, with on_error: fail: topic, partition, offset, why."""
+
+
+def _bad_record(exc: BaseException) -> str | None:
+    """'partition P offset O: reason' of a BadChangeEvent raised in a Spark task, else None."""
+    text = str(exc)
+    marker = f"{BadChangeEvent.__name__}: "
+    if marker not in text:
+        return None
+    line = text[text.rindex(marker) + len(marker):].splitlines()[0].strip()
+    return line or None
 
 
 def _stage_task(table: Table):
@@ -141,10 +163,20 @@ class Pipeline:
         self.config = config if isinstance(config, PipelineConfig) else PipelineConfig.from_dict(config)
         self._spark = spark
         self._stop = threading.Event()
+        self._skipped_accumulator = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
         return cls(load_pipeline_yaml(path), spark=spark)
+
+    @property
+    def _skipped(self):
+        """The accumulator of records left out (on_error: skip), or None: a bad record fails the batch."""
+        if self.config.on_error != "skip":
+            return None
+        if self._skipped_accumulator is None:
+            self._skipped_accumulator = self.spark().sparkContext.accumulator(0)
+        return self._skipped_accumulator
 
     def stop(self) -> None:
         """Graceful stop (ssc.stop(true, true)): finish the current batch, then return from run()."""
@@ -189,7 +221,7 @@ class Pipeline:
         """Open the sink table, creating it (schema, primary key, buckets, properties) if absent."""
         sink = self.config.sink
         try:
-            return Table.open(sink.table)
+            return self._checked(Table.open(sink.table))
         except TableNotFound:
             pass
         properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
@@ -199,6 +231,25 @@ class Pipeline:
             return Table.create(sink.table, schema, primary_key, properties)
         except TableExists:  # another process created it first
             return Table.open(sink.table)
+
+    def _checked(self, table: Table) -> Table:
+        """An existing table must have the config's primary key and schema; with
+        ``sink.schema_evolution: add-columns`` the config's columns it lacks are added (nullable)."""
+        sink = self.config.sink
+        if not sink.schema:
+            return table
+        problems, addable = schema_mismatch(table.schema, table.primary_key, self.arrow_schema(), sink.primary_key)
+        if addable and sink.schema_evolution != "add-columns":
+            problems += [f"column {f.name} ({f.type}) is in the config, not in the table (set "
+                         f"sink.schema_evolution: add-columns to add it)" for f in addable]
+        if problems:
+            raise PipelineConfigError(f"sink table {sink.table} does not match the pipeline config: "
+                                      + "; ".join(problems), ("sink", "schema"))
+        for f in addable:
+            table.add_column(f.name, f.type)
+            log.info("sink table %s: added column %s %s (sink.schema_evolution: add-columns)", sink.table, f.name,
+                     f.type)
+        return table
 
     def offset_mode(self, table: Table, broker: BrokerOffsets) -> OffsetMode:
         cfg, src = self.config, self.config.source
@@ -229,13 +280,13 @@ class Pipeline:
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
             rows = reader.load().select(*KAFKA_COLUMNS)
-            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key), out), True
+            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key, self._skipped), out), True
         # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
         # is one task: a shuffle would cost more than spreading it gains.
         small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
         groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
         tasks = spark.range(0, len(groups), 1, len(groups))
-        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key)
+        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key, self._skipped)
         return tasks.mapInArrow(task, out), len(groups) > 1
 
     def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange]) -> list[StagedFiles]:
@@ -245,12 +296,24 @@ class Pipeline:
         if sink.mode == "upsert" and several_tasks:
             # Every change of one key in one task, so the table's last-change-per-key rule sees all of them.
             changes = changes.repartition(spark.sparkContext.defaultParallelism, *sink.primary_key)
-        rows = changes.mapInArrow(_stage_task(table), StagedFiles.DDL).collect()
+        try:
+            rows = changes.mapInArrow(_stage_task(table), StagedFiles.DDL).collect()
+        except Exception as e:   # a task's BadChangeEvent reaches the driver as Spark's PythonException
+            bad = _bad_record(e)
+            if bad is None:
+                raise
+            raise PoisonRecord(f"{self.config.source.topic} {bad} (on_error: fail stops here; "
+                               f"on_error: skip leaves such records out)") from None
         return [StagedFiles.from_row(row) for row in rows]
 
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:
         began = time.monotonic()
+        skipped_before = self._skipped.value if self._skipped is not None else 0
         staged = self._stage(table, options, batch.ranges)
+        skipped = (self._skipped.value if self._skipped is not None else 0) - skipped_before
+        if skipped:
+            log.warning("batch %d: %d record(s) of %s are not change events: skipped (on_error: skip)",
+                        batch.batch_id, skipped, self.config.source.topic)
         committing = time.monotonic()
         version = publish(table, staged, operation="insert" if self.config.sink.mode == "append" else "upsert",
                           **mode.table_commit(batch))
@@ -258,7 +321,8 @@ class Pipeline:
         files = [f for m in staged for f in m.files]
         deletes = sum(f["deletes"] for f in files)
         return BatchResult(batch.batch_id, batch.ranges, sum(r.size for r in batch.ranges),
-                           sum(f["rows"] for f in files) - deletes, deletes, version, done - began, done - committing)
+                           sum(f["rows"] for f in files) - deletes, deletes, version, done - began, done - committing,
+                           skipped)
 
     def _plan(self, start: Offsets, latest: Offsets, stop_at: Offsets | None) -> list[OffsetRange]:
         """This batch's ranges: towards the log end (or ``stop_at``), at most rate x interval per partition."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import re
+from typing import Sequence
 
 import pyarrow as pa
 
@@ -45,3 +46,27 @@ def parse_schema(ddl: str) -> pa.Schema:
     if not fields:
         raise SchemaError("empty schema")
     return pa.schema(fields)
+
+
+def schema_mismatch(table_schema: pa.Schema, table_key: Sequence[str], wanted: pa.Schema,
+                    wanted_key: Sequence[str]) -> tuple[list[str], list[pa.Field]]:
+    """How a table differs from the schema and primary key a writer expects: (problems, addable).
+
+    ``addable`` are the writer's columns the table lacks, in order: adding them as nullable columns
+    is the one evolution that changes no existing row. ``problems`` is everything else, one line
+    each: a different key, a column of another type, a table column the writer does not know."""
+    problems: list[str] = []
+    if wanted_key and list(wanted_key) != list(table_key):
+        problems.append(f"primary key is ({', '.join(table_key)}), the config says ({', '.join(wanted_key)})")
+    have = {f.name: f for f in table_schema}
+    addable = []
+    for f in wanted:
+        if f.name not in have:
+            addable.append(f)
+        elif not have[f.name].type.equals(f.type):
+            problems.append(f"column {f.name} is {have[f.name].type} in the table, {f.type} in the config")
+    known = set(wanted.names)
+    for f in table_schema:
+        if f.name not in known:
+            problems.append(f"column {f.name} ({f.type}) is in the table, not in the config")
+    return problems, addable
