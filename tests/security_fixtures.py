@@ -94,10 +94,14 @@ def aiokafka_config(b: EmbeddedBroker, pki: Pki, login: Login) -> dict:
     return c
 
 
-def add_scram_user(b: EmbeddedBroker, user: str, password: str) -> None:
-    """Both SCRAM credentials for ``user``, through the PLAINTEXT listener (KIP-554 with confluent-kafka)."""
+ADMIN = Login("SASL_PLAINTEXT", "PLAIN", "admin", "admin-secret")
+
+
+def add_scram_user(b: EmbeddedBroker, user: str, password: str, admin_conf: dict | None = None) -> None:
+    """Both SCRAM credentials for ``user`` (KIP-554 with confluent-kafka), through the PLAINTEXT
+    listener or as the client ``admin_conf`` describes."""
     from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
-    admin = AdminClient({"bootstrap.servers": b.bootstrap_for("PLAINTEXT")})
+    admin = AdminClient(admin_conf or {"bootstrap.servers": b.bootstrap_for("PLAINTEXT")})
     futures = admin.alter_user_scram_credentials([
         UserScramCredentialUpsertion(user, ScramCredentialInfo(mech, 4096), password.encode())
         for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)])
