@@ -24,6 +24,8 @@ TOPIC, GROUP, CLUSTER, TXN = ResourceType.TOPIC, ResourceType.GROUP, ResourceTyp
 O = Operation
 ERROR_FOR = {TOPIC: errors.TopicAuthorizationFailed, GROUP: errors.GroupAuthorizationFailed,
              CLUSTER: errors.ClusterAuthorizationFailed, TXN: errors.TransactionalIdAuthorizationFailed}
+MESSAGE_FOR = {TOPIC: "Topic authorization failed.", GROUP: "Group authorization failed.",
+               CLUSTER: "Cluster authorization failed.", TXN: "Transactional Id authorization failed."}
 CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 
 
@@ -146,10 +148,10 @@ LISTINGS: dict[int, tuple[str, Callable[[Check, Any], bool]]] = {
 }
 
 
-def _whole_request_error(check: Check, needs: list[Need]) -> type[errors.KafkaApiError] | None:
+def _whole_request_error(check: Check, needs: list[Need]) -> errors.KafkaApiError | None:
     for op, rtype, name in needs:
         if name is None or not check.allowed(op, rtype, name):
-            return ERROR_FOR[rtype]
+            return ERROR_FOR[rtype](MESSAGE_FOR[rtype])
     return None
 
 
@@ -162,11 +164,11 @@ def authorize_request(broker: BrokerContext, ctx: RequestContext, api_key: int, 
     if whole is not None:
         denied = _whole_request_error(check, whole(request, version))
         if denied is not None:
-            raise denied(f"{denied.__name__.removesuffix('Failed')} failed")
+            raise denied
         if api_key == 22 and request.transactional_id is None and not (
                 check.cluster(O.IDEMPOTENT_WRITE) or broker.security.authorizer.may_any(
                     check.principal, check.host, O.WRITE, TOPIC)):
-            raise errors.ClusterAuthorizationFailed("Cluster authorization failed")  # KIP-679
+            raise errors.ClusterAuthorizationFailed(MESSAGE_FOR[CLUSTER])  # KIP-679
     rule = ITEMS.get(api_key)
     if rule is None or version > _ITEMS_MAX_VERSION.get(api_key, version):
         return request, None, 0
