@@ -16,7 +16,7 @@ from tidelake.security.acl.model import AclBindingFilter, PatternType, binding_f
 _NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-@api(CreateAclsRequest, CreateAclsResponse, 1, 3)
+@api(CreateAclsRequest, CreateAclsResponse, 0, 3)
 async def create_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     R = CreateAclsResponse.AclCreationResult
@@ -43,7 +43,7 @@ def _filter(f, version: int, prefix: str = "") -> AclBindingFilter:
                                       f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
 
-@api(DescribeAclsRequest, DescribeAclsResponse, 1, 3)
+@api(DescribeAclsRequest, DescribeAclsResponse, 0, 3)
 async def describe_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     if authorizer is None:
@@ -64,7 +64,7 @@ async def describe_acls(broker: BrokerContext, ctx: RequestContext, request):
     return DescribeAclsResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None, resources=resources)
 
 
-@api(DeleteAclsRequest, DeleteAclsResponse, 1, 3)
+@api(DeleteAclsRequest, DeleteAclsResponse, 0, 3)
 async def delete_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     FR = DeleteAclsResponse.DeleteAclsFilterResult
