@@ -64,6 +64,9 @@ class PipelineConfig:
     seo_dir: str | None = None
     commit: str = "async"  # commit-after only: async (Spark's commitAsync, the paper) | sync
     spark: dict[str, Any] = field(default_factory=dict)  # {master: local[2], conf: {...}}
+    # Kafka client security properties (security.protocol, sasl.mechanism, sasl.jaas.config,
+    # ssl.truststore.location, ...), as in a Kafka client's properties file; merged into source.kafka
+    security: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -118,8 +121,15 @@ class PipelineConfig:
         commit = raw.get("commit", "async")
         if commit not in ("async", "sync"):
             raise PipelineConfigError("commit must be async or sync", ("commit",))
+        security = {str(k): str(v) for k, v in (raw.get("security") or {}).items()}
+        if security:
+            from tidelake.security.client_config import ClientConfigError, librdkafka_config
+            try:  # librdkafka's names for them; explicit source.kafka settings win
+                source.kafka = {**librdkafka_config(security), **source.kafka}
+            except ClientConfigError as e:
+                raise PipelineConfigError(f"security: {e}", ("security",)) from None
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
-                   spark=dict(raw.get("spark") or {}))
+                   spark=dict(raw.get("spark") or {}), security=security)
 
     @property
     def app_id(self) -> str:
