@@ -158,9 +158,12 @@ def _whole_request_error(check: Check, needs: list[Need]) -> errors.KafkaApiErro
 def authorize_request(broker: BrokerContext, ctx: RequestContext, api_key: int, request):
     """(request for the handler, request holding only the denied items or None, their error code).
     Raises the *_AUTHORIZATION_FAILED error when the request as a whole is denied."""
+    whole = WHOLE.get(api_key)
+    rule = ITEMS.get(api_key)
+    if whole is None and rule is None:  # Produce, Fetch, Metadata...: checked in their handlers
+        return request, None, 0
     version = ctx.api_version
     check = Check(broker, ctx)
-    whole = WHOLE.get(api_key)
     if whole is not None:
         denied = _whole_request_error(check, whole(request, version))
         if denied is not None:
@@ -169,7 +172,6 @@ def authorize_request(broker: BrokerContext, ctx: RequestContext, api_key: int, 
                 check.cluster(O.IDEMPOTENT_WRITE) or broker.security.authorizer.may_any(
                     check.principal, check.host, O.WRITE, TOPIC)):
             raise errors.ClusterAuthorizationFailed(MESSAGE_FOR[CLUSTER])  # KIP-679
-    rule = ITEMS.get(api_key)
     if rule is None or version > _ITEMS_MAX_VERSION.get(api_key, version):
         return request, None, 0
     attr = rule.items(version)

@@ -49,12 +49,15 @@ class Dispatcher:
         self.context = context
         self.authorizing = context.security.authorizer is not None
 
+    def handle_raw_sasl_token(self, frame, session: Session) -> bytes:
+        """A frame after SaslHandshake v0: a bare SASL token, answered with a bare token (FramingError
+        when the login fails: the connection is closed)."""
+        return raw_sasl_token(self.context, session, frame)
+
     async def handle_frame(self, frame, session: Session) -> bytes | list | None:
         """Answer one request frame: the response frame (bytes, or a list of chunks to write in
         order), or None when the request expects no response (acks=0). Raises FramingError when the
         connection must be closed."""
-        if session.connection is not None and session.connection.raw_token:
-            return raw_sasl_token(self.context, session, frame)  # after SaslHandshake v0: not a request
         api_key, api_version, correlation_id = peek_api(frame)
         spec = REGISTRY.get(api_key)
         if spec is None:

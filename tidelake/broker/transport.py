@@ -121,7 +121,10 @@ class KafkaTransport(asyncio.Protocol):
                     self._wakeup = None
                     continue
                 try:
-                    out = await handle_frame(frame, session)
+                    if conn.raw_token:  # after SaslHandshake v0 (the Connection knows): not a request
+                        out = self.dispatcher.handle_raw_sasl_token(frame, session)
+                    else:
+                        out = await handle_frame(frame, session)
                 except FramingError as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
                     owed = conn.close()  # answers to the requests before the bad one still go out
