@@ -140,3 +140,68 @@ def test_without_an_authorizer_acl_calls_say_security_disabled(tmp_path):
         with pytest.raises(KafkaException) as e:
             admin.create_acls([binding])[binding].result(20)
         assert e.value.args[0].code() == KafkaError.SECURITY_DISABLED
+
+
+def _code(future) -> int:
+    try:
+        future.result(20)
+    except KafkaException as e:
+        return e.args[0].code()
+    return KafkaError.NO_ERROR
+
+
+def test_admin_group_and_transaction_apis_check_what_kafka_checks(env):
+    from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+    from confluent_kafka.admin import ConfigResource
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    admin.create_topics([NewTopic("mine", 1), NewTopic("theirs", 1)])["mine"].result(20)
+    P = "User:alice2"
+    for f in admin.create_acls([_acl(ResourceType.TOPIC, "mine", P, AclOperation.ALL),
+                                _acl(ResourceType.GROUP, "ours", P, AclOperation.READ)]).values():
+        f.result(20)
+    # two groups with committed offsets, one of them alice's
+    for group in ("ours", "private"):
+        c = Consumer({**confluent_config(b, pki, ADMIN), "group.id": group})
+        c.commit(offsets=[TopicPartition("mine", 0, 0)], asynchronous=False)
+        c.close()
+    alice = AdminClient(confluent_config(b, pki, ALICE))
+    # topics: an existing one and a missing one answer the same (no existence leak)
+    deleted = alice.delete_topics(["theirs", "no-such-topic", "mine"], operation_timeout=10)
+    assert {t: _code(f) for t, f in deleted.items()} == {
+        "theirs": KafkaError.TOPIC_AUTHORIZATION_FAILED, "no-such-topic": KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        "mine": KafkaError.NO_ERROR}
+    configs = alice.describe_configs([ConfigResource("topic", "theirs"), ConfigResource("broker", "1")])
+    assert sorted(_code(f) for f in configs.values()) == sorted([KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                                                                 KafkaError.CLUSTER_AUTHORIZATION_FAILED])
+    # groups: listings show only what alice may describe; describe/offsets/delete are checked per group
+    listed = alice.list_consumer_groups().result(20)
+    assert [g.group_id for g in listed.valid] == ["ours"]
+    described = alice.describe_consumer_groups(["ours", "private"], include_authorized_operations=True)
+    assert set(described["ours"].result(20).authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+    assert _code(described["private"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    offsets = alice.list_consumer_group_offsets([ConsumerGroupTopicPartitions("private")])
+    assert _code(offsets["private"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    assert _code(alice.delete_consumer_groups(["private"])["private"]) == KafkaError.GROUP_AUTHORIZATION_FAILED
+    # the cluster: KIP-430 on DescribeCluster; SCRAM administration needs ALTER on the cluster
+    cluster = alice.describe_cluster(include_authorized_operations=True).result(20)
+    assert not cluster.authorized_operations
+    assert AclOperation.ALTER in admin.describe_cluster(include_authorized_operations=True).result(
+        20).authorized_operations
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+    upsert = alice.alter_user_scram_credentials([UserScramCredentialUpsertion(
+        "mallory", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"pw")])
+    assert [_code(f) for f in upsert.values()] == [KafkaError.CLUSTER_AUTHORIZATION_FAILED]
+    # transactions: WRITE on the transactional id is required
+    producer = Producer({**confluent_config(b, pki, ALICE), "transactional.id": "alice-tx"})
+    with pytest.raises(KafkaException) as e:
+        producer.init_transactions(10)
+    assert e.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    for f in admin.create_acls([_acl(ResourceType.TRANSACTIONAL_ID, "alice-", P, AclOperation.WRITE,
+                                     pattern=ResourcePatternType.PREFIXED)]).values():
+        f.result(20)
+    producer = Producer({**confluent_config(b, pki, ALICE), "transactional.id": "alice-tx"})
+    producer.init_transactions(20)
+    producer.begin_transaction()
+    producer.produce("mine", b"in a transaction")
+    producer.commit_transaction(20)

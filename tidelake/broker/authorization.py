@@ -8,8 +8,8 @@ the dispatcher before the handler runs, only when an authorizer is configured.
   existence is revealed); the two answers are joined into one response.
 * ``LISTINGS``: listings (ListGroups, ListTransactions) keep only what the principal may describe.
 
-Produce, Fetch, Metadata and DescribeTopicPartitions check inside their handlers (their responses are
-pre-encoded or built from the topic list)."""
+Produce, Fetch, Metadata, DescribeTopicPartitions and AlterUserScramCredentials check inside their
+handlers (their responses are pre-encoded, built from the topic list, or answered per user)."""
 from __future__ import annotations
 
 import copy
@@ -54,7 +54,7 @@ class ItemRule:
     items: Callable[[int], str]  # version -> request attribute
     response: Callable[[int], str]  # version -> response attribute
     allowed: Callable[[Check, Any], bool]
-    code: int
+    code: int | Callable[[Any], int]  # the error for a denied item (a function when it depends on the item)
 
 
 def _always(attr: str) -> Callable[[int], str]:
@@ -76,9 +76,9 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     13: lambda r, v: [(O.READ, GROUP, r.group_id)],  # LeaveGroup
     14: lambda r, v: [(O.READ, GROUP, r.group_id)],  # SyncGroup
     22: lambda r, v: [(O.WRITE, TXN, r.transactional_id)] if r.transactional_id is not None else [],  # InitProducerId
-    24: lambda r, v: ([(O.WRITE, TXN, t.transactional_id) for t in r.transactions]
-                      + [(O.WRITE, TOPIC, tp.name) for t in r.transactions for tp in t.topics] if v >= 4 else
-                      [(O.WRITE, TXN, r.transactional_id)]),  # AddPartitionsToTxn
+    # AddPartitionsToTxn: v4+ is the brokers' batched verification (CLUSTER_ACTION), clients use v0-3
+    24: lambda r, v: ([(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)] if v >= 4 else
+                      [(O.WRITE, TXN, r.v3_and_below_transactional_id)]),
     25: lambda r, v: [(O.WRITE, TXN, r.transactional_id), (O.READ, GROUP, r.group_id)],  # AddOffsetsToTxn
     26: lambda r, v: [(O.WRITE, TXN, r.transactional_id)],  # EndTxn
     28: lambda r, v: [(O.WRITE, TXN, r.transactional_id), (O.READ, GROUP, r.group_id)],  # TxnOffsetCommit
@@ -88,7 +88,6 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     35: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeLogDirs
     47: lambda r, v: [(O.DELETE, GROUP, r.group_id)],  # OffsetDelete
     50: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
-    51: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # AlterUserScramCredentials
     68: lambda r, v: [(O.READ, GROUP, r.group_id)],  # ConsumerGroupHeartbeat
 }
 
@@ -101,6 +100,11 @@ def _config_resource(op_topic: Operation):
             return c.cluster(op_topic)
         return True
     return allowed
+
+
+def _config_error(res) -> int:
+    return (errors.TopicAuthorizationFailed.code if res.resource_type == CONFIG_TOPIC
+            else errors.ClusterAuthorizationFailed.code)
 
 
 def _topic(op: Operation, attr: str = "name"):
@@ -122,12 +126,12 @@ ITEMS: dict[int, ItemRule] = {
     24: ItemRule(_always("v3_and_below_topics"), _always("results_by_topic_v3_and_below"), _topic(O.WRITE), _T),
     28: ItemRule(_always("topics"), _always("topics"), _topic(O.READ), _T),  # TxnOffsetCommit
     32: ItemRule(_always("resources"), _always("results"), _config_resource(O.DESCRIBE_CONFIGS),
-                 errors.TopicAuthorizationFailed.code),  # DescribeConfigs
-    33: ItemRule(_always("resources"), _always("responses"), _config_resource(O.ALTER_CONFIGS), _T),
+                 _config_error),  # DescribeConfigs
+    33: ItemRule(_always("resources"), _always("responses"), _config_resource(O.ALTER_CONFIGS), _config_error),
     37: ItemRule(_always("topics"), _always("results"), _topic(O.ALTER), _T),  # CreatePartitions
     42: ItemRule(_always("groups_names"), _always("results"), lambda c, g: c.allowed(O.DELETE, GROUP, g),
                  errors.GroupAuthorizationFailed.code),  # DeleteGroups
-    44: ItemRule(_always("resources"), _always("responses"), _config_resource(O.ALTER_CONFIGS), _T),
+    44: ItemRule(_always("resources"), _always("responses"), _config_resource(O.ALTER_CONFIGS), _config_error),
     47: ItemRule(_always("topics"), _always("topics"), _topic(O.READ), _T),  # OffsetDelete
     15: ItemRule(_always("groups"), _always("groups"), lambda c, g: c.allowed(O.DESCRIBE, GROUP, g),
                  errors.GroupAuthorizationFailed.code),  # DescribeGroups
@@ -156,12 +160,12 @@ def _whole_request_error(check: Check, needs: list[Need]) -> errors.KafkaApiErro
 
 
 def authorize_request(broker: BrokerContext, ctx: RequestContext, api_key: int, request):
-    """(request for the handler, request holding only the denied items or None, their error code).
-    Raises the *_AUTHORIZATION_FAILED error when the request as a whole is denied."""
+    """(request for the handler, [(request holding only denied items, their error code)]). Raises the
+    *_AUTHORIZATION_FAILED error when the request as a whole is denied."""
     whole = WHOLE.get(api_key)
     rule = ITEMS.get(api_key)
     if whole is None and rule is None:  # Produce, Fetch, Metadata...: checked in their handlers
-        return request, None, 0
+        return request, ()
     version = ctx.api_version
     check = Check(broker, ctx)
     if whole is not None:
@@ -173,20 +177,28 @@ def authorize_request(broker: BrokerContext, ctx: RequestContext, api_key: int, 
                     check.principal, check.host, O.WRITE, TOPIC)):
             raise errors.ClusterAuthorizationFailed(MESSAGE_FOR[CLUSTER])  # KIP-679
     if rule is None or version > _ITEMS_MAX_VERSION.get(api_key, version):
-        return request, None, 0
+        return request, ()
     attr = rule.items(version)
     items = getattr(request, attr, None)
     if not items:
-        return request, None, 0
-    allowed, denied = [], []
+        return request, ()
+    allowed, denied = [], {}
     for item in items:
-        (allowed if rule.allowed(check, item) else denied).append(item)
+        if rule.allowed(check, item):
+            allowed.append(item)
+        else:
+            code = rule.code(item) if callable(rule.code) else rule.code
+            denied.setdefault(code, []).append(item)
     if not denied:
-        return request, None, 0
-    permitted, refused = copy.copy(request), copy.copy(request)
+        return request, ()
+    permitted = copy.copy(request)
     setattr(permitted, attr, allowed)
-    setattr(refused, attr, denied)
-    return permitted, refused, rule.code
+    refusals = []
+    for code, denied_items in denied.items():
+        refused = copy.copy(request)
+        setattr(refused, attr, denied_items)
+        refusals.append((refused, code))
+    return permitted, refusals
 
 
 def merge_denied(api_key: int, version: int, response, denied_response) -> None:

@@ -80,14 +80,14 @@ class Dispatcher:
                                    "was serialized as null")
         ctx = RequestContext(header, session.client_host, session)
         try:
-            denied = None
+            refusals = ()
             if self.authorizing:
-                request, denied, denied_code = authorize_request(self.context, ctx, api_key, request)
+                request, refusals = authorize_request(self.context, ctx, api_key, request)
             response = await spec.handler(self.context, ctx, request)
             if self.authorizing:
-                if denied is not None:
-                    merge_denied(api_key, api_version, response,
-                                 _error_response(spec, denied, api_version, denied_code, None))
+                for refused, code in refusals:  # denied items answered with their error, after the rest
+                    merge_denied(api_key, api_version, response, _error_response(spec, refused, api_version, code,
+                                                                                 None))
                 filter_listing(self.context, ctx, api_key, response)
         except KafkaApiError as e:
             # The whole request failed: report the error at the top level, or on every item it named.

@@ -16,9 +16,11 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import authorized
 from tidelake.broker.registry import api
 from tidelake.protocol.connection import AUTHENTICATED
 from tidelake.protocol.framing import FramingError
+from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 from tidelake.security.principal import user
 from tidelake.security.sasl import SaslAuthenticationError
 from tidelake.security.sasl.scram import (HASHES, MAX_ITERATIONS, MIN_ITERATIONS,
@@ -115,6 +117,10 @@ _AR = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 async def alter_user_scram_credentials(broker: BrokerContext, ctx: RequestContext, request):
     store = broker.security.store
     ops = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
+    if not authorized(broker, ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
+        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+            _AR(user=name, error_code=errors.ClusterAuthorizationFailed.code, error_message=None)
+            for name in dict.fromkeys(item.name for _kind, item in ops)])
     seen: dict[tuple[str, int], int] = {}
     for _kind, item in ops:
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
