@@ -205,3 +205,14 @@ def test_admin_group_and_transaction_apis_check_what_kafka_checks(env):
     producer.begin_transaction()
     producer.produce("mine", b"in a transaction")
     producer.commit_transaction(20)
+
+
+def test_describe_configs_never_returns_secrets(env):
+    from confluent_kafka.admin import ConfigResource
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    entries = admin.describe_configs([ConfigResource("broker", "1")])
+    configs = list(entries.values())[0].result(20)
+    jaas = configs["listener.name.sasl_ssl.plain.sasl.jaas.config"]
+    assert jaas.is_sensitive and jaas.value is None
+    assert configs["ssl.keystore.location"].value  # not a secret: shown

@@ -381,6 +381,15 @@ class ConfigError(ValueError):
     says which key, where it came from, and what would be accepted."""
 
 
+# Kafka's PASSWORD configs among the untyped and per-listener ones (listener.name.<l>.<mechanism>.
+# sasl.jaas.config holds PLAIN's passwords): described as sensitive, never with their value
+_SECRET_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key")
+
+
+def is_secret_name(name: str) -> bool:
+    return name.endswith(_SECRET_SUFFIXES)
+
+
 def is_known_static_name(name: str) -> bool:
     return name in _KNOWN_STATIC or name.startswith(_PER_LISTENER_PREFIX)
 
@@ -692,7 +701,8 @@ class BrokerConfig:
         for name in keys:
             if wanted is not None and name not in wanted:
                 continue
-            defn = BROKER_CONFIGS.get(name, ConfigDef(name, None, TYPE_STRING))
+            defn = BROKER_CONFIGS.get(name) or ConfigDef(name, None,
+                                                         TYPE_PASSWORD if is_secret_name(name) else TYPE_STRING)
             value, source = self.lookup(name)
             synonyms = []
             if with_synonyms:
