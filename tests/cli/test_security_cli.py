@@ -61,6 +61,9 @@ def test_users_acls_and_secured_console(env):
     out = tl(sasl_ssl, carol, "consume", "ledger", "--from-beginning", "--group", "carol-1", "--max-messages", "2",
              "--timeout-ms", "15000").output
     assert out.split()[:2] == ["a", "b"] and "Processed a total of 2 messages" in out
+    # kafka-python based commands take the same properties: carol sees only her group
+    groups = json.loads(tl(sasl_ssl, carol, "groups", "list", "--json").output)
+    assert [g["group"] for g in groups] == ["carol-1"]
     # carol may not manage ACLs
     r = tl(sasl_ssl, carol, "acls", "list", ok=False)
     assert r.exit_code == 1 and "CLUSTER_AUTHORIZATION_FAILED" in r.output

@@ -42,3 +42,28 @@ def test_security_settings_are_checked(tmp_path):
         sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": name,
                                      "super.users": "User:admin;User:ops"})
         assert sec.authorizer is not None and sec.authorizer.super_users == {"User:admin", "User:ops"}
+
+
+def test_tls_settings(tmp_path):
+    import ssl
+
+    from tidelake.security.tls import TlsConfigError, server_context
+    from tls_certs import make_pki
+    pki = make_pki(tmp_path / "pki")
+    base = {"ssl.keystore.location": str(pki.server_keystore), "ssl.truststore.location": str(pki.ca)}
+    for auth, mode in [("none", ssl.CERT_NONE), ("requested", ssl.CERT_OPTIONAL), ("required", ssl.CERT_REQUIRED)]:
+        ctx = server_context({**base, "listener.name.ext.ssl.client.auth": auth}.get, "EXT")
+        assert ctx.verify_mode == mode and ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    inline = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": pki.server_cert.read_text(),
+              "ssl.keystore.key": pki.server_key.read_text()}
+    assert server_context(inline.get, "SSL").verify_mode == ssl.CERT_NONE
+    for configs, message in [({}, "ssl.keystore.location"),
+                             ({**base, "ssl.enabled.protocols": "TLSv1.1"}, "only TLSv1.2 and TLSv1.3"),
+                             ({**base, "ssl.keystore.type": "JKS"}, "keystores are PEM or PKCS12"),
+                             ({"ssl.keystore.location": str(pki.server_keystore), "ssl.client.auth": "required"},
+                              "needs ssl.truststore.location")]:
+        with pytest.raises(TlsConfigError, match=message):
+            server_context(configs.get, "SSL")
+    with pytest.raises(SecurityConfigError, match="only DEFAULT"):
+        BrokerSecurity({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/"}.get, {},
+                       tmp_path)

@@ -85,6 +85,12 @@ class BrokerSecurity:
         """``listeners``: listener name -> security protocol."""
         self.listeners = {name: listener_security(lookup, name, protocol) for name, protocol in listeners.items()}
         self.store = SecurityStore(data_dir)
+        rules = (lookup("ssl.principal.mapping.rules") or "DEFAULT").strip()
+        if rules != "DEFAULT":  # a mapping silently not applied would grant ACLs to the wrong names
+            raise SecurityConfigError(f"ssl.principal.mapping.rules={rules}: only DEFAULT (the certificate's "
+                                      "subject DN) is supported")
+        if lookup("principal.builder.class"):
+            raise SecurityConfigError("principal.builder.class: custom principal builders are not supported")
         reauth = int(lookup("connections.max.reauth.ms") or 0)
         if reauth > 0:  # KIP-368 re-authentication is not implemented: refuse rather than ignore it
             raise SecurityConfigError(f"connections.max.reauth.ms={reauth}: re-authentication (KIP-368) is not "
