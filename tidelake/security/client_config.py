@@ -126,3 +126,14 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, object]:
     if rd.get("ssl.endpoint.identification.algorithm") == "none":
         out["ssl_check_hostname"] = False
     return out
+
+
+def with_librdkafka_security(config: Mapping[str, object]) -> dict[str, object]:
+    """A librdkafka config in which Kafka's (Java client's) security property names, if any, are
+    replaced by librdkafka's (Spark's ``kafka.sasl.jaas.config``, ``kafka.ssl.truststore.location``...);
+    every other setting is kept as it is."""
+    security = {k: str(v) for k, v in config.items() if k in _KAFKA_ONLY or k in _PASS_THROUGH}
+    if not any(k in _KAFKA_ONLY for k in security):
+        return dict(config)
+    rest = {k: v for k, v in config.items() if k not in security}
+    return {**rest, **librdkafka_config(security)}

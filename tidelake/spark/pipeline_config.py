@@ -122,12 +122,12 @@ class PipelineConfig:
         if commit not in ("async", "sync"):
             raise PipelineConfigError("commit must be async or sync", ("commit",))
         security = {str(k): str(v) for k, v in (raw.get("security") or {}).items()}
-        if security:
-            from tidelake.security.client_config import ClientConfigError, librdkafka_config
-            try:  # librdkafka's names for them; explicit source.kafka settings win
-                source.kafka = {**librdkafka_config(security), **source.kafka}
-            except ClientConfigError as e:
-                raise PipelineConfigError(f"security: {e}", ("security",)) from None
+        from tidelake.security.client_config import ClientConfigError, librdkafka_config, with_librdkafka_security
+        try:  # librdkafka's names for them, also for Kafka's names in source.kafka; source.kafka wins
+            source.kafka = with_librdkafka_security({**(librdkafka_config(security) if security else {}),
+                                                     **source.kafka})
+        except ClientConfigError as e:
+            raise PipelineConfigError(f"security: {e}", ("security",)) from None
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
                    spark=dict(raw.get("spark") or {}), security=security)
 
