@@ -152,6 +152,10 @@ LISTINGS: dict[int, tuple[str, Callable[[Check, Any], bool]]] = {
 }
 
 
+# every API the dispatcher checks (the others check in their handlers, or need nothing)
+RULED_APIS = frozenset(WHOLE) | frozenset(ITEMS) | frozenset(LISTINGS)
+
+
 def _whole_request_error(check: Check, needs: list[Need]) -> errors.KafkaApiError | None:
     for op, rtype, name in needs:
         if name is None or not check.allowed(op, rtype, name):

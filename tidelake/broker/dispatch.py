@@ -14,7 +14,7 @@ import logging
 import struct
 
 from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
-from tidelake.broker.authorization import authorize_request, filter_listing, merge_denied
+from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.sasl import raw_sasl_token
 from tidelake.broker.error_response import error_response
@@ -81,10 +81,11 @@ class Dispatcher:
         ctx = RequestContext(header, session.client_host, session)
         try:
             refusals = ()
-            if self.authorizing:
+            ruled = self.authorizing and api_key in RULED_APIS
+            if ruled:
                 request, refusals = authorize_request(self.context, ctx, api_key, request)
             response = await spec.handler(self.context, ctx, request)
-            if self.authorizing:
+            if ruled:
                 for refused, code in refusals:  # denied items answered with their error, after the rest
                     merge_denied(api_key, api_version, response, _error_response(spec, refused, api_version, code,
                                                                                  None))
