@@ -149,6 +149,12 @@ def _gb_cpu(r: dict) -> float:
     return (r["broker_cpu_pct"] / 100 * r["wall"]) / max(r["bytes"] / 1e9, 1e-12)
 
 
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 def _best(runs: list[dict]) -> dict:
     return max(runs, key=lambda r: r["count"] / r["wall"])
 
@@ -171,12 +177,16 @@ def transport_rows(broker, sasl_port, pki, counts: dict[int, int], repeats: int)
                 print(f"  {size} B rep {rep} {'SASL_SSL ' if secured else 'PLAINTEXT'}: produce "
                       f"{p['count'] / p['wall']:,.0f} msg/s, consume {c['count'] / c['wall']:,.0f} msg/s", flush=True)
         for phase in ("produce", "consume"):
-            a, b = _best(best[(phase, False)]), _best(best[(phase, True)])
+            plain_runs, sasl_runs = best[(phase, False)], best[(phase, True)]
+            a, b = _best(plain_runs), _best(sasl_runs)
             ra, rb = a["count"] / a["wall"], b["count"] / b["wall"]
-            short = "" if a["missing"] == b["missing"] == 0 else f" (missing {a['missing']}/{b['missing']})"
+            paired = _median([(y["count"] / y["wall"]) / (x["count"] / x["wall"]) for x, y in zip(plain_runs, sasl_runs)])
+            cpu = _median([_gb_cpu(y) / _gb_cpu(x) for x, y in zip(plain_runs, sasl_runs)])
+            missing = sum(r["missing"] for r in plain_runs + sasl_runs)
+            short = "" if missing == 0 else f" (missing {missing})"
             rows.append(f"| {phase} | {size} B | {a['count']:,} | {ra:,.0f} | {ra * size / 1e6:.1f} | {rb:,.0f} | "
-                        f"{rb * size / 1e6:.1f} | **{rb / ra:.2f}×**{short} | {a['broker_cpu_pct']:.0f}% / "
-                        f"{b['broker_cpu_pct']:.0f}% | {_gb_cpu(a):.2f} / {_gb_cpu(b):.2f} |")
+                        f"{rb * size / 1e6:.1f} | **{paired:.2f}×**{short} | {_gb_cpu(a):.2f} / {_gb_cpu(b):.2f} "
+                        f"(×{cpu:.2f}) |")
     return rows
 
 
@@ -184,7 +194,8 @@ def authorizer_rows(plain: bt.BrokerProcess, guarded: bt.BrokerProcess, count: i
     size = 1024
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     for rep in range(repeats):
-        for label, broker in (("off", plain), ("on", guarded)):
+        order = (("off", plain), ("on", guarded)) if rep % 2 == 0 else (("on", guarded), ("off", plain))
+        for label, broker in order:
             topic = f"acl-{rep}"
             r = bt.run_phase(broker, bt.wire_producer_worker,
                              [(broker.bootstrap, topic, i, "1", size, count // PARTITIONS) for i in range(PARTITIONS)])
@@ -193,10 +204,10 @@ def authorizer_rows(plain: bt.BrokerProcess, guarded: bt.BrokerProcess, count: i
                   f"{_gb_cpu(r):.2f} CPU-s/GB", flush=True)
     a, b = _best(runs["off"]), _best(runs["on"])
     ra, rb = a["count"] / a["wall"], b["count"] / b["wall"]
-    cpu_a = min(_gb_cpu(r) for r in runs["off"])
-    cpu_b = min(_gb_cpu(r) for r in runs["on"])
-    return [f"| produce, acks=1 | {size} B | {a['count']:,} | {ra:,.0f} | {rb:,.0f} | **{rb / ra:.3f}×** "
-            f"({(1 - rb / ra) * 100:+.1f} % cost) | {cpu_a:.2f} / {cpu_b:.2f} ({(cpu_b / cpu_a - 1) * 100:+.1f} %) |"]
+    paired = _median([(y["count"] / y["wall"]) / (x["count"] / x["wall"]) for x, y in zip(runs["off"], runs["on"])])
+    cpu = _median([_gb_cpu(y) / _gb_cpu(x) for x, y in zip(runs["off"], runs["on"])])
+    return [f"| produce, acks=1 | {size} B | {a['count']:,} | {ra:,.0f} | {rb:,.0f} | **{paired:.3f}×** | "
+            f"{_gb_cpu(a):.2f} / {_gb_cpu(b):.2f} (×{cpu:.2f}) |"]
 
 
 def _acl_bindings():
@@ -215,7 +226,7 @@ def _acl_bindings():
     return out
 
 
-def authorizer_cpu_rows(repeats: int, requests: int) -> list[str]:
+def authorizer_cpu_rows(rounds: int, requests: int) -> list[str]:
     """CPU per Produce request in the broker's dispatcher (no sockets, no other process: the number the
     busy machine cannot blur), without an authorizer and with 1,000 ACLs, interleaved."""
     import asyncio
@@ -252,15 +263,20 @@ def authorizer_cpu_rows(repeats: int, requests: int) -> list[str]:
                                                  flexible_header=True)[4:]
                     n = max(50, requests // per_request)
                     best = {"off": float("inf"), "on": float("inf")}
-                    for _ in range(repeats * 2):
-                        for label, b in brokers.items():
+                    ratios = []
+                    for round_ in range(rounds):
+                        took = {}
+                        for label in (("off", "on") if round_ % 2 == 0 else ("on", "off")):
+                            b = brokers[label]
                             t0 = time.process_time()
                             for _ in range(n):
                                 await b.handle_frame(bytearray(frame), session)
-                            best[label] = min(best[label], (time.process_time() - t0) / n)
+                            took[label] = (time.process_time() - t0) / n
+                            best[label] = min(best[label], took[label])
+                        ratios.append(took["on"] / took["off"])
                     off, on = best["off"] * 1e6, best["on"] * 1e6
                     rows.append(f"| produce v9, {per_request} x 1 KB per request | {off:,.1f} µs | {on:,.1f} µs | "
-                                f"**{(on / off - 1) * 100:+.1f} %** |")
+                                f"**{(_median(ratios) - 1) * 100:+.1f} %** |")
                     print(f"  CPU per request, {per_request} x 1 KB: {off:.1f} us off, {on:.1f} us with 1,000 ACLs",
                           flush=True)
             finally:
@@ -288,7 +304,7 @@ def main() -> None:
     ap.add_argument("--cpu-only", action="store_true", help="only the in-process authorizer CPU comparison")
     args = ap.parse_args()
     if args.cpu_only:
-        print("\n".join(authorizer_cpu_rows(args.repeats, 200_000)))
+        print("\n".join(authorizer_cpu_rows(10, 100_000)))
         return
     counts = {s: c // 10 for s, c in COUNTS.items()} if args.quick else dict(COUNTS)
     repeats = 1 if args.quick else args.repeats
@@ -312,7 +328,7 @@ def main() -> None:
             for b in (plain, guarded):
                 b.stop()
         print("authorizer with 1,000 ACLs (CPU per request, in process):", flush=True)
-        authz_cpu = authorizer_cpu_rows(repeats, 20_000 if args.quick else 200_000)
+        authz_cpu = authorizer_cpu_rows(2 if args.quick else 10, 20_000 if args.quick else 100_000)
     load_after = os.getloadavg()
     command = ".venv/bin/python benchmarks/security_overhead.py" + (f" --repeats {args.repeats}"
                                                                     if args.repeats != 3 else "")
@@ -321,26 +337,30 @@ def main() -> None:
         "### SASL_SSL (SCRAM-SHA-256, TLS 1.3) against PLAINTEXT, same broker, confluent-kafka clients", "",
         f"3 producer processes and then 3 consumer processes (one per partition, confluent-kafka "
         f"{bt._client_version()}, linger 5 ms, 1 MB batches, acks=1); rows alternate PLAINTEXT / SASL_SSL, "
-        f"{repeats} repetitions, the best kept.", "",
-        "| phase | size | msgs | PLAINTEXT msg/s | PLAINTEXT MB/s | SASL_SSL msg/s | SASL_SSL MB/s | SASL_SSL/PLAINTEXT "
-        "| broker CPU P / S | broker CPU-s per GB P / S |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        f"{repeats} repetitions: msg/s the best run of each, the ratio the median of the paired (same repetition) "
+        "ratios, CPU per GB of the best runs with the median paired ratio.", "",
+        "| phase | size | msgs per run | PLAINTEXT msg/s | PLAINTEXT MB/s | SASL_SSL msg/s | SASL_SSL MB/s | "
+        "SASL_SSL/PLAINTEXT | broker CPU-s per GB P / S (S/P) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
         *transport, "",
         "### The authorizer on the produce path: 1,000 ACLs against no authorizer", "",
         "Two brokers side by side (one without `authorizer.class.name`, one with "
         "`kafka.security.authorizer.AclAuthorizer` and 1,000 ACLs: literal, prefixed, allow and deny for 333 "
         "other users, plus the producer's own prefixed WRITE); 3 wire-level producer processes (benchmarks/"
         "wire_load.py, 1000 x 1 KB per request, 5 in flight) over PLAINTEXT as User:ANONYMOUS; runs alternate, "
-        f"{repeats} repetitions; throughput best of the runs, CPU per GB the lowest of the runs. Goal: <= 5 % at 1 KB.",
+        f"{repeats} repetitions (order swapped every repetition); msg/s the best run of each, the ratio the median "
+        "of the paired ratios. Goal: <= 5 % at 1 KB.",
         "",
-        "| phase | size | msgs | no authorizer msg/s | 1,000 ACLs msg/s | ratio | broker CPU-s per GB off / on |",
+        "| phase | size | msgs per run | no authorizer msg/s | 1,000 ACLs msg/s | with/without | "
+        "broker CPU-s per GB off / on (on/off) |",
         "|---|---:|---:|---:|---:|---:|---:|",
         *authz, "",
         "The same comparison without sockets or other processes: the broker's CPU per Produce request "
         "(`Broker.handle_frame`, acks=1, decode + authorize + append + encode), the two brokers in one process, "
-        f"interleaved, {repeats * 2} rounds, the lowest kept. This is the figure the goal is read from: the "
-        "throughput rows above move by more than the effect between rounds on a shared machine.", "",
-        "| request | no authorizer | 1,000 ACLs | authorizer cost |",
+        "10 rounds alternating which goes first; CPU per request the lowest round, the cost the median of the paired "
+        "rounds. This is the figure the goal is read from: the throughput rows above move by more than the effect "
+        "between rounds on a shared machine.", "",
+        "| request | no authorizer | 1,000 ACLs | authorizer cost (median paired) |",
         "|---|---:|---:|---:|",
         *authz_cpu, "",
         f"Machine: 2 cores shared with other sessions. Load average (1/5/15 min) before the run "
