@@ -61,10 +61,6 @@ def _always(attr: str) -> Callable[[int], str]:
     return lambda _v: attr
 
 
-def _group_id(r) -> str:
-    return r.group_id
-
-
 WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     8: lambda r, v: [(O.READ, GROUP, r.group_id)],  # OffsetCommit
     9: lambda r, v: ([(O.DESCRIBE, GROUP, g.group_id) for g in r.groups] if v >= 8

@@ -37,7 +37,7 @@ async def create_acls(broker: BrokerContext, ctx: RequestContext, request):
     return CreateAclsResponse(throttle_time_ms=0, results=results)
 
 
-def _filter(f, version: int, prefix: str = "") -> AclBindingFilter:
+def _filter(f, version: int) -> AclBindingFilter:
     return AclBindingFilter.from_wire(f.resource_type_filter, f.resource_name_filter,
                                       f.pattern_type_filter if version >= 1 else PatternType.LITERAL,
                                       f.principal_filter, f.host_filter, f.operation, f.permission_type)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
+from tidelake.security.principal import parse_principal
+
 
 class ResourceType(IntEnum):
     UNKNOWN = 0
@@ -166,7 +168,6 @@ class AclBindingFilter:
 def binding_from_wire(resource_type: int, name: str, pattern_type: int, principal: str, host: str, operation: int,
                       permission: int) -> AclBinding:
     """A CreateAcls creation as a binding; ValueError (INVALID_REQUEST) for what Kafka refuses."""
-    from tidelake.security.principal import parse_principal
     rt, pt = _enum(ResourceType, resource_type), _enum(PatternType, pattern_type)
     op, perm = _enum(Operation, operation), _enum(Permission, permission)
     if rt in (ResourceType.UNKNOWN, ResourceType.ANY):
