@@ -7,7 +7,11 @@ STAMP := $(VENV)/.tidelake-installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test venv bench clean
+.PHONY: demo test venv bench clean system-deps
+
+# Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests).
+# As root they are installed with apt; otherwise the one command to run is printed.
+TEST_COMMANDS := kcat
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,7 +24,14 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m tidelake.demo
 
-test: $(STAMP)
+system-deps:
+	@missing=""; for c in $(TEST_COMMANDS); do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q $$missing; \
+	  else echo "missing:$$missing -- run: sudo apt-get install -y$$missing"; exit 1; fi; \
+	fi
+
+test: $(STAMP) system-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:

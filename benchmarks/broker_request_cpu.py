@@ -22,11 +22,7 @@ from kafka.protocol.producer import ProduceRequest as PR
 from tidelake.broker.server import Broker
 from tidelake.protocol.framing import encode_request_frame
 from tidelake.protocol.records import Record, build_batch
-
-
-class _Conn:  # what handlers may look at on a connection
-    peer = ("127.0.0.1", 0)
-    state: dict = {}
+from tidelake.security.session import Session
 
 
 async def main(profile: bool) -> None:
@@ -47,14 +43,14 @@ async def main(profile: bool) -> None:
                                                                     "bench", flexible_header=True)[4:], 20_000),
                      ("fetch v11, 16 KB", encode_request_frame(1, 11, 1, bytes(fetch.encode(version=11)),
                                                               "bench")[4:], 5_000)]
-            conn = _Conn()
+            session = Session.plaintext("127.0.0.1")  # an anonymous PLAINTEXT connection
             for label, frame, n in cases:
                 prof = cProfile.Profile() if profile else None
                 t0 = time.process_time()
                 if prof:
                     prof.enable()
                 for _ in range(n):
-                    await broker.handle_frame(frame, conn)
+                    await broker.handle_frame(frame, session)
                 if prof:
                     prof.disable()
                 dt = time.process_time() - t0

@@ -83,6 +83,19 @@ UnreleasedInstanceId = _err("UnreleasedInstanceId", 111)
 UnsupportedAssignor = _err("UnsupportedAssignor", 112)
 UnsupportedEndpointType = _err("UnsupportedEndpointType", 119)
 
+# security (TLS, SASL, ACLs)
+TopicAuthorizationFailed = _err("TopicAuthorizationFailed", 29)
+GroupAuthorizationFailed = _err("GroupAuthorizationFailed", 30)
+ClusterAuthorizationFailed = _err("ClusterAuthorizationFailed", 31)
+UnsupportedSaslMechanism = _err("UnsupportedSaslMechanism", 33)
+IllegalSaslState = _err("IllegalSaslState", 34)
+TransactionalIdAuthorizationFailed = _err("TransactionalIdAuthorizationFailed", 53)
+SecurityDisabled = _err("SecurityDisabled", 54)
+SaslAuthenticationFailed = _err("SaslAuthenticationFailed", 58)
+ResourceNotFound = _err("ResourceNotFound", 91)
+DuplicateResource = _err("DuplicateResource", 92)
+UnacceptableCredential = _err("UnacceptableCredential", 93)
+
 
 class InvalidRecord(KafkaApiError):
     """Some records of a produce request are invalid (e.g. no key on a compacted topic); KIP-467:

@@ -104,21 +104,30 @@ def test_listeners_and_the_listen_shortcut(tmp_path):
     assert advertised_address(wildcard, None) == (None, None)
     f = tmp_path / "server.properties"
     for text, message in [
-        ("listeners=SSL://:9093\n", r"^server\.properties:1: listeners: SSL://:9093 uses security protocol SSL; "
-                                    r"only PLAINTEXT listeners are served$"),
-        ("listeners=INTERNAL://:9093\nlistener.security.protocol.map=INTERNAL:SASL_PLAINTEXT\n",
-         "INTERNAL://:9093 uses security protocol SASL_PLAINTEXT"),
+        ("listeners=INTERNAL://:9093\n", r"^server\.properties:1: listeners: INTERNAL://:9093 has no security "
+                                         r"protocol \(got 'INTERNAL'; map it in listener\.security\.protocol\.map"),
+        ("listeners=INTERNAL://:9093\nlistener.security.protocol.map=INTERNAL:KERBEROS\n",
+         "INTERNAL://:9093 has no security protocol"),
         ("listeners=localhost:9092\n", r"^server\.properties:1: listeners: expected NAME://HOST:PORT"),
-        ("listeners=PLAINTEXT://:1,PLAINTEXT://:2\n", "one PLAINTEXT listener is served, got 2"),
+        ("listeners=PLAINTEXT://:1,PLAINTEXT://:2\n", "listener name PLAINTEXT is used twice"),
+        ("listeners=PLAINTEXT://:1,SSL://:1\n", "PLAINTEXT://:1 and SSL://:1 use the same port"),
+        ("listeners=PLAINTEXT://:1\ninter.broker.listener.name=OTHER\n", "OTHER is not one of the listeners"),
         ("listeners=PLAINTEXT://:1\nadvertised.listeners=OTHER://h:1\n",
-         r"^server\.properties:2: advertised\.listeners: no entry for listener PLAINTEXT"),
+         r"^server\.properties:2: advertised\.listeners: no entry for listener OTHER"),
     ]:
         f.write_text(text)
         with pytest.raises(ConfigError, match=message):
             BrokerConfig.from_file(f)
-    # a listener mapped to PLAINTEXT by name is served
+    # a listener mapped to PLAINTEXT by name is served; several listeners, each with its protocol
     f.write_text("listeners=INTERNAL://127.0.0.1:0\nlistener.security.protocol.map=INTERNAL:PLAINTEXT\n")
     assert BrokerConfig.from_file(f).listener() == Listener("INTERNAL", "127.0.0.1", 0)
+    f.write_text("listeners=PLAINTEXT://:9092,SASL_SSL://:9093,CLIENT://:9094\n"
+                 "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,CLIENT:SSL\n"
+                 "advertised.listeners=SASL_SSL://example.com:19093\n")
+    config = BrokerConfig.from_file(f)
+    assert [(li.name, p) for li, p in config.served_listeners()] == [("PLAINTEXT", "PLAINTEXT"),
+                                                                     ("SASL_SSL", "SASL_SSL"), ("CLIENT", "SSL")]
+    assert config.advertised_listeners() == {"SASL_SSL": Listener("SASL_SSL", "example.com", 19093)}
 
 
 def _run_cli(*args):

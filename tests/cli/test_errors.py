@@ -54,6 +54,9 @@ BROKER_ARGS: dict[tuple[str, ...], list[str]] = {
     ("records", "delete"): ["--topic", "t", "--offset", "1"],
     ("transactions", "list"): [], ("transactions", "describe"): ["x"],
     ("transactions", "abort"): ["--transactional-id", "x"],
+    ("acls", "add"): ["--allow-principal", "User:a", "--operation", "READ", "--topic", "t"],
+    ("acls", "list"): [], ("acls", "remove"): ["--topic", "t"],
+    ("users", "add"): ["u", "--password", "p"], ("users", "list"): [], ("users", "remove"): ["u"],
 }
 # Pipeline commands reach the broker named in their config.
 PIPELINE_ARGS: dict[tuple[str, ...], list[str]] = {

@@ -270,8 +270,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("inter.broker.listener.name", None, TYPE_STRING, "listener between brokers", read_only=True),
     _d("inter.broker.protocol.version", "3.9-IV0", TYPE_STRING, "inter-broker protocol", read_only=True,
        pattern=_VERSION),
-    _d("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT", TYPE_STRING, "listener protocols",
-       read_only=True),
+    _d("listener.security.protocol.map", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
+       TYPE_STRING, "listener protocols", read_only=True),
+    _d("super.users", None, TYPE_STRING, "principals allowed everything (User:a;User:b)", read_only=True),
+    _d("allow.everyone.if.no.acl.found", "false", TYPE_BOOLEAN, "allow a resource without ACLs", read_only=True),
+    _d("sasl.server.max.receive.size", 524288, TYPE_INT, "largest frame before authentication", read_only=True,
+       minimum=1),
+    _d("connections.max.reauth.ms", 0, TYPE_LONG, "re-authentication interval (not supported: 0)",
+       read_only=True, minimum=0),
     _d("zookeeper.connect", None, TYPE_STRING, "ZooKeeper address (ZooKeeper mode)", read_only=True),
     _d("broker.rack", None, TYPE_STRING, "rack of this broker", read_only=True),
     _d("log.dir", "/tmp/kafka-logs", TYPE_STRING, "data directory", read_only=True),
@@ -287,7 +293,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "alter.log.dirs.replication.quota.window.num", "alter.log.dirs.replication.quota.window.size.seconds",
     "auto.include.jmx.reporter", "auto.leader.rebalance.enable", "broker.heartbeat.interval.ms",
     "broker.id.generation.enable", "broker.session.timeout.ms", "client.quota.callback.class",
-    "client.telemetry.max.bytes", "connection.failed.authentication.delay.ms", "connections.max.reauth.ms",
+    "client.telemetry.max.bytes", "connection.failed.authentication.delay.ms",
     "control.plane.listener.name", "controlled.shutdown.enable", "controlled.shutdown.max.retries",
     "controlled.shutdown.retry.backoff.ms", "controller.quorum.append.linger.ms",
     "controller.quorum.bootstrap.servers", "controller.quorum.election.backoff.max.ms",
@@ -346,7 +352,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
     "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.scope.claim.name",
     "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.token.endpoint.url",
-    "sasl.server.callback.handler.class", "sasl.server.max.receive.size", "security.inter.broker.protocol",
+    "sasl.server.callback.handler.class", "security.inter.broker.protocol",
     "security.providers", "server.max.startup.time.ms", "socket.connection.setup.timeout.max.ms",
     "socket.connection.setup.timeout.ms", "socket.listen.backlog.size", "socket.receive.buffer.bytes",
     "socket.send.buffer.bytes", "ssl.allow.dn.changes", "ssl.allow.san.changes", "ssl.cipher.suites",
@@ -366,6 +372,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "zookeeper.ssl.protocol", "zookeeper.ssl.truststore.location", "zookeeper.ssl.truststore.password",
     "zookeeper.ssl.truststore.type",
 })
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 # Kafka's per-listener overrides (listener.name.<listener>.<config>) are accepted the same way.
 _PER_LISTENER_PREFIX = "listener.name."
 # What a name in server.properties / --set may be close to: every broker name and topic default.
@@ -376,6 +383,15 @@ _KNOWN_STATIC = frozenset(BROKER_CONFIGS) | KAFKA_UNTYPED_BROKER_CONFIGS | froze
 class ConfigError(ValueError):
     """A static broker config (server.properties, --set) the broker cannot start with; the message
     says which key, where it came from, and what would be accepted."""
+
+
+# Kafka's PASSWORD configs among the untyped and per-listener ones (listener.name.<l>.<mechanism>.
+# sasl.jaas.config holds PLAIN's passwords): described as sensitive, never with their value
+_SECRET_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key")
+
+
+def is_secret_name(name: str) -> bool:
+    return name.endswith(_SECRET_SUFFIXES)
 
 
 def is_known_static_name(name: str) -> bool:
@@ -581,43 +597,66 @@ class BrokerConfig:
         config = cls(props)
         try:
             config.listener()
-            config.advertised_listener()
+            config.advertised_listeners()
         except ConfigError as e:
             key = str(e).partition(":")[0]
             raise ConfigError(f"{where[key]}: {e}" if key in where else str(e)) from None
         return config
 
-    def listener(self) -> Listener:
-        """The listener the broker serves, from ``listeners``. Only PLAINTEXT is served; the KRaft
-        controller listener (``controller.listener.names``) has nothing to serve on a single node."""
+    def security_protocols(self) -> dict[str, str]:
+        """``listener.security.protocol.map`` as listener name -> protocol (a listener named after a
+        protocol maps to it by default, as in Kafka)."""
+        pairs = (pair.strip().upper().split(":", 1)
+                 for pair in (self.get("listener.security.protocol.map") or "").split(",") if ":" in pair)
+        return {name.strip(): protocol.strip() for name, protocol in pairs}
+
+    def served_listeners(self) -> list[tuple[Listener, str]]:
+        """Every listener the broker serves, with its security protocol, in ``listeners`` order. The
+        KRaft controller listener (``controller.listener.names``) has nothing to serve on a single node."""
         controllers = {n.strip().upper() for n in (self.get("controller.listener.names") or "").split(",")}
-        protocols = dict(pair.strip().upper().split(":", 1)
-                         for pair in (self.get("listener.security.protocol.map") or "").split(",") if ":" in pair)
-        served = []
+        protocols = self.security_protocols()
+        served: list[tuple[Listener, str]] = []
         for listener in _listeners(self.get("listeners"), "listeners"):
             if listener.name in controllers:
                 continue
             protocol = protocols.get(listener.name, listener.name)
-            if protocol != "PLAINTEXT":
-                raise ConfigError(f"listeners: {listener} uses security protocol {protocol}; only PLAINTEXT "
-                                  "listeners are served")
-            served.append(listener)
-        if len(served) != 1:
-            raise ConfigError(f"listeners: one PLAINTEXT listener is served, got {len(served)} "
+            if protocol not in SECURITY_PROTOCOLS:
+                raise ConfigError(f"listeners: {listener} has no security protocol (got {protocol!r}; map it in "
+                                  f"listener.security.protocol.map to one of {', '.join(SECURITY_PROTOCOLS)})")
+            for other, _ in served:
+                if other.name == listener.name:
+                    raise ConfigError(f"listeners: listener name {listener.name} is used twice "
+                                      f"({self.get('listeners')!r})")
+                if other.port == listener.port and listener.port != 0 and other.host == listener.host:
+                    raise ConfigError(f"listeners: {other} and {listener} use the same port")
+            served.append((listener, protocol))
+        if not served:
+            raise ConfigError(f"listeners: no listener to serve ({self.get('listeners')!r})")
+        inter = self.get("inter.broker.listener.name")
+        if inter and inter.upper() not in {listener.name for listener, _ in served}:
+            raise ConfigError(f"inter.broker.listener.name: {inter} is not one of the listeners "
                               f"({self.get('listeners')!r})")
-        return served[0]
+        return served
+
+    def listener(self) -> Listener:
+        """The first served listener (the one ``--listen`` stands for)."""
+        return self.served_listeners()[0][0]
+
+    def advertised_listeners(self) -> dict[str, Listener]:
+        """``advertised.listeners`` by listener name; each must name a served listener."""
+        served = {listener.name for listener, _ in self.served_listeners()}
+        out: dict[str, Listener] = {}
+        for listener in _listeners(self.get("advertised.listeners"), "advertised.listeners"):
+            if listener.name not in served:
+                raise ConfigError(f"advertised.listeners: no entry for listener {listener.name} in listeners "
+                                  f"({self.get('listeners')!r})")
+            out[listener.name] = listener
+        return out
 
     def advertised_listener(self) -> Listener | None:
-        """The served listener's entry in ``advertised.listeners``, if that is set."""
-        advertised = _listeners(self.get("advertised.listeners"), "advertised.listeners")
-        if not advertised:
-            return None
-        name = self.listener().name
-        for listener in advertised:
-            if listener.name == name:
-                return listener
-        raise ConfigError(f"advertised.listeners: no entry for listener {name} "
-                          f"({self.get('advertised.listeners')!r})")
+        """The first served listener's entry in ``advertised.listeners``, if it has one (a listener
+        without one advertises its bound address)."""
+        return self.advertised_listeners().get(self.listener().name)
 
     def lookup(self, name: str) -> tuple[str | None, int]:
         """(value, source) of a broker config; (None, SOURCE_UNKNOWN) if unset and without default."""
@@ -666,7 +705,8 @@ class BrokerConfig:
         for name in keys:
             if wanted is not None and name not in wanted:
                 continue
-            defn = BROKER_CONFIGS.get(name, ConfigDef(name, None, TYPE_STRING))
+            defn = BROKER_CONFIGS.get(name) or ConfigDef(name, None,
+                                                         TYPE_PASSWORD if is_secret_name(name) else TYPE_STRING)
             value, source = self.lookup(name)
             synonyms = []
             if with_synonyms:

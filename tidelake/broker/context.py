@@ -19,6 +19,8 @@ from tidelake.coordinator.group import GroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
 from tidelake.protocol.framing import RequestHeader
+from tidelake.security.config import BrokerSecurity
+from tidelake.security.session import Session
 
 
 @dataclass
@@ -35,7 +37,9 @@ class BrokerContext:
     node_id: int
     config: BrokerConfig
     data_dir: Path
-    endpoint: Endpoint  # the port is final once the listener is bound
+    endpoint: Endpoint  # the first listener's advertised address; the port is final once it is bound
+    endpoints: dict[str, Endpoint]  # every listener's advertised address, by listener name
+    security: BrokerSecurity  # listeners' TLS/SASL settings, credentials, ACLs, the authorizer (or None)
     metadata: MetadataStore  # topics, configs, producer ids (persisted)
     logs: LogManager
     topics: TopicManager  # topic create/delete/alter over metadata + logs
@@ -49,12 +53,17 @@ class BrokerContext:
     def cluster_id(self) -> str:
         return self.metadata.cluster_id
 
+    def endpoint_for(self, ctx: RequestContext) -> Endpoint:
+        """The address of the listener the client is connected to (Kafka advertises that one)."""
+        return self.endpoints.get(ctx.session.listener, self.endpoint)
+
 
 @dataclass(slots=True)
 class RequestContext:
-    """One request's header and the client's address."""
+    """One request's header, the client's address and its connection's session (listener, principal)."""
     header: RequestHeader
     client_host: str
+    session: Session
 
     @property
     def api_version(self) -> int:
@@ -63,3 +72,7 @@ class RequestContext:
     @property
     def client_id(self) -> str | None:
         return self.header.client_id
+
+    @property
+    def principal(self) -> str:
+        return self.session.principal

@@ -14,7 +14,9 @@ import logging
 import struct
 
 from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
+from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.sasl import raw_sasl_token
 from tidelake.broker.error_response import error_response
 from tidelake.broker.registry import REGISTRY, ApiSpec, api_versions_response
 from tidelake.errors import KafkaApiError, UnsupportedVersion
@@ -22,6 +24,7 @@ from tidelake.protocol.connection import expects_response
 from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import FramingError, encode_response_frame, parse_request_header, peek_api
 from tidelake.protocol.nulls import NullChecks
+from tidelake.security.session import Session
 
 log = logging.getLogger("tidelake.broker.dispatch")
 
@@ -44,8 +47,14 @@ def is_flexible(api_key: int, api_version: int) -> bool:
 class Dispatcher:
     def __init__(self, context: BrokerContext):
         self.context = context
+        self.authorizing = context.security.authorizer is not None
 
-    async def handle_frame(self, frame, client_host: str) -> bytes | list | None:
+    def handle_raw_sasl_token(self, frame, session: Session) -> bytes:
+        """A frame after SaslHandshake v0: a bare SASL token, answered with a bare token (FramingError
+        when the login fails: the connection is closed)."""
+        return raw_sasl_token(self.context, session, frame)
+
+    async def handle_frame(self, frame, session: Session) -> bytes | list | None:
         """Answer one request frame: the response frame (bytes, or a list of chunks to write in
         order), or None when the request expects no response (acks=0). Raises FramingError when the
         connection must be closed."""
@@ -69,8 +78,18 @@ class Dispatcher:
             if null_field is not None:  # as unparseable to Kafka as a truncated body
                 raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
                                    "was serialized as null")
+        ctx = RequestContext(header, session.client_host, session)
         try:
-            response = await spec.handler(self.context, RequestContext(header, client_host), request)
+            refusals = ()
+            ruled = self.authorizing and api_key in RULED_APIS
+            if ruled:
+                request, refusals = authorize_request(self.context, ctx, api_key, request)
+            response = await spec.handler(self.context, ctx, request)
+            if ruled:
+                for refused, code in refusals:  # denied items answered with their error, after the rest
+                    merge_denied(api_key, api_version, response, _error_response(spec, refused, api_version, code,
+                                                                                 None))
+                filter_listing(self.context, ctx, api_key, response)
         except KafkaApiError as e:
             # The whole request failed: report the error at the top level, or on every item it named.
             if not expects_response(api_key, request):

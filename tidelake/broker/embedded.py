@@ -47,6 +47,11 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"{self._host}:{self.port}"
 
+    def bootstrap_for(self, listener: str) -> str:
+        """The address of one named listener (``listeners=...,SASL_SSL://127.0.0.1:0``)."""
+        assert self.broker is not None, "broker not started"
+        return f"{self._host}:{self.broker.ports[listener]}"
+
     def start(self) -> "EmbeddedBroker":
         if self._thread is not None:
             raise RuntimeError("already started")

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config import BrokerConfig, ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           load_transactions)
@@ -31,6 +31,8 @@ from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
+from tidelake.security.config import BrokerSecurity, SecurityConfigError
+from tidelake.security.session import Session
 
 log = logging.getLogger("tidelake.broker.server")
 
@@ -49,19 +51,34 @@ class Broker:
         data_dir = Path(data_dir)
         data_dir.mkdir(parents=True, exist_ok=True)
         config = config if isinstance(config, BrokerConfig) else BrokerConfig(config or {})
+        served = config.served_listeners()
+        advertised = config.advertised_listeners()
+        # host/port (and the advertised pair) stand for the first listener: --listen, EmbeddedBroker
+        first = served[0][0]
         if host is None or port is None:
-            listener = config.listener()
-            host = listener.host or "0.0.0.0" if host is None else host
-            port = listener.port if port is None else port
-        if advertised_host is None and advertised_port is None:
-            advertised = config.advertised_listener()
-            if advertised is not None:
-                advertised_host, advertised_port = advertised.host or None, advertised.port
+            host = first.host or "0.0.0.0" if host is None else host
+            port = first.port if port is None else port
+        if advertised_host is None and advertised_port is None and first.name in advertised:
+            advertised_host, advertised_port = advertised[first.name].host or None, advertised[first.name].port
         explicit = {**config.static, **config.dynamic}
         self.host, self.port = host, port
         self._advertised_port = advertised_port
         if advertised_host is None:  # a wildcard is not an address clients can dial
             advertised_host = socket.gethostname() if host in ("", "0.0.0.0", "::") else host
+        # (name, bind host, bind port, advertised host or None, advertised port or None) per listener
+        self._binds = [(first.name, host, port, advertised_host, advertised_port)]
+        for listener, _protocol in served[1:]:
+            adv = advertised.get(listener.name)
+            bind_host = listener.host or "0.0.0.0"
+            adv_host = adv.host if adv is not None and adv.host else (
+                socket.gethostname() if bind_host in ("0.0.0.0", "::") else bind_host)
+            self._binds.append((listener.name, bind_host, listener.port, adv_host, adv.port if adv else None))
+        try:
+            security = BrokerSecurity(config.get, {listener.name: protocol for listener, protocol in served}, data_dir)
+        except SecurityConfigError as e:
+            raise ConfigError(str(e)) from None
+        endpoints = {name: Endpoint(adv_host, adv_port or bind_port)
+                     for name, _h, bind_port, adv_host, adv_port in self._binds}
         metadata = MetadataStore(data_dir, cluster_id=None)
         config.dynamic.update(metadata.dynamic_broker_configs)
         logs = LogManager(data_dir)
@@ -70,7 +87,7 @@ class Broker:
         groups = build_group_coordinator(config, topics, partitions)
         self.context = BrokerContext(
             node_id=int(explicit.get("node.id", explicit.get("broker.id", 1))), config=config, data_dir=data_dir,
-            endpoint=Endpoint(advertised_host, advertised_port or port), metadata=metadata, logs=logs,
+            endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS),
             groups=groups,
             transactions=build_transaction_coordinator(config, topics, partitions, groups,
@@ -78,7 +95,8 @@ class Broker:
             clock_ms=wall_ms)
         self.dispatcher = Dispatcher(self.context)
         self.connections: set[KafkaTransport] = set()
-        self._server: asyncio.base_events.Server | None = None
+        self.ports: dict[str, int] = {}  # bound port by listener name (final after start)
+        self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._dir_lock = DataDirLock(data_dir)
 
@@ -92,9 +110,10 @@ class Broker:
         """Create a topic (on the broker's loop thread; see ``TopicManager.create``)."""
         return self.context.topics.create(name, partitions, configs, internal)
 
-    async def handle_frame(self, frame, client_host: str = "") -> bytes | list | None:
-        """Answer one request frame without a socket (benchmarks, tools): see ``Dispatcher``."""
-        return await self.dispatcher.handle_frame(frame, client_host)
+    async def handle_frame(self, frame, session: Session | None = None) -> bytes | list | None:
+        """Answer one request frame without a socket (benchmarks, tools): see ``Dispatcher``; the
+        default session is an anonymous PLAINTEXT one."""
+        return await self.dispatcher.handle_frame(frame, session or Session.plaintext())
 
     # -- lifecycle --------------------------------------------------------------------------------
     async def start(self) -> None:
@@ -109,29 +128,43 @@ class Broker:
             max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
             # have loaded their state.
-            self._server = await loop.create_server(
-                lambda: KafkaTransport(self.dispatcher, self.connections, max_request), self.host, self.port,
-                reuse_address=True, backlog=1024, start_serving=False)
+            max_unauth = ctx.config.get_int("sasl.server.max.receive.size", 524288)
+            for name, bind_host, bind_port, _adv_host, _adv_port in self._binds:
+                listener = ctx.security.listeners[name]
+                server = await loop.create_server(
+                    lambda listener=listener: KafkaTransport(self.dispatcher, self.connections, max_request, listener,
+                                                             max_unauth),
+                    bind_host, bind_port, ssl=listener.ssl_context, reuse_address=True, backlog=1024,
+                    start_serving=False, ssl_handshake_timeout=10 if listener.ssl_context else None)
+                self._servers.append(server)
+                self.ports[name] = server.sockets[0].getsockname()[1]
         except BaseException:
+            for server in self._servers:
+                server.close()
+            self._servers = []
             self._dir_lock.release()
             raise
-        self.port = self._server.sockets[0].getsockname()[1]
-        ctx.endpoint.port = self._advertised_port or self.port
+        self.port = self.ports[self._binds[0][0]]
+        for name, _h, _p, _adv_host, adv_port in self._binds:
+            ctx.endpoints[name].port = adv_port or self.ports[name]
         load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
         load_transactions(ctx.transactions, ctx.logs)
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
         ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms", 1000),
                                    compaction=ctx.config.get_bool("log.cleaner.enable", True))
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         self._tasks = [loop.create_task(self._idle_connections_loop()), loop.create_task(self._group_clock()),
                        loop.create_task(self._transaction_clock())]
-        log.info("broker %d listening on %s:%d (advertised %s:%d), data in %s", ctx.node_id, self.host,
-                 self.port, ctx.endpoint.host, ctx.endpoint.port, ctx.data_dir)
+        for name, bind_host, _p, _a, _ap in self._binds:
+            ep = ctx.endpoints[name]
+            log.info("broker %d listening on %s:%d (%s, %s; advertised %s:%d), data in %s", ctx.node_id, bind_host,
+                     self.ports[name], name, ctx.security.listeners[name].protocol, ep.host, ep.port, ctx.data_dir)
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for conn in list(self.connections):
             conn.close()
         for task in self._tasks:
@@ -142,12 +175,12 @@ class Broker:
             except (asyncio.CancelledError, Exception):
                 pass
         self._tasks = []
-        if self._server is not None:
+        for server in self._servers:
             try:
-                await asyncio.wait_for(self._server.wait_closed(), 5)
+                await asyncio.wait_for(server.wait_closed(), 5)
             except (asyncio.TimeoutError, Exception):
                 pass
-            self._server = None
+        self._servers = []
         self.context.partitions.cancel_waiters()
         self.context.logs.close()
         self._dir_lock.release()

@@ -1,7 +1,9 @@
 """The asyncio side of a client connection: moves bytes between the socket and the sans-IO
 ``tidelake.protocol.connection.Connection`` and runs its requests, one at a time, through the
 ``Dispatcher``. Every protocol rule (framing, order, muting, backpressure, acks=0, coalescing)
-is the Connection's; this class only does I/O and the per-connection task."""
+is the Connection's; this class only does I/O and the per-connection task. TLS is asyncio's (the
+server socket's ``SSLContext``); the peer's certificate, read once the handshake is done, names the
+principal of an SSL listener's connection."""
 from __future__ import annotations
 
 import asyncio
@@ -11,15 +13,22 @@ import time
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.protocol.connection import Connection
 from tidelake.protocol.framing import FramingError
+from tidelake.security.config import ListenerSecurity
+from tidelake.security.principal import principal_from_certificate
+from tidelake.security.session import Session
 
 log = logging.getLogger("tidelake.broker.transport")
 
 
 class KafkaTransport(asyncio.Protocol):
-    def __init__(self, dispatcher: Dispatcher, registry: set, max_request_bytes: int):
+    def __init__(self, dispatcher: Dispatcher, registry: set, max_request_bytes: int, listener: ListenerSecurity,
+                 max_unauthenticated_bytes: int = 524288):
         self.dispatcher = dispatcher
         self.registry = registry  # the broker's open transports (closed at stop, or when idle)
-        self.connection = Connection(max_request_bytes)
+        self.listener = listener
+        self.connection = Connection(max_request_bytes, authenticate=listener.sasl,
+                                     max_unauthenticated_bytes=max_unauthenticated_bytes)
+        self.session: Session | None = None
         self.transport: asyncio.Transport | None = None
         self.peer: tuple | None = None
         self.client_host = ""
@@ -34,6 +43,12 @@ class KafkaTransport(asyncio.Protocol):
         self.transport = transport
         self.peer = transport.get_extra_info("peername")
         self.client_host = self.peer[0] if self.peer else ""
+        self.session = Session(self.listener.name, self.listener.protocol, self.client_host,
+                               connection=self.connection)
+        if self.listener.protocol == "SSL":
+            ssl_object = transport.get_extra_info("ssl_object")
+            self.session.principal = principal_from_certificate(
+                ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None)
         self.registry.add(self)
         log.debug("connection from %s opened", self.peer)
         self._worker = asyncio.get_running_loop().create_task(self._run())
@@ -88,9 +103,15 @@ class KafkaTransport(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         conn = self.connection
         handle_frame = self.dispatcher.handle_frame
+        session = self.session
         try:
             while not self.closed:
-                frame = conn.next_request()
+                try:
+                    frame = conn.next_request()
+                except FramingError as e:  # a request the authentication state does not allow
+                    log.warning("closing connection from %s: %s", self.peer, e)
+                    self.close()
+                    return
                 if frame is None:
                     self.idle_since = time.monotonic()
                     if conn.resume_reading():
@@ -100,7 +121,10 @@ class KafkaTransport(asyncio.Protocol):
                     self._wakeup = None
                     continue
                 try:
-                    out = await handle_frame(frame, self.client_host)
+                    if conn.raw_token:  # after SaslHandshake v0 (the Connection knows): not a request
+                        out = self.dispatcher.handle_raw_sasl_token(frame, session)
+                    else:
+                        out = await handle_frame(frame, session)
                 except FramingError as e:
                     log.warning("closing connection from %s: %s", self.peer, e)
                     owed = conn.close()  # answers to the requests before the bad one still go out
@@ -114,6 +138,9 @@ class KafkaTransport(asyncio.Protocol):
                 chunks = conn.data_to_send()
                 if chunks is not None:
                     self._write(chunks)
+                    if conn.closing:  # a failed login: its answer is written, then the connection ends
+                        self.close()
+                        return
                     if self._writable is not None:
                         await self._writable
         except asyncio.CancelledError:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import click
@@ -38,6 +38,8 @@ class BrokerConnection:
     bootstrap: str
     timeout: float
     debug: bool = False
+    # Kafka client security properties (--command-config FILE): security.protocol, sasl.*, ssl.*
+    security: Mapping[str, str] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- librdkafka (confluent-kafka)
     def config(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -49,6 +51,9 @@ class BrokerConnection:
             # the "Connection refused" retry loop of a down broker: back off to seconds, not milliseconds
             "reconnect.backoff.max.ms": 2000,
         }
+        if self.security:
+            from tidelake.security.client_config import librdkafka_config
+            conf.update(librdkafka_config(self.security))
         if not self.debug:
             conf.update({"logger": _SILENT, "error_cb": _ignore_error})
         conf.update(extra or {})
@@ -111,10 +116,13 @@ class BrokerConnection:
         every broker for its groups."""
         from kafka.admin import KafkaAdminClient
         from kafka.errors import KafkaError
+
+        from tidelake.security.client_config import kafka_python_config
         timeout_ms = max(1, int(self.timeout * 1000))
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-cli",
-                                    request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
+                                    request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
+                                    **kafka_python_config(self.security))
         except KafkaError as e:
             raise self.unreachable(str(e)) from e
 
@@ -124,15 +132,34 @@ def _ignore_error(_error) -> None:
     pass
 
 
+def command_config(path: str | None) -> dict[str, str]:
+    """The security properties of ``--command-config FILE`` (checked now: a bad one is one error line)."""
+    if path is None:
+        return {}
+    from tidelake.security.client_config import ClientConfigError, librdkafka_config, load_client_properties
+    try:
+        props = load_client_properties(path)
+        librdkafka_config(props)
+    except ClientConfigError as e:
+        raise CliError(f"--command-config {path}: {e}") from None
+    return props
+
+
 def broker_options(f: Callable) -> Callable:
-    """``--bootstrap-server`` and ``--timeout``, passed to the command as ``conn: BrokerConnection``."""
+    """``--bootstrap-server``, ``--timeout`` and ``--command-config``, passed to the command as
+    ``conn: BrokerConnection``."""
     @click.option("--bootstrap-server", "-b", "bootstrap", default=DEFAULT_BOOTSTRAP, show_default=True,
                   envvar="TIDELAKE_BOOTSTRAP_SERVER", metavar="HOST:PORT",
                   help="Broker to connect to (env TIDELAKE_BOOTSTRAP_SERVER).")
     @click.option("--timeout", type=click.FloatRange(min=0.1), default=DEFAULT_TIMEOUT_S, show_default=True,
                   envvar="TIDELAKE_TIMEOUT", metavar="SECONDS",
                   help="Give up when the broker does not answer within this long (env TIDELAKE_TIMEOUT).")
+    @click.option("--command-config", "command_config_file", type=click.Path(dir_okay=False), default=None,
+                  envvar="TIDELAKE_COMMAND_CONFIG", metavar="FILE",
+                  help="Kafka client properties for security (security.protocol, sasl.*, ssl.*), as Kafka's "
+                       "tools take them (env TIDELAKE_COMMAND_CONFIG).")
     @functools.wraps(f)
-    def wrapper(*args, bootstrap: str, timeout: float, **kwargs):
-        return f(*args, conn=BrokerConnection(bootstrap, timeout, debug_enabled()), **kwargs)
+    def wrapper(*args, bootstrap: str, timeout: float, command_config_file: str | None, **kwargs):
+        return f(*args, conn=BrokerConnection(bootstrap, timeout, debug_enabled(), command_config(command_config_file)),
+                 **kwargs)
     return wrapper

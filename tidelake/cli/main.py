@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tidelake.cli.acls import acls
 from tidelake.cli.broker import broker
 from tidelake.cli.configs import configs
 from tidelake.cli.console import consume, produce
@@ -14,6 +15,7 @@ from tidelake.cli.records import records
 from tidelake.cli.table import table
 from tidelake.cli.topics import topics
 from tidelake.cli.transactions import transactions
+from tidelake.cli.users import users
 
 
 @click.group("tidelake", cls=CommandGroup)
@@ -27,7 +29,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
     quiet_library_logs(debug)
 
 
-for _command in (broker, topics, produce, consume, groups, configs, records, transactions, table, pipeline):
+for _command in (broker, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
+                 pipeline):
     cli.add_command(_command)
 
 

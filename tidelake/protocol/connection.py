@@ -15,14 +15,31 @@ Kafka's rules for a connection, all kept here:
   answer is held back so pipelined answers leave in one write (a syscall per response is a large
   share of the broker's time on small requests); anything else flushes first, so no answer waits
   behind a Fetch long-poll.
+* Authentication (SASL listeners): until the connection is authenticated only ApiVersions and
+  SaslHandshake, then SaslAuthenticate, are accepted (``next_request`` raises
+  ``AuthenticationOrderError`` for anything else, as Kafka closes such a connection); frames are
+  limited to ``sasl.server.max.receive.size`` meanwhile. After a SaslHandshake v0 the next frame is a
+  raw SASL token, not a request (``raw_token``). The SASL exchange itself (mechanisms, credentials)
+  is not this class's: the handler reports its outcome with ``handshake_done`` / ``authenticated``,
+  and ``close_after_response`` makes the transport close once the failure answer is written.
 """
 from __future__ import annotations
 
 import collections
 
-from tidelake.protocol.framing import FrameDecoder
+from tidelake.protocol.framing import FrameDecoder, FramingError
 
 PRODUCE_KEY = 0
+SASL_HANDSHAKE_KEY, API_VERSIONS_KEY, SASL_AUTHENTICATE_KEY = 17, 18, 36
+
+# authentication states (0 = authenticated, so the hot path tests one falsy int)
+AUTHENTICATED, EXPECT_HANDSHAKE, EXPECT_AUTHENTICATE, EXPECT_RAW_TOKEN = 0, 1, 2, 3
+_ALLOWED_BEFORE_AUTH = {EXPECT_HANDSHAKE: (API_VERSIONS_KEY, SASL_HANDSHAKE_KEY),
+                        EXPECT_AUTHENTICATE: (SASL_AUTHENTICATE_KEY,)}
+
+
+class AuthenticationOrderError(FramingError):
+    """A request the connection's authentication state does not allow: the connection is closed."""
 
 
 def expects_response(api_key: int, request) -> bool:
@@ -40,10 +57,16 @@ class Connection:
     writes whatever ``data_to_send`` returns."""
 
     __slots__ = ("_decoder", "_requests", "_pending", "_in_flight", "_max_queued", "_coalesce_max",
-                 "reading_paused")
+                 "reading_paused", "auth_state", "_max_request_bytes", "closing", "raw_token")
 
-    def __init__(self, max_request_bytes: int, *, max_queued: int = 64, coalesce_max: int = 64):
-        self._decoder = FrameDecoder(max_request_bytes)
+    def __init__(self, max_request_bytes: int, *, max_queued: int = 64, coalesce_max: int = 64,
+                 authenticate: bool = False, max_unauthenticated_bytes: int = 524288):
+        self._max_request_bytes = max_request_bytes
+        self.auth_state = EXPECT_HANDSHAKE if authenticate else AUTHENTICATED
+        self._decoder = FrameDecoder(min(max_unauthenticated_bytes, max_request_bytes) if authenticate
+                                     else max_request_bytes)
+        self.closing = False  # close once what is owed has been written (a failed authentication)
+        self.raw_token = False  # the frame handed out last is a raw SASL token (after SaslHandshake v0)
         self._requests: collections.deque = collections.deque()
         self._pending: list = []  # response chunks not yet handed to the transport
         self._in_flight = False
@@ -73,7 +96,36 @@ class Connection:
         if self._in_flight or not self._requests:
             return None
         self._in_flight = True
-        return self._requests.popleft()
+        frame = self._requests.popleft()
+        if self.auth_state:
+            self._check_authentication_order(frame)
+        return frame
+
+    def _check_authentication_order(self, frame) -> None:
+        state = self.auth_state
+        if state == EXPECT_RAW_TOKEN:
+            self.raw_token = True
+            return
+        self.raw_token = False
+        api_key = int.from_bytes(frame[0:2], "big", signed=True) if len(frame) >= 2 else -1
+        if api_key not in _ALLOWED_BEFORE_AUTH[state]:
+            self.closing = True
+            raise AuthenticationOrderError(f"unexpected request (api key {api_key}) before SASL authentication"
+                                           f" completed ({'handshake' if state == EXPECT_HANDSHAKE else 'authenticate'}"
+                                           " expected)")
+
+    # -- the authentication outcome, reported by the SASL handlers --------------------------------------
+    def handshake_done(self, version: int) -> None:
+        """A mechanism was agreed: SaslAuthenticate requests follow (v1), or raw tokens (v0)."""
+        self.auth_state = EXPECT_AUTHENTICATE if version >= 1 else EXPECT_RAW_TOKEN
+
+    def authenticated(self) -> None:
+        self.auth_state = AUTHENTICATED
+        self.raw_token = False
+        self._decoder.max_frame_bytes = self._max_request_bytes
+
+    def close_after_response(self) -> None:
+        self.closing = True
 
     def resume_reading(self) -> bool:
         """True once when reading was paused and every queued request has been taken."""

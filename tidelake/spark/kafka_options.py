@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from tidelake.security.client_config import ClientConfigError, with_librdkafka_security
 from tidelake.spark.offset_range import EARLIEST, LATEST, TopicPartition, offsets_from_json, parse_duration
 
 # kafka.* options Spark's Kafka source also refuses: the source manages these itself.
@@ -93,6 +94,10 @@ class KafkaSourceOptions:
                 # (logger, error_cb), which must stay callables
                 client_config[name] = value if callable(value) or isinstance(value, logging.Logger) else str(value)
         client_config["bootstrap.servers"] = bootstrap
+        try:  # Kafka's security names (kafka.sasl.jaas.config, kafka.ssl.truststore.location, ...) as librdkafka's
+            client_config = with_librdkafka_security(client_config)
+        except ClientConfigError as exc:
+            raise KafkaSourceError(f"kafka.* security options: {exc}") from None
 
         strategies = [k for k in ("subscribe", "subscribepattern", "assign") if opts.get(k)]
         if len(strategies) != 1:

@@ -69,6 +69,9 @@ class PipelineConfig:
     # a record that is not a change event: "fail" (stop, naming it) or "skip" (leave it out, counted);
     # Kafka Connect's errors.tolerance none / all. "dead-letter" is not implemented yet.
     on_error: str = "fail"
+    # Kafka client security properties (security.protocol, sasl.mechanism, sasl.jaas.config,
+    # ssl.truststore.location, ...), as in a Kafka client's properties file; merged into source.kafka
+    security: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -130,8 +133,15 @@ class PipelineConfig:
             raise PipelineConfigError("on_error: dead-letter is not implemented yet (use fail or skip)", ("on_error",))
         if on_error not in ("fail", "skip"):
             raise PipelineConfigError("on_error must be fail or skip", ("on_error",))
+        security = {str(k): str(v) for k, v in (raw.get("security") or {}).items()}
+        from tidelake.security.client_config import ClientConfigError, librdkafka_config, with_librdkafka_security
+        try:  # librdkafka's names for them, also for Kafka's names in source.kafka; source.kafka wins
+            source.kafka = with_librdkafka_security({**(librdkafka_config(security) if security else {}),
+                                                     **source.kafka})
+        except ClientConfigError as e:
+            raise PipelineConfigError(f"security: {e}", ("security",)) from None
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
-                   spark=dict(raw.get("spark") or {}), on_error=on_error)
+                   spark=dict(raw.get("spark") or {}), on_error=on_error, security=security)
 
     @property
     def app_id(self) -> str:

@@ -1,8 +1,10 @@
-"""Helpers shared by the handler modules: an exception's Kafka error code, per-partition answers."""
+"""Helpers shared by the handler modules: an exception's Kafka error code, per-partition answers,
+authorization checks made inside handlers."""
 from __future__ import annotations
 
 from tidelake import errors
-from tidelake.broker.context import BrokerContext
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.security.acl.model import SUPPORTED_OPERATIONS, Operation, ResourceType
 
 
 def error_code(e: BaseException) -> int:
@@ -31,3 +33,31 @@ def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,
         except Exception as e:
             out.append(fail(p, error_code(e)))
     return out
+
+
+def authorized(broker: BrokerContext, ctx: RequestContext, op: Operation, resource_type: ResourceType,
+               name: str) -> bool:
+    """Whether the request's principal may do ``op`` on the resource (always, without an authorizer)."""
+    authorizer = broker.security.authorizer
+    return authorizer is None or authorizer.authorize(ctx.session.principal, ctx.session.client_host, op,
+                                                      resource_type, name)
+
+
+def authorized_operations(broker: BrokerContext, ctx: RequestContext, resource_type: ResourceType,
+                          name: str) -> set[int]:
+    """KIP-430: the operations (codes) a describe call that asked for them reports (every supported one
+    without an authorizer, as Kafka answers). kafka-python's ``bitfield`` fields take this set;
+    ``bit_set`` makes the int32 of the others."""
+    authorizer = broker.security.authorizer
+    ops = SUPPORTED_OPERATIONS[resource_type]
+    if authorizer is None:
+        return {int(op) for op in ops}
+    principal, host = ctx.session.principal, ctx.session.client_host
+    return {int(op) for op in ops if authorizer.authorize(principal, host, op, resource_type, name)}
+
+
+def bit_set(ops: set[int]) -> int:
+    bits = 0
+    for op in ops:
+        bits |= 1 << op
+    return bits

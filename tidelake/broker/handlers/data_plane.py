@@ -19,6 +19,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.broker.registry import api
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
@@ -33,6 +34,9 @@ UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
 UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
+TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailed.code
+# bound once: an enum member lookup per request is measurable on the produce path
+WRITE, READ, TOPIC, TRANSACTIONAL_ID = Operation.WRITE, Operation.READ, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
 
 
 # ------------------------------------------------------------------------------------------------
@@ -57,12 +61,23 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
     by_name = broker.metadata.topics
     notify = broker.partitions.notify
     transactional_id = request.transactional_id
+    authorizer = broker.security.authorizer  # None: no ACLs, nothing to check
+    if authorizer is not None:
+        principal, host = ctx.session.principal, ctx.session.client_host
+        if transactional_id is not None and not authorizer.authorize(principal, host, WRITE, TRANSACTIONAL_ID,
+                                                                     transactional_id):
+            raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
     topics_out = []
     for td in request.topic_data:
         name = td.name
         if by_id:
             info = topics.by_id(td.topic_id)
             name = info.name if info is not None else None
+        if authorizer is not None and name is not None and not authorizer.authorize(principal, host, WRITE, TOPIC,
+                                                                                    name):
+            topics_out.append((td.name, td.topic_id, [(pd.index, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
+                                                      for pd in td.partition_data]))
+            continue
         parts = []
         for pd in td.partition_data:
             index = pd.index
@@ -166,6 +181,19 @@ def _forgotten_partitions(broker: BrokerContext, request, by_id: bool) -> list[t
     return out
 
 
+def _denied_fetch_topics(broker: BrokerContext, ctx: RequestContext, request, requested) -> set:
+    """Topics this Fetch may not read: a consumer needs READ on each; a follower (replica id >= 0)
+    CLUSTER_ACTION on the cluster."""
+    authorizer = broker.security.authorizer
+    principal, host = ctx.session.principal, ctx.session.client_host
+    replica_id = request.replica_id if request.replica_id is not None else -1
+    names = {r[0] for r in requested if r[0] is not None}
+    if replica_id >= 0:
+        ok = authorizer.authorize(principal, host, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
+        return set() if ok else names
+    return {n for n in names if not authorizer.authorize(principal, host, READ, TOPIC, n)}
+
+
 @api(FetchRequest, FetchResponse, 4, 18)
 async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     version = ctx.api_version
@@ -185,11 +213,16 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
         requested = session.partitions
     logs = broker.logs
     missing = UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION
+    denied = _denied_fetch_topics(broker, ctx, request, requested) if broker.security.authorizer is not None \
+        else None
 
     while True:
         total = 0
         results = []  # (topic, tid, partition, error, hw, lso, log_start, records, aborted)
         for (name, tid, partition, offset, pmax) in requested:
+            if denied and name in denied:
+                results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None))
+                continue
             plog = logs.get(name, partition) if name is not None else None
             remaining = max_bytes - total
             if remaining <= 0 or pmax <= 0:

@@ -21,10 +21,12 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import authorized_operations
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OffsetAndMetadata
+from tidelake.security.acl.model import ResourceType
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
@@ -42,7 +44,8 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else GROUP_KEY
     code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
-    node_id, host, port = (-1, "", -1) if code else (broker.node_id, broker.endpoint.host, broker.endpoint.port)
+    endpoint = broker.endpoint_for(ctx)
+    node_id, host, port = (-1, "", -1) if code else (broker.node_id, endpoint.host, endpoint.port)
     if v < 4:
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
                                        node_id=node_id, host=host, port=port)
@@ -305,24 +308,26 @@ async def describe_groups(broker: BrokerContext, ctx: RequestContext, req):
     out = []
     for gid in req.groups:
         g = gc.groups.get(gid)
+        ops = (authorized_operations(broker, ctx, ResourceType.GROUP, gid)
+               if v >= 3 and req.include_authorized_operations else None)  # KIP-430
         if g is None:
             known = gid in gc.known_group_ids()
             out.append(D(error_code=0 if known or v < 6 else errors.GroupIdNotFound.code, error_message=None,
                          group_id=gid, group_state="Empty" if known else "Dead", protocol_type="", protocol_data="",
-                         members=[], authorized_operations=None))
+                         members=[], authorized_operations=ops))
         elif isinstance(g, ClassicGroup):
             out.append(D(error_code=0, error_message=None, group_id=gid, group_state=g.state,
                          protocol_type=g.protocol_type or "", protocol_data=g.protocol or "",
                          members=[M(member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
                                     client_host=m.client_host, member_metadata=m.metadata(g.protocol),
                                     member_assignment=m.assignment) for m in g.members.values()],
-                         authorized_operations=None))
+                         authorized_operations=ops))
         else:  # a KIP-848 group: Kafka 4.x's DescribeGroups knows only classic groups (clients
             # describe consumer groups with ConsumerGroupDescribe): Dead, GROUP_ID_NOT_FOUND from v6
             out.append(D(error_code=errors.GroupIdNotFound.code if v >= 6 else 0,
                          error_message=f"Group {gid} is not a classic group." if v >= 6 else None,
                          group_id=gid, group_state="Dead", protocol_type="", protocol_data="", members=[],
-                         authorized_operations=None))
+                         authorized_operations=ops))
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 

@@ -11,10 +11,12 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import authorized, authorized_operations, bit_set
 from tidelake.broker.registry import api, api_versions_response
 from tidelake.broker.topics import validate_topic_name
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
+from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
@@ -31,13 +33,16 @@ _MRTopic = MetadataResponse.MetadataResponseTopic
 _MRPartition = _MRTopic.MetadataResponsePartition
 
 
-def _topic_metadata(broker: BrokerContext, info) -> Any:
+NOT_REQUESTED = -2147483648  # KIP-430: authorized operations not asked for (int32 fields; None in bitfields)
+
+
+def _topic_metadata(broker: BrokerContext, info, ops: set[int] | None = None) -> Any:
     nid = broker.node_id
     parts = [_MRPartition(error_code=errors.NONE, partition_index=p, leader_id=nid, leader_epoch=0,
                           replica_nodes=[nid], isr_nodes=[nid], offline_replicas=[])
              for p in range(info.partitions)]
     return _MRTopic(error_code=errors.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
-                    partitions=parts)
+                    partitions=parts, authorized_operations=ops)
 
 
 def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
@@ -48,8 +53,17 @@ def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
 async def metadata(broker: BrokerContext, ctx: RequestContext, request):
     version = ctx.api_version
     topics_mgr = broker.topics
+    guarded = broker.security.authorizer is not None
+    want_ops = version >= 8 and request.include_topic_authorized_operations
+
+    def describe(info):
+        ops = authorized_operations(broker, ctx, ResourceType.TOPIC, info.name) if want_ops else None
+        return _topic_metadata(broker, info, ops)
+
     if request.topics is None or (version == 0 and not request.topics):
-        topics = [_topic_metadata(broker, info) for info in list(broker.metadata.topics.values())]
+        # a listing shows only the topics the principal may describe (Kafka's rule)
+        topics = [describe(info) for info in list(broker.metadata.topics.values())
+                  if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
@@ -63,7 +77,16 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                     topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
                     continue
                 name = info.name
+            if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name or ""):
+                # the same answer whether or not it exists: a denied name reveals nothing
+                topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name, t.topic_id or ZERO_UUID))
+                continue
             info = topics_mgr.get(name)
+            if info is None and auto and name not in _INTERNAL_TOPICS and guarded and not (
+                    authorized(broker, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
+                    or authorized(broker, ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+                topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name))
+                continue
             if info is None and auto and name not in _INTERNAL_TOPICS:
                 try:
                     info = topics_mgr.create(name, None, persist=False)
@@ -81,13 +104,17 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                     code = e.code
                 topics.append(_missing_topic(code, name))
             else:
-                topics.append(_topic_metadata(broker, info))
+                topics.append(describe(info))
         if created:
             await broker.metadata.save_async()  # durable before the client hears of it, loop not blocked
-    endpoint = broker.endpoint
+    endpoint = broker.endpoint_for(ctx)
     brokers = [_MR.MetadataResponseBroker(node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)]
+    cluster_ops = None
+    if 8 <= version <= 10 and request.include_cluster_authorized_operations:
+        cluster_ops = authorized_operations(broker, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                            controller_id=broker.node_id, topics=topics, error_code=errors.NONE)
+                            controller_id=broker.node_id, topics=topics, error_code=errors.NONE,
+                            authorized_operations=cluster_ops)
 
 
 _DTP = DescribeTopicPartitionsResponse
@@ -100,13 +127,20 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
     """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
     partitions, a cursor to continue from."""
     nid = broker.node_id
-    names = sorted({t.name for t in request.topics}) if request.topics else sorted(broker.metadata.topics)
+    guarded = broker.security.authorizer is not None
+    names = sorted({t.name for t in request.topics}) if request.topics else sorted(
+        n for n in broker.metadata.topics
+        if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, n))
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     limit = max(1, request.response_partition_limit)
     topics, next_cursor, budget = [], None, limit
     for name in names:
+        if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            topics.append(_DTPTopic(error_code=errors.TopicAuthorizationFailed.code, name=name, topic_id=ZERO_UUID,
+                                    is_internal=False, partitions=[]))
+            continue
         info = broker.topics.get(name)
         if info is None:
             topics.append(_DTPTopic(error_code=errors.UnknownTopicOrPartition.code, name=name, topic_id=ZERO_UUID,
@@ -122,8 +156,9 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
                                eligible_leader_replicas=[], last_known_elr=[],  # Java needs lists, not null
                                offline_replicas=[]) for p in range(start, end)]
         budget -= len(parts)
+        ops = bit_set(authorized_operations(broker, ctx, ResourceType.TOPIC, name))  # always, as Kafka
         topics.append(_DTPTopic(error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal,
-                                partitions=parts))
+                                partitions=parts, topic_authorized_operations=ops))
         if end < info.partitions:
             next_cursor = _DTP.Cursor(topic_name=name, partition_index=end)
             break
@@ -132,13 +167,15 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
 
 @api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
-    endpoint = broker.endpoint
+    endpoint = broker.endpoint_for(ctx)
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.UnsupportedEndpointType.code,
                                        error_message="only broker endpoints", endpoint_type=request.endpoint_type,
                                        cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
     b = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host,
                                                       port=endpoint.port, rack=None, is_fenced=False)
+    ops = (authorized_operations(broker, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
+           if request.include_cluster_authorized_operations else None)
     return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None,
                                    endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id,
-                                   controller_id=broker.node_id, brokers=[b])
+                                   controller_id=broker.node_id, brokers=[b], authorized_operations=ops)

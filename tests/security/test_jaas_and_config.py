@@ -1,0 +1,69 @@
+"""JAAS parsing and the broker-wide security settings (mechanisms, JAAS users, authorizer names)."""
+from __future__ import annotations
+
+import pytest
+
+from tidelake.security.config import BrokerSecurity, SecurityConfigError
+from tidelake.security.jaas import JaasError, parse_jaas
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" '
+        'password="admin-secret" user_admin="admin-secret" user_alice="al\\"ice";')
+
+
+def test_jaas_users():
+    entry = parse_jaas(JAAS)
+    assert entry.login_module == "org.apache.kafka.common.security.plain.PlainLoginModule"
+    assert entry.users() == {"admin": "admin-secret", "alice": 'al"ice'}
+    for bad in ["no semicolon", "x required a=\"b\"", "X notaflag a=b;", 'X required a="b" ???;']:
+        with pytest.raises(JaasError):
+            parse_jaas(bad)
+
+
+def _security(tmp_path, **configs):
+    return BrokerSecurity(configs.get, {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, tmp_path)
+
+
+def test_security_settings_are_checked(tmp_path):
+    jaas = {"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS}
+    sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"}, **jaas)
+    assert sec.listeners["SASL_PLAINTEXT"].plain_users["admin"] == "admin-secret"
+    assert sec.authorizer is None
+    for configs, message in [
+        ({"sasl.enabled.mechanisms": "GSSAPI"}, "GSSAPI unsupported"),
+        ({"sasl.enabled.mechanisms": "PLAIN"}, "plain.sasl.jaas.config is required"),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": "my.Authorizer"},
+         "authorizer.class.name=my.Authorizer"),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": "60000"},
+         "re-authentication .KIP-368. is not supported"),
+    ]:
+        with pytest.raises(SecurityConfigError, match=message):
+            _security(tmp_path, **configs)
+    for name in ["kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"]:
+        sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": name,
+                                     "super.users": "User:admin;User:ops"})
+        assert sec.authorizer is not None and sec.authorizer.super_users == {"User:admin", "User:ops"}
+
+
+def test_tls_settings(tmp_path):
+    import ssl
+
+    from tidelake.security.tls import TlsConfigError, server_context
+    from tls_certs import make_pki
+    pki = make_pki(tmp_path / "pki")
+    base = {"ssl.keystore.location": str(pki.server_keystore), "ssl.truststore.location": str(pki.ca)}
+    for auth, mode in [("none", ssl.CERT_NONE), ("requested", ssl.CERT_OPTIONAL), ("required", ssl.CERT_REQUIRED)]:
+        ctx = server_context({**base, "listener.name.ext.ssl.client.auth": auth}.get, "EXT")
+        assert ctx.verify_mode == mode and ctx.minimum_version == ssl.TLSVersion.TLSv1_2
+    inline = {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": pki.server_cert.read_text(),
+              "ssl.keystore.key": pki.server_key.read_text()}
+    assert server_context(inline.get, "SSL").verify_mode == ssl.CERT_NONE
+    for configs, message in [({}, "ssl.keystore.location"),
+                             ({**base, "ssl.enabled.protocols": "TLSv1.1"}, "only TLSv1.2 and TLSv1.3"),
+                             ({**base, "ssl.keystore.type": "JKS"}, "keystores are PEM or PKCS12"),
+                             ({"ssl.keystore.location": str(pki.server_keystore), "ssl.client.auth": "required"},
+                              "needs ssl.truststore.location")]:
+        with pytest.raises(TlsConfigError, match=message):
+            server_context(configs.get, "SSL")
+    with pytest.raises(SecurityConfigError, match="only DEFAULT"):
+        BrokerSecurity({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/"}.get, {},
+                       tmp_path)

@@ -1,0 +1,117 @@
+"""The broker's security settings, resolved once at start: per listener its protocol, TLS context and
+SASL mechanisms (with PLAIN's users from the JAAS config), and the broker-wide authorizer.
+
+Settings are Kafka's names (``listener.security.protocol.map``, ``ssl.*``, ``sasl.enabled.mechanisms``,
+``listener.name.<l>.<mechanism>.sasl.jaas.config``, ``authorizer.class.name``, ``super.users``,
+``allow.everyone.if.no.acl.found``); ``lookup(name)`` reads the broker's config."""
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from tidelake.security.acl.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer
+from tidelake.security.jaas import JaasError, parse_jaas
+from tidelake.security.principal import super_users
+from tidelake.security.sasl import MECHANISMS
+from tidelake.security.sasl.plain import PlainServer
+from tidelake.security.sasl.scram import HASHES, ScramServer
+from tidelake.security.store import SecurityStore
+from tidelake.security.tls import TlsConfigError, listener_setting, server_context
+
+Lookup = Callable[[str], "str | None"]
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
+class SecurityConfigError(ValueError):
+    """A security setting the broker cannot start with (the message names the key)."""
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    mechanisms: tuple[str, ...] = ()
+    plain_users: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+
+def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecurity:
+    if protocol not in SECURITY_PROTOCOLS:
+        raise SecurityConfigError(f"listener.security.protocol.map: {name} maps to {protocol}; expected one of "
+                                  f"{', '.join(SECURITY_PROTOCOLS)}")
+    context = None
+    if protocol in ("SSL", "SASL_SSL"):
+        try:
+            context = server_context(lookup, name)
+        except TlsConfigError as e:
+            raise SecurityConfigError(str(e)) from None
+    if not protocol.startswith("SASL_"):
+        return ListenerSecurity(name, protocol, context)
+    key, value = listener_setting(lookup, name, "sasl.enabled.mechanisms")
+    mechanisms = tuple(m.strip().upper() for m in (value or "").split(",") if m.strip())
+    unsupported = [m for m in mechanisms if m not in MECHANISMS]
+    if unsupported or not mechanisms:
+        raise SecurityConfigError(f"{key}={value}: listener {name} serves {', '.join(MECHANISMS)} "
+                                  f"({', '.join(unsupported) or 'none'} unsupported); set sasl.enabled.mechanisms")
+    users: dict[str, str] = {}
+    if "PLAIN" in mechanisms:
+        jaas_key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
+        text = lookup(jaas_key)
+        if text is None:
+            raise SecurityConfigError(f"{jaas_key} is required for PLAIN on listener {name} "
+                                      f"({PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\" ...;)")
+        try:
+            entry = parse_jaas(text)
+        except JaasError as e:
+            raise SecurityConfigError(f"{jaas_key}: {e}") from None
+        if entry.login_module != PLAIN_LOGIN_MODULE:
+            raise SecurityConfigError(f"{jaas_key}: PLAIN uses {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
+        users = entry.users()
+    return ListenerSecurity(name, protocol, context, mechanisms, users)
+
+
+class BrokerSecurity:
+    """Listeners' security, the persisted credentials and ACLs, and the authorizer (None when
+    ``authorizer.class.name`` is empty: every request is allowed, as in Kafka)."""
+
+    def __init__(self, lookup: Lookup, listeners: Mapping[str, str], data_dir: Path):
+        """``listeners``: listener name -> security protocol."""
+        self.listeners = {name: listener_security(lookup, name, protocol) for name, protocol in listeners.items()}
+        self.store = SecurityStore(data_dir)
+        rules = (lookup("ssl.principal.mapping.rules") or "DEFAULT").strip()
+        if rules != "DEFAULT":  # a mapping silently not applied would grant ACLs to the wrong names
+            raise SecurityConfigError(f"ssl.principal.mapping.rules={rules}: only DEFAULT (the certificate's "
+                                      "subject DN) is supported")
+        if lookup("principal.builder.class"):
+            raise SecurityConfigError("principal.builder.class: custom principal builders are not supported")
+        reauth = int(lookup("connections.max.reauth.ms") or 0)
+        if reauth > 0:  # KIP-368 re-authentication is not implemented: refuse rather than ignore it
+            raise SecurityConfigError(f"connections.max.reauth.ms={reauth}: re-authentication (KIP-368) is not "
+                                      "supported; leave it 0 (sessions last as long as their connection)")
+        class_name = (lookup("authorizer.class.name") or "").strip()
+        self.authorizer: Authorizer | None = None
+        if class_name:
+            if class_name not in AUTHORIZER_CLASS_NAMES:
+                raise SecurityConfigError(f"authorizer.class.name={class_name}: expected "
+                                          f"{' or '.join(AUTHORIZER_CLASS_NAMES)}")
+            allow = (lookup("allow.everyone.if.no.acl.found") or "false").strip().lower() == "true"
+            self.authorizer = Authorizer(super_users(lookup("super.users")), allow, self.store.acls,
+                                         on_change=self.store.set_acls)
+
+    def sasl_server(self, listener: str, mechanism: str):
+        """A fresh server for one SASL exchange, or None if the listener does not enable ``mechanism``."""
+        sec = self.listeners.get(listener)
+        if sec is None or mechanism not in sec.mechanisms:
+            return None
+        if mechanism == "PLAIN":
+            return PlainServer(sec.plain_users)
+        if mechanism in HASHES:
+            return ScramServer(mechanism, lambda user: self.store.credential(user, mechanism))
+        return None
