@@ -121,7 +121,8 @@ def test_debezium_ops_with_and_without_schema_wrapper():
     assert _change(json.dumps(d)) == ("delete", {"id": 1, "amount": 6})
     assert _change(None) is None  # tombstone after a delete
     assert _change(b"null") is None  # a JSON null is no change either
-    assert _change({"op": "t", "before": None, "after": None}) is None  # truncate
+    with pytest.raises(BadChangeEvent, match="truncate"):  # not applied yet: never silently ignored
+        _change({"op": "t", "before": None, "after": None})
     assert _change({"schema": {}, "payload": None}) is None
     for bad in (b"not json", {"op": "c", "after": None}, {"op": "d", "before": None}, {"op": "x", "after": {}},
                 b"[1, 2]", b"\xff{}"):

@@ -4,8 +4,9 @@ Debezium (https://debezium.io/documentation/reference/stable/connectors/mysql.ht
 event per row change: ``{"before": {...}|null, "after": {...}|null, "op": "c"|"u"|"d"|"r"|"t", "ts_ms": ...,
 "source": {...}}``, with the JSON converter's ``{"schema": ..., "payload": <that>}`` wrapper when
 ``schemas.enable=true``. ``c`` (create), ``u`` (update) and ``r`` (snapshot read) upsert ``after``;
-``d`` deletes the key of ``before``; a null value (the tombstone after a delete, for log compaction),
-``t`` (truncate) and events that carry no row (heartbeats) are skipped. Plain JSON: the value object is
+``d`` deletes the key of ``before``; a null value (the tombstone after a delete, for log compaction)
+and events that carry no row (heartbeats) are skipped; ``t`` (truncate) is not applied yet, so it is a
+bad record (the pipeline's ``on_error`` decides), never silently ignored. Plain JSON: the value object is
 the row, upserted (or appended).
 
 A batch of values is parsed at once by pyarrow's JSON reader (the values joined into one newline-delimited
@@ -115,7 +116,11 @@ def _resolve_debezium(events: pa.Table, schema: pa.Schema) -> tuple[pa.ChunkedAr
     is_upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     is_delete = pc.equal(op, "d")
     no_row = pc.and_(op.is_null(), pc.and_(before.is_null(), after.is_null()))
-    skip = pc.or_kleene(pc.equal(op, "t"), no_row)
+    if pc.any(pc.equal(op, "t")).as_py():
+        # applying it would need the table emptied inside the batch's commit; ignoring it would leave
+        # rows the source no longer has, so it is an error (on_error decides) until that exists
+        raise BadChangeEvent("Debezium truncate (op 't') is not supported yet: the table would not be emptied")
+    skip = no_row
     unknown = pc.invert(pc.or_(pc.fill_null(pc.or_(is_upsert, is_delete), False), pc.fill_null(skip, False)))
     if pc.any(unknown).as_py():
         raise BadChangeEvent(f"unknown Debezium op {pc.filter(op, unknown)[0].as_py()!r}")
