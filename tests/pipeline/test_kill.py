@@ -142,7 +142,7 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     config = tmp_path / "graceful.yaml"
     config.write_text(yaml.safe_dump({
         "source": {"bootstrap_servers": broker, "topic": "graceful", "group_id": "graceful",
-                   "max_rate_per_partition": 50, "batch_interval": "500ms"},
+                   "max_rate_per_partition": 50, "batch_interval": "500ms", "reader": reader},
         "offsets": "exactly-once",
         "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
                  "schema": "id long, amount long", "buckets": 2}}))
@@ -160,7 +160,7 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
 
 
-def _graceful_setup(broker: str, tmp_path: Path, topic: str) -> Path:
+def _graceful_setup(broker: str, tmp_path: Path, topic: str, reader: str = "auto") -> Path:
     admin = AdminClient({"bootstrap.servers": broker})
     for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
         f.result(30)
@@ -171,7 +171,7 @@ def _graceful_setup(broker: str, tmp_path: Path, topic: str) -> Path:
     config = tmp_path / f"{topic}.yaml"
     config.write_text(yaml.safe_dump({
         "source": {"bootstrap_servers": broker, "topic": topic, "group_id": topic,
-                   "max_rate_per_partition": 50, "batch_interval": "500ms"},
+                   "max_rate_per_partition": 50, "batch_interval": "500ms", "reader": reader},
         "offsets": "exactly-once",
         "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
                  "schema": "id long, amount long", "buckets": 2}}))
@@ -183,10 +183,13 @@ def _table_equals_source(tmp_path: Path) -> None:
     assert sorted((r["id"], r["amount"]) for r in rows) == [(i, i * 3) for i in range(TOTAL)]
 
 
-def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path):
+@pytest.mark.parametrize("reader", ["auto", "datasource"])
+def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path, reader):
     """Ctrl-C as a terminal sends it (SIGINT to the process group: driver, JVM and Python workers): the batch
-    in progress is finished and committed, the summary line printed, exit 0, no trace."""
-    config = _graceful_setup(broker, tmp_path, "ctrlc")
+    in progress is finished and committed, the summary line printed, exit 0, no trace — with either reader
+    (the pipeline's own Kafka reader in its tasks, or the tidelake-kafka data source)."""
+    topic = "ctrlc" if reader == "auto" else f"ctrlc-{reader}"
+    config = _graceful_setup(broker, tmp_path, topic, reader)
     run = PipelineProcess(config, new_session=True)
     run.wait_batches(1)
     os.killpg(run.proc.pid, signal.SIGINT)
@@ -197,7 +200,7 @@ def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path):
     assert "(signal)" in run.proc.stdout.read()
     assert not any("Traceback" in line for line in run.lines), "".join(run.lines)
     done = run.batches_done()
-    state = Table.open(str(tmp_path / "table")).app_state("pipeline:ctrlc:ctrlc")
+    state = Table.open(str(tmp_path / "table")).app_state(f"pipeline:{topic}:{topic}")
     assert state["batch_id"] == done - 1
     assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
     rest = PipelineProcess(config, "--once")
