@@ -7,13 +7,14 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.broker import EmbeddedBroker
 from tidelake.spark.changes import BadChangeEvent, parse_changes_located
 from tidelake.spark.pipeline_config import PipelineConfigError
+from tidelake.spark import runner
 from tidelake.spark.runner import Pipeline, PoisonRecord
 from tidelake.table import Table
 
@@ -66,9 +67,50 @@ def test_skip_leaves_bad_records_out_and_counts_them(spark, broker, tmp_path):  
     assert got.column("id").to_pylist() == list(range(5))
 
 
-def test_dead_letter_is_refused_until_it_exists(spark, broker, tmp_path):  # noqa: F811
-    with pytest.raises(PipelineConfigError, match="dead-letter is not implemented"):
-        pipeline(spark, broker, "unused", tmp_path, on_error="dead-letter")
+def dlq_records(bootstrap: str, topic: str) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    while True:
+        msg = consumer.poll(30)
+        assert msg is not None, "DLQ not readable"
+        if msg.error() is not None:
+            break  # partition EOF
+        out.append(msg)
+    consumer.close()
+    return out
+
+
+def test_dead_letter_copies_bad_records_once_even_across_a_crash(spark, broker, tmp_path, monkeypatch):  # noqa: F811
+    values = GOOD[:2] + [b"{not json", json.dumps({"op": "x"}).encode()] + GOOD[2:] + [b"[1]"]
+    topic_with(broker, "poison-dlq", values)
+    with pytest.raises(PipelineConfigError, match="needs dead_letter_topic"):
+        pipeline(spark, broker, "poison-dlq", tmp_path, on_error="dead-letter")
+    # the first attempt dies after writing the DLQ, before its table commit
+    real_publish = runner.publish
+
+    def crash(*args, **kwargs):
+        raise RuntimeError("killed before the table commit")
+    monkeypatch.setattr(runner, "publish", crash)
+    with pytest.raises(RuntimeError, match="killed"):
+        pipeline(spark, broker, "poison-dlq", tmp_path, on_error="dead-letter",
+                 dead_letter_topic="poison-dlq.dlq").run(once=True)
+    assert len(dlq_records(broker, "poison-dlq.dlq")) == 3
+    monkeypatch.setattr(runner, "publish", real_publish)
+    summary = pipeline(spark, broker, "poison-dlq", tmp_path, on_error="dead-letter",
+                       dead_letter_topic="poison-dlq.dlq").run(once=True)
+    assert summary.skipped == 3 and summary.dead_lettered == 3
+    dead = dlq_records(broker, "poison-dlq.dlq")
+    assert len(dead) == 3   # the replayed batch wrote nothing twice
+    headers = [dict(m.headers()) for m in dead]
+    assert sorted(int(h["__connect.errors.offset"]) for h in headers) == [2, 3, 7]
+    assert all(h["__connect.errors.topic"] == b"poison-dlq" and h["__connect.errors.partition"] == b"0"
+               for h in headers)
+    assert {m.value() for m in dead} == {b"{not json", json.dumps({"op": "x"}).encode(), b"[1]"}
+    assert Table.open(str(tmp_path / "table")).scan().sort_by("id").column("id").to_pylist() == list(range(5))
+    state = Table.open(str(tmp_path / "table")).app_state("pipeline:g-poison-dlq:poison-dlq")
+    assert state["extra"]["dead_lettered_total"] == 3 and state["extra"]["skipped_total"] == 3
 
 
 def test_decimal_that_does_not_fit_is_an_error_never_rounded():
@@ -79,7 +121,8 @@ def test_decimal_that_does_not_fit_is_an_error_never_rounded():
         parse_changes_located(rows, schema, "json", ["id"])
     assert (e.value.partition, e.value.offset) == (0, 11) and "precision" in str(e.value)
     changes, skipped = parse_changes_located(rows, schema, "json", ["id"], skip_bad=True)
-    assert skipped == 1 and changes.column("price").to_pylist() == [Decimal("123.45"), Decimal("1.50")]
+    assert [(p, o) for p, o, _ in skipped] == [(0, 11)]
+    assert changes.column("price").to_pylist() == [Decimal("123.45"), Decimal("1.50")]
 
 
 def test_existing_table_with_another_schema_or_key_is_an_error(spark, broker, tmp_path):  # noqa: F811

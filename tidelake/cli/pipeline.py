@@ -72,7 +72,9 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
     p = Pipeline(cfg)
     install_signal_handlers(p)
     summary = p.run(once=once, max_batches=max_batches)
-    skipped = f" ({summary.skipped} not change events, skipped)" if summary.skipped else ""
+    skipped = (f" ({summary.skipped} not change events, {summary.dead_lettered} of them dead-lettered)"
+               if summary.dead_lettered else f" ({summary.skipped} not change events, skipped)" if summary.skipped
+               else "")
     click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records{skipped}, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
 
@@ -115,13 +117,19 @@ def status(config: str, timeout: float, as_json: bool) -> None:
              "gtoffset": (gt or {}).get(p), "table_offset": (table_offsets or {}).get(p),
              "log_end_offset": latest[p],
              "lag": latest[p] - progress[p] if p in progress else latest[p] - earliest[p]} for p in partitions]
+    extra = (_table_offsets(cfg)[0] or {}).get("extra") or {}
+    errors = {"on_error": cfg.on_error, "skipped": extra.get("skipped_total", 0),
+              "dead_lettered": extra.get("dead_lettered_total", 0), "dead_letter_topic": cfg.dead_letter_topic}
     if as_json:
         print_json({"app_id": cfg.app_id, "offsets": cfg.offsets, "topic": cfg.source.topic,
-                    "group": cfg.source.group_id, "partitions": rows})
+                    "group": cfg.source.group_id, "partitions": rows, "bad_records": errors})
         return
     keys = ("partition", "log_start_offset", "group_offset", "gtoffset", "table_offset", "log_end_offset", "lag")
     headers = ("PARTITION", "LOG-START", "GROUP-OFFSET", "GTOFFSET", "TABLE-OFFSET", "LOG-END-OFFSET", "LAG")
     print_rows(headers, [[r[k] for k in keys] for r in rows], title=f"{cfg.app_id} ({cfg.offsets})", right=headers)
+    if cfg.offsets == "exactly-once":   # the counts are kept in the table's commits
+        dlq = f", {errors['dead_lettered']} dead-lettered to {cfg.dead_letter_topic}" if cfg.dead_letter_topic else ""
+        click.echo(f"bad records (on_error: {cfg.on_error}): {errors['skipped']} left out{dlq}")
 
 
 @pipeline.command()

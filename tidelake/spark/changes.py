@@ -169,30 +169,32 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
 
 
 def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: str,
-                          primary_key: list[str], *, skip_bad: bool = False) -> tuple[pa.Table, int]:
-    """``parse_changes`` + ``check_primary_key`` that names the record at fault: (changes, records skipped).
+                          primary_key: list[str], *, skip_bad: bool = False
+                          ) -> tuple[pa.Table, list[tuple[int, int, str]]]:
+    """``parse_changes`` + ``check_primary_key`` that names the record at fault: (changes, bad records as
+    (partition, offset, reason)).
 
     The batch is parsed whole; only when that fails is each record parsed on its own, to find the bad
     ones. Without ``skip_bad`` the first bad record raises BadChangeEvent naming its partition and
-    offset; with it, bad records are left out and counted."""
+    offset; with it, bad records are left out and listed."""
     try:
         changes = parse_changes(kafka_rows, schema, fmt)
         check_primary_key(changes, primary_key)
-        return changes, 0
+        return changes, []
     except BadChangeEvent:
         pass
     rows = pa.table(kafka_rows)
-    good, skipped = [], 0
+    good, skipped = [], []
     for i in range(rows.num_rows):
         one = rows.slice(i, 1)
         try:
             changes = parse_changes(one, schema, fmt)
             check_primary_key(changes, primary_key)
         except BadChangeEvent as e:
+            partition, offset = one.column("partition")[0].as_py(), one.column("offset")[0].as_py()
             if not skip_bad:
-                raise BadChangeEvent(str(e), partition=one.column("partition")[0].as_py(),
-                                     offset=one.column("offset")[0].as_py()) from None
-            skipped += 1
+                raise BadChangeEvent(str(e), partition=partition, offset=offset) from None
+            skipped.append((partition, offset, str(e)))
             continue
         good.append(i)
     return parse_changes(rows.take(pa.array(good, pa.int64())), schema, fmt), skipped

@@ -196,6 +196,11 @@ class ExactlyOnce(OffsetMode):
         state = self.table.app_state(self.app_id)
         return state["batch_id"] + 1 if state else 0
 
+    def last_extra(self) -> dict[str, Any]:
+        """What the last committed batch recorded beside its offsets (running counts, the DLQ's end)."""
+        state = self.table.app_state(self.app_id)
+        return dict(state.get("extra") or {}) if state else {}
+
     def table_commit(self, batch: Batch) -> dict[str, Any]:
         return {"app_id": self.app_id, "batch_id": batch.batch_id,
                 "app_extra": {"offsets": {str(p): o for p, o in sorted(batch.end.items())}, "topic": self.topic,

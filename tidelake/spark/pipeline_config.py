@@ -67,8 +67,9 @@ class PipelineConfig:
     commit: str = "async"  # commit-after only: async (Spark's commitAsync, the paper) | sync
     spark: dict[str, Any] = field(default_factory=dict)  # {master: local[2], conf: {...}}
     # a record that is not a change event: "fail" (stop, naming it) or "skip" (leave it out, counted);
-    # Kafka Connect's errors.tolerance none / all. "dead-letter" is not implemented yet.
+    # Kafka Connect's errors.tolerance none / all; or "dead-letter": copied to dead_letter_topic, then left out
     on_error: str = "fail"
+    dead_letter_topic: str | None = None  # Kafka Connect's errors.deadletterqueue.topic.name
     # Kafka client security properties (security.protocol, sasl.mechanism, sasl.jaas.config,
     # ssl.truststore.location, ...), as in a Kafka client's properties file; merged into source.kafka
     security: dict[str, str] = field(default_factory=dict)
@@ -129,10 +130,13 @@ class PipelineConfig:
         if commit not in ("async", "sync"):
             raise PipelineConfigError("commit must be async or sync", ("commit",))
         on_error = raw.get("on_error", "fail")
-        if on_error == "dead-letter":
-            raise PipelineConfigError("on_error: dead-letter is not implemented yet (use fail or skip)", ("on_error",))
-        if on_error not in ("fail", "skip"):
-            raise PipelineConfigError("on_error must be fail or skip", ("on_error",))
+        if on_error not in ("fail", "skip", "dead-letter"):
+            raise PipelineConfigError("on_error must be fail, skip or dead-letter", ("on_error",))
+        dead_letter_topic = raw.get("dead_letter_topic")
+        if on_error == "dead-letter" and not dead_letter_topic:
+            raise PipelineConfigError("on_error: dead-letter needs dead_letter_topic", ("on_error",))
+        if dead_letter_topic == source.topic:
+            raise PipelineConfigError("dead_letter_topic must not be the source topic", ("dead_letter_topic",))
         security = {str(k): str(v) for k, v in (raw.get("security") or {}).items()}
         from tidelake.security.client_config import ClientConfigError, librdkafka_config, with_librdkafka_security
         try:  # librdkafka's names for them, also for Kafka's names in source.kafka; source.kafka wins
@@ -141,7 +145,8 @@ class PipelineConfig:
         except ClientConfigError as e:
             raise PipelineConfigError(f"security: {e}", ("security",)) from None
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
-                   spark=dict(raw.get("spark") or {}), on_error=on_error, security=security)
+                   spark=dict(raw.get("spark") or {}), on_error=on_error, dead_letter_topic=dead_letter_topic,
+                   security=security)
 
     @property
     def app_id(self) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Iterator, Mapping
 import pyarrow as pa
 
 from tidelake.spark.changes import ORDER_COLUMNS, BadChangeEvent, changes_schema, parse_changes_located
+from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
 from tidelake.spark.kafka_options import KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
 from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Correction, ExactlyOnce,
@@ -64,7 +65,8 @@ class BatchResult:
     version: int | None  # table version that holds the batch
     seconds: float
     commit_seconds: float  # the table commit (with any automatic table maintenance it runs)
-    skipped: int = 0  # records that are not change events, left out (on_error: skip)
+    skipped: int = 0  # records that are not change events, left out (on_error: skip | dead-letter)
+    dead_lettered: int = 0  # of those, copied to the dead-letter queue by this batch
 
 
 @dataclass
@@ -84,6 +86,10 @@ class RunSummary:
     def skipped(self) -> int:
         return sum(b.skipped for b in self.batches)
 
+    @property
+    def dead_lettered(self) -> int:
+        return sum(b.dead_lettered for b in self.batches)
+
 
 # ----------------------------------------------------------------------------------------------- tasks
 # Functions below run inside Spark's Python workers (mapInArrow); what they close over is pickled.
@@ -96,9 +102,21 @@ def _ignore_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class _ListAccumulator:
+    """Spark's AccumulatorParam interface for lists, concatenated: the bad records the tasks left out, as
+    (partition, offset, reason)."""
+
+    def zero(self, value):
+        return []
+
+    def addInPlace(self, a, b):
+        a.extend(b)
+        return a
+
+
 def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped=None):
-    """Kafka rows -> changes. ``skipped``: a Spark accumulator counting records left out (on_error: skip);
-    None makes the first bad record fail the batch, naming it."""
+    """Kafka rows -> changes. ``skipped``: a Spark accumulator collecting the records left out (on_error
+    skip or dead-letter); None makes the first bad record fail the batch, naming it."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
@@ -171,12 +189,20 @@ class Pipeline:
 
     @property
     def _skipped(self):
-        """The accumulator of records left out (on_error: skip), or None: a bad record fails the batch."""
-        if self.config.on_error != "skip":
+        """The accumulator of records left out (on_error: skip | dead-letter), or None: a bad record fails
+        the batch."""
+        if self.config.on_error == "fail":
             return None
         if self._skipped_accumulator is None:
-            self._skipped_accumulator = self.spark().sparkContext.accumulator(0)
+            self._skipped_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
         return self._skipped_accumulator
+
+    def _dead_letter_queue(self) -> DeadLetterQueue | None:
+        cfg = self.config
+        if cfg.on_error != "dead-letter":
+            return None
+        return DeadLetterQueue(cfg.source.bootstrap_servers, cfg.dead_letter_topic, cfg.source.topic,
+                               dict(cfg.source.kafka))
 
     def stop(self) -> None:
         """Graceful stop (ssc.stop(true, true)): finish the current batch, then return from run()."""
@@ -308,21 +334,49 @@ class Pipeline:
 
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:
         began = time.monotonic()
-        skipped_before = self._skipped.value if self._skipped is not None else 0
+        seen = len(self._skipped.value) if self._skipped is not None else 0
         staged = self._stage(table, options, batch.ranges)
-        skipped = (self._skipped.value if self._skipped is not None else 0) - skipped_before
-        if skipped:
-            log.warning("batch %d: %d record(s) of %s are not change events: skipped (on_error: skip)",
-                        batch.batch_id, skipped, self.config.source.topic)
+        bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
+        commit = mode.table_commit(batch)
+        dead_lettered = self._dead_letter(bad, commit, mode)
+        if bad:
+            log.warning("batch %d: %d record(s) of %s are not change events: %s (on_error: %s)", batch.batch_id,
+                        len(bad), self.config.source.topic,
+                        f"{dead_lettered} dead-lettered" if self.config.on_error == "dead-letter" else "skipped",
+                        self.config.on_error)
         committing = time.monotonic()
         version = publish(table, staged, operation="insert" if self.config.sink.mode == "append" else "upsert",
-                          **mode.table_commit(batch))
+                          **commit)
         done = time.monotonic()
         files = [f for m in staged for f in m.files]
         deletes = sum(f["deletes"] for f in files)
         return BatchResult(batch.batch_id, batch.ranges, sum(r.size for r in batch.ranges),
                            sum(f["rows"] for f in files) - deletes, deletes, version, done - began, done - committing,
-                           skipped)
+                           len(bad), dead_lettered)
+
+    def _dead_letter(self, bad: list[BadRecord], commit: dict[str, Any], mode: OffsetMode) -> int:
+        """Copy this batch's bad records to the dead-letter queue (on_error: dead-letter) before the table
+        commit; with exactly-once, skip what an uncommitted earlier attempt of the batch already wrote and
+        record the queue's end and the running counts in the commit."""
+        dlq = self._dead_letter_queue()
+        extra = commit.get("app_extra")
+        previous = (mode.last_extra() if isinstance(mode, ExactlyOnce) else None) or {}
+        written = 0
+        if dlq is not None and bad:
+            dlq.ensure_topic()
+            # exactly-once: what lies past the end the last commit recorded (all of it before a first
+            # commit) was written by an attempt that never committed; other modes replay at least once
+            recorded = previous.get("dead_letter_end", 0)
+            already = dlq.already_written(recorded) if isinstance(mode, ExactlyOnce) else set()
+            written = dlq.write(bad, already)
+        if extra is not None:
+            extra["skipped_total"] = previous.get("skipped_total", 0) + len(bad)
+            extra["dead_lettered_total"] = previous.get("dead_lettered_total", 0) + (len(bad) if dlq else 0)
+            if dlq is not None and bad:
+                extra["dead_letter_end"] = dlq.end_offset()
+            elif "dead_letter_end" in previous:
+                extra["dead_letter_end"] = previous["dead_letter_end"]
+        return len(bad) if dlq is not None else 0
 
     def _plan(self, start: Offsets, latest: Offsets, stop_at: Offsets | None) -> list[OffsetRange]:
         """This batch's ranges: towards the log end (or ``stop_at``), at most rate x interval per partition."""
