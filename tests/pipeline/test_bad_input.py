@@ -151,3 +151,32 @@ def test_adding_a_nullable_column_only_when_asked(spark, broker, tmp_path):  # n
     t = Table.open(str(tmp_path / "table"))
     assert t.schema.names == ["id", "amount", "note"]
     assert t.scan().sort_by("id").column("note").to_pylist() == ["n0", "n1", "n2"]
+
+
+def debezium(op: str, row: dict | None = None) -> bytes:
+    before, after = (row, None) if op == "d" else (None, row)
+    return json.dumps({"before": before, "after": after, "op": op, "ts_ms": 1}).encode()
+
+
+def test_debezium_truncate_empties_the_table_in_the_batch_commit(spark, broker, tmp_path):  # noqa: F811
+    topic_with(broker, "cdc-truncate", [debezium("c", {"id": i, "amount": i}) for i in range(5)])
+    p = pipeline(spark, broker, "cdc-truncate", tmp_path)
+    p.config.sink.format = "debezium-json"
+    p.run(once=True)
+    table = Table.open(str(tmp_path / "table"))
+    assert table.scan().num_rows == 5
+    # one batch: changes before the truncate (gone with it), the truncate, changes after it (kept)
+    producer = Producer({"bootstrap.servers": broker})
+    for v in [debezium("u", {"id": 1, "amount": 100}), debezium("c", {"id": 7, "amount": 7}), debezium("t"),
+              debezium("c", {"id": 10, "amount": 10}), debezium("u", {"id": 10, "amount": 11}),
+              debezium("c", {"id": 12, "amount": 12})]:
+        producer.produce("cdc-truncate", v, partition=0)
+    assert producer.flush(30) == 0
+    summary = p.run(once=True)
+    assert len(summary.batches) == 1
+    rows = sorted((r["id"], r["amount"]) for r in Table.open(str(tmp_path / "table")).scan().to_pylist())
+    assert rows == [(10, 11), (12, 12)]
+    history = Table.open(str(tmp_path / "table")).history()
+    assert history[-1]["operation"] == "overwrite"
+    state = Table.open(str(tmp_path / "table")).app_state(p.config.app_id)
+    assert state["extra"]["offsets"] == {"0": 11}   # the truncating batch's offsets are in its commit

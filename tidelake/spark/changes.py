@@ -5,8 +5,8 @@ event per row change: ``{"before": {...}|null, "after": {...}|null, "op": "c"|"u
 "source": {...}}``, with the JSON converter's ``{"schema": ..., "payload": <that>}`` wrapper when
 ``schemas.enable=true``. ``c`` (create), ``u`` (update) and ``r`` (snapshot read) upsert ``after``;
 ``d`` deletes the key of ``before``; a null value (the tombstone after a delete, for log compaction)
-and events that carry no row (heartbeats) are skipped; ``t`` (truncate) is not applied yet, so it is a
-bad record (the pipeline's ``on_error`` decides), never silently ignored. Plain JSON: the value object is
+and events that carry no row (heartbeats) are skipped; ``t`` (truncate) is reported to the caller, which
+empties the table in the batch's commit. Plain JSON: the value object is
 the row, upserted (or appended).
 
 A batch of values is parsed at once by pyarrow's JSON reader (the values joined into one newline-delimited
@@ -104,8 +104,9 @@ def _read_objects(texts: pa.Array, read_schema: pa.Schema) -> pa.Table:
     return parsed
 
 
-def _resolve_debezium(events: pa.Table, schema: pa.Schema) -> tuple[pa.ChunkedArray, pa.ChunkedArray, dict]:
-    """(op, keep mask, {column: value}) of Debezium events, the ``payload`` wrapper unwrapped."""
+def _resolve_debezium(events: pa.Table, schema: pa.Schema
+                      ) -> tuple[pa.ChunkedArray, pa.ChunkedArray, dict, pa.ChunkedArray]:
+    """(op, keep mask, {column: value}, truncate mask) of Debezium events, the ``payload`` wrapper unwrapped."""
     payload = events.column("payload")
     wrapped = pc.and_(payload.is_valid(), events.column("op").is_null())
 
@@ -116,11 +117,8 @@ def _resolve_debezium(events: pa.Table, schema: pa.Schema) -> tuple[pa.ChunkedAr
     is_upsert = pc.is_in(op, pa.array(UPSERT_OPS))
     is_delete = pc.equal(op, "d")
     no_row = pc.and_(op.is_null(), pc.and_(before.is_null(), after.is_null()))
-    if pc.any(pc.equal(op, "t")).as_py():
-        # applying it would need the table emptied inside the batch's commit; ignoring it would leave
-        # rows the source no longer has, so it is an error (on_error decides) until that exists
-        raise BadChangeEvent("Debezium truncate (op 't') is not supported yet: the table would not be emptied")
-    skip = no_row
+    is_truncate = pc.fill_null(pc.equal(op, "t"), False)
+    skip = pc.or_(pc.fill_null(no_row, False), is_truncate)
     unknown = pc.invert(pc.or_(pc.fill_null(pc.or_(is_upsert, is_delete), False), pc.fill_null(skip, False)))
     if pc.any(unknown).as_py():
         raise BadChangeEvent(f"unknown Debezium op {pc.filter(op, unknown)[0].as_py()!r}")
@@ -133,12 +131,15 @@ def _resolve_debezium(events: pa.Table, schema: pa.Schema) -> tuple[pa.ChunkedAr
     # A delete's row is its 'before' image (the table needs only its key), an upsert's is 'after'.
     columns = {f.name: pc.if_else(is_delete, pc.struct_field(before, f.name), pc.struct_field(after, f.name))
                for f in schema}
-    return is_delete, pc.or_(is_upsert, is_delete), columns
+    return is_delete, pc.or_(is_upsert, is_delete), columns, is_truncate
 
 
-def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: str) -> pa.Table:
+def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: str,
+                  truncates: list[tuple[int, int]] | None = None) -> pa.Table:
     """Kafka rows (``value``, ``partition``, ``offset``) -> changes of :func:`changes_schema` (the table's
-    ``schema``), in the rows' order, skipped records left out."""
+    ``schema``), in the rows' order, skipped records left out. A Debezium truncate carries no row: its
+    (partition, offset) is appended to ``truncates`` for the caller to apply; without that list it is a
+    BadChangeEvent (never silently ignored)."""
     out_schema = changes_schema(schema)
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
@@ -160,7 +161,12 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     else:
         envelope = [pa.field("before", row_type), pa.field("after", row_type), pa.field("op", pa.string())]
         parsed = _read_objects(texts, pa.schema(envelope + [pa.field("payload", pa.struct(envelope))]))
-        is_delete, keep, columns = _resolve_debezium(parsed, schema)
+        is_delete, keep, columns, is_truncate = _resolve_debezium(parsed, schema)
+        if pc.any(is_truncate).as_py():
+            if truncates is None:
+                raise BadChangeEvent("Debezium truncate (op 't') cannot be applied here")
+            at = rows.filter(is_truncate)
+            truncates.extend(zip(at.column("partition").to_pylist(), at.column("offset").to_pylist()))
         op = pc.if_else(is_delete, pa.scalar(OP_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
     arrays = [pc.cast(columns[f.name], f.type) for f in schema]
     arrays += [op, rows.column("partition").cast(pa.int32()), rows.column("offset").cast(pa.int64())]
@@ -169,7 +175,8 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
 
 
 def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: str,
-                          primary_key: list[str], *, skip_bad: bool = False
+                          primary_key: list[str], *, skip_bad: bool = False,
+                          truncates: list[tuple[int, int]] | None = None
                           ) -> tuple[pa.Table, list[tuple[int, int, str]]]:
     """``parse_changes`` + ``check_primary_key`` that names the record at fault: (changes, bad records as
     (partition, offset, reason)).
@@ -177,9 +184,12 @@ def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Sche
     The batch is parsed whole; only when that fails is each record parsed on its own, to find the bad
     ones. Without ``skip_bad`` the first bad record raises BadChangeEvent naming its partition and
     offset; with it, bad records are left out and listed."""
+    found: list[tuple[int, int]] = []
     try:
-        changes = parse_changes(kafka_rows, schema, fmt)
+        changes = parse_changes(kafka_rows, schema, fmt, found if truncates is not None else None)
         check_primary_key(changes, primary_key)
+        if truncates is not None:
+            truncates.extend(found)
         return changes, []
     except BadChangeEvent:
         pass
@@ -188,7 +198,7 @@ def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Sche
     for i in range(rows.num_rows):
         one = rows.slice(i, 1)
         try:
-            changes = parse_changes(one, schema, fmt)
+            changes = parse_changes(one, schema, fmt, truncates)
             check_primary_key(changes, primary_key)
         except BadChangeEvent as e:
             partition, offset = one.column("partition")[0].as_py(), one.column("offset")[0].as_py()
@@ -197,7 +207,8 @@ def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Sche
             skipped.append((partition, offset, str(e)))
             continue
         good.append(i)
-    return parse_changes(rows.take(pa.array(good, pa.int64())), schema, fmt), skipped
+    return parse_changes(rows.take(pa.array(good, pa.int64())), schema, fmt, [] if truncates is not None else None
+                         ), skipped
 
 
 def check_primary_key(changes: pa.Table, primary_key: list[str]) -> None:

@@ -114,24 +114,29 @@ class _ListAccumulator:
         return a
 
 
-def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped=None):
+def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, truncates):
     """Kafka rows -> changes. ``skipped``: a Spark accumulator collecting the records left out (on_error
-    skip or dead-letter); None makes the first bad record fail the batch, naming it."""
+    skip or dead-letter); None makes the first bad record fail the batch, naming it. ``truncates``: an
+    accumulator collecting the (partition, offset) of Debezium truncate events, which the driver applies."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
         for batch in batches:
-            changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None)
+            found: list[tuple[int, int]] = []
+            changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None,
+                                                 truncates=found)
             if bad:
                 skipped.add(bad)
+            if found:
+                truncates.add(found)
             yield from changes.to_batches()
     return parse
 
 
 def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRange]], schema: pa.Schema,
-                         fmt: str, primary_key: list[str], skipped=None):
+                         fmt: str, primary_key: list[str], skipped, truncates):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
-    parse = _parse_task(schema, fmt, primary_key, skipped)
+    parse = _parse_task(schema, fmt, primary_key, skipped, truncates)
     librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -182,6 +187,7 @@ class Pipeline:
         self._spark = spark
         self._stop = threading.Event()
         self._skipped_accumulator = None
+        self._truncates_accumulator = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
@@ -196,6 +202,13 @@ class Pipeline:
         if self._skipped_accumulator is None:
             self._skipped_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
         return self._skipped_accumulator
+
+    @property
+    def _truncates(self):
+        """The accumulator of Debezium truncate events' (partition, offset)."""
+        if self._truncates_accumulator is None:
+            self._truncates_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
+        return self._truncates_accumulator
 
     def _dead_letter_queue(self) -> DeadLetterQueue | None:
         cfg = self.config
@@ -306,13 +319,15 @@ class Pipeline:
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
             rows = reader.load().select(*KAFKA_COLUMNS)
-            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key, self._skipped), out), True
+            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key, self._skipped,
+                                               self._truncates), out), True
         # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
         # is one task: a shuffle would cost more than spreading it gains.
         small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
         groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
         tasks = spark.range(0, len(groups), 1, len(groups))
-        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key, self._skipped)
+        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key, self._skipped,
+                                    self._truncates)
         return tasks.mapInArrow(task, out), len(groups) > 1
 
     def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange]) -> list[StagedFiles]:
@@ -335,8 +350,29 @@ class Pipeline:
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:
         began = time.monotonic()
         seen = len(self._skipped.value) if self._skipped is not None else 0
+        truncates_seen = len(self._truncates.value)
         staged = self._stage(table, options, batch.ranges)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
+        operation = "insert" if self.config.sink.mode == "append" else "upsert"
+        truncates = self._truncates.value[truncates_seen:]
+        if truncates:
+            # A Debezium truncate empties the table: the batch commits as an overwrite holding only the
+            # changes after it — in its partition those past its offset, in the others all of them (Kafka
+            # orders nothing across partitions; a CDC topic that truncates is read in source order when it
+            # has one partition). The first staging's files are left unpublished (orphans expire removes).
+            last = {}
+            for p, o in truncates:
+                last[p] = max(last.get(p, -1), o)
+            after = [OffsetRange(r.topic, r.partition, max(r.start, last[r.partition] + 1), r.end)
+                     if r.partition in last else r for r in batch.ranges]
+            log.info("batch %d: Debezium truncate of %s at %s: the table is emptied in this batch's commit",
+                     batch.batch_id, self.config.source.topic,
+                     ", ".join(f"partition {p} offset {o}" for p, o in sorted(last.items())))
+            skipped_again = len(self._skipped.value) if self._skipped is not None else 0
+            staged = self._stage(table, options, [r for r in after if r.end > r.start])
+            if self._skipped is not None:   # bad records were counted by the first staging
+                del self._skipped.value[skipped_again:]
+            operation = "overwrite"
         commit = mode.table_commit(batch)
         dead_lettered = self._dead_letter(bad, commit, mode)
         if bad:
@@ -345,8 +381,7 @@ class Pipeline:
                         f"{dead_lettered} dead-lettered" if self.config.on_error == "dead-letter" else "skipped",
                         self.config.on_error)
         committing = time.monotonic()
-        version = publish(table, staged, operation="insert" if self.config.sink.mode == "append" else "upsert",
-                          **commit)
+        version = publish(table, staged, operation=operation, **commit)
         done = time.monotonic()
         files = [f for m in staged for f in m.files]
         deletes = sum(f["deletes"] for f in files)
