@@ -142,7 +142,7 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     config = tmp_path / "graceful.yaml"
     config.write_text(yaml.safe_dump({
         "source": {"bootstrap_servers": broker, "topic": "graceful", "group_id": "graceful",
-                   "max_rate_per_partition": 50, "batch_interval": "500ms", "reader": reader},
+                   "max_rate_per_partition": 50, "batch_interval": "500ms"},
         "offsets": "exactly-once",
         "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
                  "schema": "id long, amount long", "buckets": 2}}))

@@ -112,14 +112,21 @@ class MetadataLog:
                 if list_for_gaps:
                     self._check_no_gap_at(v)
                 elif os.path.exists(self.entry_path(v + 1)):
-                    raise CorruptLog(self.entry_path(v), f"missing, but version {v + 1} exists (the log has a gap)")
+                    # v may have been published between the read and the stat (concurrent writers publish
+                    # v before v + 1): only a v still missing is a gap
+                    e = self.read_entry(v)
+                    if e is None:
+                        raise CorruptLog(self.entry_path(v), f"missing, but version {v + 1} exists (the log "
+                                                             "has a gap)")
+                    out.append(e)
+                    continue
                 return out
             out.append(e)
 
     def _check_no_gap_at(self, v: int) -> None:
         """``v`` is not published: raise CorruptLog if a later version is (a deleted or lost entry)."""
         later = [n for n in self.entry_versions() if n > v] if os.path.isdir(self.dir) else []
-        if later:
+        if later and not os.path.exists(self.entry_path(v)):   # v published meanwhile: no gap
             raise CorruptLog(self.entry_path(v), f"missing, but version {later[0]} exists "
                                                  f"(the log has a gap: {len(later)} later entr"
                                                  f"{'y' if len(later) == 1 else 'ies'} past it)")
