@@ -216,3 +216,25 @@ def test_describe_configs_never_returns_secrets(env):
     jaas = configs["listener.name.sasl_ssl.plain.sasl.jaas.config"]
     assert jaas.is_sensitive and jaas.value is None
     assert configs["ssl.keystore.location"].value  # not a secret: shown
+
+
+def test_offset_fetch_of_several_groups_answers_each_group_on_its_own(env):
+    """OffsetFetch v8+ asks for several groups at once: a group the principal may not describe gets
+    GROUP_AUTHORIZATION_FAILED, the others their offsets (as Kafka answers), not a failed request."""
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from txn_helpers import raw_request
+
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    for f in admin.create_topics([NewTopic("fetched", 1)]).values():
+        f.result(20)
+    anonymous = "User:ANONYMOUS"   # the PLAINTEXT listener's principal
+    for f in admin.create_acls([_acl(ResourceType.GROUP, "visible", anonymous, AclOperation.DESCRIBE),
+                                _acl(ResourceType.TOPIC, "fetched", anonymous, AclOperation.DESCRIBE)]).values():
+        f.result(20)
+    Group = OffsetFetchRequest.OffsetFetchRequestGroup
+    request = OffsetFetchRequest(groups=[Group(group_id="visible", topics=None), Group(group_id="hidden", topics=None)],
+                                 require_stable=False)
+    response = raw_request(b.bootstrap_for("PLAINTEXT"), request, 8)
+    codes = {g.group_id: g.error_code for g in response.groups}
+    assert codes == {"visible": 0, "hidden": 30}   # 30: GROUP_AUTHORIZATION_FAILED

@@ -63,8 +63,7 @@ def _always(attr: str) -> Callable[[int], str]:
 
 WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     8: lambda r, v: [(O.READ, GROUP, r.group_id)],  # OffsetCommit
-    9: lambda r, v: ([(O.DESCRIBE, GROUP, g.group_id) for g in r.groups] if v >= 8
-                     else [(O.DESCRIBE, GROUP, r.group_id)]),  # OffsetFetch
+    9: lambda r, v: [] if v >= 8 else [(O.DESCRIBE, GROUP, r.group_id)],  # OffsetFetch (v8+: per group, below)
     10: lambda r, v: [(O.DESCRIBE, TXN if (r.key_type if v >= 1 else 0) == 1 else GROUP, k)
                       for k in (r.coordinator_keys if v >= 4 else [r.key])],  # FindCoordinator
     11: lambda r, v: [(O.READ, GROUP, r.group_id)],  # JoinGroup
@@ -111,7 +110,11 @@ _T = errors.TopicAuthorizationFailed.code
 ITEMS: dict[int, ItemRule] = {
     2: ItemRule(_always("topics"), _always("topics"), _topic(O.DESCRIBE), _T),  # ListOffsets
     8: ItemRule(_always("topics"), _always("topics"), _topic(O.READ), _T),  # OffsetCommit
-    9: ItemRule(_always("topics"), _always("topics"), _topic(O.DESCRIBE), _T),  # OffsetFetch v1-7
+    # OffsetFetch: v1-7 one group, its topics checked one by one; v8+ several groups, each answered on its own
+    9: ItemRule(lambda v: "groups" if v >= 8 else "topics", lambda v: "groups" if v >= 8 else "topics",
+                lambda c, item: (c.allowed(O.DESCRIBE, GROUP, item.group_id) if hasattr(item, "group_id")
+                                 else c.allowed(O.DESCRIBE, TOPIC, item.name)),
+                lambda item: errors.GroupAuthorizationFailed.code if hasattr(item, "group_id") else _T),
     19: ItemRule(_always("topics"), _always("topics"),
                  lambda c, t: c.cluster(O.CREATE) or c.allowed(O.CREATE, TOPIC, t.name), _T),  # CreateTopics
     20: ItemRule(lambda v: "topics" if v >= 6 else "topic_names", _always("responses"),
@@ -138,8 +141,8 @@ ITEMS: dict[int, ItemRule] = {
     69: ItemRule(_always("group_ids"), _always("groups"), lambda c, g: c.allowed(O.DESCRIBE, GROUP, g),
                  errors.GroupAuthorizationFailed.code),  # ConsumerGroupDescribe
 }
-# AddPartitionsToTxn v4+ has no per-topic list at the top (checked whole); OffsetFetch v8+ likewise.
-_ITEMS_MAX_VERSION = {24: 3, 9: 7}
+# AddPartitionsToTxn v4+ has no per-topic list at the top (checked whole).
+_ITEMS_MAX_VERSION = {24: 3}
 
 # listings: response attribute, and what must be describable for an item to be listed
 LISTINGS: dict[int, tuple[str, Callable[[Check, Any], bool]]] = {
