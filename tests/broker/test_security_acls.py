@@ -238,3 +238,24 @@ def test_offset_fetch_of_several_groups_answers_each_group_on_its_own(env):
     response = raw_request(b.bootstrap_for("PLAINTEXT"), request, 8)
     codes = {g.group_id: g.error_code for g in response.groups}
     assert codes == {"visible": 0, "hidden": 30}   # 30: GROUP_AUTHORIZATION_FAILED
+
+
+def test_consumer_group_heartbeat_needs_describe_on_every_subscribed_topic(env):
+    from tidelake.protocol.messages import ConsumerGroupHeartbeatRequest
+    from txn_helpers import raw_request
+
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    for f in admin.create_topics([NewTopic(t, 1) for t in ("seen", "unseen")]).values():
+        f.result(20)
+    anonymous = "User:ANONYMOUS"
+    for f in admin.create_acls([_acl(ResourceType.GROUP, "kg", anonymous, AclOperation.READ),
+                                _acl(ResourceType.TOPIC, "seen", anonymous, AclOperation.DESCRIBE)]).values():
+        f.result(20)
+
+    def heartbeat(topics):
+        return raw_request(b.bootstrap_for("PLAINTEXT"), ConsumerGroupHeartbeatRequest(
+            group_id="kg", member_id="", member_epoch=0, rebalance_timeout_ms=5000, subscribed_topic_names=topics,
+            server_assignor=None, topic_partitions=[]), 0)
+    assert heartbeat(["seen", "unseen"]).error_code == 29   # TOPIC_AUTHORIZATION_FAILED
+    assert heartbeat(["seen"]).error_code == 0

@@ -83,7 +83,9 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     35: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeLogDirs
     47: lambda r, v: [(O.DELETE, GROUP, r.group_id)],  # OffsetDelete
     50: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
-    68: lambda r, v: [(O.READ, GROUP, r.group_id)],  # ConsumerGroupHeartbeat
+    # ConsumerGroupHeartbeat: as Kafka, a subscription naming a topic the member may not describe fails
+    # whole with TOPIC_AUTHORIZATION_FAILED (a client never learns of topics it cannot see)
+    68: lambda r, v: [(O.READ, GROUP, r.group_id)] + [(O.DESCRIBE, TOPIC, t) for t in r.subscribed_topic_names or ()],
 }
 
 
