@@ -259,3 +259,26 @@ def test_consumer_group_heartbeat_needs_describe_on_every_subscribed_topic(env):
             server_assignor=None, topic_partitions=[]), 0)
     assert heartbeat(["seen", "unseen"]).error_code == 29   # TOPIC_AUTHORIZATION_FAILED
     assert heartbeat(["seen"]).error_code == 0
+
+
+def test_offset_fetch_of_all_topics_lists_only_describable_ones(env):
+    from confluent_kafka import Consumer, TopicPartition
+    from kafka.protocol.consumer import OffsetFetchRequest
+    from txn_helpers import raw_request
+
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    for f in admin.create_topics([NewTopic(t, 1) for t in ("open-t", "closed-t")]).values():
+        f.result(20)
+    # the admin commits offsets of both topics for group og
+    committer = Consumer({**confluent_config(b, pki, ADMIN), "group.id": "og"})
+    committer.commit(offsets=[TopicPartition("open-t", 0, 5), TopicPartition("closed-t", 0, 7)], asynchronous=False)
+    committer.close()
+    anonymous = "User:ANONYMOUS"
+    for f in admin.create_acls([_acl(ResourceType.GROUP, "og", anonymous, AclOperation.DESCRIBE),
+                                _acl(ResourceType.TOPIC, "open-t", anonymous, AclOperation.DESCRIBE)]).values():
+        f.result(20)
+    response = raw_request(b.bootstrap_for("PLAINTEXT"), OffsetFetchRequest(group_id="og", topics=None,
+                                                                             require_stable=False), 7)
+    assert response.error_code == 0
+    assert [(t.name, t.partitions[0].committed_offset) for t in response.topics] == [("open-t", 5)]

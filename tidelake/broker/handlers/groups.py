@@ -20,9 +20,11 @@ from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGr
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tidelake import errors
+from tidelake.broker.authorization import Check
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations
 from tidelake.broker.registry import api
+from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OffsetAndMetadata
@@ -193,9 +195,19 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
                                    for p in t.partitions]) for t in req.topics])
 
 
+def _describable(broker: BrokerContext, ctx: RequestContext):
+    """Whether the principal may DESCRIBE a topic (always, without an authorizer): a fetch of every
+    committed offset lists only such topics, as Kafka's does."""
+    if broker.security.authorizer is None:
+        return lambda _topic: True
+    check = Check(broker, ctx)
+    return lambda topic: check.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
+
+
 def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_stable: bool,
-                         member_id: str | None = None, member_epoch: int = -1):
-    """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])])."""
+                         member_id: str | None = None, member_epoch: int = -1, visible=lambda _topic: True):
+    """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])]); with ``topics``
+    None, every topic with a committed offset that is ``visible``."""
     gc = broker.groups
     if member_id is not None and member_epoch >= 0:  # KIP-848 members fetch with their epoch
         g = gc.groups.get(group_id)
@@ -207,7 +219,8 @@ def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_s
     if topics is None:
         by_topic: dict[str, list[int]] = {}
         for (t, p) in sorted(gc.offsets.group_offsets(group_id)):
-            by_topic.setdefault(t, []).append(p)
+            if visible(t):
+                by_topic.setdefault(t, []).append(p)
         wanted = list(by_topic.items())
     else:
         wanted = [(t.name, list(t.partition_indexes)) for t in topics]
@@ -233,7 +246,8 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
         T = OffsetFetchResponse.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
         try:
-            code, rows = _fetch_group_offsets(broker, req.group_id, req.topics, require_stable)
+            code, rows = _fetch_group_offsets(broker, req.group_id, req.topics, require_stable,
+                                              visible=_describable(broker, ctx))
         except errors.KafkaApiError as e:
             code, rows = e.code, []
         return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
@@ -243,10 +257,12 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
     groups = []
+    visible = _describable(broker, ctx)
     for g in req.groups:
         try:
             code, rows = _fetch_group_offsets(broker, g.group_id, g.topics, require_stable,
-                                              g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1)
+                                              g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1,
+                                              visible)
         except errors.KafkaApiError as e:
             code, rows = e.code, []
         groups.append(G(group_id=g.group_id, error_code=code, topics=[
