@@ -282,3 +282,24 @@ def test_offset_fetch_of_all_topics_lists_only_describable_ones(env):
                                                                              require_stable=False), 7)
     assert response.error_code == 0
     assert [(t.name, t.partitions[0].committed_offset) for t in response.topics] == [("open-t", 5)]
+
+
+def test_delete_topics_by_id_is_checked_against_the_topic_name(env):
+    from kafka.protocol.admin import DeleteTopicsRequest
+    from txn_helpers import raw_request
+
+    b, pki, _ = env
+    admin = AdminClient(confluent_config(b, pki, ADMIN))
+    for f in admin.create_topics([NewTopic(t, 1) for t in ("doomed", "kept")]).values():
+        f.result(20)
+    for f in admin.create_acls([_acl(ResourceType.TOPIC, "doomed", "User:ANONYMOUS", AclOperation.DELETE)]).values():
+        f.result(20)
+    ids = {t: b.broker.context.topics.get(t).topic_id for t in ("doomed", "kept")}
+    State = DeleteTopicsRequest.DeleteTopicState
+    request = DeleteTopicsRequest(topics=[State(name=None, topic_id=ids[t]) for t in ("doomed", "kept")],
+                                  timeout_ms=10000)
+    response = raw_request(b.bootstrap_for("PLAINTEXT"), request, 6)
+    codes = {r.topic_id: r.error_code for r in response.responses}
+    assert codes == {ids["doomed"]: 0, ids["kept"]: 29}
+    assert all(r.name is None for r in response.responses if r.error_code == 29)   # a denial names nothing
+    assert b.broker.context.topics.get("kept") is not None and b.broker.context.topics.get("doomed") is None

@@ -31,11 +31,17 @@ CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
 
 class Check:
     """``allowed(op, type, name)`` for one request's principal and host."""
-    __slots__ = ("_authorize", "principal", "host")
+    __slots__ = ("_authorize", "principal", "host", "_topics")
 
     def __init__(self, broker: BrokerContext, ctx: RequestContext):
         self._authorize = broker.security.authorizer.authorize
         self.principal, self.host = ctx.session.principal, ctx.session.client_host
+        self._topics = broker.topics
+
+    def topic_name(self, topic_id) -> str | None:
+        """The name of the topic with this id (None if there is none): ACLs name topics, requests may not."""
+        info = self._topics.by_id(topic_id)
+        return info.name if info is not None else None
 
     def allowed(self, op: Operation, resource_type: ResourceType, name: str) -> bool:
         return self._authorize(self.principal, self.host, op, resource_type, name)
@@ -108,6 +114,14 @@ def _topic(op: Operation, attr: str = "name"):
     return lambda c, item: c.allowed(op, TOPIC, getattr(item, attr))
 
 
+def _may_delete_topic(c: Check, t) -> bool:
+    if isinstance(t, str):  # DeleteTopics v0-5: names
+        return c.allowed(O.DELETE, TOPIC, t)
+    name = t.name or c.topic_name(t.topic_id)
+    # an id no topic has is the handler's UNKNOWN_TOPIC_ID: it names nothing a denial could hide
+    return name is None or c.allowed(O.DELETE, TOPIC, name)
+
+
 _T = errors.TopicAuthorizationFailed.code
 ITEMS: dict[int, ItemRule] = {
     2: ItemRule(_always("topics"), _always("topics"), _topic(O.DESCRIBE), _T),  # ListOffsets
@@ -120,8 +134,8 @@ ITEMS: dict[int, ItemRule] = {
     19: ItemRule(_always("topics"), _always("topics"),
                  lambda c, t: c.cluster(O.CREATE) or c.allowed(O.CREATE, TOPIC, t.name), _T),  # CreateTopics
     20: ItemRule(lambda v: "topics" if v >= 6 else "topic_names", _always("responses"),
-                 lambda c, t: t is None or c.allowed(O.DELETE, TOPIC, t if isinstance(t, str) else t.name or ""),
-                 _T),  # DeleteTopics (by id: the handler resolves; checked there as unknown ids)
+                 lambda c, t: t is None or _may_delete_topic(c, t),
+                 _T),  # DeleteTopics (by id: the id's topic; an unknown id is the handler's UNKNOWN_TOPIC_ID)
     21: ItemRule(_always("topics"), _always("topics"), _topic(O.DELETE), _T),  # DeleteRecords
     23: ItemRule(_always("topics"), _always("topics"), _topic(O.DESCRIBE, "topic"), _T),  # OffsetForLeaderEpoch
     24: ItemRule(_always("v3_and_below_topics"), _always("results_by_topic_v3_and_below"), _topic(O.WRITE), _T),
