@@ -232,3 +232,18 @@ def test_tls_on_the_sasl_port_and_plaintext_or_garbage_on_tls_ports(env):
     # every listener still serves
     with WireClient("127.0.0.1", b.broker.ports["PLAINTEXT"]) as c:
         assert c.request(ApiVersionsRequest(), 0).error_code == 0
+
+
+def test_a_failed_login_is_closed_after_the_configured_delay(tmp_path):
+    """connection.failed.authentication.delay.ms: the failure is answered at once, the connection stays
+    open (muted) for the delay, then closes — a password guesser pays the delay on every try."""
+    pki = make_pki(tmp_path / "pki")
+    with secured_broker(tmp_path / "data", pki, **{"connection.failed.authentication.delay.ms": "3000"}) as b:
+        with WireClient("127.0.0.1", b.broker.ports["SASL_PLAINTEXT"]) as c:
+            assert c.request(SaslHandshakeRequest(mechanism="PLAIN"), 1).error_code == 0
+            assert c.request(SaslAuthenticateRequest(auth_bytes=b"\x00alice\x00wrong"), 2).error_code == SASL_FAILED
+            c.sock.settimeout(0.5)
+            with pytest.raises(socket.timeout):   # answered, but not closed yet
+                c.sock.recv(1)
+            c.sock.settimeout(30)
+            assert c.sock.recv(1) == b""            # closed once the delay is over

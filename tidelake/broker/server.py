@@ -129,11 +129,12 @@ class Broker:
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
             # have loaded their state.
             max_unauth = ctx.config.get_int("sasl.server.max.receive.size", 524288)
+            failed_auth_delay_s = ctx.config.get_int("connection.failed.authentication.delay.ms", 100) / 1000
             for name, bind_host, bind_port, _adv_host, _adv_port in self._binds:
                 listener = ctx.security.listeners[name]
                 server = await loop.create_server(
                     lambda listener=listener: KafkaTransport(self.dispatcher, self.connections, max_request, listener,
-                                                             max_unauth),
+                                                             max_unauth, failed_auth_delay_s),
                     bind_host, bind_port, ssl=listener.ssl_context, reuse_address=True, backlog=1024,
                     start_serving=False, ssl_handshake_timeout=10 if listener.ssl_context else None)
                 self._servers.append(server)

@@ -22,8 +22,10 @@ log = logging.getLogger("tidelake.broker.transport")
 
 class KafkaTransport(asyncio.Protocol):
     def __init__(self, dispatcher: Dispatcher, registry: set, max_request_bytes: int, listener: ListenerSecurity,
-                 max_unauthenticated_bytes: int = 524288):
+                 max_unauthenticated_bytes: int = 524288, failed_auth_delay_s: float = 0.1):
         self.dispatcher = dispatcher
+        # connection.failed.authentication.delay.ms: a client guessing passwords waits this long per try
+        self.failed_auth_delay_s = failed_auth_delay_s
         self.registry = registry  # the broker's open transports (closed at stop, or when idle)
         self.listener = listener
         self.connection = Connection(max_request_bytes, authenticate=listener.sasl,
@@ -138,7 +140,9 @@ class KafkaTransport(asyncio.Protocol):
                 chunks = conn.data_to_send()
                 if chunks is not None:
                     self._write(chunks)
-                    if conn.closing:  # a failed login: its answer is written, then the connection ends
+                    if conn.closing:  # a failed login: its answer is written, then, after the delay, the end
+                        if self.failed_auth_delay_s > 0:
+                            await asyncio.sleep(self.failed_auth_delay_s)
                         self.close()
                         return
                     if self._writable is not None:
