@@ -201,3 +201,35 @@ def test_sasl_handshake_v0_with_raw_plain_token(env):
         s.sendall(_frame(3, 1, struct.pack(">i", -1)))  # now Metadata is served
         size = struct.unpack(">i", s.recv(4))[0]
         assert size > 4
+
+
+@pytest.mark.parametrize("login", [Login("SASL_SSL", "SCRAM-SHA-256", "bob", "bob-secret"), Login("MTLS", cert=True)],
+                         ids=str)
+def test_aiokafka_and_kafka_python_administer(env, login):
+    """The Python clients' admin APIs over a secured listener: create, list, describe and delete a topic."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic as AioNewTopic
+    from kafka.admin import KafkaAdminClient, NewTopic as KpNewTopic
+    b, pki = env
+    name = f"admin-{login}".replace("_", "-").lower()
+
+    async def aio() -> tuple[bool, list]:
+        admin = AIOKafkaAdminClient(**aiokafka_config(b, pki, login))
+        await admin.start()
+        try:
+            await admin.create_topics([AioNewTopic(f"{name}-aio", 2, 1)])
+            listed = f"{name}-aio" in await admin.list_topics()
+            described = await admin.describe_topics([f"{name}-aio"])
+            await admin.delete_topics([f"{name}-aio"])
+            return listed, described
+        finally:
+            await admin.close()
+    listed, described = asyncio.run(asyncio.wait_for(aio(), 120))
+    assert listed and len(described[0]["partitions"]) == 2
+    kp = KafkaAdminClient(**kafka_python_config(b, pki, login))
+    try:
+        kp.create_topics([KpNewTopic(f"{name}-kp", 3, 1)])
+        assert f"{name}-kp" in kp.list_topics()
+        assert len(kp.describe_topics([f"{name}-kp"])[0]["partitions"]) == 3
+        kp.delete_topics([f"{name}-kp"])
+    finally:
+        kp.close()

@@ -1,5 +1,5 @@
 """The reference Java client (kafka-clients 3.9.1) over SASL_SSL and SASL_PLAINTEXT with both SCRAM
-mechanisms and PLAIN, and mutual TLS with PEM key stores: the AdminClient manages SCRAM credentials
+mechanisms and PLAIN, one-way TLS, and mutual TLS with PEM key stores: the AdminClient manages SCRAM credentials
 (alter/describeUserScramCredentials) and ACLs (create/describe/deleteAcls); the idempotent producer
 (the default) and a group consumer work with exactly the ACLs Kafka requires, and fail once they go."""
 from __future__ import annotations
@@ -78,7 +78,7 @@ JAVA = textwrap.dedent("""
           System.out.println("JOE " + ad.describeUserScramCredentials(List.of("joe")).description("joe").get().credentialInfos().size());
           ad.createTopics(List.of(new NewTopic("jt", 1, (short) 1))).all().get();
           List<AclBinding> acls = new ArrayList<>();
-          for (String principal : new String[]{"User:jane", "User:" + a[1]}) {
+          for (String principal : new String[]{"User:jane", "User:" + a[1], "User:ANONYMOUS"}) {
             acls.add(new AclBinding(new ResourcePattern(ResourceType.TOPIC, "jt", PatternType.LITERAL),
                 new AccessControlEntry(principal, "*", AclOperation.WRITE, AclPermissionType.ALLOW)));
             acls.add(new AclBinding(new ResourcePattern(ResourceType.TOPIC, "j", PatternType.PREFIXED),
@@ -135,6 +135,9 @@ def test_java_clients_scram_plain_mtls_and_admin_acls(tmp_path):
                 "ssl.keystore.type": "PEM",
                 "ssl.keystore.certificate.chain": pki.client_cert.read_text().replace("\n", "\\n"),
                 "ssl.keystore.key": pki.client_key.read_text().replace("\n", "\\n")}),
+            # one-way TLS: the broker is verified, the client is User:ANONYMOUS
+            _props(tmp_path / "ssl.properties", **{
+                "bootstrap.servers": b.bootstrap_for("SSL"), "security.protocol": "SSL", **trust}),
         ]
         r = subprocess.run(["java", "-cp", f"{cp}:{tmp_path}", "SecureSmoke", admin, pki.client_dn, *clients],
                            capture_output=True, text=True, timeout=300)
@@ -142,11 +145,13 @@ def test_java_clients_scram_plain_mtls_and_admin_acls(tmp_path):
     lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)
     assert lines["SCRAM"] == "SCRAM_SHA_256:4096,SCRAM_SHA_512:8192"
     assert lines["JOE"] == "1"
-    assert lines["ACLS"] == "6"
+    assert lines["ACLS"] == "9"
     # joe (User:joe) has no ACLs: his producer is refused before any record is written
     assert lines["CLIENT0"] == "ok 10"
     assert lines["CLIENT1"] in ("TopicAuthorizationException TopicAuthorizationException",
                                 "ClusterAuthorizationException TopicAuthorizationException"), lines
     assert lines["CLIENT2"] == "ok 20"  # the mTLS principal reads jane's 10 and its own 10
-    assert lines["DELETED"] == "2"
+    produced, consumed = lines["CLIENT3"].split()
+    assert produced == "ok" and int(consumed) >= 10, lines   # one-way SSL: writes 10, reads at least those
+    assert lines["DELETED"] == "3"
     assert lines["AFTER"] in ("TopicAuthorizationException", "ClusterAuthorizationException"), lines
