@@ -240,6 +240,10 @@ sink:
   schema: "id long, amount long"   # Spark DDL
   buckets: 4                       # write.bucket.num
   # properties: {compaction.commit.num: "20"}
+  # schema_evolution: none         # none | add-columns (schema columns the table lacks are added, nullable)
+# on_error: fail                   # a record that is not a change event: fail | skip | dead-letter
+# dead_letter_topic: orders.dlq    # dead-letter only (Kafka Connect's __connect.errors.* headers)
+# security: {security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512, ...}   # Kafka client properties
 # spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}
 """
 
