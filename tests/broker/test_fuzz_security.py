@@ -10,35 +10,20 @@ import hmac
 import socket
 import ssl
 import struct
-import threading
-import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
-from kafka.protocol.consumer import FetchRequest as FR
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
-from kafka.protocol.producer import ProduceRequest as PR
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from security_fixtures import add_scram_user, secured_broker
 from tidelake.protocol.records import Record, build_batch
+from steady_client import SteadyClient, produce
 from tidelake.protocol.wire_client import WireClient
 from tls_certs import make_pki
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 SASL_FAILED, ILLEGAL_STATE, UNSUPPORTED_MECHANISM = 58, 34, 33
-
-
-def produce(topic, partition, records):
-    return PR(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[PR.TopicProduceData(
-        name=topic, partition_data=[PR.TopicProduceData.PartitionProduceData(index=partition, records=records)])])
-
-
-def fetch(topic, offset):
-    return FR(replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0,
-              session_epoch=-1, topics=[FR.FetchTopic(topic=topic, partitions=[FR.FetchTopic.FetchPartition(
-                  partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1,
-                  log_start_offset=-1)])], forgotten_topics_data=[], rack_id="")
 
 
 def scram_login(c: WireClient, user: str, password: str, *, tamper: str | None = None):
@@ -65,37 +50,9 @@ def scram_login(c: WireClient, user: str, password: str, *, tamper: str | None =
     return c.request(SaslAuthenticateRequest(auth_bytes=final), 2)
 
 
-class SteadyClient(threading.Thread):
-    """Logs in with SCRAM, then produces one record and fetches it back, over and over."""
-
-    def __init__(self, port: int):
-        super().__init__(daemon=True)
-        self.port = port
-        self.stop_event = threading.Event()
-        self.round_trips = 0
-        self.failures: list[str] = []
-
-    def run(self) -> None:
-        try:
-            with WireClient("127.0.0.1", self.port) as c:
-                assert scram_login(c, "steady", "steady-secret").error_code == 0
-                expected = 0
-                while not self.stop_event.is_set():
-                    value = b"steady-%d" % expected
-                    p = c.request(produce("steady", 0, build_batch([Record(0, 1, None, value)])), 9)
-                    part = p.responses[0].partition_responses[0]
-                    if (part.error_code, part.base_offset) != (0, expected):
-                        self.failures.append(f"produce -> {part.error_code} at {part.base_offset}")
-                        return
-                    f = c.request(fetch("steady", expected), 11).responses[0].partitions[0]
-                    if f.error_code != 0 or value not in bytes(f.records):
-                        self.failures.append(f"fetch at {expected} -> {f.error_code}")
-                        return
-                    expected += 1
-                    self.round_trips += 1
-                    time.sleep(0.005)
-        except Exception as e:  # noqa: BLE001 - any failure of the steady client is the finding
-            self.failures.append(repr(e))
+def _must(ok: bool) -> None:
+    if not ok:
+        raise RuntimeError("the steady client's login failed")
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +62,8 @@ def env(tmp_path_factory):
     with secured_broker(d / "data", pki, **{"sasl.server.max.receive.size": "4096"}) as b:
         add_scram_user(b, "steady", "steady-secret")
         b.run(b.broker.create_topic, "steady", 1, {})
-        steady = SteadyClient(b.broker.ports["SASL_PLAINTEXT"])
+        steady = SteadyClient(b.bootstrap_for("SASL_PLAINTEXT"),
+                              login=lambda c: _must(scram_login(c, "steady", "steady-secret").error_code == 0))
         steady.start()
         yield b, pki
         steady.stop_event.set()

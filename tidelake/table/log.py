@@ -63,6 +63,18 @@ def write_exclusive(path: str, payload: dict[str, Any]) -> bool:
     return won
 
 
+def _decoded(path: str, raw: str, from_json, what: str, version: int):
+    """``from_json`` of the file's JSON, which must hold ``version``; CorruptLog naming ``path`` if not."""
+    try:
+        decoded = from_json(json.loads(raw))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        reason = "empty file" if not raw.strip() else f"not a valid {what} ({type(e).__name__}: {e})"
+        raise CorruptLog(path, reason) from e
+    if decoded.version != version:
+        raise CorruptLog(path, f"holds version {decoded.version}, not {version}")
+    return decoded
+
+
 class MetadataLog:
     """Reads and publishes log entries and checkpoints of one table directory."""
 
@@ -91,14 +103,7 @@ class MetadataLog:
                 raw = fh.read()
         except FileNotFoundError:
             return None
-        try:
-            entry = LogEntry.from_json(json.loads(raw))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            reason = "empty file" if not raw.strip() else f"not a valid log entry ({type(e).__name__}: {e})"
-            raise CorruptLog(path, reason) from e
-        if entry.version != v:
-            raise CorruptLog(path, f"holds version {entry.version}, not {v}")
-        return entry
+        return _decoded(path, raw, LogEntry.from_json, "log entry", v)
 
     def entries_after(self, version: int, *, list_for_gaps: bool = False) -> list[LogEntry]:
         """Every published entry after ``version``, in order. CorruptLog at a gap: the entry after
@@ -149,14 +154,7 @@ class MetadataLog:
                 raw = fh.read()
         except FileNotFoundError as e:
             raise CorruptLog(path, "missing (named by _last_checkpoint)") from e
-        try:
-            state = TableMetadata.from_json(json.loads(raw))
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
-            reason = "empty file" if not raw.strip() else f"not a valid checkpoint ({type(e).__name__}: {e})"
-            raise CorruptLog(path, reason) from e
-        if state.version != version:
-            raise CorruptLog(path, f"holds version {state.version}, not {version}")
-        return state
+        return _decoded(path, raw, TableMetadata.from_json, "checkpoint", version)
 
     def latest_checkpoint(self) -> TableMetadata | None:
         """The newest checkpoint: the one ``_last_checkpoint`` names, else the newest by listing.
