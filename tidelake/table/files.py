@@ -6,7 +6,7 @@ Layout under the table root::
     data/bucket-00003/delta-L1-<uuid>.parquet   clustering output (many commits, every row kept)
     data/bucket-00003/base-<uuid>.parquet       compaction output (merged state, one row per key)
 
-Every file is plain Parquet (zstd; a floating-point column zstd cannot shrink is stored plain), sorted
+Every file is plain Parquet (LZ4; a floating-point column LZ4 cannot shrink is stored plain), sorted
 by the primary key, readable by any Parquet reader.
 Delta files carry ``_op`` (int8: 0 = upsert, 1 = delete). Clustered (L1/L2) delta files also carry
 ``_commit_version`` (int64) and ``_commit_time`` (timestamp ms, UTC) per row; an L0 file belongs to
@@ -17,7 +17,9 @@ Base files hold only the user columns.
 from __future__ import annotations
 
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
@@ -101,12 +103,15 @@ _M2 = np.uint64(0xC4CEB9FE1A85EC53)
 def _fmix64(h: np.ndarray) -> np.ndarray:
     """murmur3's 64-bit finalizer: a stable, well-mixing function of a uint64 array."""
     shift = np.uint64(33)
-    with np.errstate(over="ignore"):   # a new array once, then in place (the input may be read-only)
-        h = h ^ (h >> shift)
-        h *= _M1
-        h ^= h >> shift
-        h *= _M2
-        h ^= h >> shift
+    with np.errstate(over="ignore"):   # one new array and one scratch buffer, then all in place
+        tmp = np.right_shift(h, shift)
+        h = np.bitwise_xor(h, tmp)       # (the input may be read-only: the first result is new)
+        np.multiply(h, _M1, out=h)
+        np.right_shift(h, shift, out=tmp)
+        np.bitwise_xor(h, tmp, out=h)
+        np.multiply(h, _M2, out=h)
+        np.right_shift(h, shift, out=tmp)
+        np.bitwise_xor(h, tmp, out=h)
     return h
 
 
@@ -237,19 +242,22 @@ def key_range(sorted_table: pa.Table, primary_key: list[str]) -> tuple[list | No
     return mins, maxs
 
 
-INCOMPRESSIBLE = 0.9      # zstd output / input above this on a sample: store the column uncompressed
+# LZ4, not zstd: integers are delta-encoded and strings dictionary-encoded before compression, so
+# zstd saved ~5 % of the bytes while its decompression made every merge-on-read ~20 % slower.
+CODEC = "lz4"
+INCOMPRESSIBLE = 0.9      # compressed output / input above this on a sample: store the column uncompressed
 _SAMPLE_ROWS = 8192
 
 
 def _codecs(table: pa.Table, primary_key: list[str]) -> dict[str, str]:
-    """zstd for every column, except floating-point columns whose values zstd cannot shrink (noisy
+    """LZ4 for every column, except floating-point columns whose values it cannot shrink (noisy
     measurements, say; tried on a sample): decompressing those on every read costs time for nothing."""
     codecs = {}
     for f in table.schema:
-        codecs[f.name] = "zstd"
+        codecs[f.name] = CODEC
         if pa.types.is_floating(f.type) and f.name not in primary_key and table.num_rows >= _SAMPLE_ROWS:
             raw = table.column(f.name).slice(0, _SAMPLE_ROWS).to_numpy().tobytes()
-            if len(pa.compress(raw, codec="zstd", asbytes=True)) > INCOMPRESSIBLE * len(raw):
+            if len(pa.compress(raw, codec=CODEC, asbytes=True)) > INCOMPRESSIBLE * len(raw):
                 codecs[f.name] = "none"
     return codecs
 
@@ -257,7 +265,7 @@ def _codecs(table: pa.Table, primary_key: list[str]) -> dict[str, str]:
 def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: int,
                   primary_key: list[str], min_version: int | None = None,
                   max_version: int | None = None) -> DataFile:
-    """Write a PK-sorted table as one zstd Parquet file under ``data/bucket-NNNNN/``."""
+    """Write a PK-sorted table as one LZ4 Parquet file under ``data/bucket-NNNNN/``."""
     name = f"{'base' if kind == 'base' else f'delta-L{level}'}-{uuid.uuid4().hex}.parquet"
     rel = f"data/bucket-{bucket:05d}/{name}"
     full = os.path.join(root, rel)
@@ -282,6 +290,29 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
                     key_min=kmin, key_max=kmax, deletes=deletes)
 
 
+_FOOTERS: "OrderedDict[tuple[str, int, int], tuple[pq.FileMetaData, frozenset[str]]]" = OrderedDict()
+_FOOTER_CACHE_SIZE = 4096
+_FOOTERS_LOCK = threading.Lock()
+
+
+def _footer(full: str) -> tuple[pq.FileMetaData, frozenset[str]]:
+    """A data file's Parquet footer and column names, cached by path, size and mtime."""
+    st = os.stat(full)
+    key = (full, st.st_size, st.st_mtime_ns)
+    with _FOOTERS_LOCK:
+        hit = _FOOTERS.get(key)
+        if hit is not None:
+            _FOOTERS.move_to_end(key)
+            return hit
+    meta = pq.read_metadata(full)
+    hit = (meta, frozenset(meta.schema.to_arrow_schema().names))
+    with _FOOTERS_LOCK:
+        _FOOTERS[key] = hit
+        while len(_FOOTERS) > _FOOTER_CACHE_SIZE:
+            _FOOTERS.popitem(last=False)
+    return hit
+
+
 def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None,
                  strings: Sequence[str] = ()) -> pa.Table:
     """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest.
@@ -292,15 +323,14 @@ def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr:
         columns = [c for c in columns if c in present] if columns is not None else None
         return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False,
                              read_dictionary=[c for c in strings if c in present])
-    # the whole file: no dataset machinery, one open. Strings are written dictionary-encoded;
-    # decoding them as a dictionary and casting after is cheaper than decoding plain strings.
-    try:
-        pf = pq.ParquetFile(full, read_dictionary=strings)
-    except KeyError:   # a column added after the file was written
-        pf = pq.ParquetFile(full)
-        pf = pq.ParquetFile(full, metadata=pf.metadata, read_dictionary=[c for c in strings if c in pf.schema_arrow.names])
+    # the whole file: no dataset machinery, one memory-mapped open, the footer parsed once per
+    # process (data files are never rewritten in place; size and mtime guard against a file
+    # replaced behind our back). Strings are written dictionary-encoded; decoding them as a
+    # dictionary and casting after is cheaper than decoding plain strings.
+    footer, names = _footer(full)
+    pf = pq.ParquetFile(full, metadata=footer, memory_map=True, read_dictionary=[c for c in strings if c in names])
     if columns is not None:
-        columns = [c for c in columns if c in pf.schema_arrow.names]
+        columns = [c for c in columns if c in names]
     return pf.read(columns=columns, use_threads=False)
 
 

@@ -90,13 +90,16 @@ class DeltaWriter:
         counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
-        return parallel_map(lambda job: self._write_bucket(rows, job[0], job[1]), jobs)
+        int_keys = (rows.column(pk[0]).to_numpy() if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
+                    else None)   # (once: a key column of several chunks is copied by every to_numpy)
+        return parallel_map(lambda job: self._write_bucket(rows, int_keys, job[0], job[1]), jobs)
 
-    def _write_bucket(self, rows: pa.Table, bucket: int, arrival: np.ndarray) -> DataFile:
-        """One bucket's rows (indices in arrival order): the last change per key, in key order."""
+    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray) -> DataFile:
+        """One bucket's rows (indices in arrival order): the last change per key, in key order.
+        ``int_keys``: the key column as numpy, when it is one integer column."""
         pk = self.primary_key
-        if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type):
-            keys = rows.column(pk[0]).to_numpy()[arrival]
+        if int_keys is not None:
+            keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
             by_key = np.argsort(keys, kind="stable")
             keep = _last_of_each_key(keys[by_key], pk)
