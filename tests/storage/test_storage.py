@@ -56,7 +56,7 @@ def storage(request, tmp_path):
     if request.param == "local":
         return open_storage(str(tmp_path / "t"))
     if request.param == "memory":
-        return open_storage("memory://")
+        return open_storage(f"memory://{tmp_path.name}")
     options = request.getfixturevalue("s3_server")
     return open_storage(f"s3://lake/{tmp_path.name}", options)
 
