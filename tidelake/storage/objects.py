@@ -9,6 +9,7 @@ two writers both "win" a version, so the table must not be put on one (see the s
 from __future__ import annotations
 
 import os
+import re
 import threading
 from datetime import timedelta
 from typing import Mapping
@@ -32,6 +33,8 @@ S3_OPTIONS: dict[str, tuple[str, ...]] = {
 # a store that does not answer fails an operation within about this long (obstore's default keeps retrying 3 min)
 CONNECT_TIMEOUT = "5s"
 REQUEST_TIMEOUT = "60s"
+_S3_CODE = re.compile(r"<Code>([^<]*)</Code>")
+_S3_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
 RETRY = {"max_retries": 4, "backoff": {"init_backoff": timedelta(milliseconds=100),
                                        "max_backoff": timedelta(seconds=2), "base": 2},
          "retry_timeout": timedelta(seconds=20)}
@@ -44,27 +47,39 @@ class ObjectStorage(Storage):
         self.options = dict(options or {})
 
     def _failed(self, path: str, e: Exception) -> StorageError:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        return StorageError(f"{self.location(path)}: {first}")
+        """One line: the file, then S3's error code and message, or the client's first line."""
+        text = str(e).strip()
+        code, message = _S3_CODE.search(text), _S3_MESSAGE.search(text)
+        if code:
+            reason = f"{code.group(1)}: {message.group(1)}" if message else code.group(1)
+        else:
+            reason = text.splitlines()[0] if text else type(e).__name__
+        return StorageError(f"{self.location(path)}: {reason[:300]}")
+
+    def _missing(self, path: str, e: Exception) -> Exception:
+        """A NotFound answer: FileNotFoundError for a missing file, StorageError for a missing bucket."""
+        if "NoSuchBucket" in str(e):
+            return self._failed(path, e)
+        return FileNotFoundError(2, "No such file", self.location(path))
 
     def read(self, path: str) -> bytes:
         try:
             return obstore.get(self._store, path).bytes().to_bytes()
         except (NotFoundError, FileNotFoundError) as e:
-            raise FileNotFoundError(2, "No such file", self.location(path)) from e
+            raise self._missing(path, e) from e
         except BaseError as e:
             raise self._failed(path, e) from e
 
     def write(self, path: str, data: bytes) -> None:
         try:
             obstore.put(self._store, path, _bytes_like(data))
-        except BaseError as e:
+        except (BaseError, FileNotFoundError) as e:
             raise self._failed(path, e) from e
 
     def create(self, path: str, data: bytes) -> bool:
-        """Put-if-absent. A PUT whose response was lost is retried by the client and then refused
-        (412) because it had succeeded: a refused create that finds exactly its own bytes there
-        counts as won, so a commit is neither lost nor published twice on a flaky network."""
+        """Put-if-absent (``If-None-Match: *``). A PUT whose response was lost is retried by the client
+        and refused (412) because it had succeeded: finding exactly its own bytes there, it counts as
+        won, so a commit is neither lost nor published twice on a flaky network."""
         try:
             obstore.put(self._store, path, _bytes_like(data), mode="create")
             return True
@@ -73,14 +88,16 @@ class ObjectStorage(Storage):
                 return self.read(path) == bytes(data)
             except FileNotFoundError:   # deleted meanwhile (retention): taken all the same
                 return False
-        except BaseError as e:
+        except (BaseError, FileNotFoundError) as e:
             raise self._failed(path, e) from e
 
     def _head(self, path: str):
         try:
             return obstore.head(self._store, path)
-        except (NotFoundError, FileNotFoundError):
-            return None
+        except (NotFoundError, FileNotFoundError) as e:
+            if "NoSuchBucket" in str(e):
+                raise self._failed(path, e) from e
+            return None   # (a HEAD answer has no body: a missing bucket shows up at the next GET or LIST)
         except BaseError as e:
             raise self._failed(path, e) from e
 
@@ -99,15 +116,16 @@ class ObjectStorage(Storage):
         try:
             for chunk in obstore.list(self._store, prefix or None, offset=after, chunk_size=1000):
                 out.extend(FileInfo(m["path"], m["size"], int(m["last_modified"].timestamp() * 1000)) for m in chunk)
-        except BaseError as e:
+        except (BaseError, FileNotFoundError) as e:
             raise self._failed(prefix, e) from e
         return sorted(out)
 
     def delete(self, path: str) -> bool:
         try:
             obstore.delete(self._store, path)
-        except (NotFoundError, FileNotFoundError):
-            pass
+        except (NotFoundError, FileNotFoundError) as e:
+            if "NoSuchBucket" in str(e):
+                raise self._failed(path, e) from e
         except BaseError as e:
             raise self._failed(path, e) from e
         return True

@@ -38,7 +38,10 @@ class Storage:
 
     def create(self, path: str, data: bytes) -> bool:
         """Put-if-absent: True if this call created the file, False if it already existed. Of several
-        writers racing for one path (threads, processes, machines) exactly one gets True."""
+        writers racing for one path (threads, processes, machines) with different data exactly one gets
+        True. A file already holding exactly ``data`` also answers True: an object-store client retries a
+        PUT whose response was lost, and the retry is refused because the first attempt succeeded; this
+        rule keeps that writer the winner (writers of identical bytes cannot be told apart)."""
         raise NotImplementedError
 
     def exists(self, path: str) -> bool:
