@@ -83,7 +83,13 @@ class Storage:
 
 def is_local(url: str) -> bool:
     """A bare path or file:// (not an object store, not memory)."""
-    return urlparse(url).scheme in ("", "file")
+    return _scheme(url) in ("", "file")
+
+
+def _scheme(url: str) -> str:
+    """'s3' of 's3://...', '' of a path (not urlparse: a path may hold anything, e.g. brackets)."""
+    head, sep, _ = url.partition("://")
+    return head.lower() if sep and head.isalnum() else ""
 
 
 def open_storage(url: "str | Storage", options: Mapping[str, str] | None = None) -> Storage:
@@ -99,15 +105,15 @@ def open_storage(url: "str | Storage", options: Mapping[str, str] | None = None)
     if isinstance(url, Storage):
         return url
     options = {str(k): str(v) for k, v in (options or {}).items()}
-    parsed = urlparse(url)
-    if is_local(url):
+    scheme = _scheme(url)
+    if scheme in ("", "file"):
         from .local import LocalStorage
         if options:
             raise ValueError(f"storage options {sorted(options)} given for the local path {url!r} (they are for s3://)")
-        return LocalStorage(os.path.abspath(parsed.path if parsed.scheme == "file" else url))
+        return LocalStorage(os.path.abspath(urlparse(url).path if scheme == "file" else url))
     from .objects import memory_storage, s3_storage
-    if parsed.scheme == "s3":
+    if scheme == "s3":
         return s3_storage(url, options)
-    if parsed.scheme == "memory":
+    if scheme == "memory":
         return memory_storage(url)
     raise ValueError(f"unsupported storage URL {url!r} (use a path, file://, s3:// or memory://)")
