@@ -83,9 +83,10 @@ def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:
     """(app state, offsets) the table holds for this pipeline; (None, None) before its first commit."""
     from tidelake.spark.offset_stores import offsets_from_app_state
     from tidelake.table import Table
-    if not Table.exists(cfg.sink.table):
+    options = cfg.sink.storage_options or None
+    if not Table.exists(cfg.sink.table, storage_options=options):
         return None, None
-    state = Table.open(cfg.sink.table).app_state(cfg.app_id)
+    state = Table.open(cfg.sink.table, storage_options=options).app_state(cfg.app_id)
     return state, offsets_from_app_state(state)
 
 
@@ -197,7 +198,7 @@ def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_off
             state, _ = _table_offsets(cfg)
             if state is None:
                 raise CliError(f"table {cfg.sink.table} holds no offsets of {cfg.app_id} yet: nothing to reset")
-            Table.open(cfg.sink.table).commit_staged(
+            Table.open(cfg.sink.table, storage_options=cfg.sink.storage_options or None).commit_staged(
                 [], app_id=cfg.app_id, batch_id=state["batch_id"] + 1,
                 app_extra={"offsets": {str(p): o for p, o in sorted(new.items())}, "topic": cfg.source.topic,
                            "reset": True})
@@ -233,7 +234,8 @@ offsets: exactly-once              # auto | commit-after | seo | exactly-once
 # commit: async                    # commit-after only: async (Spark's commitAsync) | sync
 seo_dir: ./gtoffset                # seo only: <seo_dir>/<group_id>/<topic>/gtoffset
 sink:
-  table: ./orders-table            # created if absent
+  table: ./orders-table            # created if absent; or s3://bucket/prefix
+  # storage_options: {endpoint: "http://127.0.0.1:9000", region: us-east-1}   # s3:// (else AWS_* env vars)
   format: debezium-json            # debezium-json | json
   mode: upsert                     # upsert | append (json only)
   primary_key: [id]

@@ -1,10 +1,11 @@
 """``tidelake table ...``: create, inspect, change and maintain transactional tables, with Delta's and
 Paimon's names (history, restore to a version or time, VACUUM-like expire with RETAIN / DRY RUN,
-set-properties, add-column, update/delete with a predicate)."""
+set-properties, add-column, update/delete with a predicate). PATH is a local directory or
+``s3://bucket/prefix`` (endpoint, region and credentials from AWS's environment variables:
+AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from typing import Any
 
@@ -101,7 +102,10 @@ def _limit(limit: int | None) -> int | None:
 
 @click.group("table", cls=CommandGroup)
 def table() -> None:
-    """Transactional primary-key tables (time travel, incremental reads, compaction)."""
+    """Transactional primary-key tables (time travel, incremental reads, compaction).
+
+    PATH is a local directory or s3://bucket/prefix (S3 settings from AWS's environment variables:
+    AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)."""
 
 
 @table.command()
@@ -300,14 +304,7 @@ def _expire_plan(t: Table, retain_hours: float) -> dict:
     horizon = min(max([e["version"] for e in entries if e["timestamp_ms"] <= limit] + [entries[0]["version"]]),
                   t.version)
     live = {f.path for v in range(horizon, t.version + 1) for f in t.plan(version=v)}
-    files = []
-    data_dir = os.path.join(t.path, "data")
-    for dirpath, _, names in os.walk(data_dir):
-        for n in names:
-            full = os.path.join(dirpath, n)
-            rel = os.path.relpath(full, t.path)
-            if rel not in live and os.path.getmtime(full) * 1000 < limit:
-                files.append(rel)
+    files = [f.path for f in t.storage.list_info("data") if f.path not in live and f.modified_ms < limit]
     return {"horizon": horizon, "versions_removed": [e["version"] for e in entries if e["version"] < horizon],
             "files_removed": sorted(files)}
 
@@ -444,10 +441,13 @@ def check(path: str, repair: bool, as_json: bool) -> None:
 
     Exits 1 when a problem remains. --repair explains and performs only repairs that lose nothing;
     a lost log entry or data file is reported with what to do, never papered over."""
+    from tidelake.storage import open_storage
     from tidelake.table.check import check_table
-    if not os.path.isdir(path):
+    from tidelake.table.log import LOG_DIR
+    storage = open_storage(path)
+    if not storage.list(LOG_DIR) and not storage.list("data"):
         raise CliError(f"no tidelake table at {path}")
-    report = check_table(path, repair=repair)
+    report = check_table(storage, repair=repair)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

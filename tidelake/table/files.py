@@ -30,6 +30,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tidelake.storage import Storage
+
 from .errors import SchemaError
 
 OP = "_op"
@@ -262,14 +264,12 @@ def _codecs(table: pa.Table, primary_key: list[str]) -> dict[str, str]:
     return codecs
 
 
-def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: int,
+def write_parquet(storage: Storage, table: pa.Table, *, kind: str, bucket: int, level: int,
                   primary_key: list[str], min_version: int | None = None,
                   max_version: int | None = None) -> DataFile:
     """Write a PK-sorted table as one LZ4 Parquet file under ``data/bucket-NNNNN/``."""
     name = f"{'base' if kind == 'base' else f'delta-L{level}'}-{uuid.uuid4().hex}.parquet"
     rel = f"data/bucket-{bucket:05d}/{name}"
-    full = os.path.join(root, rel)
-    os.makedirs(os.path.dirname(full), exist_ok=True)
     sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
     # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file.
     # Dictionary encoding only for strings/binary (tried on numbers it is mostly wasted work and
@@ -278,15 +278,25 @@ def write_parquet(root: str, table: pa.Table, *, kind: str, bucket: int, level: 
     # what pruning reads.
     dictionary = [f.name for f in table.schema if is_string(f.type)]
     encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type)}
-    pq.write_table(table, full, compression=_codecs(table, primary_key), sorting_columns=sorting,
-                   use_dictionary=dictionary, column_encoding=encodings or None,
-                   write_statistics=list(primary_key), row_group_size=128 * 1024)
+    options = dict(compression=_codecs(table, primary_key), sorting_columns=sorting, use_dictionary=dictionary,
+                   column_encoding=encodings or None, write_statistics=list(primary_key), row_group_size=128 * 1024)
+    full = storage.local_path(rel)
+    if full is not None:   # a local disk: pyarrow writes the file itself
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        pq.write_table(table, full, **options)
+        size = os.path.getsize(full)
+    else:                  # an object store: the file in memory, then one PUT
+        out = pa.BufferOutputStream()
+        pq.write_table(table, out, **options)
+        data = out.getvalue()
+        storage.write(rel, data)
+        size = data.size
     kmin, kmax = key_range(table, primary_key)
     deletes = 0
     if OP in table.column_names:
         deletes = int(pc.sum(table.column(OP)).as_py() or 0)  # deletes are 1, upserts 0
     return DataFile(path=rel, kind=kind, bucket=bucket, level=level, rows=table.num_rows,
-                    bytes=os.path.getsize(full), min_version=min_version, max_version=max_version,
+                    bytes=size, min_version=min_version, max_version=max_version,
                     key_min=kmin, key_max=kmax, deletes=deletes)
 
 
@@ -313,25 +323,44 @@ def _footer(full: str) -> tuple[pq.FileMetaData, frozenset[str]]:
     return hit
 
 
-def read_parquet(root: str, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None,
+def parquet_source(storage: Storage, path: str) -> str | pa.Buffer:
+    """What pyarrow reads a data file from: its local path (pyarrow opens the file itself), else its
+    bytes, fetched whole in one GET (the table reads whole files or most of them). FileNotFoundError
+    if it is gone."""
+    full = storage.local_path(path)
+    return full if full is not None else pa.py_buffer(storage.read(path))
+
+
+def read_parquet(storage: Storage, f: DataFile, columns: list[str] | None, filter_expr: pc.Expression | None = None,
                  strings: Sequence[str] = ()) -> pa.Table:
     """Read the columns a file has among ``columns`` (None: all); the caller conforms the rest.
     ``strings``: string columns to read dictionary-encoded (``conform`` casts them back)."""
-    full = os.path.join(root, f.path)
+    source = parquet_source(storage, f.path)
     if filter_expr is not None:
-        present = pq.read_schema(full).names
+        present = pq.read_schema(_reader(source)).names
         columns = [c for c in columns if c in present] if columns is not None else None
-        return pq.read_table(full, columns=columns, filters=filter_expr, use_threads=False,
+        return pq.read_table(_reader(source), columns=columns, filters=filter_expr, use_threads=False,
                              read_dictionary=[c for c in strings if c in present])
-    # the whole file: no dataset machinery, one memory-mapped open, the footer parsed once per
-    # process (data files are never rewritten in place; size and mtime guard against a file
-    # replaced behind our back). Strings are written dictionary-encoded; decoding them as a
-    # dictionary and casting after is cheaper than decoding plain strings.
-    footer, names = _footer(full)
-    pf = pq.ParquetFile(full, metadata=footer, memory_map=True, read_dictionary=[c for c in strings if c in names])
+    # the whole file: no dataset machinery, one open. Strings are written dictionary-encoded;
+    # decoding them as a dictionary and casting after is cheaper than decoding plain strings. A
+    # local file is memory-mapped and its footer parsed once per process (data files are never
+    # rewritten in place; size and mtime guard against a file replaced behind our back).
+    if isinstance(source, str):
+        footer, names = _footer(source)
+        pf = pq.ParquetFile(source, metadata=footer, memory_map=True,
+                            read_dictionary=[c for c in strings if c in names])
+    else:
+        pf = pq.ParquetFile(_reader(source))
+        names = frozenset(pf.schema_arrow.names)
+        pf = pq.ParquetFile(_reader(source), metadata=pf.metadata, read_dictionary=[c for c in strings if c in names])
     if columns is not None:
         columns = [c for c in columns if c in names]
     return pf.read(columns=columns, use_threads=False)
+
+
+def _reader(source: str | pa.Buffer):
+    """A fresh reader over a ``parquet_source`` (a path is opened by pyarrow)."""
+    return source if isinstance(source, str) else pa.BufferReader(source)
 
 
 def is_string(t: pa.DataType) -> bool:
@@ -342,13 +371,6 @@ def _is_integer_like(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_timestamp(t)
 
 
-def remove_files(root: str, paths: Iterable[str]) -> int:
-    """Delete files (relative to ``root``) that may already be gone; returns how many this removed."""
-    n = 0
-    for p in paths:
-        try:
-            os.unlink(os.path.join(root, p))
-            n += 1
-        except FileNotFoundError:
-            pass
-    return n
+def remove_files(storage: Storage, paths: Iterable[str]) -> int:
+    """Delete files that may already be gone; returns how many this removed."""
+    return sum(1 for p in paths if storage.delete(p))

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelake.storage import Storage
+
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
                     conform, is_string, parallel_map, read_parquet)
@@ -129,10 +131,10 @@ def sort_indices_by_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray |
 
 
 class MergeOnReadReader:
-    """Reads the data files of one table directory."""
+    """Reads the data files of one table (on its storage)."""
 
-    def __init__(self, path: str, primary_key: Sequence[str]):
-        self.path = path
+    def __init__(self, storage: Storage, primary_key: Sequence[str]):
+        self.storage = storage
         self.primary_key = list(primary_key)
 
     # ------------------------------------------------------------ one file
@@ -145,7 +147,7 @@ class MergeOnReadReader:
         if f.kind == "delta" and (versions or timestamps is not None):
             wanted += [COMMIT_VERSION, COMMIT_TIME]
         try:
-            t = read_parquet(self.path, f, wanted, key_filter,
+            t = read_parquet(self.storage, f, wanted, key_filter,
                              strings=[c for c in columns if _stringish(schema.field(c).type)])
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} is missing: removed by retention cleanup (read a newer "

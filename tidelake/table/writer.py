@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelake.storage import Storage
+
 from .errors import SchemaError
 from .files import (OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
                     write_parquet)
@@ -42,10 +44,10 @@ def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[
 
 
 class DeltaWriter:
-    """Stages rows of one table as L0 delta files under its directory."""
+    """Stages rows of one table as L0 delta files on its storage."""
 
-    def __init__(self, path: str, primary_key: Sequence[str], bucket_num: int):
-        self.path = path
+    def __init__(self, storage: Storage, primary_key: Sequence[str], bucket_num: int):
+        self.storage = storage
         self.primary_key = list(primary_key)
         self.bucket_num = bucket_num
 
@@ -108,7 +110,7 @@ class DeltaWriter:
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
             keep = _last_of_each_key(key_rows.take(by_key), pk)
         chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
-        return write_parquet(self.path, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
+        return write_parquet(self.storage, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
