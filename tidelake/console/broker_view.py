@@ -121,15 +121,16 @@ class BrokerView:
             self._kp_admin.close()
 
     # ------------------------------------------------------------------ caching
-    def _cached(self, key: Any, compute: Callable[[], Any]) -> Any:
-        """``compute()``'s value, kept for the TTL; concurrent callers of one key wait for a single computation."""
+    def _cached(self, key: Any, compute: Callable[[], Any], fresh: bool = False) -> Any:
+        """``compute()``'s value, kept for the TTL; concurrent callers of one key wait for a single computation.
+        ``fresh``: compute now whatever is cached (the sampler, whose samples must not repeat a cached value)."""
         with self._lock:
-            if key in self._cache:
+            if key in self._cache and not fresh:
                 return self._cache[key]
             gate = self._inflight.setdefault(key, threading.Lock())
         with gate:
             with self._lock:
-                if key in self._cache:
+                if key in self._cache and not fresh:
                     return self._cache[key]
             value = compute()
             with self._lock:
@@ -176,9 +177,11 @@ class BrokerView:
     def topic_names(self, internal: bool = True) -> list[str]:
         return sorted(t for t in self.metadata().topics if internal or not t.startswith("__"))
 
-    def list_offsets(self, partitions: list[TopicPartitionKey], spec: str) -> dict[TopicPartitionKey, int]:
+    def list_offsets(self, partitions: list[TopicPartitionKey], spec: str,
+                     fresh: bool = False) -> dict[TopicPartitionKey, int]:
         """Earliest or latest offset per partition (one ListOffsets round, cached)."""
-        return self._cached(("offsets", spec, tuple(sorted(partitions))), lambda: self._list_offsets(partitions, spec))
+        return self._cached(("offsets", spec, tuple(sorted(partitions))), lambda: self._list_offsets(partitions, spec),
+                            fresh)
 
     def _list_offsets(self, partitions: list[TopicPartitionKey], spec: str) -> dict[TopicPartitionKey, int]:
         from confluent_kafka import TopicPartition
@@ -245,8 +248,8 @@ class BrokerView:
         """Every partition of the cluster: one ListOffsets round answers every page for the TTL."""
         return sorted((t, p) for t, tm in self.metadata().topics.items() for p in tm.partitions)
 
-    def end_offsets(self) -> dict[TopicPartitionKey, int]:
-        return self.list_offsets(self._all_partitions(), "latest")
+    def end_offsets(self, fresh: bool = False) -> dict[TopicPartitionKey, int]:
+        return self.list_offsets(self._all_partitions(), "latest", fresh)
 
     def configs(self, topic: str) -> list[ConfigRow]:
         return self._cached(("configs", topic), lambda: self._configs(topic))
@@ -270,8 +273,8 @@ class BrokerView:
     def groups(self) -> list[GroupSummary]:
         return [self.group(g) for g in self.group_ids()]
 
-    def group(self, group_id: str) -> GroupSummary:
-        return self._cached(("group", group_id), lambda: self._group(group_id))
+    def group(self, group_id: str, fresh: bool = False) -> GroupSummary:
+        return self._cached(("group", group_id), lambda: self._group(group_id), fresh)
 
     def _group(self, group_id: str) -> GroupSummary:
         from confluent_kafka import ConsumerGroupTopicPartitions

@@ -61,14 +61,14 @@ class Sampler:
         self.samples += 1
 
     def _sample_broker(self, now: float) -> None:
-        ends = self.view.end_offsets()
+        ends = self.view.end_offsets(fresh=True)   # fresh: refreshes the pages' cache too
         per_topic: dict[str, int] = {}
         for (topic, _), end in ends.items():
             per_topic[topic] = per_topic.get(topic, 0) + end
         for topic, end in per_topic.items():
             self.history.add(("topic_end", topic), now, end)
         for group_id in self.view.group_ids():
-            g = self.view.group(group_id)
+            g = self.view.group(group_id, fresh=True)   # after end_offsets: its lag uses the new ends
             if g.error:
                 continue
             self.history.add(("group_lag", group_id), now, g.lag)
