@@ -2,6 +2,7 @@
 group; a form without this console's token is refused."""
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 from playwright.sync_api import expect
@@ -13,17 +14,29 @@ RESET_GROUP = "reset-me"
 
 
 @pytest.fixture(scope="module")
-def actions_console(data):
+def compact_me(data):
+    """A table of its own (the other tests read 'orders' and must not see it compacted)."""
+    path = data.tables_dir / "compact-me"
+    t = Table.create(str(path), pa.schema([("id", pa.int64()), ("v", pa.int64())]), ["id"], {"write.bucket.num": "2"})
+    t.upsert(pa.table({"id": [1, 2, 3], "v": [1, 1, 1]}))
+    t.upsert(pa.table({"id": [2, 3, 4], "v": [2, 2, 2]}))
+    t.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def actions_console(data, compact_me):
     with console_process(data, "--allow-actions") as c:
         yield c
 
 
-def test_compact_asks_for_confirmation_then_commits(actions_console, data, page) -> None:
-    version = Table.open(str(data.table_path)).version
-    page.goto(f"{actions_console.url}/tables/orders")
+def test_compact_asks_for_confirmation_then_commits(actions_console, compact_me, page) -> None:
+    version = Table.open(str(compact_me)).version
+    page.goto(f"{actions_console.url}/tables/compact-me")
+    expect(page.locator("#files")).not_to_contain_text("base")
     page.click("a.button:has-text('Compact')")
-    expect(page.locator("h1")).to_have_text("Compact table orders?")
-    assert Table.open(str(data.table_path)).version == version   # nothing happens before the confirmation
+    expect(page.locator("h1")).to_have_text("Compact table compact-me?")
+    assert Table.open(str(compact_me)).version == version   # nothing happens before the confirmation
     page.click("#confirm")
     expect(page.locator("#message")).to_have_text(f"compact: committed version {version + 1}")
     newest = page.locator("#history tr[data-version]").first

@@ -126,6 +126,7 @@ class Console:
 
     def close(self) -> None:
         self.sampler.stop()
+        self.pipelines.close()
         self.browser.close()
         self.view.close()
 
@@ -217,7 +218,7 @@ def groups_page(request: Request) -> Response:
 def group_page(request: Request) -> Response:
     c = _console(request)
     group_id = request.path_params["group_id"]
-    if group_id not in c.view.group_ids():
+    if not c.view.has_group(group_id):
         raise HTTPException(404, f"no consumer group {group_id}")
     group = c.view.group(group_id)
     fragment = request.query_params.get("fragment")
@@ -283,8 +284,8 @@ def metrics_page(request: Request) -> Response:
     name = request.query_params.get("metric")
     if request.query_params.get("fragment") == "chart":
         return HTMLResponse(c.metric_chart(name) if name else c.throughput_chart())
-    names = sorted(c.sampler.metrics)
-    return c.render(request, "metrics.html", chart=c.throughput_chart(), metrics=[c.sampler.metrics[n] for n in names],
+    latest = c.sampler.latest_metrics()
+    return c.render(request, "metrics.html", chart=c.throughput_chart(), metrics=[latest[n] for n in sorted(latest)],
                     sampler=c.sampler)
 
 
@@ -339,7 +340,7 @@ def reset_confirm(request: Request) -> Response:
     to = request.query_params.get("to", "earliest")
     if to not in ("earliest", "latest"):
         raise HTTPException(400, "to: earliest or latest")
-    g = _lookup(lambda: c.view.group(group) if group in c.view.group_ids() else None, f"consumer group {group}")
+    g = _lookup(lambda: c.view.group(group) if c.view.has_group(group) else None, f"consumer group {group}")
     return c.render(request, "confirm.html", title=f"Reset {group}'s offsets of {topic} to {to}?",
                     action="/actions/reset-offsets", fields={"group": group, "topic": topic, "to": to},
                     what=f"Commits the {to} offset of every partition of {topic} for group {group} "

@@ -155,7 +155,7 @@ class BrokerView:
             raise BrokerUnavailable(f"{what}: {text}") from None
 
     # ------------------------------------------------------------------ cluster and topics
-    def metadata(self):
+    def metadata(self, fresh: bool = False):
         """Cluster metadata (brokers, topics, partitions with leaders and replicas)."""
         from confluent_kafka import KafkaException
 
@@ -166,7 +166,7 @@ class BrokerView:
                 detail = e.args[0].str() if e.args and hasattr(e.args[0], "str") else str(e)
                 raise BrokerUnavailable(f"no Kafka broker answered at {self.bootstrap} within "
                                         f"{self.timeout:g}s: {detail}") from None
-        return self._cached("metadata", fetch)
+        return self._cached("metadata", fetch, fresh)
 
     def cluster(self) -> dict[str, Any]:
         md = self.metadata()
@@ -233,6 +233,8 @@ class BrokerView:
 
     def topic(self, name: str) -> TopicSummary:
         md = self.metadata().topics.get(name)
+        if md is None:   # perhaps created since the cached answer
+            md = self.metadata(fresh=True).topics.get(name)
         if md is None:
             raise KeyError(name)
         keys = [(name, p) for p in sorted(md.partitions)]
@@ -264,11 +266,15 @@ class BrokerView:
                       key=lambda r: r.name)
 
     # ------------------------------------------------------------------ consumer groups
-    def group_ids(self) -> list[str]:
+    def group_ids(self, fresh: bool = False) -> list[str]:
         def fetch():
             result = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
             return sorted(g.group_id for g in result.valid)
-        return self._cached("group_ids", fetch)
+        return self._cached("group_ids", fetch, fresh)
+
+    def has_group(self, group_id: str) -> bool:
+        """Whether the group exists (asking the broker again when the cached list lacks it)."""
+        return group_id in self.group_ids() or group_id in self.group_ids(fresh=True)
 
     def groups(self) -> list[GroupSummary]:
         return [self.group(g) for g in self.group_ids()]

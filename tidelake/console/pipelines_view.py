@@ -3,6 +3,7 @@ would, and their status computed as ``tidelake pipeline status`` does (``tidelak
 plus throughput and freshness from the table's commits and the dead-letter topic's size."""
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,29 @@ class PipelineCatalog:
         self.view, self.client_config, self.timeout = view, dict(client_config), timeout
         self._parsed: dict[str, tuple[float, PipelineEntry]] = {}
         self._status: TTLCache = TTLCache(maxsize=256, ttl=ttl)
+        self._clients: dict[str, Any] = {}   # config path -> (config, BrokerOffsets) kept between pages
+        self._lock = threading.RLock()   # reentrant: a status read holds it while getting the clients
+
+    def close(self) -> None:
+        with self._lock:
+            for _, clients in self._clients.values():
+                clients.close()
+            self._clients.clear()
+
+    def _broker_offsets(self, entry: PipelineEntry):
+        """The pipeline's broker clients, made once per config version (connections kept between pages)."""
+        from tidelake.spark.pipeline_status import broker_offsets
+        with self._lock:
+            kept = self._clients.get(entry.path)
+            if kept is not None and kept[0] is entry.config:
+                return kept[1]
+            if kept is not None:
+                kept[1].close()
+            clients = broker_offsets(entry.config, {**self.client_config,
+                                                    "bootstrap.servers": entry.config.source.bootstrap_servers},
+                                     self.timeout)
+            self._clients[entry.path] = (entry.config, clients)
+            return clients
 
     def entries(self) -> list[PipelineEntry]:
         if self.directory is None:
@@ -94,8 +118,8 @@ class PipelineCatalog:
         common = dict(store=progress_store(cfg.offsets), bad_records=bad_records(cfg, state), progress=progress,
                       freshness_s=freshness)
         try:
-            pos = positions(cfg, {**self.client_config, "bootstrap.servers": cfg.source.bootstrap_servers},
-                            self.timeout)
+            with self._lock:   # one page at a time uses a pipeline's clients
+                pos = positions(cfg, {}, self.timeout, broker=self._broker_offsets(entry))
         except (KafkaException, RuntimeError) as e:
             return PipelineStatus(entry, **common, error=f"{cfg.source.topic} at {cfg.source.bootstrap_servers}: {e}")
         rows = pos.rows(cfg.offsets)

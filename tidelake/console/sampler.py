@@ -20,6 +20,7 @@ class Sampler:
         self.metrics: dict[str, MetricValue] = {}   # the latest scrape, by family name
         self.last_error: str | None = None
         self.samples = 0
+        self._scrape_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="console-sampler", daemon=True)
 
@@ -44,13 +45,9 @@ class Sampler:
             errors.append(str(e))
         if self.metrics_url:
             try:
-                values = scrape(self.metrics_url, timeout=min(self.interval, self.view.timeout))
+                self._scrape(now)
             except ScrapeError as e:
                 errors.append(str(e))
-            else:
-                self.metrics = {m.name: m for m in values}
-                for m in values:
-                    self.history.add(("metric", m.name), now, m.value)
         error = "; ".join(errors) or None
         if error != self.last_error:   # logged when it starts, changes or ends, not at every sample
             if error:
@@ -59,6 +56,22 @@ class Sampler:
                 log.warning("sampling works again")
         self.last_error = error
         self.samples += 1
+
+    def _scrape(self, now: float) -> None:
+        values = scrape(self.metrics_url, timeout=min(self.interval, self.view.timeout))
+        with self._scrape_lock:
+            self.metrics = {m.name: m for m in values}
+            for m in values:
+                self.history.add(("metric", m.name), now, m.value)
+
+    def latest_metrics(self) -> dict[str, MetricValue]:
+        """The latest scrape; the first page asking before the sampler's first round scrapes now."""
+        if self.metrics_url and not self.metrics:
+            try:
+                self._scrape(time.time())
+            except ScrapeError as e:
+                self.last_error = str(e)
+        return self.metrics
 
     def _sample_broker(self, now: float) -> None:
         ends = self.view.end_offsets(fresh=True)   # fresh: refreshes the pages' cache too

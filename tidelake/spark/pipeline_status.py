@@ -6,6 +6,7 @@ No pyspark imports: reading the status never starts Spark.
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -55,15 +56,23 @@ def table_state(cfg: PipelineConfig) -> tuple[dict | None, Offsets | None]:
     return state, offsets_from_app_state(state)
 
 
-def positions(cfg: PipelineConfig, client_config: Mapping[str, Any], timeout: float) -> Positions:
-    """Read every position of ``cfg``'s topic: the broker (watermarks, group), the gtoffset file, the table.
-    ``client_config``: librdkafka settings (bootstrap, timeouts, security) for the broker clients."""
+def broker_offsets(cfg: PipelineConfig, client_config: Mapping[str, Any], timeout: float) -> BrokerOffsets:
+    """The clients that read ``cfg``'s topic and group (close it after use). ``client_config``: librdkafka
+    settings (bootstrap, timeouts, security); the pipeline's own ``source.kafka`` settings win."""
     src = cfg.source
-    with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, {**client_config, **src.kafka},
-                       timeout=timeout) as broker:
-        partitions = broker.partitions()
-        earliest, latest = broker.watermarks(partitions)
-        committed = broker.committed(partitions) or {}
+    return BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id, {**client_config, **src.kafka},
+                         timeout=timeout)
+
+
+def positions(cfg: PipelineConfig, client_config: Mapping[str, Any], timeout: float,
+              broker: BrokerOffsets | None = None) -> Positions:
+    """Read every position of ``cfg``'s topic: the broker (watermarks, group), the gtoffset file, the table.
+    ``broker``: clients kept from an earlier call (a long-running reader); else new ones, closed after."""
+    src = cfg.source
+    with contextlib.nullcontext(broker) if broker is not None else broker_offsets(cfg, client_config, timeout) as b:
+        partitions = b.partitions()
+        earliest, latest = b.watermarks(partitions)
+        committed = b.committed(partitions) or {}
     gt = ClientOffsetFile(cfg.seo_dir, src.group_id, src.topic).read() if cfg.seo_dir else None
     return Positions(partitions, earliest, latest, committed, gt, table_state(cfg)[1])
 
