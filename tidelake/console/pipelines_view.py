@@ -120,7 +120,7 @@ class PipelineCatalog:
         try:
             with self._lock:   # one page at a time uses a pipeline's clients
                 pos = positions(cfg, {}, self.timeout, broker=self._broker_offsets(entry))
-        except (KafkaException, RuntimeError) as e:
+        except (KafkaException, RuntimeError, ValueError) as e:   # ValueError: KafkaSourceError
             return PipelineStatus(entry, **common, error=f"{cfg.source.topic} at {cfg.source.bootstrap_servers}: {e}")
         rows = pos.rows(cfg.offsets)
         return PipelineStatus(entry, **common, rows=rows, lag=sum(r["lag"] for r in rows),
