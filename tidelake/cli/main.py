@@ -16,6 +16,7 @@ from tidelake.cli.table import table
 from tidelake.cli.topics import topics
 from tidelake.cli.transactions import transactions
 from tidelake.cli.users import users
+from tidelake.cli.web_console import console
 
 
 @click.group("tidelake", cls=CommandGroup)
@@ -30,7 +31,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 for _command in (broker, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
-                 pipeline):
+                 pipeline, console):
     cli.add_command(_command)
 
 

@@ -18,10 +18,9 @@ from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
 from tidelake.table.schema import parse_schema, parse_type
+from tidelake.table.summary import files_by_bucket, history_entry
 
 OPS = (">=", "<=", "!=", "=", "<", ">")
-HISTORY_METRICS = {"added": "files_added", "removed": "files_removed", "rows_added": "rows_added"}
-HISTORY_FIELDS = ("version", "timestamp_ms", "operation", "read_version")
 
 
 def _value(text: str, field: pa.Field, option: str) -> Any:
@@ -133,16 +132,7 @@ def create(path: str, schema: str, primary_key: str, buckets: int | None, props:
 def describe(path: str, as_json: bool) -> None:
     """Schema, properties, version and files per bucket and level."""
     t = _open(path)
-    counts: Counter = Counter()
-    rows: Counter = Counter()
-    size: Counter = Counter()
-    for f in t.plan():
-        key = (f.bucket, f.kind, f.level if f.kind == "delta" else None)
-        counts[key] += 1
-        rows[key] += f.rows
-        size[key] += f.bytes
-    files = [{"bucket": k[0], "kind": k[1], "level": k[2], "files": counts[k], "rows": rows[k], "bytes": size[k]}
-             for k in sorted(counts, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))]
+    files = files_by_bucket(t.plan())
     info = {"path": t.path, "version": t.version, "last_commit": format_ms(t.latest_timestamp()),
             "primary_key": t.primary_key, "schema": [{"name": f.name, "type": str(f.type)} for f in t.schema],
             "properties": dict(sorted(t.properties.items())), "files": files}
@@ -159,11 +149,9 @@ def describe(path: str, as_json: bool) -> None:
 
 
 def _history_entry(e: dict) -> dict:
-    """A log entry as DESCRIBE HISTORY shows it: what, when, and the operation's parameters and metrics."""
-    return {"version": e["version"], "timestamp": format_ms(e["timestamp_ms"]), "timestamp_ms": e["timestamp_ms"],
-            "operation": e["operation"], "read_version": e.get("read_version"),
-            "parameters": {k: v for k, v in e.items() if k not in HISTORY_FIELDS and k not in HISTORY_METRICS},
-            "metrics": {name: e[k] for k, name in HISTORY_METRICS.items() if k in e}}
+    """A log entry as DESCRIBE HISTORY shows it, with its time also as ISO-8601."""
+    row = history_entry(e)
+    return {"version": row["version"], "timestamp": format_ms(row["timestamp_ms"]), **row}
 
 
 @table.command()
