@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from time import perf_counter
 
 from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
 from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
@@ -48,6 +49,7 @@ class Dispatcher:
     def __init__(self, context: BrokerContext):
         self.context = context
         self.authorizing = context.security.authorizer is not None
+        self.stats = context.metrics  # None unless metrics.listen is set: then nothing is timed or counted
 
     def handle_raw_sasl_token(self, frame, session: Session) -> bytes:
         """A frame after SaslHandshake v0: a bare SASL token, answered with a bare token (FramingError
@@ -59,10 +61,21 @@ class Dispatcher:
         order), or None when the request expects no response (acks=0). Raises FramingError when the
         connection must be closed."""
         api_key, api_version, correlation_id = peek_api(frame)
+        stats = self.stats
+        began = perf_counter() if stats is not None else 0.0
+        try:
+            return await self._answer(frame, session, api_key, api_version, correlation_id)
+        finally:
+            if stats is not None:
+                stats.request(api_key, perf_counter() - began)
+
+    async def _answer(self, frame, session: Session, api_key: int, api_version: int, correlation_id: int):
         spec = REGISTRY.get(api_key)
         if spec is None:
             raise FramingError(f"unknown api key {api_key}")
         if not spec.min_version <= api_version <= spec.max_version:
+            if self.stats is not None:
+                self.stats.error(api_key, UnsupportedVersion.code)
             return self._unsupported_version_response(spec, api_version, correlation_id, frame)
         header, body_pos = parse_request_header(frame, is_flexible)
         try:
@@ -97,6 +110,8 @@ class Dispatcher:
             response = _error_response(spec, request, api_version, e.code, str(e) or None)
         if response is None:
             return None
+        if self.stats is not None and not isinstance(response, (bytes, bytearray, memoryview, list)):
+            self.stats.response_errors(api_key, response)  # Produce/Fetch (bytes) count in their handlers
         return _encode_response(spec, api_version, correlation_id, response)
 
     def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,

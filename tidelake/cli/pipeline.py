@@ -14,6 +14,7 @@ import sys
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
 from tidelake.cli.output import json_option, print_json, print_rows
 from tidelake.cli.values import TimestampMs
@@ -56,12 +57,22 @@ def pipeline() -> None:
 @click.option("--max-batches", type=click.IntRange(min=1), default=None,
               help="Stop gracefully after this many batches (as a SIGTERM would).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings on stderr.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve /metrics and /health/* there while running (the config's metrics.listen).")
 @timeout_option
-def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: float) -> None:
+def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_listen: str | None,
+        timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
+    from tidelake.observability.server import parse_listen
     from tidelake.spark.runner import Pipeline, install_signal_handlers
 
     cfg = _load(config)
+    if metrics_listen is not None:
+        try:
+            parse_listen(metrics_listen, "--metrics-listen")
+        except ValueError as e:
+            raise click.BadParameter(str(e).removeprefix("--metrics-listen: "), param_hint="--metrics-listen")
+        cfg.metrics.listen = metrics_listen
     _check_broker(cfg, timeout)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -77,6 +88,16 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
                else "")
     click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records{skipped}, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
+
+
+@pipeline.command()
+@url_option
+@live_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
+def health(url: str, live: bool, timeout: float) -> None:
+    """Whether a running pipeline is ready (its last batch committed within metrics.ready_intervals batch
+    intervals), read from its metrics listener: one line; exit 0 when ready, 1 when not."""
+    report_health(url, live, timeout)
 
 
 def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidelake.clock import wall_ms
+from tidelake.observability.table_stats import TableStats
 
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
@@ -81,6 +82,12 @@ class Table:
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(self.path, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
+
+    @property
+    def stats(self) -> TableStats:
+        """What this process's object of the table counted: commit retries and conflicts, maintenance runs
+        (``tidelake.observability.table_collector.TableCollector`` exposes them as metrics)."""
+        return self.committer.stats
 
     def __reduce__(self):
         return (Table, (self.path, self._current.get(), self._clock, self._maintenance_mode))
