@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from bisect import bisect_left
 from time import perf_counter
 
 from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
@@ -21,6 +22,8 @@ from tidelake.broker.handlers.sasl import raw_sasl_token
 from tidelake.broker.error_response import error_response
 from tidelake.broker.registry import REGISTRY, ApiSpec, api_versions_response
 from tidelake.errors import KafkaApiError, UnsupportedVersion
+from tidelake.observability.broker_stats import LATENCY_STRIDE, MAX_API_KEYS
+from tidelake.observability.histogram import LATENCY_BUCKETS
 from tidelake.protocol.connection import expects_response
 from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import FramingError, encode_response_frame, parse_request_header, peek_api
@@ -62,12 +65,17 @@ class Dispatcher:
         connection must be closed."""
         api_key, api_version, correlation_id = peek_api(frame)
         stats = self.stats
-        began = perf_counter() if stats is not None else 0.0
+        if stats is None:
+            return await self._answer(frame, session, api_key, api_version, correlation_id)
+        began = perf_counter()
         try:
             return await self._answer(frame, session, api_key, api_version, correlation_id)
         finally:
-            if stats is not None:
-                stats.request(api_key, perf_counter() - began)
+            # inline (no call): the whole cost of timing a request is two clock reads and two list updates
+            elapsed = perf_counter() - began
+            if api_key < MAX_API_KEYS:
+                stats.latency_counts[api_key * LATENCY_STRIDE + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+                stats.latency_sums[api_key] += elapsed
 
     async def _answer(self, frame, session: Session, api_key: int, api_version: int, correlation_id: int):
         spec = REGISTRY.get(api_key)

@@ -17,6 +17,7 @@ from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
 from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.progress import ProgressBar, stderr_is_terminal
 from tidelake.cli.values import TimestampMs
 
 config_argument = click.argument("config", type=click.Path(exists=True, dir_okay=False))
@@ -82,7 +83,8 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
         logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
     p = Pipeline(cfg)
     install_signal_handlers(p)
-    summary = p.run(once=once, max_batches=max_batches)
+    with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
+        summary = p.run(once=once, max_batches=max_batches, progress=lambda done, total: bar.update(done, total))
     skipped = (f" ({summary.skipped} not change events, {summary.dead_lettered} of them dead-lettered)"
                if summary.dead_lettered else f" ({summary.skipped} not change events, skipped)" if summary.skipped
                else "")

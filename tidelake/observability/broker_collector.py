@@ -92,7 +92,7 @@ class BrokerCollector(Collector):
         latency = HistogramMetricFamily("tidelake_request_duration_seconds",
                                         "Time from a request's decoding to its encoded response, per API",
                                         labels=["api"])
-        for key, h in sorted(list(s.latency.items())):
+        for key, h in sorted(s.latency().items()):
             buckets = h.cumulative()
             requests.add_metric([self._api(key)], buckets[-1][1])
             latency.add_metric([self._api(key)], buckets, h.total)

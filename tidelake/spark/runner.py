@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -460,12 +460,14 @@ class Pipeline:
         return plan_ranges(begin, end)
 
     # -- the loop
-    def run(self, once: bool = False, max_batches: int | None = None) -> RunSummary:
+    def run(self, once: bool = False, max_batches: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> RunSummary:
         """Run batches until stopped (``stop()``/SIGTERM between batches), ``max_batches`` batches were run,
         or, with ``once``, everything available at the start has been processed. With ``metrics.listen``, the
-        metrics listener serves from the start to the end of the run."""
+        metrics listener serves from the start to the end of the run. ``progress(done, total)`` (with
+        ``once``): records processed of those available at the start, after each batch."""
         if self.stats is None:
-            return self._run(once, max_batches)
+            return self._run(once, max_batches, progress)
         from tidelake.observability.pipeline_observer import PipelineObserver
         host, port = parse_listen(self.config.metrics.listen, "metrics.listen")
         self.observer = PipelineObserver(host, port, self.stats, pipeline=self.config.app_id,
@@ -473,7 +475,7 @@ class Pipeline:
         log.info("pipeline %s: metrics and health on %s (/metrics, /health/live, /health/ready)",
                  self.config.app_id, self.observer.url)
         try:
-            return self._run(once, max_batches)
+            return self._run(once, max_batches, progress)
         finally:
             self.observer.stop()
             self.observer = None
@@ -491,7 +493,8 @@ class Pipeline:
                         newest_record_ms=result.newest_record_ms)
         stats.pass_done({p: max(0, latest[p] - position.get(p, latest[p])) for p in latest})
 
-    def _run(self, once: bool, max_batches: int | None) -> RunSummary:
+    def _run(self, once: bool, max_batches: int | None,
+             progress: Callable[[int, int], None] | None = None) -> RunSummary:
         cfg, src = self.config, self.config.source
         table = self.open_table()
         if self.observer is not None:
@@ -513,6 +516,9 @@ class Pipeline:
                                 c.partition, c.stored, c.kind, c.corrected)
             summary = RunSummary(cfg.offsets, dict(start), dict(start), corrections)
             stop_at = dict(latest) if once else None
+            backlog = sum(max(0, stop_at[p] - start[p]) for p in stop_at) if once else 0
+            if once and progress is not None:
+                progress(0, backlog)
             batch_id = mode.next_batch_id()
             log.info("pipeline %s (%s): start %s%s", cfg.app_id, cfg.offsets, start,
                      f", until {stop_at}" if once else "")
@@ -548,6 +554,8 @@ class Pipeline:
                     summary.batches.append(result)
                     summary.end_offsets = dict(start)
                     self._observe(result, latest, start)
+                    if once and progress is not None:
+                        progress(summary.records, backlog)
                     log.info("batch %d: %d records (%d upserts, %d deletes) -> version %s in %.2fs; next %s",
                              batch_id, result.records, result.upserts, result.deletes, result.version,
                              result.seconds, start)

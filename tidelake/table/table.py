@@ -442,9 +442,11 @@ class Table:
         return v
 
     # ================================================================ maintenance
-    def compact(self, buckets: Iterable[int] | None = None) -> int | None:
-        """Merge each bucket's base + deltas into a new base (see ``Maintenance.compact``)."""
-        return self.maintenance.compact(buckets)
+    def compact(self, buckets: Iterable[int] | None = None, *,
+                progress: Callable[[int, int], None] | None = None) -> int | None:
+        """Merge each bucket's base + deltas into a new base (see ``Maintenance.compact``);
+        ``progress(done, total)`` as buckets finish."""
+        return self.maintenance.compact(buckets, progress=progress)
 
     def cluster(self, *, force: bool = True) -> int | None:
         """Merge small delta files per bucket, L0 -> L1 -> L2 (see ``Maintenance.cluster``)."""

@@ -118,7 +118,9 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
             if not result.duplicate:
                 notify(name, index)
                 if stats is not None:
-                    stats.produced(name, len(records), result.last_offset - result.base_offset + 1)
+                    traffic = stats.topics.get(name) or stats.topic(name)
+                    traffic.bytes_in += len(records)
+                    traffic.messages_in += result.last_offset - result.base_offset + 1
             parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
         topics_out.append((td.name, td.topic_id, parts))
     if stats is not None:
@@ -259,7 +261,9 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     for (name, tid, partition, err, hw, lso, lstart, data, aborted, spanned) in results:
         if stats is not None:
             if data:
-                stats.fetched(name, len(data), spanned)
+                traffic = stats.topics.get(name) or stats.topic(name)
+                traffic.bytes_out += len(data)
+                traffic.messages_out += spanned
             elif err != NONE:
                 stats.error(1, err)
         if session is not None and not session.include(name, partition, err, hw, lso, lstart, bool(data)):
