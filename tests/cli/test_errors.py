@@ -57,7 +57,10 @@ BROKER_ARGS: dict[tuple[str, ...], list[str]] = {
     ("acls", "add"): ["--allow-principal", "User:a", "--operation", "READ", "--topic", "t"],
     ("acls", "list"): [], ("acls", "remove"): ["--topic", "t"],
     ("users", "add"): ["u", "--password", "p"], ("users", "list"): [], ("users", "remove"): ["u"],
+    ("console",): ["--listen", "127.0.0.1:0"],
 }
+# Commands that read a metrics listener's health endpoints (--url).
+HEALTH_COMMANDS = [("broker", "status"), ("pipeline", "health")]
 # Pipeline commands reach the broker named in their config.
 PIPELINE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("pipeline", "run"): ["--once"], ("pipeline", "status"): [], ("pipeline", "reset"): ["--to-earliest"],
@@ -76,10 +79,11 @@ NO_STATE = {("pipeline", "example")}  # prints a constant: only bad arguments ca
 def test_every_command_is_covered() -> None:
     broker = {path for path, cmd in COMMANDS.items() if takes(cmd, "bootstrap")}
     assert broker == set(BROKER_ARGS)
-    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example")}
+    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example"),
+                                                                                ("pipeline", "health")}
     assert {p for p in COMMANDS if p[0] == "table" and p != ("table", "create")} == set(TABLE_ARGS)
-    covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | {("table", "create"),
-                                                                                     ("broker", "start")}
+    covered = (set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | set(HEALTH_COMMANDS)
+               | {("table", "create"), ("broker", "start")})
     assert covered == set(COMMANDS)
 
 
@@ -230,6 +234,8 @@ def process_results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     busy.listen()
     cases["port in use: broker start"] = (
         ["broker", "start", "--data-dir", str(d / "data2"), "--listen", f"127.0.0.1:{busy.getsockname()[1]}"], "")
+    for path in HEALTH_COMMANDS:
+        cases["down listener: " + " ".join(path)] = ([*path, "--url", f"http://{down}", "--timeout", "1"], "")
     bad_json = d / "offsets.json"
     bad_json.write_text('{"partitions": [{"topic": "t"')
     cases["malformed config: records delete"] = (
@@ -256,6 +262,13 @@ def test_down_broker(case: str, process_results) -> None:
     assert proc.returncode == 1, proc.stderr
     line = assert_one_error_line(proc.stderr, proc.stdout)  # no librdkafka FAIL lines either
     assert "no Kafka broker answered" in line and f"within {DOWN_TIMEOUT_S}s" in line
+
+
+@pytest.mark.parametrize("case", sorted("down listener: " + " ".join(p) for p in HEALTH_COMMANDS))
+def test_down_metrics_listener(case: str, process_results) -> None:
+    proc = process_results[case]
+    assert proc.returncode == 1, proc.stderr
+    assert_one_error_line(proc.stderr, proc.stdout)
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES)
