@@ -57,6 +57,7 @@ BROKER_ARGS: dict[tuple[str, ...], list[str]] = {
     ("acls", "add"): ["--allow-principal", "User:a", "--operation", "READ", "--topic", "t"],
     ("acls", "list"): [], ("acls", "remove"): ["--topic", "t"],
     ("users", "add"): ["u", "--password", "p"], ("users", "list"): [], ("users", "remove"): ["u"],
+    ("console",): ["--listen", "127.0.0.1:0"],
 }
 # Pipeline commands reach the broker named in their config.
 PIPELINE_ARGS: dict[tuple[str, ...], list[str]] = {
