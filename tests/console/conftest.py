@@ -8,6 +8,7 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from playwright.sync_api import expect
 
 from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, DLQ_TOPIC, EO_APP_ID, EO_OFFSET, GROUP, PARTITIONS,
                               RECORDS, TOPIC, ConsoleData, console_process, record_key, record_value)
@@ -77,6 +78,11 @@ def browser():
             yield b
         finally:
             b.close()
+
+
+# The live parts of a page refresh every 3 s from answers cached up to 2 s, on a machine shared with other jobs:
+# an expectation waits up to 20 s (bounded) for the page to show it.
+expect.set_options(timeout=20_000)
 
 
 @pytest.fixture
