@@ -118,6 +118,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=400_000, help="rows in the table before the upserts")
     ap.add_argument("--commits", type=int, default=60, help="small commits timed for the latency figures")
+    ap.add_argument("--rounds", type=int, default=2, help="local then S3, this many times; figures are medians")
     ap.add_argument("--endpoint", default=None, help="an S3-compatible server instead of moto's (bucket must exist)")
     ap.add_argument("--bucket", default="lake")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
@@ -135,8 +136,11 @@ def main() -> None:
             server = "moto_server (Python, on this machine)"
         else:
             options, server = {"endpoint": args.endpoint}, args.endpoint
-        local = run(f"{work}/t", None, args.rows, args.commits)
-        s3 = run(f"s3://{args.bucket}/bench-{uuid.uuid4().hex[:8]}", options, args.rows, args.commits)
+        runs: dict[str, list[dict]] = {"local": [], "s3": []}
+        for r in range(args.rounds):   # alternately, so both see the same moments of a shared machine
+            runs["local"].append(run(f"{work}/t{r}", None, args.rows, args.commits))
+            runs["s3"].append(run(f"s3://{args.bucket}/bench-{uuid.uuid4().hex[:8]}", options, args.rows, args.commits))
+        local, s3 = ({k: statistics.median(x[k] for x in runs[side]) for k in runs[side][0]} for side in ("local", "s3"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if moto is not None:
@@ -147,10 +151,11 @@ def main() -> None:
                 moto.kill()
     batch = args.rows // 10
     lines = [
-        f"Command: `.venv/bin/python benchmarks/table_storage_bench.py --rows {args.rows} --commits {args.commits}` "
-        f"(2-core machine shared with other jobs). S3 server: {server}. Table: `id int64 (PK), amount int64, "
+        f"Command: `.venv/bin/python benchmarks/table_storage_bench.py --rows {args.rows} --commits {args.commits} "
+        f"--rounds {args.rounds}` (2-core machine shared with other jobs; local and S3 run alternately, {args.rounds} "
+        f"rounds, medians). S3 server: {server}. Table: `id int64 (PK), amount int64, "
         f"price float64, category string`, 16 buckets, {args.rows:,} rows compacted, then 5 upserts of {batch:,} rows "
-        f"(half updates), a snapshot read of {local['scan_rows']:,} rows (base + 5 deltas per bucket), then "
+        f"(half updates), a snapshot read of {int(local['scan_rows']):,} rows (base + 5 deltas per bucket), then "
         f"{args.commits} upserts of 100 rows timed one by one (each: 16 delta files, refresh, put-if-absent log entry).",
         "",
         "| measurement | local disk | S3 | S3 / local |",
