@@ -52,6 +52,7 @@ def cpu_rows(rounds: int, requests: int, costs: list | None = None) -> list[str]
     from kafka.protocol.consumer import FetchRequest as FR
     from kafka.protocol.producer import ProduceRequest as PR
 
+    from tidelake.broker.allocator import keep_large_buffers
     from tidelake.broker.server import Broker
     from tidelake.protocol.framing import encode_request_frame
     from tidelake.protocol.records import Record, build_batch
@@ -72,6 +73,7 @@ def cpu_rows(rounds: int, requests: int, costs: list | None = None) -> list[str]
         return encode_request_frame(1, 7, 1, bytes(req.encode(version=7)), "bench", flexible_header=False)[4:]
 
     async def run() -> list[str]:
+        keep_large_buffers()  # as `tidelake broker start` does: 1 MB frames reuse heap memory
         rows = []
         # in memory (tmpfs) where there is one: disk writeback would blur the 1 MB produce rows
         with tempfile.TemporaryDirectory(dir="/dev/shm" if os.path.isdir("/dev/shm") else None) as d:

@@ -2,12 +2,13 @@
 /health endpoints, exit 0 when ready, 1 when not ready or unreachable (the real command, its own process)."""
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import free_port
+from conftest import free_port, wait_port
 from tidelake.broker import EmbeddedBroker
 from tidelake.observability.pipeline_observer import PipelineObserver
 from tidelake.observability.pipeline_stats import PipelineStats
@@ -62,3 +63,26 @@ def test_metrics_listen_option_is_checked(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr == ("tidelake: error: Invalid value for --metrics-listen: expected HOST:PORT, got '9404' "
                            "(see 'tidelake pipeline run --help')\n")
+
+
+def test_broker_start_serves_metrics_listen(tmp_path):
+    port, metrics_port = free_port(), free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--data-dir",
+                             str(tmp_path / "data"), "--listen", f"127.0.0.1:{port}", "--set",
+                             f"metrics.listen=127.0.0.1:{metrics_port}", "--log-level", "WARNING"],
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        wait_port(port, 60)
+        url = f"http://127.0.0.1:{metrics_port}"
+        for _ in range(20):  # the Kafka port accepts a moment before the broker calls itself ready
+            status = tl("broker", "status", "--url", url)
+            if status.returncode == 0:
+                break
+        assert status.returncode == 0 and status.stdout.startswith("ready: "), status.stdout + status.stderr
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert f"tidelake broker metrics on {url}/metrics" in err
+    down = tl("broker", "status", "--url", url)  # stopped with the broker
+    assert down.returncode == 1 and down.stderr.startswith("tidelake: error: cannot reach ")

@@ -36,7 +36,6 @@ API_VERSIONS_KEY = 18
 # Hand-written decoders for hot-path requests (same attribute names as kafka-python's classes).
 FAST_DECODERS = {0: decode_produce_request, 1: decode_fetch_request}
 _HEAD = struct.Struct(">ii")
-_API_KEY = struct.Struct(">h")
 NULL_CHECKS = NullChecks()
 
 
@@ -56,10 +55,8 @@ class Dispatcher:
         self.observe(context.metrics)
 
     def observe(self, stats: BrokerStats | None) -> None:
-        """Time and count requests into ``stats``, or (None: a broker without metrics.listen) not at all:
-        ``handle_frame`` is then the untimed path itself, without a wrapper."""
+        """Time and count requests into ``stats``, or (None: a broker without metrics.listen) not at all."""
         self.stats = stats
-        self.handle_frame = self._answer if stats is None else self._timed_answer
 
     def handle_raw_sasl_token(self, frame, session: Session) -> bytes:
         """A frame after SaslHandshake v0: a bare SASL token, answered with a bare token (FramingError
@@ -69,67 +66,60 @@ class Dispatcher:
     async def handle_frame(self, frame, session: Session) -> bytes | list | None:
         """Answer one request frame: the response frame (bytes, or a list of chunks to write in
         order), or None when the request expects no response (acks=0). Raises FramingError when the
-        connection must be closed. (Replaced per instance by ``observe``.)"""
-        return await self._answer(frame, session)
-
-    async def _timed_answer(self, frame, session: Session) -> bytes | list | None:
-        stats = self.stats
-        began = perf_counter()
-        try:
-            return await self._answer(frame, session)
-        finally:
-            # inline (no call): the whole cost of timing a request is two clock reads and two list updates
-            elapsed = perf_counter() - began
-            api_key = _API_KEY.unpack_from(frame, 0)[0] if len(frame) >= 2 else MAX_API_KEYS
-            if 0 <= api_key < MAX_API_KEYS:
-                stats.latency_counts[api_key * LATENCY_STRIDE + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
-                stats.latency_sums[api_key] += elapsed
-
-    async def _answer(self, frame, session: Session) -> bytes | list | None:
+        connection must be closed."""
         api_key, api_version, correlation_id = peek_api(frame)
-        spec = REGISTRY.get(api_key)
-        if spec is None:
-            raise FramingError(f"unknown api key {api_key}")
-        if not spec.min_version <= api_version <= spec.max_version:
-            if self.stats is not None:
-                self.stats.error(api_key, UnsupportedVersion.code)
-            return self._unsupported_version_response(spec, api_version, correlation_id, frame)
-        header, body_pos = parse_request_header(frame, is_flexible)
+        stats = self.stats
+        began = perf_counter() if stats is not None else 0.0
         try:
-            fast = FAST_DECODERS.get(api_key)
-            if fast is not None:
-                request = fast(frame, body_pos, api_version)
-            else:
-                request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
-        except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
-            raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
-        if fast is None:
-            null_field = NULL_CHECKS.find(spec.request_cls, api_version, request)
-            if null_field is not None:  # as unparseable to Kafka as a truncated body
-                raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
-                                   "was serialized as null")
-        ctx = RequestContext(header, session.client_host, session)
-        try:
-            refusals = ()
-            ruled = self.authorizing and api_key in RULED_APIS
-            if ruled:
-                request, refusals = authorize_request(self.context, ctx, api_key, request)
-            response = await spec.handler(self.context, ctx, request)
-            if ruled:
-                for refused, code in refusals:  # denied items answered with their error, after the rest
-                    merge_denied(api_key, api_version, response, _error_response(spec, refused, api_version, code,
-                                                                                 None))
-                filter_listing(self.context, ctx, api_key, response)
-        except KafkaApiError as e:
-            # The whole request failed: report the error at the top level, or on every item it named.
-            if not expects_response(api_key, request):
-                raise FramingError(f"acks=0 {spec.name} failed: {e!r}") from e
-            response = _error_response(spec, request, api_version, e.code, str(e) or None)
-        if response is None:
-            return None
-        if self.stats is not None and not isinstance(response, (bytes, bytearray, memoryview, list)):
-            self.stats.response_errors(api_key, response)  # Produce/Fetch (bytes) count in their handlers
-        return _encode_response(spec, api_version, correlation_id, response)
+            spec = REGISTRY.get(api_key)
+            if spec is None:
+                raise FramingError(f"unknown api key {api_key}")
+            if not spec.min_version <= api_version <= spec.max_version:
+                if stats is not None:
+                    stats.error(api_key, UnsupportedVersion.code)
+                return self._unsupported_version_response(spec, api_version, correlation_id, frame)
+            header, body_pos = parse_request_header(frame, is_flexible)
+            try:
+                fast = FAST_DECODERS.get(api_key)
+                if fast is not None:
+                    request = fast(frame, body_pos, api_version)
+                else:
+                    request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+            except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
+                raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
+            if fast is None:
+                null_field = NULL_CHECKS.find(spec.request_cls, api_version, request)
+                if null_field is not None:  # as unparseable to Kafka as a truncated body
+                    raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
+                                       "was serialized as null")
+            ctx = RequestContext(header, session.client_host, session)
+            try:
+                refusals = ()
+                ruled = self.authorizing and api_key in RULED_APIS
+                if ruled:
+                    request, refusals = authorize_request(self.context, ctx, api_key, request)
+                response = await spec.handler(self.context, ctx, request)
+                if ruled:
+                    for refused, code in refusals:  # denied items answered with their error, after the rest
+                        merge_denied(api_key, api_version, response,
+                                     _error_response(spec, refused, api_version, code, None))
+                    filter_listing(self.context, ctx, api_key, response)
+            except KafkaApiError as e:
+                # The whole request failed: report the error at the top level, or on every item it named.
+                if not expects_response(api_key, request):
+                    raise FramingError(f"acks=0 {spec.name} failed: {e!r}") from e
+                response = _error_response(spec, request, api_version, e.code, str(e) or None)
+            if response is None:
+                return None
+            if stats is not None and not isinstance(response, (bytes, bytearray, memoryview, list)):
+                stats.response_errors(api_key, response)  # Produce/Fetch (bytes) count in their handlers
+            return _encode_response(spec, api_version, correlation_id, response)
+        finally:
+            if stats is not None:  # inline, no call: two clock reads and two list updates per request
+                elapsed = perf_counter() - began
+                if 0 <= api_key < MAX_API_KEYS:
+                    stats.latency_counts[api_key * LATENCY_STRIDE + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+                    stats.latency_sums[api_key] += elapsed
 
     def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
                                       frame) -> bytes:

@@ -76,7 +76,8 @@ class BrokerCollector(Collector):
         s = self.stats
         bytes_in = CounterMetricFamily("tidelake_topic_produced_bytes", "Bytes of record batches produced to a topic",
                                        labels=["topic"])
-        msgs_in = CounterMetricFamily("tidelake_topic_produced_messages", "Records produced to a topic", labels=["topic"])
+        msgs_in = CounterMetricFamily("tidelake_topic_produced_messages", "Records produced to a topic",
+                                      labels=["topic"])
         bytes_out = CounterMetricFamily("tidelake_topic_fetched_bytes", "Bytes of record batches fetched from a topic",
                                         labels=["topic"])
         msgs_out = CounterMetricFamily("tidelake_topic_fetched_messages", "Offsets fetched from a topic (the records "

@@ -44,7 +44,8 @@ class PipelineCollector(Collector):
                 g.add_metric(labels, value)
                 yield g
         lag = GaugeMetricFamily("tidelake_pipeline_lag_records", "Records between the pipeline's position and the "
-                                "log end, per partition, after its last pass", labels=["pipeline", "topic", "partition"])
+                                "log end, per partition, after its last pass",
+                                labels=["pipeline", "topic", "partition"])
         for partition, n in sorted(s.lag.items()):
             lag.add_metric(labels + [self.topic, str(partition)], n)
         yield lag
