@@ -145,3 +145,19 @@ def test_a_raw_glob_of_the_data_folder_is_not_the_table(tmp_path):
     assert raw != t.scan().num_rows
     assert not glob.glob(os.path.join(t.path, "data", "**", "_delta_log"), recursive=True)
     assert json.load(open(os.path.join(t.path, "_lakeview", "view.json")))["source_version"] == t.version
+
+
+def test_automatic_compaction_in_the_background_refreshes_the_view(tmp_path):
+    t = Table.create(str(tmp_path / "t"), SCHEMA, ["id"],
+                     {"write.bucket.num": "2", "compaction.commit.num": "2", "view.formats": "delta,iceberg"})
+    try:
+        for i in range(4):
+            t.upsert(rows(range(i * 10, i * 10 + 15), f"r{i}"))
+            t.maintenance.wait(60)
+        compactions = [h["version"] for h in t.history() if h["operation"] == "compact"]
+        assert len(compactions) == 2
+        last = compactions[-1]
+        assert source_versions(t.path) == {"delta": last, "iceberg": last}
+        assert by_id(delta_rows(t.path)) == by_id(t.scan(version=last)) == by_id(iceberg_rows(t.path))
+    finally:
+        t.close()
