@@ -9,9 +9,10 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: demo test venv bench clean system-deps
 
-# Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests).
+# Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests;
+# chromium: the headless browser of the web console tests, driven by playwright without its own browser download).
 # As root they are installed with apt; otherwise the one command to run is printed.
-TEST_COMMANDS := kcat
+TEST_COMMANDS := kcat chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)

@@ -265,7 +265,7 @@ def main() -> None:
     big, batch = int(10_000_000 * s), int(1_000_000 * s)
     parts = [f"Command: `.venv/bin/python benchmarks/table_bench.py --scale {s:g}` "
              f"(2-core machine shared with other jobs: expect +-30 % run to run). Rows: "
-             f"`id int64 (PK), amount int64, price float64, category string`; zstd Parquet both sides; "
+             f"`id int64 (PK), amount int64, price float64, category string`; tidelake writes LZ4 Parquet, delta-rs its default (snappy); "
              f"pyarrow {pa.__version__}."]
     try:
         if "versus" in only:

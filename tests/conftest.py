@@ -70,3 +70,46 @@ def tansu():
     """A Tansu broker (memory storage) on a free port; yields its bootstrap address."""
     with tansu_broker() as bootstrap:
         yield bootstrap
+
+
+class S3Server:
+    """moto's standalone S3 server on 127.0.0.1 with one bucket, ``lake``: the options a table or a
+    storage takes, the same settings as AWS's environment variables (for subprocesses and the CLI), and
+    fresh table URLs."""
+
+    def __init__(self, endpoint: str):
+        self.endpoint = endpoint
+        self.options = {"endpoint": endpoint, "region": "us-east-1", "access_key_id": "test",
+                        "secret_access_key": "test"}
+        self.env = {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "test",
+                    "AWS_SECRET_ACCESS_KEY": "test"}
+        self._n = 0
+
+    def url(self, name: str) -> str:
+        """A prefix of the bucket no other caller got."""
+        self._n += 1
+        return f"s3://lake/{name}-{self._n}"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 server (it enforces conditional puts: If-None-Match answers 412), started once per
+    session on a free port and stopped by its pid."""
+    port = free_port()
+    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
+    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, timeout=30)
+        import boto3
+        server = S3Server(f"http://127.0.0.1:{port}")
+        boto3.client("s3", endpoint_url=server.endpoint, region_name="us-east-1", aws_access_key_id="test",
+                     aws_secret_access_key="test").create_bucket(Bucket="lake")
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)

@@ -72,7 +72,7 @@ def test_publish_command(table: Table) -> None:
     out = run("publish", table.path, "--format", "delta", "--format", "iceberg").stdout
     assert "published delta, iceberg: view of version 3" in out
     assert DeltaTable(table.path).to_pyarrow_table().sort_by("id").to_pylist() == table.scan().sort_by("id").to_pylist()
-    assert source_versions(table.path) == {"delta": 3, "iceberg": 3}
+    assert source_versions(table) == {"delta": 3, "iceberg": 3}
     assert "nothing new" in run("publish", table.path, "--format", "delta").stdout
     r = run("publish", table.path, ok=False)
     assert "view.formats is not set" in r.output and r.output.count("\n") == 1

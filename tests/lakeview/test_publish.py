@@ -46,12 +46,12 @@ def delta_rows(root) -> pa.Table:
     return DeltaTable(str(root)).to_pyarrow_table()
 
 
-def iceberg_rows(root) -> pa.Table:
-    return iceberg_catalog(str(root)).load_table(f"{NAMESPACE}.{TABLE_NAME}").scan().to_arrow()
+def iceberg_rows(t: Table) -> pa.Table:
+    return iceberg_catalog(t.storage).load_table(f"{NAMESPACE}.{TABLE_NAME}").scan().to_arrow()
 
 
-def listed_files(root) -> list[str]:
-    return [os.path.join(root, f["path"]) for f in read_view_file(str(root))["files"]]
+def listed_files(t: Table) -> list[str]:
+    return [os.path.join(t.path, f["path"]) for f in read_view_file(t.storage)["files"]]
 
 
 def test_compaction_publishes_both_formats_over_the_base_files(tmp_path):
@@ -60,20 +60,20 @@ def test_compaction_publishes_both_formats_over_the_base_files(tmp_path):
     expected = by_id(t.scan(version=v))
     assert len(expected) == 146
     assert by_id(delta_rows(t.path)) == expected
-    assert by_id(iceberg_rows(t.path)) == expected
-    assert by_id(StaticTable.from_metadata(iceberg_location(t.path)).scan().to_arrow()) == expected
+    assert by_id(iceberg_rows(t)) == expected
+    assert by_id(StaticTable.from_metadata(iceberg_location(t.storage)).scan().to_arrow()) == expected
     assert DeltaTable(t.path).transaction_version("tidelake") == v
-    assert source_versions(t.path) == {"delta": v, "iceberg": v}
-    view = read_view_file(t.path)
+    assert source_versions(t) == {"delta": v, "iceberg": v}
+    view = read_view_file(t.storage)
     assert view["source_version"] == v
     # every bucket was compacted: the view is the table's own base files, nothing copied
     base_files = {fe.file.path for fe in t.metadata.live_files(v) if fe.file.kind == "base"}
     assert {f["path"] for f in view["files"]} == base_files
     assert {f["kind"] for f in view["files"]} == {"base"}
     assert sorted(DeltaTable(t.path).file_uris()) == sorted(os.path.join(t.path, p) for p in base_files)
-    got = duckdb.connect().read_parquet(listed_files(t.path), union_by_name=True).to_arrow_table()
+    got = duckdb.connect().read_parquet(listed_files(t), union_by_name=True).to_arrow_table()
     assert by_id(got) == expected
-    assert pl.read_parquet(listed_files(t.path)).sort("id").to_dicts() == expected
+    assert pl.read_parquet(listed_files(t)).sort("id").to_dicts() == expected
     assert pl.read_delta(t.path).sort("id").to_dicts() == expected
 
 
@@ -84,13 +84,13 @@ def test_every_compaction_refreshes_the_view_and_deltas_since_are_not_in_it(tmp_
     t.delete([50])
     # not compacted yet: the view still shows v1
     assert by_id(delta_rows(t.path)) == by_id(t.scan(version=v1))
-    assert by_id(iceberg_rows(t.path)) == by_id(t.scan(version=v1))
+    assert by_id(iceberg_rows(t)) == by_id(t.scan(version=v1))
     v2 = t.compact()
     expected = by_id(t.scan(version=v2))
     assert expected != by_id(t.scan(version=v1))
     assert by_id(delta_rows(t.path)) == expected
-    assert by_id(iceberg_rows(t.path)) == expected
-    assert source_versions(t.path) == {"delta": v2, "iceberg": v2}
+    assert by_id(iceberg_rows(t)) == expected
+    assert source_versions(t) == {"delta": v2, "iceberg": v2}
     assert DeltaTable(t.path).version() == 1
 
 
@@ -99,9 +99,9 @@ def test_a_partial_compaction_merges_the_buckets_still_holding_deltas(tmp_path):
     v = t.compact(buckets=[0, 1])
     expected = by_id(t.scan(version=v))
     assert by_id(delta_rows(t.path)) == expected
-    kinds = {f["bucket"]: f["kind"] for f in read_view_file(t.path)["files"]}
+    kinds = {f["bucket"]: f["kind"] for f in read_view_file(t.storage)["files"]}
     assert kinds == {0: "base", 1: "base", 2: "merged", 3: "merged"}
-    for f in read_view_file(t.path)["files"]:
+    for f in read_view_file(t.storage)["files"]:
         if f["kind"] == "merged":
             assert f["path"].startswith("_lakeview/data/")
             assert pq.read_schema(os.path.join(t.path, f["path"])).names == SCHEMA.names   # no _op column
@@ -122,10 +122,10 @@ def test_the_publish_call_and_schema_evolution(tmp_path):
     expected = by_id(t.scan())
     assert [r["note"] for r in expected if r["id"] in (7, 8)] == ["new", None]
     assert by_id(delta_rows(t.path)) == expected
-    assert by_id(iceberg_rows(t.path).select(t.schema.names)) == expected
+    assert by_id(iceberg_rows(t).select(t.schema.names)) == expected
     # merged files of views no longer shown (nor the one before) are deleted
     publish(t.path, "delta", version=None)
-    assert all(os.path.exists(f) for f in listed_files(t.path))
+    assert all(os.path.exists(f) for f in listed_files(t))
 
 
 def test_no_format_or_an_unknown_one_is_one_clear_error(tmp_path):
@@ -157,7 +157,7 @@ def test_automatic_compaction_in_the_background_refreshes_the_view(tmp_path):
         compactions = [h["version"] for h in t.history() if h["operation"] == "compact"]
         assert len(compactions) == 2
         last = compactions[-1]
-        assert source_versions(t.path) == {"delta": last, "iceberg": last}
-        assert by_id(delta_rows(t.path)) == by_id(t.scan(version=last)) == by_id(iceberg_rows(t.path))
+        assert source_versions(t) == {"delta": last, "iceberg": last}
+        assert by_id(delta_rows(t.path)) == by_id(t.scan(version=last)) == by_id(iceberg_rows(t))
     finally:
         t.close()

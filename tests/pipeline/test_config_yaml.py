@@ -39,7 +39,19 @@ def test_good_file_loads(tmp_path):
     assert cfg.sink.table == str(tmp_path / "out") and cfg.source.batch_interval == 2.0
 
 
+def test_s3_sink_with_storage_options(tmp_path):
+    """An s3:// table is taken as is (not as a path under the YAML's folder), with its S3 settings."""
+    cfg = load_pipeline_yaml(_write(tmp_path, GOOD.replace("  table: out", "  table: s3://lake/orders\n"
+                                                           "  storage_options: {endpoint: 'http://127.0.0.1:9000',"
+                                                           " region: us-east-1}")))
+    assert cfg.sink.table == "s3://lake/orders"
+    assert cfg.sink.storage_options == {"endpoint": "http://127.0.0.1:9000", "region": "us-east-1"}
+
+
 @pytest.mark.parametrize("old, new, message", [
+    ("  table: out", "  table: out\n  storage_options: {endpont: x}",
+     "orders.yaml:10: sink.storage_options: unknown option(s) endpont (known: endpoint, region"),
+    ("  table: out", "  table: gs://lake/out", "orders.yaml:9: sink.table must be a path or s3://bucket/prefix"),
     ("source:", "sourse:", "orders.yaml:1: unknown key 'sourse' (did you mean 'source'?)"),
     ("  buckets: 4", "  buckets: four", "orders.yaml:13: sink.buckets: expected an integer >= 1, got 'four'"),
     ("  buckets: 4", "  buckets: 0", "orders.yaml:13: sink.buckets: expected an integer >= 1, got 0"),

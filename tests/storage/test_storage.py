@@ -3,52 +3,15 @@ started by the test on 127.0.0.1): reads, writes, listing, and put-if-absent, wh
 threads and separate processes — win exactly once per path."""
 from __future__ import annotations
 
-import os
-import socket
+import pickle
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tidelake.storage import open_storage
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def s3_server():
-    """moto's standalone S3 server on a free port, with a bucket; stopped by its pid."""
-    port = _free_port()
-    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
-                time.sleep(0.1)
-        import boto3
-        endpoint = f"http://127.0.0.1:{port}"
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                     aws_secret_access_key="test").create_bucket(Bucket="lake")
-        yield {"endpoint": endpoint, "region": "us-east-1", "access_key_id": "test", "secret_access_key": "test"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+from conftest import free_port
+from tidelake.storage import StorageError, open_storage
 
 
 @pytest.fixture(params=["local", "memory", "s3"])
@@ -56,9 +19,9 @@ def storage(request, tmp_path):
     if request.param == "local":
         return open_storage(str(tmp_path / "t"))
     if request.param == "memory":
-        return open_storage("memory://")
-    options = request.getfixturevalue("s3_server")
-    return open_storage(f"s3://lake/{tmp_path.name}", options)
+        return open_storage(f"memory://{tmp_path.name}")
+    server = request.getfixturevalue("s3_server")
+    return open_storage(server.url("storage"), server.options)
 
 
 def test_read_write_list_delete(storage):
@@ -106,9 +69,9 @@ print(",".join(str(v) for v in range(30) if s.create(f"_tidelake_log/{v:020d}.js
 """
 
 
-def test_racing_processes_on_s3_win_each_version_once(s3_server, tmp_path):
-    url = f"s3://lake/{tmp_path.name}-procs"
-    args = [f"{k}={v}" for k, v in s3_server.items()]
+def test_racing_processes_on_s3_win_each_version_once(s3_server):
+    url = s3_server.url("procs")
+    args = [f"{k}={v}" for k, v in s3_server.options.items()]
     procs = [subprocess.Popen([sys.executable, "-c", RACER, url, str(w), *args], stdout=subprocess.PIPE, text=True)
              for w in range(3)]
     won = []
@@ -117,7 +80,7 @@ def test_racing_processes_on_s3_win_each_version_once(s3_server, tmp_path):
         assert p.returncode == 0
         won += [int(v) for v in out.strip().split(",") if v]
     assert sorted(won) == list(range(30))
-    storage = open_storage(url, s3_server)
+    storage = open_storage(url, s3_server.options)
     assert len(storage.list("_tidelake_log")) == 30
     assert {storage.read(p) for p in storage.list("_tidelake_log")} <= {b"0", b"1", b"2"}
 
@@ -125,3 +88,72 @@ def test_racing_processes_on_s3_win_each_version_once(s3_server, tmp_path):
 def test_unsupported_url():
     with pytest.raises(ValueError, match="unsupported storage URL"):
         open_storage("ftp://host/table")
+
+
+def test_create_of_the_same_bytes_again_counts_as_won(storage):
+    """A retried PUT whose first attempt succeeded finds its own bytes: still the winner."""
+    assert storage.create("_tidelake_log/00000000000000000002.json", b"mine")
+    assert storage.create("_tidelake_log/00000000000000000002.json", b"mine")
+    assert not storage.create("_tidelake_log/00000000000000000002.json", b"theirs")
+
+
+def test_list_after_and_list_info(storage):
+    for v in range(5):
+        storage.write(f"_tidelake_log/{v:020d}.json", b"x" * v)
+    storage.write("_tidelake_log/00000000000000000003.checkpoint.json", b"{}")
+    after = storage.list("_tidelake_log", after="_tidelake_log/00000000000000000002.json")
+    assert after == ["_tidelake_log/00000000000000000003.checkpoint.json", "_tidelake_log/00000000000000000003.json",
+                     "_tidelake_log/00000000000000000004.json"]
+    info = {f.path: f for f in storage.list_info("_tidelake_log")}
+    assert info["_tidelake_log/00000000000000000004.json"].size == 4
+    assert all(f.modified_ms > 1_600_000_000_000 for f in info.values())
+    assert storage.list("no-such-folder") == []
+
+
+def test_pickles_as_url_and_options(storage):
+    """A Spark task gets the storage by pickle: it opens the same store again."""
+    storage.write("a/b.bin", b"42")
+    copy = pickle.loads(pickle.dumps(storage))
+    assert type(copy) is type(storage) and copy.url == storage.url
+    assert copy.read("a/b.bin") == b"42"
+
+
+def test_local_path_only_on_a_local_disk(storage, tmp_path):
+    if storage.url.startswith(("s3://", "memory://")):
+        assert storage.local_path("a/b.bin") is None
+        assert storage.location("a/b.bin") == f"{storage.url}/a/b.bin"
+    else:
+        assert storage.local_path("a/b.bin") == str(tmp_path / "t" / "a" / "b.bin")
+
+
+def test_local_storage_is_created_lazily(tmp_path):
+    """Opening (e.g. to ask whether a table exists) creates nothing; the first write creates the folders."""
+    s = open_storage(str(tmp_path / "nothing" / "here"))
+    assert s.list() == [] and not s.exists("x")
+    assert not (tmp_path / "nothing").exists()
+    s.write("a/b", b"1")
+    assert (tmp_path / "nothing" / "here" / "a" / "b").read_bytes() == b"1"
+
+
+def test_unknown_s3_option_is_refused():
+    with pytest.raises(ValueError, match="unknown storage option.*endpont"):
+        open_storage("s3://lake/t", {"endpont": "http://127.0.0.1:1"})
+    with pytest.raises(ValueError, match="for s3://"):
+        open_storage("/tmp/t", {"region": "us-east-1"})
+
+
+def test_unreachable_s3_is_one_line_naming_the_file():
+    s = open_storage("s3://lake/t", {"endpoint": f"http://127.0.0.1:{free_port()}", "region": "us-east-1",
+                                     "access_key_id": "a", "secret_access_key": "b"})
+    with pytest.raises(StorageError) as e:
+        s.read("_tidelake_log/00000000000000000000.json")
+    assert "\n" not in str(e.value) and str(e.value).startswith("s3://lake/t/_tidelake_log/00000000000000000000.json: ")
+
+
+def test_missing_bucket_is_a_storage_error_not_a_missing_file(s3_server):
+    """(not FileNotFoundError: a table would take that for "no such table" or "expired file")"""
+    s = open_storage("s3://no-such-bucket/t", s3_server.options)
+    for call in (lambda: s.read("x"), lambda: s.write("x", b"1"), lambda: s.create("x", b"1"), lambda: s.list()):
+        with pytest.raises(StorageError) as e:
+            call()
+        assert str(e.value).startswith("s3://no-such-bucket/t") and "NoSuchBucket" in str(e.value), str(e.value)

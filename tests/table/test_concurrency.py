@@ -1,5 +1,6 @@
 """Commits: MaxCompute's conflict table, real concurrent writers (threads and processes), atomicity
-under kill -9."""
+under kill -9. The conflict table and the concurrent processes run on a local disk and on S3 (moto's
+server, which enforces If-None-Match: put-if-absent is the only thing writers share there)."""
 from __future__ import annotations
 
 import os
@@ -60,8 +61,27 @@ def expected_conflict(mine: str, other: str) -> bool:
     return mine == other and mine in ("insert", "compact")
 
 
-def seeded(path):
-    t = Table.create(str(path), SCHEMA, ["id"], {"write.bucket.num": "1", "clustering.auto": "false"})
+class Place:
+    """Where a test's tables go: ``url(name)`` a fresh location, ``options`` for the Table API, ``env`` for
+    subprocesses (AWS's variables on S3)."""
+
+    def __init__(self, tmp_path, s3=None):
+        self.tmp_path, self.s3 = tmp_path, s3
+        self.options = s3.options if s3 else None
+        self.env = {**os.environ, **(s3.env if s3 else {})}
+
+    def url(self, name: str) -> str:
+        return self.s3.url(name) if self.s3 else str(self.tmp_path / name)
+
+
+@pytest.fixture(params=["local", "s3"])
+def place(request, tmp_path):
+    return Place(tmp_path, request.getfixturevalue("s3_server") if request.param == "s3" else None)
+
+
+def seeded(url, options=None):
+    t = Table.create(url, SCHEMA, ["id"], {"write.bucket.num": "1", "clustering.auto": "false"},
+                     storage_options=options)
     for i in range(3):
         t.upsert(data([1 + 2 * i, 2 + 2 * i], i))
     return t
@@ -69,22 +89,23 @@ def seeded(path):
 
 @pytest.mark.parametrize("mine", list(OPS))
 @pytest.mark.parametrize("other", list(OPS))
-def test_conflict_table(tmp_path, monkeypatch, mine, other):
-    seeded(tmp_path / "t")
-    me = Table.open(str(tmp_path / "t"))
-    someone = Table.open(str(tmp_path / "t"))
+def test_conflict_table(place, monkeypatch, mine, other):
+    url = place.url("t")
+    seeded(url, place.options)
+    me = Table.open(url, storage_options=place.options)
+    someone = Table.open(url, storage_options=place.options)
     interleave(monkeypatch, me, lambda: OPS[other](someone))
     if expected_conflict(mine, other):
         with pytest.raises(CommitConflict) as ei:
             OPS[mine](me)
         assert ei.value.this_operation == mine and ei.value.other_operation == other
         assert f"this {mine}" in str(ei.value) and other in str(ei.value)
-        expected = seeded(tmp_path / "ref")
+        expected = seeded(place.url("ref"), place.options)
         OPS[other](expected)
     else:
         OPS[mine](me)
         assert [h["operation"] for h in me.history()][-2:] == [other, mine]
-        expected = seeded(tmp_path / "ref")               # same jobs one after the other
+        expected = seeded(place.url("ref"), place.options)   # same jobs one after the other
         OPS[other](expected)
         OPS[mine](expected)
     assert as_dict(me.scan()) == as_dict(expected.scan())
@@ -187,27 +208,30 @@ WRITER = textwrap.dedent("""
 """)
 
 
-def _spawn(tmp_path, *args):
+def _spawn(place, *args):
     # written once: rewriting it while an earlier process is still starting up could hand that
     # process a truncated (empty) script, which exits 0 having done nothing
-    script = tmp_path / "writer.py"
+    script = place.tmp_path / "writer.py"
     if not script.exists():
         script.write_text(WRITER.format(root=ROOT))
-    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, str(script), *map(str, args)], stdout=subprocess.PIPE, text=True,
+                            env=place.env)
 
 
-def test_processes_concurrent_upserts_and_clustering(tmp_path):
-    path = str(tmp_path / "t")
-    Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "clustering.auto": "false"})
-    procs = [_spawn(tmp_path, path, "upsert", w, 8) for w in range(3)] + [_spawn(tmp_path, path, "cluster", 9, 15)]
+def test_processes_concurrent_upserts_and_clustering(place):
+    path = place.url("t")
+    Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "clustering.auto": "false"},
+                 storage_options=place.options)
+    procs = [_spawn(place, path, "upsert", w, 8) for w in range(3)] + [_spawn(place, path, "cluster", 9, 15)]
     outs = []
     for p in procs:
         out, _ = p.communicate(timeout=180)
         outs.append(out)
         assert p.returncode == 0 and "DONE" in out, out
-    t = Table.open(path)
+    t = Table.open(path, storage_options=place.options)
     assert as_dict(t.scan()) == {w * 1000 + j * 10 + k: j for w in range(3) for j in range(8) for k in range(10)}
-    assert sum(1 for h in t.history() if h["operation"] == "upsert") == 24
+    assert sum(1 for h in t.history() if h["operation"] == "upsert") == 24   # none lost, none doubled
+    assert [h["version"] for h in t.history()] == list(range(t.version + 1))
     for h in t.history():     # every version, including ones clustered concurrently, reads completely
         snap = as_dict(t.scan(version=h["version"]))
         per_batch: dict = {}
@@ -217,10 +241,11 @@ def test_processes_concurrent_upserts_and_clustering(tmp_path):
         assert set(per_batch.values()) <= {10}
 
 
-def test_processes_concurrent_inserts_conflict_cleanly(tmp_path):
-    path = str(tmp_path / "t")
-    Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "clustering.auto": "false"})
-    procs = [_spawn(tmp_path, path, "insert", w, 6) for w in range(3)]
+def test_processes_concurrent_inserts_conflict_cleanly(place):
+    path = place.url("t")
+    Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "clustering.auto": "false"},
+                 storage_options=place.options)
+    procs = [_spawn(place, path, "insert", w, 6) for w in range(3)]
     committed = set()
     total = 0
     for w, p in enumerate(procs):
@@ -233,7 +258,7 @@ def test_processes_concurrent_inserts_conflict_cleanly(tmp_path):
             if kind in ("OK", "CONFLICT"):
                 total += 1
     assert total == 18
-    t = Table.open(path)
+    t = Table.open(path, storage_options=place.options)
     assert as_dict(t.scan()) == {w * 1000 + j * 10 + k: j for (w, j) in committed for k in range(10)}
     assert t.version == len(committed)
 

@@ -79,7 +79,7 @@ def test_files_are_plain_sorted_bucketed_parquet(tmp_path):
     for f in t.plan():
         path = os.path.join(t.path, f.path)
         pf = pq.ParquetFile(path)
-        assert pf.metadata.row_group(0).column(0).compression == "ZSTD"
+        assert pf.metadata.row_group(0).column(0).compression == "LZ4"
         tbl = pf.read()
         ids = tbl.column("id").to_pylist()
         assert ids == sorted(ids)

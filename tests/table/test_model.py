@@ -1,8 +1,10 @@
 """Model test: random upserts, deletes, overwrites, compactions, clusterings, restores and expiries
 against an in-memory oracle; every step checks the latest state, and rules read random retained
-versions and random increments (begin, end]."""
+versions and random increments (begin, end]. Run on a local disk, in memory:// and on S3 (moto's
+server), fewer examples on S3 (every file operation is an HTTP request there)."""
 from __future__ import annotations
 
+import itertools
 import shutil
 import tempfile
 
@@ -10,7 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from tidelake.table import Table, VersionExpired
 
@@ -30,21 +32,41 @@ class Clock:
         return self.now
 
 
+_examples = itertools.count()
+
+
 class TableModel(RuleBasedStateMachine):
+    def __init__(self, store: str = "local", s3=None):
+        super().__init__()
+        self.store, self.s3 = store, s3
+
+    def location(self) -> tuple[str, dict | None]:
+        """(url, storage options) of a fresh table for this example."""
+        if self.store == "s3":
+            return self.s3.url("model"), self.s3.options
+        if self.store == "memory":
+            return f"memory://model-{next(_examples)}", None
+        self.dir = tempfile.mkdtemp(prefix="tidelake-model-")
+        return f"{self.dir}/t", None
+
     @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans(), background=st.booleans())
     def setup(self, buckets, auto_cluster, background):
-        self.dir = tempfile.mkdtemp(prefix="tidelake-model-")
+        url, options = self.location()
         self.clock = Clock()
-        self.t = Table.create(f"{self.dir}/t", SCHEMA, ["id"], {
+        self.t = Table.create(url, SCHEMA, ["id"], {
             "write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
             "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
-            "checkpoint.interval": "5"}, clock=self.clock, maintenance="background" if background else "inline")
+            "checkpoint.interval": "5"}, clock=self.clock, maintenance="background" if background else "inline",
+            storage_options=options)
         self.states = {0: {}}          # version -> {id: amount}
         self.deltas = {0: []}          # version -> sorted [(id, op, amount)] of data commits
 
     def teardown(self):
         if hasattr(self, "t"):
             self.t.close()
+            if self.store != "local":   # (moto and memory stores keep every object until the process ends)
+                for path in self.t.storage.list():
+                    self.t.storage.delete(path)
         shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
 
     # ------------------------------------------------------------------ helpers
@@ -165,6 +187,13 @@ class TableModel(RuleBasedStateMachine):
             assert self.t.version == max(self.states)
 
 
-TableModel.TestCase.settings = settings(max_examples=20, stateful_step_count=25, deadline=None,
-                                        suppress_health_check=[HealthCheck.too_slow])
-test_table_model = TableModel.TestCase
+# examples per store: S3 is kept to about half a minute on a shared 2-core machine
+EXAMPLES = {"local": 20, "memory": 20, "s3": 15}
+
+
+@pytest.mark.parametrize("store", list(EXAMPLES))
+def test_table_model(store, request):
+    s3 = request.getfixturevalue("s3_server") if store == "s3" else None
+    run_state_machine_as_test(lambda: TableModel(store, s3), settings=settings(
+        max_examples=EXAMPLES[store], stateful_step_count=25, deadline=None,
+        suppress_health_check=[HealthCheck.too_slow]))

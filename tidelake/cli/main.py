@@ -17,6 +17,7 @@ from tidelake.cli.table_views import publish_command, sql_command
 from tidelake.cli.topics import topics
 from tidelake.cli.transactions import transactions
 from tidelake.cli.users import users
+from tidelake.cli.web_console import console
 
 
 @click.group("tidelake", cls=CommandGroup)
@@ -31,7 +32,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 for _command in (broker, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
-                 pipeline):
+                 pipeline, console):
     cli.add_command(_command)
 for _command in (publish_command, sql_command):   # table subcommands kept in their own module
     table.add_command(_command)

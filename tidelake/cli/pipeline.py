@@ -79,28 +79,11 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
 
 
-def _table_offsets(cfg) -> tuple[dict | None, dict[int, int] | None]:
-    """(app state, offsets) the table holds for this pipeline; (None, None) before its first commit."""
-    from tidelake.spark.offset_stores import offsets_from_app_state
-    from tidelake.table import Table
-    if not Table.exists(cfg.sink.table):
-        return None, None
-    state = Table.open(cfg.sink.table).app_state(cfg.app_id)
-    return state, offsets_from_app_state(state)
-
-
 def _positions(cfg, timeout: float):
-    """partitions, earliest, latest, the group's committed offsets, the gtoffset file's, the table's."""
-    from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
+    """The pipeline's positions (broker, gtoffset file, table), after checking the broker answers."""
+    from tidelake.spark.pipeline_status import positions
     _check_broker(cfg, timeout)
-    src = cfg.source
-    with BrokerOffsets(src.bootstrap_servers, src.topic, src.group_id,
-                       _connection(cfg, timeout).config(src.kafka), timeout=timeout) as broker:
-        partitions = broker.partitions()
-        earliest, latest = broker.watermarks(partitions)
-        committed = broker.committed(partitions) or {}
-    gt = ClientOffsetFile(cfg.seo_dir, src.group_id, src.topic).read() if cfg.seo_dir else None
-    return partitions, earliest, latest, committed, gt, _table_offsets(cfg)[1]
+    return positions(cfg, _connection(cfg, timeout).config(), timeout)
 
 
 @pipeline.command()
@@ -110,16 +93,10 @@ def _positions(cfg, timeout: float):
 def status(config: str, timeout: float, as_json: bool) -> None:
     """Where the pipeline is: per partition the broker group's, the gtoffset file's and the table's offsets,
     the log end and the lag (measured from the offsets of the pipeline's mode)."""
+    from tidelake.spark.pipeline_status import bad_records, table_state
     cfg = _load(config)
-    partitions, earliest, latest, committed, gt, table_offsets = _positions(cfg, timeout)
-    progress = {"exactly-once": table_offsets, "seo": gt}.get(cfg.offsets, committed) or {}
-    rows = [{"partition": p, "log_start_offset": earliest[p], "group_offset": committed.get(p),
-             "gtoffset": (gt or {}).get(p), "table_offset": (table_offsets or {}).get(p),
-             "log_end_offset": latest[p],
-             "lag": latest[p] - progress[p] if p in progress else latest[p] - earliest[p]} for p in partitions]
-    extra = (_table_offsets(cfg)[0] or {}).get("extra") or {}
-    errors = {"on_error": cfg.on_error, "skipped": extra.get("skipped_total", 0),
-              "dead_lettered": extra.get("dead_lettered_total", 0), "dead_letter_topic": cfg.dead_letter_topic}
+    rows = _positions(cfg, timeout).rows(cfg.offsets)
+    errors = bad_records(cfg, table_state(cfg)[0])
     if as_json:
         print_json({"app_id": cfg.app_id, "offsets": cfg.offsets, "topic": cfg.source.topic,
                     "group": cfg.source.group_id, "partitions": rows, "bad_records": errors})
@@ -152,16 +129,18 @@ def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_off
     from confluent_kafka import TopicPartition
 
     from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile
+    from tidelake.spark.pipeline_status import progress_store, table_state
     chosen = [v for v in (scenario, to_offset, to_datetime, shift_by) if v is not None]
     if len(chosen) != 1:
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime, "
                                "--shift-by")
     cfg = _load(config)
-    all_parts, earliest, latest, committed, gt, table_offsets = _positions(cfg, timeout)
+    pos = _positions(cfg, timeout)
+    all_parts, earliest, latest = pos.partitions, pos.earliest, pos.latest
     missing = sorted(set(partitions) - set(all_parts))
     if missing:
         raise CliError(f"topic {cfg.source.topic} has no partition {', '.join(map(str, missing))}")
-    current = {"exactly-once": table_offsets, "seo": gt}.get(cfg.offsets, committed) or {}
+    current = pos.progress(cfg.offsets)
     parts = sorted(partitions) or all_parts
 
     def clamp(p: int, o: int) -> int:
@@ -188,16 +167,16 @@ def reset(config: str, partitions: tuple[int, ...], scenario: str | None, to_off
         finally:
             consumer.close()
         target = {tp.partition: tp.offset if tp.offset >= 0 else latest[tp.partition] for tp in found}
-    store = {"exactly-once": "table", "seo": "gtoffset"}.get(cfg.offsets, "group")
+    store = progress_store(cfg.offsets)
     rows = [{"partition": p, "current_offset": current.get(p), "new_offset": target[p]} for p in parts]
     if mode == "execute":
         new = {**current, **target}
         if store == "table":
             from tidelake.table import Table
-            state, _ = _table_offsets(cfg)
+            state, _ = table_state(cfg)
             if state is None:
                 raise CliError(f"table {cfg.sink.table} holds no offsets of {cfg.app_id} yet: nothing to reset")
-            Table.open(cfg.sink.table).commit_staged(
+            Table.open(cfg.sink.table, storage_options=cfg.sink.storage_options or None).commit_staged(
                 [], app_id=cfg.app_id, batch_id=state["batch_id"] + 1,
                 app_extra={"offsets": {str(p): o for p, o in sorted(new.items())}, "topic": cfg.source.topic,
                            "reset": True})
@@ -233,7 +212,8 @@ offsets: exactly-once              # auto | commit-after | seo | exactly-once
 # commit: async                    # commit-after only: async (Spark's commitAsync) | sync
 seo_dir: ./gtoffset                # seo only: <seo_dir>/<group_id>/<topic>/gtoffset
 sink:
-  table: ./orders-table            # created if absent
+  table: ./orders-table            # created if absent; or s3://bucket/prefix
+  # storage_options: {endpoint: "http://127.0.0.1:9000", region: us-east-1}   # s3:// (else AWS_* env vars)
   format: debezium-json            # debezium-json | json
   mode: upsert                     # upsert | append (json only)
   primary_key: [id]

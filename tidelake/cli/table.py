@@ -1,10 +1,11 @@
 """``tidelake table ...``: create, inspect, change and maintain transactional tables, with Delta's and
 Paimon's names (history, restore to a version or time, VACUUM-like expire with RETAIN / DRY RUN,
-set-properties, add-column, update/delete with a predicate)."""
+set-properties, add-column, update/delete with a predicate). PATH is a local directory or
+``s3://bucket/prefix`` (endpoint, region and credentials from AWS's environment variables:
+AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)."""
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from typing import Any
 
@@ -17,10 +18,9 @@ from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
 from tidelake.table.schema import parse_schema, parse_type
+from tidelake.table.summary import files_by_bucket, history_entry
 
 OPS = (">=", "<=", "!=", "=", "<", ">")
-HISTORY_METRICS = {"added": "files_added", "removed": "files_removed", "rows_added": "rows_added"}
-HISTORY_FIELDS = ("version", "timestamp_ms", "operation", "read_version")
 
 
 def _value(text: str, field: pa.Field, option: str) -> Any:
@@ -101,7 +101,10 @@ def _limit(limit: int | None) -> int | None:
 
 @click.group("table", cls=CommandGroup)
 def table() -> None:
-    """Transactional primary-key tables (time travel, incremental reads, compaction)."""
+    """Transactional primary-key tables (time travel, incremental reads, compaction).
+
+    PATH is a local directory or s3://bucket/prefix (S3 settings from AWS's environment variables:
+    AWS_ENDPOINT_URL, AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)."""
 
 
 @table.command()
@@ -129,16 +132,7 @@ def create(path: str, schema: str, primary_key: str, buckets: int | None, props:
 def describe(path: str, as_json: bool) -> None:
     """Schema, properties, version and files per bucket and level."""
     t = _open(path)
-    counts: Counter = Counter()
-    rows: Counter = Counter()
-    size: Counter = Counter()
-    for f in t.plan():
-        key = (f.bucket, f.kind, f.level if f.kind == "delta" else None)
-        counts[key] += 1
-        rows[key] += f.rows
-        size[key] += f.bytes
-    files = [{"bucket": k[0], "kind": k[1], "level": k[2], "files": counts[k], "rows": rows[k], "bytes": size[k]}
-             for k in sorted(counts, key=lambda k: (k[0], k[1], -1 if k[2] is None else k[2]))]
+    files = files_by_bucket(t.plan())
     info = {"path": t.path, "version": t.version, "last_commit": format_ms(t.latest_timestamp()),
             "primary_key": t.primary_key, "schema": [{"name": f.name, "type": str(f.type)} for f in t.schema],
             "properties": dict(sorted(t.properties.items())), "files": files}
@@ -155,11 +149,9 @@ def describe(path: str, as_json: bool) -> None:
 
 
 def _history_entry(e: dict) -> dict:
-    """A log entry as DESCRIBE HISTORY shows it: what, when, and the operation's parameters and metrics."""
-    return {"version": e["version"], "timestamp": format_ms(e["timestamp_ms"]), "timestamp_ms": e["timestamp_ms"],
-            "operation": e["operation"], "read_version": e.get("read_version"),
-            "parameters": {k: v for k, v in e.items() if k not in HISTORY_FIELDS and k not in HISTORY_METRICS},
-            "metrics": {name: e[k] for k, name in HISTORY_METRICS.items() if k in e}}
+    """A log entry as DESCRIBE HISTORY shows it, with its time also as ISO-8601."""
+    row = history_entry(e)
+    return {"version": row["version"], "timestamp": format_ms(row["timestamp_ms"]), **row}
 
 
 @table.command()
@@ -300,14 +292,7 @@ def _expire_plan(t: Table, retain_hours: float) -> dict:
     horizon = min(max([e["version"] for e in entries if e["timestamp_ms"] <= limit] + [entries[0]["version"]]),
                   t.version)
     live = {f.path for v in range(horizon, t.version + 1) for f in t.plan(version=v)}
-    files = []
-    data_dir = os.path.join(t.path, "data")
-    for dirpath, _, names in os.walk(data_dir):
-        for n in names:
-            full = os.path.join(dirpath, n)
-            rel = os.path.relpath(full, t.path)
-            if rel not in live and os.path.getmtime(full) * 1000 < limit:
-                files.append(rel)
+    files = [f.path for f in t.storage.list_info("data") if f.path not in live and f.modified_ms < limit]
     return {"horizon": horizon, "versions_removed": [e["version"] for e in entries if e["version"] < horizon],
             "files_removed": sorted(files)}
 
@@ -444,10 +429,13 @@ def check(path: str, repair: bool, as_json: bool) -> None:
 
     Exits 1 when a problem remains. --repair explains and performs only repairs that lose nothing;
     a lost log entry or data file is reported with what to do, never papered over."""
+    from tidelake.storage import open_storage
     from tidelake.table.check import check_table
-    if not os.path.isdir(path):
+    from tidelake.table.log import LOG_DIR
+    storage = open_storage(path)
+    if not storage.list(LOG_DIR) and not storage.list("data"):
         raise CliError(f"no tidelake table at {path}")
-    report = check_table(path, repair=repair)
+    report = check_table(storage, repair=repair)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:

@@ -5,8 +5,9 @@ Delta table and/or an Iceberg table, then ``_lakeview/view.json``. It is the one
 ``tidelake table publish`` command calls it, and so does the table's maintenance after each compaction
 when the table property ``view.formats`` names formats (``publish_after_compaction``).
 
-Publishers are serialized by an flock on ``_lakeview/.lock``; a view never moves back: a format that
-already shows this version or a newer one is left as it is.
+Publishers of a table on a local disk are serialized by an flock on ``_lakeview/.lock`` (on an object
+store, Delta's and Iceberg's own commits decide between racing publishers); a view never moves back: a
+format that already shows this version or a newer one is left as it is.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator
 
+from tidelake.storage import Storage
 from tidelake.table import Snapshot, Table
 from tidelake.table.metadata import TableMetadata
 
@@ -48,17 +50,22 @@ class Published:
     merged: int
 
 
-def source_versions(root: str) -> dict[str, int | None]:
+def source_versions(table: Table | Storage) -> dict[str, int | None]:
     """The tidelake version each format's view shows (None: not published)."""
     from .delta import delta_source_version
     from .iceberg import iceberg_source_version
-    return {"delta": delta_source_version(root), "iceberg": iceberg_source_version(root)}
+    storage = table.storage if isinstance(table, Table) else table
+    return {"delta": delta_source_version(storage), "iceberg": iceberg_source_version(storage)}
 
 
 @contextmanager
-def _publish_lock(root: str) -> Iterator[None]:
-    os.makedirs(os.path.join(root, VIEW_DIR), exist_ok=True)
-    with open(os.path.join(root, VIEW_DIR, ".lock"), "a") as f:
+def _publish_lock(storage: Storage) -> Iterator[None]:
+    lock = storage.local_path(f"{VIEW_DIR}/.lock")
+    if lock is None:
+        yield
+        return
+    os.makedirs(os.path.dirname(lock), exist_ok=True)
+    with open(lock, "a") as f:
         fcntl.flock(f.fileno(), fcntl.LOCK_EX)
         try:
             yield
@@ -67,7 +74,7 @@ def _publish_lock(root: str) -> Iterator[None]:
 
 
 def _view_from_file(snapshot: Snapshot, d: dict) -> ReadView:
-    return ReadView(snapshot.path, snapshot.version, snapshot.timestamp_ms, snapshot.schema,
+    return ReadView(snapshot.storage, snapshot.version, snapshot.timestamp_ms, snapshot.schema,
                     tuple(snapshot.primary_key), tuple(ViewFile(**f) for f in d["files"]))
 
 
@@ -76,14 +83,14 @@ def publish_snapshot(snapshot: Snapshot, formats: tuple[str, ...]) -> Published:
     from .delta import delta_source_version, publish_delta
     from .iceberg import iceberg_source_version, publish_iceberg
     publishers = {"delta": (delta_source_version, publish_delta), "iceberg": (iceberg_source_version, publish_iceberg)}
-    root, version = snapshot.path, snapshot.version
-    with _publish_lock(root):
+    storage, version = snapshot.storage, snapshot.version
+    with _publish_lock(storage):
         todo = []
         for name in formats:
-            shown = publishers[name][0](root)
+            shown = publishers[name][0](storage)
             if shown is None or shown < version:
                 todo.append(name)
-        previous = read_view_file(root)
+        previous = read_view_file(storage)
         shown_list = previous.get("source_version") if previous else None
         if not todo and shown_list is not None and shown_list >= version:
             return Published(version, (), formats, len(previous["files"]), 0)
@@ -114,12 +121,13 @@ def publish(table: Table | str, formats: tuple[str, ...] | str | None = None, ve
     return publish_snapshot(t.snapshot(version), names)
 
 
-def publish_after_compaction(path: str, metadata: TableMetadata, version: int) -> Published | None:
+def publish_after_compaction(storage: Storage, metadata: TableMetadata, version: int) -> Published | None:
     """The maintenance hook: after the compaction that committed ``version``, publish its view in the
     formats the table property ``view.formats`` names (nothing when it is empty)."""
-    names = parse_formats(metadata.prop(FORMATS_PROPERTY, ""), f"{path}: table property {FORMATS_PROPERTY}")
+    names = parse_formats(metadata.prop(FORMATS_PROPERTY, ""), f"{storage.url}: table property {FORMATS_PROPERTY}")
     if not names:
         return None
-    published = publish_snapshot(Snapshot(path, metadata, version), names)
-    log.info("%s: view of version %d published as %s", path, version, ", ".join(published.formats) or "(up to date)")
+    published = publish_snapshot(Snapshot(storage, metadata, version), names)
+    log.info("%s: view of version %d published as %s", storage.url, version,
+             ", ".join(published.formats) or "(up to date)")
     return published

@@ -10,14 +10,15 @@ of Parquet files (DuckDB, polars); the Delta log and the Iceberg metadata list t
 """
 from __future__ import annotations
 
+import io
 import json
-import os
 import uuid
 from dataclasses import asdict, dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidelake.storage import Storage
 from tidelake.table import Snapshot
 from tidelake.table.reader import MergeOnReadReader, sort_indices_by_key
 from tidelake.table.scan import BucketPlan, ScanPlanner
@@ -43,16 +44,22 @@ class ViewFile:
 
 @dataclass(frozen=True)
 class ReadView:
-    """The files holding exactly the rows of ``source_version`` of the table at ``root``."""
-    root: str
+    """The files holding exactly the rows of ``source_version`` of the table in ``storage``."""
+    storage: Storage
     source_version: int
     source_timestamp_ms: int
     schema: pa.Schema
     primary_key: tuple[str, ...]
     files: tuple[ViewFile, ...]
 
+    @property
+    def root(self) -> str:
+        """The table's URL (a local path on a local disk)."""
+        return self.storage.url
+
     def full_paths(self) -> list[str]:
-        return [os.path.join(self.root, f.path) for f in self.files]
+        """Each file's full name: a local path, or the object store's URL."""
+        return [self.storage.location(f.path) for f in self.files]
 
     def to_json(self, previous_files: list[str]) -> dict:
         return {"source_version": self.source_version, "source_timestamp_ms": self.source_timestamp_ms,
@@ -62,8 +69,8 @@ class ReadView:
 
 def build_view(snapshot: Snapshot) -> ReadView:
     """The view of ``snapshot``'s version: base files in place, the other buckets merged into new files."""
-    root, schema, pk = snapshot.path, snapshot.schema, snapshot.primary_key
-    reader = MergeOnReadReader(root, pk)
+    storage, schema, pk = snapshot.storage, snapshot.schema, snapshot.primary_key
+    reader = MergeOnReadReader(storage, pk)
     files = []
     for plan in _bucket_plans(snapshot):
         if plan.base is not None and not plan.deltas:
@@ -75,48 +82,34 @@ def build_view(snapshot: Snapshot) -> ReadView:
             continue
         rows = rows.take(sort_indices_by_key(rows, pk))
         rel = f"{MERGED_DIR}/bucket-{plan.bucket:05d}/merged-{uuid.uuid4().hex}.parquet"
-        full = os.path.join(root, rel)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        pq.write_table(rows.cast(schema), full, compression="zstd")
-        files.append(ViewFile(rel, rows.num_rows, os.path.getsize(full), plan.bucket, "merged"))
-    return ReadView(root, snapshot.version, snapshot.timestamp_ms, schema, tuple(pk), tuple(files))
+        buf = io.BytesIO()
+        pq.write_table(rows.cast(schema), buf, compression="zstd")
+        storage.write(rel, buf.getvalue())
+        files.append(ViewFile(rel, rows.num_rows, buf.tell(), plan.bucket, "merged"))
+    return ReadView(storage, snapshot.version, snapshot.timestamp_ms, schema, tuple(pk), tuple(files))
 
 
 def _bucket_plans(snapshot: Snapshot) -> list[BucketPlan]:
     return [p for _, p in sorted(ScanPlanner(snapshot.metadata).buckets(snapshot.version).items())]
 
 
-def read_view_file(root: str) -> dict | None:
-    """The last published ``view.json`` of the table at ``root`` (None if there is none)."""
-    path = os.path.join(root, VIEW_FILE)
+def read_view_file(storage: Storage) -> dict | None:
+    """The last published ``view.json`` of the table in ``storage`` (None if there is none)."""
     try:
-        with open(path) as f:
-            return json.load(f)
+        return json.loads(storage.read(VIEW_FILE))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:
-        raise LakeviewError(f"{path}: unreadable view file: {e}") from None
+        raise LakeviewError(f"{storage.location(VIEW_FILE)}: unreadable view file: {e}") from None
 
 
 def write_view_file(view: ReadView, previous: dict | None) -> None:
-    """Publish ``view.json`` (atomically: a reader sees the old or the new list, never half of one),
-    then delete merged files that neither this view nor the previous one lists: a reader that
-    just read the previous list can still open its files."""
+    """Publish ``view.json`` (a whole-file replace: a reader sees the old or the new list), then delete
+    merged files that neither this view nor the previous one lists: a reader that just read the
+    previous list can still open its files."""
     prev = [f["path"] for f in (previous or {}).get("files", [])]
-    path = os.path.join(view.root, VIEW_FILE)
-    tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(view.to_json(prev), f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    view.storage.write(VIEW_FILE, json.dumps(view.to_json(prev), indent=1).encode())
     keep = {f.path for f in view.files} | set(prev)
-    merged_root = os.path.join(view.root, MERGED_DIR)
-    for dirpath, _, names in os.walk(merged_root):
-        for n in names:
-            rel = os.path.relpath(os.path.join(dirpath, n), view.root)
-            if rel not in keep:
-                try:
-                    os.unlink(os.path.join(dirpath, n))
-                except FileNotFoundError:
-                    pass
+    for path in view.storage.list(MERGED_DIR):
+        if path not in keep:
+            view.storage.delete(path)

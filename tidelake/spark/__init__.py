@@ -8,6 +8,7 @@ Kafka -> table pipeline with seed 001's offset modes. Offset planning (offset_ra
 """
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,14 +26,15 @@ def register(spark: "SparkSession") -> None:
 
 
 def write_table(df, path: str, mode: str = "upsert", primary_key: list[str] | None = None,
-                properties: dict[str, str] | None = None) -> int:
+                properties: dict[str, str] | None = None, storage_options: dict[str, str] | None = None) -> int:
     """Write a DataFrame into the tidelake table at ``path``; returns the new table version.
 
     ``mode``: ``upsert`` (by primary key), ``append`` (INSERT INTO), ``delete`` (rows with the
     DataFrame's keys), ``overwrite`` (the table's content becomes the DataFrame). Spark's executors
     write the Parquet files (staged, invisible); the driver publishes them in ONE atomic commit, so a
     failed task or job leaves nothing visible. A missing table is created from the DataFrame's schema
-    with ``primary_key`` and ``properties``.
+    with ``primary_key`` and ``properties``. ``path`` may be ``s3://bucket/prefix`` (``storage_options``: S3
+    settings, else AWS's environment variables).
     """
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -43,14 +45,18 @@ def write_table(df, path: str, mode: str = "upsert", primary_key: list[str] | No
         raise ValueError(f"mode must be one of {sorted(WRITE_OPERATIONS)}, not {mode!r}")
     register(df.sparkSession)
     try:
-        table = Table.open(path)
+        table = Table.open(path, storage_options=storage_options)
     except TableNotFound:
         if not primary_key:
             raise ValueError(f"no table at {path}: give primary_key (and properties) to create it") from None
         if mode == "delete":
             raise
-        table = Table.create(path, to_arrow_schema(df.schema, timezone="UTC"), list(primary_key), properties)
+        table = Table.create(path, to_arrow_schema(df.schema, timezone="UTC"), list(primary_key), properties,
+                             storage_options=storage_options)
     read_version = table.version
-    (df.write.format("tidelake").mode("overwrite" if mode == "overwrite" else "append")
-     .option("operation", mode).option("readVersion", str(read_version)).save(path))
-    return Table.open(path).version
+    writer = (df.write.format("tidelake").mode("overwrite" if mode == "overwrite" else "append")
+              .option("operation", mode).option("readVersion", str(read_version)))
+    if storage_options:
+        writer = writer.option("storageOptions", json.dumps(storage_options))
+    writer.save(path)
+    return Table.open(path, storage_options=storage_options).version

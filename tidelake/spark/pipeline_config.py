@@ -1,7 +1,7 @@
 """A pipeline's YAML, validated: where to read (``source``), what to write (``sink``), how offsets are kept.
 
 See ``tidelake pipeline example`` for a commented file. Relative paths (the table, ``seo_dir``) are taken
-relative to the YAML's directory. No pyspark imports.
+relative to the YAML's directory; the table may also be ``s3://bucket/prefix`` (``sink.storage_options``). No pyspark imports.
 """
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from typing import Any, Mapping
 from tidelake.spark.changes import FORMATS
 from tidelake.spark.offset_modes import MODES
 from tidelake.spark.offset_range import parse_duration
+from tidelake.storage import is_local
+from tidelake.storage.objects import S3_OPTIONS
 
 
 class PipelineConfigError(ValueError):
@@ -56,6 +58,9 @@ class SinkConfig:
     app_id: str | None = None  # exactly-once: the name the table keeps this pipeline's offsets under
     # an existing table lacking columns of `schema`: "none" (an error) or "add-columns" (added, nullable)
     schema_evolution: str = "none"
+    # an s3:// table: endpoint, region, access_key_id, secret_access_key, session_token, allow_http
+    # (else AWS's environment variables)
+    storage_options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -99,8 +104,9 @@ class PipelineConfig:
             raise PipelineConfigError("source.reader must be auto, datasource or direct", ("source", "reader"))
         if isinstance(snk.get("primary_key"), str):
             snk["primary_key"] = [snk["primary_key"]]
-        if "properties" in snk:
-            snk["properties"] = {str(k): str(v) for k, v in (snk["properties"] or {}).items()}
+        for key in ("properties", "storage_options"):
+            if key in snk:
+                snk[key] = {str(k): str(v) for k, v in (snk[key] or {}).items()}
         try:
             sink = SinkConfig(**snk)
         except TypeError as e:
@@ -115,8 +121,16 @@ class PipelineConfig:
             raise PipelineConfigError("sink.primary_key is required", ("sink",))
         if sink.format == "debezium-json" and sink.mode != "upsert":
             raise PipelineConfigError("debezium-json needs sink.mode upsert", ("sink", "mode"))
+        unknown = sorted(set(sink.storage_options) - set(S3_OPTIONS))
+        if unknown:
+            raise PipelineConfigError(f"sink.storage_options: unknown option(s) {', '.join(unknown)} "
+                                      f"(known: {', '.join(S3_OPTIONS)})", ("sink", "storage_options"))
         base = Path(base_dir) if base_dir is not None else Path.cwd()
-        sink.table = str((base / sink.table).resolve())
+        if is_local(sink.table):
+            sink.table = str((base / sink.table).resolve())
+        elif not sink.table.startswith("s3://"):
+            raise PipelineConfigError(f"sink.table must be a path or s3://bucket/prefix, not {sink.table!r}",
+                                      ("sink", "table"))
         mode = raw.get("offsets", "exactly-once")
         if mode not in MODES:
             raise PipelineConfigError(f"offsets must be one of {', '.join(MODES)}", ("offsets",))

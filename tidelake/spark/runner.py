@@ -264,17 +264,18 @@ class Pipeline:
     def open_table(self) -> Table:
         """Open the sink table, creating it (schema, primary key, buckets, properties) if absent."""
         sink = self.config.sink
+        options = sink.storage_options or None
         try:
-            return self._checked(Table.open(sink.table))
+            return self._checked(Table.open(sink.table, storage_options=options))
         except TableNotFound:
             pass
         properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
         schema = self.arrow_schema()
         primary_key = sink.primary_key or [schema.names[0]]
         try:
-            return Table.create(sink.table, schema, primary_key, properties)
+            return Table.create(sink.table, schema, primary_key, properties, storage_options=options)
         except TableExists:  # another process created it first
-            return Table.open(sink.table)
+            return Table.open(sink.table, storage_options=options)
 
     def _checked(self, table: Table) -> Table:
         """An existing table must have the config's primary key and schema; with

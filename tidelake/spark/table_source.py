@@ -23,7 +23,9 @@ the same snapshot without replaying the table's log.
 Write options (``df.write.format("tidelake")`` or ``write_table``): ``operation`` = upsert (default) |
 append | delete | overwrite (``mode("overwrite")`` implies overwrite), ``readVersion`` (conflict detection),
 ``primaryKey`` ("id" or "a,b") and ``tableProperties`` (JSON) to create a missing table from the written
-schema. Streaming sink options: ``operation`` = upsert (default) | append, ``primaryKey`` /
+schema. Reads and writes: the path may be a local directory or ``s3://bucket/prefix``; ``storageOptions``
+(JSON: endpoint, region, access_key_id, secret_access_key, session_token, allow_http) configures S3 when
+AWS's environment variables do not. Streaming sink options: ``operation`` = upsert (default) | append, ``primaryKey`` /
 ``tableProperties`` as above, ``appId`` (default: the streaming query's id, read from
 ``<checkpointLocation>/metadata``). Each micro-batch commits once with
 ``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
@@ -73,6 +75,21 @@ def _path(options) -> str:
     return path
 
 
+def _open(options, **kw) -> Table:
+    return Table.open(_path(options), storage_options=storage_options(options), **kw)
+
+
+def storage_options(options) -> dict[str, str] | None:
+    """The ``storageOptions`` JSON object of the Spark options (S3 settings), if given."""
+    raw = options.get("storageOptions")
+    if not raw:
+        return None
+    value = json.loads(raw)
+    if not isinstance(value, dict):
+        raise ValueError(f"storageOptions must be a JSON object, not {raw!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def parse_timestamp_ms(value: str) -> int:
     """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
     text = str(value).strip()
@@ -100,7 +117,7 @@ class ReadSpec:
 
 
 def resolve_read(options) -> ReadSpec:
-    table = Table.open(_path(options))
+    table = _open(options)
     given = {k for k in ("versionAsOf", "timestampAsOf", "startingVersion", "endingVersion",
                          "startingTimestamp", "endingTimestamp") if options.get(k) is not None}
     if {"versionAsOf", "timestampAsOf"} <= given:
@@ -171,15 +188,16 @@ class TableDataSource(DataSource):
         """The table written to, opened once for the whole job. With option ``primaryKey``
         (comma-separated) a missing table is created from the written schema (``tableProperties``: JSON of
         table properties)."""
-        path = _path(self.options)
-        if Table.exists(path) or not self.options.get("primaryKey"):
-            return Table.open(path)
+        path, options = _path(self.options), storage_options(self.options)
+        if Table.exists(path, storage_options=options) or not self.options.get("primaryKey"):
+            return Table.open(path, storage_options=options)
         primary_key = [c.strip() for c in self.options["primaryKey"].split(",") if c.strip()]
         properties = json.loads(self.options.get("tableProperties") or "{}")
         try:
-            return Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties)
+            return Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties,
+                                storage_options=options)
         except TableExists:
-            return Table.open(path)  # another writer created it first
+            return Table.open(path, storage_options=options)  # another writer created it first
 
     def writer(self, schema: StructType, overwrite: bool) -> "TableWriter":
         operation = self.options.get("operation", "overwrite" if overwrite else "upsert").lower()
@@ -288,10 +306,7 @@ def remove_staged(table: Table, messages: list[StagedFiles | None]) -> None:
     """Delete files staged by a failed job: they were never visible; this only reclaims space."""
     for message in messages:
         for f in (message.files if message else []):
-            try:
-                os.remove(os.path.join(table.path, f["path"]))
-            except FileNotFoundError:
-                pass
+            table.storage.delete(f["path"])
 
 
 class TableWriter(DataSourceArrowWriter):

@@ -1,15 +1,22 @@
 """Storage: the files of one table on a local disk, an object store (S3) or in memory, by relative path.
 
-Built on obstore (Rust's object_store): ``file://`` or a bare path, ``s3://bucket/prefix``, ``memory://``.
-The one operation a table's commit needs beyond reads and writes is ``create``: put-if-absent, which
-exactly one of several racing writers wins — a hard link from a temporary file on a local disk, and
-``If-None-Match: *`` on S3 (honoured by AWS, MinIO, GCS and R2), so no lock service is needed.
+``open_storage(url, options)`` picks the implementation from the URL:
 
-Not yet used by ``tidelake.table``: the table still writes through the local filesystem (its commit
-relies on ``os.link``); moving it onto this interface is the next step of the object-storage work.
+- a bare path or ``file://``: ``LocalStorage`` (plain files; fsynced writes; pyarrow reads and writes
+  Parquet on the real files through ``local_path``);
+- ``s3://bucket/prefix``: ``ObjectStorage`` over obstore (Rust's object_store), endpoint, region and
+  credentials from ``options`` or AWS's environment variables;
+- ``memory://name``: ``ObjectStorage`` in this process's memory, for tests.
+
+The interface (``Storage``) is eight calls: ``read``, ``write`` (whole-file replace), ``create``
+(put-if-absent), ``exists``, ``size``, ``list`` / ``list_info``, ``delete``; plus ``local_path`` (None off a
+local disk) and ``location`` (a file's full name, for messages). ``create`` is the one operation a
+table's commit needs beyond reads and writes: exactly one of several racing writers wins a path — a
+hard link from a temporary file on a local disk, ``If-None-Match: *`` on S3 — so no lock service is
+needed. Errors of a store are ``StorageError`` (an OSError), one line naming the file.
 """
 from __future__ import annotations
 
-from .storage import Storage, open_storage
+from .storage import FileInfo, Storage, StorageError, is_local, open_storage
 
-__all__ = ["Storage", "open_storage"]
+__all__ = ["Storage", "StorageError", "FileInfo", "open_storage", "is_local"]

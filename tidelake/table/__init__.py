@@ -8,7 +8,7 @@ Format (a directory)::
     data/bucket-00003/delta-L1-<uuid>.parquet     clustering output (L2 likewise): every row of its inputs
     data/bucket-00003/base-<uuid>.parquet         compaction output: merged state, one row per key
 
-Data files are zstd Parquet sorted by the primary key; bucket = stable hash(PK) mod write.bucket.num
+Data files are LZ4 Parquet sorted by the primary key; bucket = stable hash(PK) mod write.bucket.num
 (``bucket_ids``). Delta files carry ``_op`` (0 upsert, 1 delete); clustered files also
 ``_commit_version``/``_commit_time`` per row; an L0 file's commit version/time are its log entry's.
 A log entry (``metadata.LogEntry``) holds version, timestamp_ms, operation, read_version and typed

@@ -13,14 +13,17 @@ alone, since dropping the versions after a gap or the rows of a file would silen
 """
 from __future__ import annotations
 
-import json
-import os
 from dataclasses import asdict, dataclass
+from typing import Mapping
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from tidelake.storage import Storage, open_storage
+
 from .errors import CorruptLog
-from .log import LAST_CHECKPOINT, LOG_DIR, MetadataLog, checkpoint_name
+from .files import parquet_source
+from .log import LAST_CHECKPOINT, LOG_DIR, MetadataLog
 from .metadata import TableMetadata
 
 
@@ -52,23 +55,28 @@ class CheckReport:
                 "problems": [asdict(p) for p in self.problems], "repaired": list(self.repaired)}
 
 
-def check_table(path: str, *, repair: bool = False) -> CheckReport:
-    """Verify the table at ``path``; with ``repair``, perform the safe repairs and check again."""
-    report = _check(path)
+def check_table(path: "str | Storage", *, repair: bool = False,
+                storage_options: Mapping[str, str] | None = None) -> CheckReport:
+    """Verify the table at ``path`` (a local path, s3://..., or a Storage); with ``repair``, perform the
+    safe repairs and check again."""
+    storage = open_storage(path, storage_options)
+    report = _check(storage)
     if not repair or not any(p.repairable for p in report.problems):
         return report
-    done = _repair(path, report)
-    after = _check(path)
+    done = _repair(storage, report)
+    after = _check(storage)
     return CheckReport(after.path, after.version, after.entries, after.checkpoints, after.data_files,
                        after.problems, tuple(done))
 
 
 # ---------------------------------------------------------------- checking
 
-def _check(path: str) -> CheckReport:
-    log = MetadataLog(path)
+def _check(storage: Storage) -> CheckReport:
+    path = storage.url
+    log = MetadataLog(storage)
     problems: list[Problem] = []
-    if not os.path.isdir(log.dir):
+    names = storage.list(LOG_DIR)
+    if not names:
         problems.append(Problem(log.dir, "no metadata log: not a tidelake table", "none", False))
         return CheckReport(path, None, 0, 0, 0, tuple(problems))
     entry_versions = log.entry_versions()
@@ -100,16 +108,17 @@ def _check(path: str) -> CheckReport:
             fixable = _replayable_to(v, entries, good_checkpoints, log) is not None
             problems.append(Problem(e.path, e.reason, "rebuild it by replaying the log entries" if fixable else
                                     "restore it from a backup (the entries it replaces were expired)", fixable))
-    pointer = os.path.join(log.dir, LAST_CHECKPOINT)
-    if os.path.exists(pointer) or checkpoint_versions:
-        named = _pointer_version(pointer)
+    pointer = storage.location(log.pointer_key)
+    has_pointer = log.pointer_key in names
+    if has_pointer or checkpoint_versions:
+        named = _pointer_version(log)
         newest_good = max(good_checkpoints, default=None)
-        if named is None and os.path.exists(pointer):
+        if named is None and has_pointer:
             problems.append(Problem(pointer, "not a valid checkpoint pointer", "rewrite it to name the newest good "
                                     "checkpoint", newest_good is not None))
         elif named is not None and named not in checkpoint_versions:
             fixable = _replayable_to(named, entries, good_checkpoints, log) is not None
-            problems.append(Problem(os.path.join(log.dir, checkpoint_name(named)), "missing (named by _last_checkpoint)",
+            problems.append(Problem(storage.location(log.checkpoint_key(named)), "missing (named by _last_checkpoint)",
                                     "rebuild it by replaying the log entries" if fixable else
                                     "restore it from a backup", fixable))
 
@@ -121,10 +130,10 @@ def _check(path: str) -> CheckReport:
             if not any(fe.live_at(v) for v in state.retained_versions()):
                 continue
             data_files += 1
-            problem = _check_data_file(path, fe.file)
+            problem = _check_data_file(storage, fe.file)
             if problem is not None:
                 live_now = fe.live_at(state.version)
-                problems.append(Problem(os.path.join(path, fe.file.path), problem + (
+                problems.append(Problem(storage.location(fe.file.path), problem + (
                     "" if live_now else f" (referenced by versions before {fe.removed_at} only)"),
                     "restore this file from a backup" + ("" if live_now else ", or expire the versions that "
                                                          "reference it (`table expire`)"), False))
@@ -132,11 +141,11 @@ def _check(path: str) -> CheckReport:
                        data_files, tuple(problems))
 
 
-def _pointer_version(pointer: str) -> int | None:
+def _pointer_version(log: MetadataLog) -> int | None:
+    """The version the pointer names; None if it is missing or unreadable."""
     try:
-        with open(pointer) as fh:
-            return int(json.load(fh)["version"])
-    except (OSError, ValueError, KeyError, TypeError):
+        return log.read_pointer()
+    except CorruptLog:
         return None
 
 
@@ -165,16 +174,16 @@ def _state(log: MetadataLog, entries: dict, good_checkpoints: list[int]) -> Tabl
     return state.apply(*todo) if todo or base_v is not None else None
 
 
-def _check_data_file(root: str, f) -> str | None:
-    full = os.path.join(root, f.path)
+def _check_data_file(storage: Storage, f) -> str | None:
     try:
-        size = os.path.getsize(full)
+        size = storage.size(f.path)
     except FileNotFoundError:
         return "missing data file"
     if f.bytes and size != f.bytes:
         return f"size {size} bytes, the log recorded {f.bytes}"
     try:
-        meta = pq.read_metadata(full)
+        source = parquet_source(storage, f.path)
+        meta = pq.read_metadata(source if isinstance(source, str) else pa.BufferReader(source))
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for a damaged footer
         return f"not readable as Parquet ({type(e).__name__}: {e})"
     if meta.num_rows != f.rows:
@@ -184,8 +193,8 @@ def _check_data_file(root: str, f) -> str | None:
 
 # ---------------------------------------------------------------- repairing
 
-def _repair(path: str, report: CheckReport) -> list[str]:
-    log = MetadataLog(path)
+def _repair(storage: Storage, report: CheckReport) -> list[str]:
+    log = MetadataLog(storage)
     done: list[str] = []
     entries = {}
     for v in log.entry_versions():
@@ -203,19 +212,18 @@ def _repair(path: str, report: CheckReport) -> list[str]:
     for p in report.problems:
         if not p.repairable or not p.path.endswith(".checkpoint.json"):
             continue
-        version = int(os.path.basename(p.path).split(".")[0])
+        version = int(p.path.rsplit("/", 1)[-1].split(".")[0])
         state = _replayable_to(version, entries, good, log)
         if state is None:
             continue
         log.write_checkpoint(state, update_pointer=False)
         good = sorted(set(good) | {version})
         done.append(f"rebuilt {p.path} from log entries {min(entries)}..{version}" if entries else f"rebuilt {p.path}")
-    pointer = os.path.join(log.dir, LAST_CHECKPOINT)
-    named = _pointer_version(pointer)
+    named = _pointer_version(log)
     newest = max(good, default=None)
     # rewrite the pointer only when it is damaged or names an older good checkpoint: one naming a
     # checkpoint that could not be rebuilt stays, so the problem stays visible
     if newest is not None and (named is None or (named in good and named != newest)):
         log.write_pointer(newest)
-        done.append(f"pointed {os.path.join(LOG_DIR, LAST_CHECKPOINT)} at checkpoint {newest}")
+        done.append(f"pointed {LOG_DIR}/{LAST_CHECKPOINT} at checkpoint {newest}")
     return done

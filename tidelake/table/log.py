@@ -1,14 +1,16 @@
-"""The versioned metadata log of a table: ``_tidelake_log/<20-digit version>.json``.
+"""The versioned metadata log of a table: ``_tidelake_log/<20-digit version>.json``, on the table's storage.
 
-One JSON file per version, published with create-exclusive semantics: the entry is written to a
-temporary file, fsynced, then ``os.link``-ed to its final name. ``link`` fails if the name exists, so
-of two writers racing for a version exactly one wins, and a reader never sees a partial entry
-(a process killed before the link leaves only a temporary file; after it, the whole entry).
+One JSON file per version, published with put-if-absent (``Storage.create``): on a local disk a
+temporary file, fsynced, hard-linked to its final name (``link`` fails if the name exists); on S3 a PUT
+with ``If-None-Match: *``, which the server refuses if the key exists. Either way, of writers racing
+for a version exactly one wins, with no lock service and no catalog, and a reader never sees a partial
+entry (a process killed before the link or the PUT leaves nothing visible; after it, the whole entry).
 
 Every ``checkpoint.interval`` versions (and on expire) the whole replayed state is written as
 ``<version>.checkpoint.json`` and ``_last_checkpoint`` points at it, so opening a table reads one
 checkpoint plus the entries after it. A checkpoint is only an accelerator: the entries are the truth
-until expire deletes those older than the retention horizon.
+until expire deletes those older than the retention horizon. Both are whole-file writes (atomic on
+every store: a rename locally, a single PUT on S3).
 
 The log is verified as it is read: a version missing between published ones, or an entry or
 checkpoint that is not valid JSON of the expected shape, raises ``CorruptLog`` naming the file. A
@@ -18,18 +20,17 @@ top of a gap (that would fork the history).
 from __future__ import annotations
 
 import json
-import os
 import threading
-import uuid
 from typing import Any
 
-from tidelake.fsutil import fsync_dir
+from tidelake.storage import Storage
 
 from .errors import CorruptLog
 from .metadata import LogEntry, TableMetadata
 
 LOG_DIR = "_tidelake_log"
 LAST_CHECKPOINT = "_last_checkpoint"
+_CHECKPOINT_SUFFIX = ".checkpoint.json"
 
 
 def entry_name(version: int) -> str:
@@ -37,33 +38,14 @@ def entry_name(version: int) -> str:
 
 
 def checkpoint_name(version: int) -> str:
-    return f"{version:020d}.checkpoint.json"
+    return f"{version:020d}{_CHECKPOINT_SUFFIX}"
 
 
-def write_exclusive(path: str, payload: dict[str, Any]) -> bool:
-    """Publish ``payload`` at ``path`` iff nothing is there yet. True if this call won."""
-    d = os.path.dirname(path)
-    tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}")
-    with open(tmp, "w") as fh:
-        json.dump(payload, fh, separators=(",", ":"))
-        fh.flush()
-        os.fsync(fh.fileno())
-    try:
-        os.link(tmp, path)
-        won = True
-    except FileExistsError:
-        won = False
-    finally:
-        os.unlink(tmp)
-    if won:
-        try:  # make the new directory entry durable
-            fsync_dir(d)
-        except OSError:
-            pass
-    return won
+def _encoded(payload: dict[str, Any]) -> bytes:
+    return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def _decoded(path: str, raw: str, from_json, what: str, version: int):
+def _decoded(path: str, raw: bytes, from_json, what: str, version: int):
     """``from_json`` of the file's JSON, which must hold ``version``; CorruptLog naming ``path`` if not."""
     try:
         decoded = from_json(json.loads(raw))
@@ -76,38 +58,54 @@ def _decoded(path: str, raw: str, from_json, what: str, version: int):
 
 
 class MetadataLog:
-    """Reads and publishes log entries and checkpoints of one table directory."""
+    """Reads and publishes log entries and checkpoints of one table's storage."""
 
-    def __init__(self, root: str):
-        self.root = root
-        self.dir = os.path.join(root, LOG_DIR)
+    def __init__(self, storage: Storage):
+        self.storage = storage
+        self.dir = storage.location(LOG_DIR)
 
-    def exists(self) -> bool:
-        return os.path.isdir(self.dir) and any(n.endswith(".json") for n in os.listdir(self.dir))
+    # ------------------------------------------------------------ names
+    @staticmethod
+    def entry_key(v: int) -> str:
+        """The entry's path in the table's storage."""
+        return f"{LOG_DIR}/{entry_name(v)}"
+
+    @staticmethod
+    def checkpoint_key(v: int) -> str:
+        return f"{LOG_DIR}/{checkpoint_name(v)}"
+
+    pointer_key = f"{LOG_DIR}/{LAST_CHECKPOINT}"
 
     def entry_path(self, v: int) -> str:
-        return os.path.join(self.dir, entry_name(v))
+        """The entry's full name (for messages)."""
+        return self.storage.location(self.entry_key(v))
 
+    def _names(self) -> list[str]:
+        return [p[len(LOG_DIR) + 1:] for p in self.storage.list(LOG_DIR)]
+
+    def exists(self) -> bool:
+        return any(n.endswith(".json") for n in self._names())
+
+    # ------------------------------------------------------------ entries
     def publish(self, entry: LogEntry) -> bool:
         """Publish ``entry`` as its version; False if another writer took that version first.
         Raises CorruptLog instead of filling a gap (a later version published, this one missing)."""
-        if os.path.exists(self.entry_path(entry.version)):
+        key = self.entry_key(entry.version)
+        if self.storage.exists(key):
             return False   # taken: the caller's conflict handling applies, not a gap
         self._check_no_gap_at(entry.version)
-        return write_exclusive(self.entry_path(entry.version), entry.to_json())
+        return self.storage.create(key, _encoded(entry.to_json()))
 
     def read_entry(self, v: int) -> LogEntry | None:
-        path = self.entry_path(v)
         try:
-            with open(path) as fh:
-                raw = fh.read()
+            raw = self.storage.read(self.entry_key(v))
         except FileNotFoundError:
             return None
-        return _decoded(path, raw, LogEntry.from_json, "log entry", v)
+        return _decoded(self.entry_path(v), raw, LogEntry.from_json, "log entry", v)
 
     def entries_after(self, version: int, *, list_for_gaps: bool = False) -> list[LogEntry]:
         """Every published entry after ``version``, in order. CorruptLog at a gap: the entry after
-        the last one is always checked for (one stat); ``list_for_gaps`` lists the directory to find
+        the last one is always checked for (one lookup); ``list_for_gaps`` lists the log to find
         a gap of any width (on open, and before every publish)."""
         out = []
         while True:
@@ -116,8 +114,8 @@ class MetadataLog:
             if e is None:
                 if list_for_gaps:
                     self._check_no_gap_at(v)
-                elif os.path.exists(self.entry_path(v + 1)):
-                    # v may have been published between the read and the stat (concurrent writers publish
+                elif self.storage.exists(self.entry_key(v + 1)):
+                    # v may have been published between the read and the lookup (concurrent writers publish
                     # v before v + 1): only a v still missing is a gap
                     e = self.read_entry(v)
                     if e is None:
@@ -130,8 +128,9 @@ class MetadataLog:
 
     def _check_no_gap_at(self, v: int) -> None:
         """``v`` is not published: raise CorruptLog if a later version is (a deleted or lost entry)."""
-        later = [n for n in self.entry_versions() if n > v] if os.path.isdir(self.dir) else []
-        if later and not os.path.exists(self.entry_path(v)):   # v published meanwhile: no gap
+        # one listing of the names after v's (S3: StartAfter, however long the log is)
+        later = [n for n in self.entry_versions(after=v)]
+        if later and not self.storage.exists(self.entry_key(v)):   # v published meanwhile: no gap
             raise CorruptLog(self.entry_path(v), f"missing, but version {later[0]} exists "
                                                  f"(the log has a gap: {len(later)} later entr"
                                                  f"{'y' if len(later) == 1 else 'ies'} past it)")
@@ -147,61 +146,56 @@ class MetadataLog:
         start = cp if cp is not None else TableMetadata()
         return start.apply(*self.entries_after(start.version, list_for_gaps=True))
 
+    # ------------------------------------------------------------ checkpoints
     def read_checkpoint(self, version: int) -> TableMetadata:
-        path = os.path.join(self.dir, checkpoint_name(version))
+        key = self.checkpoint_key(version)
         try:
-            with open(path) as fh:
-                raw = fh.read()
+            raw = self.storage.read(key)
         except FileNotFoundError as e:
-            raise CorruptLog(path, "missing (named by _last_checkpoint)") from e
-        return _decoded(path, raw, TableMetadata.from_json, "checkpoint", version)
+            raise CorruptLog(self.storage.location(key), "missing (named by _last_checkpoint)") from e
+        return _decoded(self.storage.location(key), raw, TableMetadata.from_json, "checkpoint", version)
+
+    def read_pointer(self) -> int | None:
+        """The version ``_last_checkpoint`` names; None if there is no pointer. CorruptLog if unreadable."""
+        try:
+            raw = self.storage.read(self.pointer_key)
+        except FileNotFoundError:
+            return None
+        try:
+            return int(json.loads(raw)["version"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptLog(self.storage.location(self.pointer_key),
+                             f"not a valid checkpoint pointer ({type(e).__name__}: {e})") from e
 
     def latest_checkpoint(self) -> TableMetadata | None:
         """The newest checkpoint: the one ``_last_checkpoint`` names, else the newest by listing.
         A damaged one is an error, not skipped: entries older than it may have been expired, so an
         older checkpoint could show an older table."""
-        pointer = os.path.join(self.dir, LAST_CHECKPOINT)
-        named: int | None = None
-        try:
-            with open(pointer) as fh:
-                raw = fh.read()
-        except FileNotFoundError:
-            raw = None
-        if raw is not None:
-            try:
-                named = int(json.loads(raw)["version"])
-            except (ValueError, KeyError, TypeError) as e:
-                raise CorruptLog(pointer, f"not a valid checkpoint pointer ({type(e).__name__}: {e})") from e
-        listed = self.checkpoint_versions() if os.path.isdir(self.dir) else []
+        named = self.read_pointer()
+        listed = self.checkpoint_versions()
         newest = max([v for v in (named,) if v is not None] + listed, default=None)
         return None if newest is None else self.read_checkpoint(newest)
 
     def write_checkpoint(self, state: TableMetadata, *, update_pointer: bool = True) -> None:
         # replaced, not created exclusively: expire/purge rewrite the same version's checkpoint with
-        # a later horizon. Readers see the old or the new file whole (rename is atomic).
-        path = os.path.join(self.dir, checkpoint_name(state.version))
-        tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
-        with open(tmp, "w") as fh:
-            json.dump(state.to_json(), fh, separators=(",", ":"))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        # a later horizon. Readers see the old or the new file whole.
+        self.storage.write(self.checkpoint_key(state.version), _encoded(state.to_json()))
         if update_pointer:
             self.write_pointer(state.version)
 
     def write_pointer(self, version: int) -> None:
         """Point ``_last_checkpoint`` at the checkpoint of ``version``."""
-        tmp = os.path.join(self.dir, f".tmp-{uuid.uuid4().hex}")
-        with open(tmp, "w") as fh:
-            json.dump({"version": version}, fh)
-        os.replace(tmp, os.path.join(self.dir, LAST_CHECKPOINT))
+        self.storage.write(self.pointer_key, json.dumps({"version": version}).encode())
 
     def checkpoint_versions(self) -> list[int]:
-        return sorted(int(n.split(".")[0]) for n in os.listdir(self.dir) if n.endswith(".checkpoint.json"))
+        return sorted(int(n.split(".")[0]) for n in self._names() if n.endswith(_CHECKPOINT_SUFFIX))
 
-    def entry_versions(self) -> list[int]:
-        return sorted(int(n[:-5]) for n in os.listdir(self.dir)
-                      if n.endswith(".json") and not n.endswith(".checkpoint.json") and n[0].isdigit())
+    def entry_versions(self, *, after: int | None = None) -> list[int]:
+        """Versions of the published entries (``after``: only later ones)."""
+        names = (self._names() if after is None else
+                 [p[len(LOG_DIR) + 1:] for p in self.storage.list(LOG_DIR, after=self.entry_key(after))])
+        return sorted(int(n[:-5]) for n in names
+                      if n.endswith(".json") and not n.endswith(_CHECKPOINT_SUFFIX) and n[0].isdigit())
 
 
 class CurrentMetadata:

@@ -28,6 +28,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelake.storage import Storage
+
 from .commit import DATA_OPERATIONS, Committer
 from .errors import CommitConflict, TableError
 from .files import COMMIT_VERSION, DataFile, parallel_map, remove_files, write_parquet
@@ -119,17 +121,18 @@ class MaintenanceWorker:
 class Maintenance:
     """Compaction, clustering and retention of one table, manual and automatic."""
 
-    def __init__(self, path: str, current: CurrentMetadata, committer: Committer, reader: MergeOnReadReader,
+    def __init__(self, storage: Storage, current: CurrentMetadata, committer: Committer, reader: MergeOnReadReader,
                  clock: Callable[[], int], mode: str | None = None):
         if mode is not None and mode not in MODES:
             raise ValueError(f"maintenance must be one of {MODES}, not {mode!r}")
-        self.path = path
+        self.storage = storage
+        self.path = storage.url
         self.current = current
         self.committer = committer
         self.reader = reader
         self.clock = clock
         self._mode = mode
-        self.worker = MaintenanceWorker(self.run_automatic, f"tidelake-maintenance:{os.path.basename(path)}")
+        self.worker = MaintenanceWorker(self.run_automatic, f"tidelake-maintenance:{self.path}")
 
     @property
     def mode(self) -> str:
@@ -197,7 +200,7 @@ class Maintenance:
         def one(plan) -> DataFile:
             merged = self.reader.merge_bucket(plan, schema.names, schema)
             merged = merged.take(sort_indices_by_key(merged, md.primary_key))
-            return write_parquet(self.path, merged, kind="base", bucket=plan.bucket, level=0,
+            return write_parquet(self.storage, merged, kind="base", bucket=plan.bucket, level=0,
                                  primary_key=md.primary_key, min_version=rv, max_version=rv)
         new_bases = parallel_map(one, plans, max(1, int(md.prop("compaction.parallelism", "4"))))
         done = {p.bucket for p in plans}
@@ -219,7 +222,7 @@ class Maintenance:
         if md.prop("view.formats", "").strip():
             try:
                 from tidelake.lakeview import publish_after_compaction
-                publish_after_compaction(self.path, md, version)
+                publish_after_compaction(self.storage, md, version)
             except Exception:   # noqa: BLE001 - the compaction is committed whatever the view does
                 log.exception("%s: publishing the view of version %d failed", self.path, version)
 
@@ -268,7 +271,7 @@ class Maintenance:
             t = t.append_column(seq, pa.array(np.arange(t.num_rows, dtype=np.int64)))
             order = [(k, "ascending") for k in md.primary_key] + [(COMMIT_VERSION, "ascending"), (seq, "ascending")]
             t = t.take(pc.sort_indices(t, sort_keys=order)).drop_columns([seq])
-            return write_parquet(self.path, t, kind="delta", bucket=b, level=level, primary_key=md.primary_key,
+            return write_parquet(self.storage, t, kind="delta", bucket=b, level=level, primary_key=md.primary_key,
                                  min_version=min(fe.file.min_version for fe in fes),
                                  max_version=max(fe.file.max_version for fe in fes))
         adds = parallel_map(one, groups)
@@ -280,7 +283,7 @@ class Maintenance:
         try:
             return self.committer.commit(operation, adds=adds, **kw)
         except TableError:
-            remove_files(self.path, [f.path for f in adds])   # never published: not needed by anyone
+            remove_files(self.storage, [f.path for f in adds])   # never published: not needed by anyone
             raise
 
     # ------------------------------------------------------------ retention (T9)
@@ -300,20 +303,15 @@ class Maintenance:
             md, dead = self.current.refresh().expire(horizon)
             self.current.log.write_checkpoint(md)   # the state the table is opened from from now on
             self.current.replace(md)
-        removed_files = remove_files(self.path, dead)
+        removed_files = remove_files(self.storage, dead)
         mlog = self.current.log
-        removed_logs = remove_files(mlog.dir, [os.path.basename(mlog.entry_path(v))
-                                               for v in mlog.entry_versions() if v < md.horizon])
-        remove_files(mlog.dir, [f"{v:020d}.checkpoint.json" for v in mlog.checkpoint_versions() if v < md.version])
+        removed_logs = remove_files(self.storage, [mlog.entry_key(v) for v in mlog.entry_versions() if v < md.horizon])
+        remove_files(self.storage, [mlog.checkpoint_key(v) for v in mlog.checkpoint_versions() if v < md.version])
         # files no commit references (failed / abandoned writers), once older than the retention
-        grace_s = float(md.prop("acid.data.retain.hours", "24")) * 3600
-        now_s = self.clock() / 1000
+        grace_ms = float(md.prop("acid.data.retain.hours", "24")) * 3_600_000
+        now_ms = self.clock()
         keep = set(md.files)
-        orphans = []
-        for dirpath, _, names in os.walk(os.path.join(self.path, "data")):
-            for n in names:
-                full = os.path.join(dirpath, n)
-                if os.path.relpath(full, self.path) not in keep and now_s - os.path.getmtime(full) > grace_s:
-                    orphans.append(full)
+        orphans = [f.path for f in self.storage.list_info("data")
+                   if f.path not in keep and now_ms - f.modified_ms > grace_ms]
         return {"horizon": md.horizon, "files_removed": removed_files, "log_entries_removed": removed_logs,
-                "orphans_removed": remove_files(self.path, orphans)}
+                "orphans_removed": remove_files(self.storage, orphans)}

@@ -17,6 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelake.storage import Storage
+
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
                     conform, is_string, parallel_map, read_parquet)
@@ -42,6 +44,15 @@ def _int_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | None:
     if len(primary_key) == 1 and pa.types.is_integer(t.schema.field(primary_key[0]).type):
         return t.column(primary_key[0]).to_numpy()
     return None
+
+
+def _take_keys(keys: pa.Table, indices: np.ndarray, primary_key: Sequence[str]) -> pa.Table:
+    """``keys.take(indices)``; an integer key gathered in numpy (Arrow's gather across the chunks of
+    a concatenation resolves the chunk of every index, several times slower)."""
+    ints = _int_key(keys, primary_key)
+    if ints is not None:
+        return pa.table({primary_key[0]: ints[indices]})
+    return keys.take(indices)
 
 
 def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
@@ -120,10 +131,10 @@ def sort_indices_by_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray |
 
 
 class MergeOnReadReader:
-    """Reads the data files of one table directory."""
+    """Reads the data files of one table (on its storage)."""
 
-    def __init__(self, path: str, primary_key: Sequence[str]):
-        self.path = path
+    def __init__(self, storage: Storage, primary_key: Sequence[str]):
+        self.storage = storage
         self.primary_key = list(primary_key)
 
     # ------------------------------------------------------------ one file
@@ -136,7 +147,7 @@ class MergeOnReadReader:
         if f.kind == "delta" and (versions or timestamps is not None):
             wanted += [COMMIT_VERSION, COMMIT_TIME]
         try:
-            t = read_parquet(self.path, f, wanted, key_filter,
+            t = read_parquet(self.storage, f, wanted, key_filter,
                              strings=[c for c in columns if _stringish(schema.field(c).type)])
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} is missing: removed by retention cleanup (read a newer "
@@ -203,19 +214,17 @@ class MergeOnReadReader:
             # one file's keys: sorted (an L0 file, or a clustered one deduplicated by first_indices)
             live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
                     _upserts(newer[0][1], columns, newer[0][0])]
-        else:   # the first row of every key in newest-first order, taken from the part it is in
+        else:   # the first row of every key in newest-first order: one mask over all newer parts
             firsts = np.asarray(first_indices(newer_keys, pk))
-            live = [_upserts(without_keys(oldest, newer_keys.take(firsts), pk, keys_sorted=True), columns, has_deletes)]
-            offsets = np.cumsum([0] + [t.num_rows for _, t in newer])
-            part_of = np.searchsorted(offsets, firsts, side="right") - 1
-            for i, (deletes, t) in enumerate(newer):
-                mine = firsts[part_of == i] - offsets[i]
-                if len(mine) == t.num_rows:
-                    live.append(_upserts(t, columns, deletes))
-                elif len(mine):   # a mask keeps the file's order: a sequential copy, not a gather
-                    keep = np.zeros(t.num_rows, dtype=bool)
-                    keep[mine] = True
-                    live.append(_upserts(t.filter(pa.array(keep)), columns, deletes))
+            live = [_upserts(without_keys(oldest, _take_keys(newer_keys, firsts, pk), pk, keys_sorted=True), columns,
+                             has_deletes)]
+            keep = np.zeros(newer_keys.num_rows, dtype=bool)
+            keep[firsts] = True
+            if any(deletes for deletes, _ in newer):
+                ops = np.concatenate([t.column(OP).to_numpy() if deletes else np.zeros(t.num_rows, np.int8)
+                                      for deletes, t in newer])
+                keep &= ops == OP_UPSERT
+            live.append(pa.concat_tables([t.select(columns) for _, t in newer]).filter(pa.array(keep)))
         return pa.concat_tables([oldest.select(pk), newer_keys]), pa.concat_tables(live)
 
     def _merge_by_version(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,

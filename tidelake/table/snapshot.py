@@ -15,6 +15,8 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 
+from tidelake.storage import Storage
+
 from .errors import SchemaError
 from .files import DataFile, FilePlan
 from .metadata import TableMetadata
@@ -26,8 +28,8 @@ from .writer import DeltaWriter
 class Snapshot:
     """One version of a table: plan, read (whole or some buckets), stage files. Never changes."""
 
-    def __init__(self, path: str, metadata: TableMetadata, version: int):
-        self.path = path
+    def __init__(self, storage: Storage, metadata: TableMetadata, version: int):
+        self.storage = storage
         self.metadata = metadata
         self.version = version
 
@@ -59,15 +61,15 @@ class Snapshot:
             if c not in schema.names:
                 raise SchemaError(f"no column {c!r} (columns: {schema.names})")
         plans = ScanPlanner(self.metadata).snapshot(self.version, f, buckets)
-        reader = MergeOnReadReader(self.path, self.metadata.primary_key)
+        reader = MergeOnReadReader(self.storage, self.metadata.primary_key)
         return reader.read_snapshot(plans, schema, wanted, f.expression, f.on_key(self.metadata.primary_key))
 
     def stage_files(self, data: Any, *, op: str = "upsert") -> list[DataFile]:
         """Bucketed, key-sorted L0 delta files of ``data`` in this version's schema, not yet visible:
         give them to ``Table.commit_staged`` (``read_version=snapshot.version``). ``op`` as in
         ``Table.stage_files`` (including 'changes')."""
-        writer = DeltaWriter(self.path, self.metadata.primary_key, self.metadata.bucket_num)
+        writer = DeltaWriter(self.storage, self.metadata.primary_key, self.metadata.bucket_num)
         return writer.stage_files(data, op, self.schema)
 
     def __repr__(self) -> str:
-        return f"Snapshot({self.path!r}, version={self.version})"
+        return f"Snapshot({self.storage.url!r}, version={self.version})"

@@ -9,14 +9,14 @@ the ``Table`` facade over the parts in this package, and ``Transaction``.
 """
 from __future__ import annotations
 
-import os
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidelake.clock import wall_ms
+from tidelake.storage import Storage, open_storage
 
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
@@ -56,40 +56,45 @@ COMMIT_OPERATIONS = ("upsert", "insert", "update", "delete", "overwrite")
 
 
 class Table:
-    """A transactional table directory. Thread-safe for concurrent use from several threads;
-    several processes coordinate through the metadata log.
+    """A transactional table on a storage (a local directory, ``s3://bucket/prefix``, ``memory://name``;
+    ``storage_options`` for S3: endpoint, region, access_key_id, secret_access_key, session_token,
+    allow_http, else AWS's environment variables). Thread-safe for concurrent use from several threads;
+    several processes (on any machines, for S3) coordinate through the metadata log.
 
     Automatic maintenance triggered by data commits runs in a background thread (``maintenance``:
     ``wait()`` for it, ``close()`` / ``with Table.open(...) as t`` to stop it); pass
     ``maintenance="inline"`` (or set the property ``maintenance.mode``) to run it inside the commit.
 
-    A Table pickles as its path and current metadata (no log I/O to unpickle); to ship one version
-    to many tasks, prefer the smaller ``snapshot()``."""
+    A Table pickles as its storage (URL and options) and current metadata (no log I/O to unpickle); to
+    ship one version to many tasks, prefer the smaller ``snapshot()``."""
 
-    def __init__(self, path: str, metadata: TableMetadata, clock: Clock | None = None,
+    def __init__(self, storage: Storage, metadata: TableMetadata, clock: Clock | None = None,
                  maintenance: str | None = None):
-        self.path = os.path.abspath(path)
+        #: where the table's files are (data and metadata log alike)
+        self.storage = storage
+        #: the table's location: an absolute local path, or the URL it was opened with
+        self.path = storage.url
         self._clock: Clock = clock or wall_ms
         self._maintenance_mode = maintenance
-        self._current = CurrentMetadata(MetadataLog(self.path), metadata)
+        self._current = CurrentMetadata(MetadataLog(storage), metadata)
         #: merge-on-read access to the data files
-        self.reader = MergeOnReadReader(self.path, metadata.primary_key)
+        self.reader = MergeOnReadReader(storage, metadata.primary_key)
         #: staging of delta files (``prepare``, ``keys``, ``stage``)
-        self.writer = DeltaWriter(self.path, metadata.primary_key, metadata.bucket_num)
+        self.writer = DeltaWriter(storage, metadata.primary_key, metadata.bucket_num)
         #: the optimistic commit of this table
         self.committer = Committer(self._current, self._clock)
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
-        self.maintenance = Maintenance(self.path, self._current, self.committer, self.reader, self._clock,
+        self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
 
     def __reduce__(self):
-        return (Table, (self.path, self._current.get(), self._clock, self._maintenance_mode))
+        return (Table, (self.storage, self._current.get(), self._clock, self._maintenance_mode))
 
     # ================================================================ create / open / close
     @classmethod
-    def create(cls, path: str, schema: pa.Schema, primary_key: list[str],
+    def create(cls, path: "str | Storage", schema: pa.Schema, primary_key: list[str],
                properties: dict[str, str] | None = None, *, clock: Clock | None = None,
-               maintenance: str | None = None) -> "Table":
+               maintenance: str | None = None, storage_options: Mapping[str, str] | None = None) -> "Table":
         for k in primary_key:
             if k not in schema.names:
                 raise SchemaError(f"primary key column {k!r} not in schema {schema.names}")
@@ -104,24 +109,28 @@ class Table:
             raise TableError("write.bucket.num must be >= 1")
         # primary key columns are never null
         schema = pa.schema([f.with_nullable(False) if f.name in primary_key else f for f in schema])
-        mlog = MetadataLog(os.path.abspath(path))
-        os.makedirs(mlog.dir, exist_ok=True)
+        storage = open_storage(path, storage_options)
+        mlog = MetadataLog(storage)
         entry = LogEntry(version=0, timestamp_ms=int((clock or wall_ms)()), operation="create", read_version=-1,
                          actions=(ChangeSchema(schema), SetProperties(props)), primary_key=tuple(primary_key))
         if not mlog.publish(entry):
-            raise TableExists(f"a table already exists at {path}")
-        return cls.open(path, clock=clock, maintenance=maintenance)
+            raise TableExists(f"a table already exists at {storage.url}")
+        return cls.open(storage, clock=clock, maintenance=maintenance)
 
     @classmethod
-    def open(cls, path: str, *, clock: Clock | None = None, maintenance: str | None = None) -> "Table":
-        mlog = MetadataLog(os.path.abspath(path))
+    def open(cls, path: "str | Storage", *, clock: Clock | None = None, maintenance: str | None = None,
+             storage_options: Mapping[str, str] | None = None) -> "Table":
+        """The table at ``path``: a local path, ``file://``, ``s3://bucket/prefix``, ``memory://name``, or a
+        ``Storage`` (``tidelake.storage.open_storage``)."""
+        storage = open_storage(path, storage_options)
+        mlog = MetadataLog(storage)
         if not mlog.exists():
-            raise TableNotFound(f"no tidelake table at {path}")
-        return cls(path, mlog.load(), clock, maintenance)
+            raise TableNotFound(f"no tidelake table at {storage.url}")
+        return cls(storage, mlog.load(), clock, maintenance)
 
     @classmethod
-    def exists(cls, path: str) -> bool:
-        return MetadataLog(os.path.abspath(path)).exists()
+    def exists(cls, path: "str | Storage", *, storage_options: Mapping[str, str] | None = None) -> bool:
+        return MetadataLog(open_storage(path, storage_options)).exists()
 
     def close(self) -> None:
         """Stop background maintenance (the run in progress finishes; pending work is found again
@@ -221,7 +230,7 @@ class Table:
         ``plan()``, ``stage_files()`` without touching the metadata log again (for Spark tasks)."""
         md = self._current.refresh()
         v = self._resolver(md).snapshot(version, timestamp)
-        return Snapshot(self.path, md.pinned(v), v)
+        return Snapshot(self.storage, md.pinned(v), v)
 
     def plan(self, version: int | None = None, timestamp: int | None = None, *,
              start_version: int | None = None, end_version: int | None = None,
@@ -248,7 +257,7 @@ class Table:
         only these buckets (one Spark partition per bucket)."""
         md = self._current.refresh()
         v = self._resolver(md).snapshot(version, timestamp)
-        return Snapshot(self.path, md, v).scan(filter, columns, buckets)
+        return Snapshot(self.storage, md, v).scan(filter, columns, buckets)
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
@@ -426,7 +435,7 @@ class Table:
         rv = md.version
         target = self._resolver(md).snapshot(version)
         schema = md.schema
-        old = conform(Snapshot(self.path, md, target).scan(), schema)
+        old = conform(Snapshot(self.storage, md, target).scan(), schema)
         diff = changes_between(old, self.scan(version=rv), self.primary_key, schema)
         readd = [fe.file for fe in md.live_files(target)]
         v = self.committer.commit("restore", adds=readd + self.writer.stage(diff), read_version=rv,

@@ -12,6 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidelake.storage import Storage
+
 from .errors import SchemaError
 from .files import (OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
                     write_parquet)
@@ -42,10 +44,10 @@ def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[
 
 
 class DeltaWriter:
-    """Stages rows of one table as L0 delta files under its directory."""
+    """Stages rows of one table as L0 delta files on its storage."""
 
-    def __init__(self, path: str, primary_key: Sequence[str], bucket_num: int):
-        self.path = path
+    def __init__(self, storage: Storage, primary_key: Sequence[str], bucket_num: int):
+        self.storage = storage
         self.primary_key = list(primary_key)
         self.bucket_num = bucket_num
 
@@ -90,13 +92,16 @@ class DeltaWriter:
         counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
-        return parallel_map(lambda job: self._write_bucket(rows, job[0], job[1]), jobs)
+        int_keys = (rows.column(pk[0]).to_numpy() if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
+                    else None)   # (once: a key column of several chunks is copied by every to_numpy)
+        return parallel_map(lambda job: self._write_bucket(rows, int_keys, job[0], job[1]), jobs)
 
-    def _write_bucket(self, rows: pa.Table, bucket: int, arrival: np.ndarray) -> DataFile:
-        """One bucket's rows (indices in arrival order): the last change per key, in key order."""
+    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray) -> DataFile:
+        """One bucket's rows (indices in arrival order): the last change per key, in key order.
+        ``int_keys``: the key column as numpy, when it is one integer column."""
         pk = self.primary_key
-        if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type):
-            keys = rows.column(pk[0]).to_numpy()[arrival]
+        if int_keys is not None:
+            keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
             by_key = np.argsort(keys, kind="stable")
             keep = _last_of_each_key(keys[by_key], pk)
@@ -105,7 +110,7 @@ class DeltaWriter:
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
             keep = _last_of_each_key(key_rows.take(by_key), pk)
         chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
-        return write_parquet(self.path, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
+        return write_parquet(self.storage, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they

@@ -1,0 +1,89 @@
+"""The web console end to end: a real embedded broker with data, a table, pipeline configs, the console as a
+``tidelake console`` subprocess, and Debian's chromium driven by playwright."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import pyarrow as pa
+import pytest
+
+from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, GROUP, PARTITIONS, RECORDS, TOPIC, ConsoleData,
+                              console_process, record_key, record_value)
+from tidelake.broker import EmbeddedBroker
+from tidelake.table import Table
+
+
+@pytest.fixture(scope="session")
+def broker(tmp_path_factory):
+    with EmbeddedBroker(tmp_path_factory.mktemp("console-broker"), port=0) as b:
+        yield b
+
+
+@pytest.fixture(scope="session")
+def data(broker, tmp_path_factory) -> ConsoleData:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    bootstrap = broker.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(RECORDS):
+        producer.produce(TOPIC, key=record_key(i).encode(), value=json.dumps(record_value(i)).encode(),
+                         partition=i % PARTITIONS, timestamp=BASE_TS + i * 1000,
+                         headers=[("trace-id", f"trace-{i}".encode()), ("source", b"test")])
+        producer.flush(30)  # one at a time: offsets in partition p are exactly i // PARTITIONS
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(TOPIC, p, 5) for p in range(PARTITIONS)], asynchronous=False)
+    consumer.close()
+
+    root = tmp_path_factory.mktemp("console-data")
+    tables_dir, pipelines_dir = root / "tables", root / "pipelines"
+    tables_dir.mkdir()
+    pipelines_dir.mkdir()
+    table_path = tables_dir / "orders"
+    t = Table.create(str(table_path), pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("status", pa.string())]),
+                     ["id"], {"write.bucket.num": "2"})
+    t.upsert(pa.table({"id": list(range(10)), "amount": [1] * 10, "status": ["created"] * 10}))
+    t.upsert(pa.table({"id": list(range(5, 15)), "amount": [2] * 10, "status": ["paid"] * 10}))
+    t.delete(pa.table({"id": [0, 1]}))
+    t.close()
+    (pipelines_dir / "orders.yaml").write_text(
+        f"source:\n  bootstrap_servers: {bootstrap}\n  topic: {TOPIC}\n  group_id: orders-pipeline\n"
+        f"offsets: commit-after\nsink:\n  table: ../tables/orders\n  format: debezium-json\n"
+        f"  primary_key: [id]\n  schema: \"id long, amount long, status string\"\n")
+    (pipelines_dir / "broken.yaml").write_text("source:\n  topic: orders\nsink:\n  tabel: x\n")
+    return ConsoleData(bootstrap, tables_dir, pipelines_dir, table_path)
+
+
+@pytest.fixture(scope="session")
+def console(data):
+    """A read-only console (the default)."""
+    with console_process(data) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: run `apt-get install -y chromium` (make test does it as root)")
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, timeout=60_000)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    p = context.new_page()
+    p.set_default_timeout(20_000)
+    try:
+        yield p
+    finally:
+        context.close()
