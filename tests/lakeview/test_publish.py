@@ -161,3 +161,25 @@ def test_automatic_compaction_in_the_background_refreshes_the_view(tmp_path):
         assert by_id(delta_rows(t.path)) == by_id(t.scan(version=last)) == by_id(iceberg_rows(t))
     finally:
         t.close()
+
+
+def test_a_table_on_s3_publishes_both_formats_there(s3_server):
+    """The view of a table on an S3 server (moto's): the Delta log and the Iceberg metadata are written
+    beside the table's files on the store, and both read back equal to the table."""
+    t = Table.create(s3_server.url("lakeview"), SCHEMA, ["id"],
+                     {"write.bucket.num": "2", "clustering.auto": "false", "maintenance.mode": "inline"},
+                     storage_options=s3_server.options)
+    t.upsert(rows(range(0, 40), "a"))
+    t.delete([3])
+    p = publish(t, "delta,iceberg")
+    assert p.merged == 2 and p.formats == ("delta", "iceberg")
+    expected = by_id(t.scan())
+    from tidelake.lakeview.delta import delta_options
+    assert by_id(DeltaTable(t.path, storage_options=delta_options(t.storage)).to_pyarrow_table()) == expected
+    assert by_id(iceberg_rows(t)) == expected
+    assert source_versions(t) == {"delta": t.version, "iceberg": t.version}
+    assert t.storage.exists("_lakeview/iceberg/view/metadata/version-hint.text")
+    t.upsert(rows(range(40, 50), "b"))
+    t.compact()
+    assert publish(t, "delta,iceberg").merged == 0
+    assert by_id(iceberg_rows(t)) == by_id(t.scan())
