@@ -105,9 +105,20 @@ class SparkStandalone:
         w = self.workers[i]
         if w is None:
             return []
-        out = subprocess.run(["pgrep", "-g", str(w.pid), "-f", "CoarseGrainedExecutorBackend"],
-                             capture_output=True, text=True)
-        return [int(p) for p in out.stdout.split()]
+        pids = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    pgrp = int(f.read().rsplit(")", 1)[1].split()[2])   # the field after the state
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    cmdline = f.read()
+            except (OSError, ValueError, IndexError):
+                continue   # gone meanwhile
+            if pgrp == w.pid and b"CoarseGrainedExecutorBackend" in cmdline:
+                pids.append(int(entry))
+        return pids
 
     def kill_worker(self, i: int) -> None:
         """The machine of worker ``i`` is lost: SIGKILL to the worker, its executors and their Python workers."""

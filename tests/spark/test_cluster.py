@@ -1,7 +1,8 @@
 """The pipeline on a Spark standalone cluster (a master and two one-core workers, separate JVMs on 127.0.0.1)
-against a table on a directory every worker shares: exactly-once through the loss of a worker machine
-mid-batch (Spark re-runs its tasks elsewhere) and through the loss of the driver mid-batch (a restart resumes
-from the table's app state). The table must end equal to the source, every record in exactly one commit."""
+against a table on a directory every worker shares and on an S3 server (moto's): exactly-once through the loss
+of a worker machine mid-batch (Spark re-runs its tasks elsewhere) and through the loss of the driver mid-batch
+(a restart resumes from the table's app state). The table must end equal to the source, every record in
+exactly one commit."""
 from __future__ import annotations
 
 import json
@@ -27,10 +28,9 @@ from tidelake.table import Table
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 # Batches above the pipeline's one-task size (20,000 records), so each is several tasks on both executors
-# plus a shuffle: 4 partitions x 6,000 = 24,000 records a batch, 5 batches.
-PARTITIONS, PER_PARTITION, PER_BATCH = 4, 30_000, 6_000
+# plus a shuffle: 4 partitions x 6,000 = 24,000 records a batch, 4 batches.
+PARTITIONS, PER_PARTITION, PER_BATCH = 4, 24_000, 6_000
 TOTAL = PARTITIONS * PER_PARTITION
-APP = "pipeline:orders-cluster:orders"
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +49,10 @@ def workers(cluster):
     return cluster
 
 
-@pytest.fixture
-def source(tmp_path):
-    with EmbeddedBroker(tmp_path / "broker") as b:
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """One broker and topic for the module (each test reads it from the start with its own group)."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("broker")) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
         for f in admin.create_topics([NewTopic("orders", PARTITIONS, 1)]).values():
             f.result(30)
@@ -66,14 +67,35 @@ def source(tmp_path):
         yield b.bootstrap_servers
 
 
-def write_config(tmp_path: Path, bootstrap: str, master: str) -> Path:
+@pytest.fixture(params=["shared-dir", "s3"])
+def sink(request, tmp_path) -> dict:
+    """Where the table lives: a local directory (every worker of this one-machine cluster sees it), or S3."""
+    if request.param == "shared-dir":
+        return {"table": str(tmp_path / "table")}
+    server = request.getfixturevalue("s3_server")
+    return {"table": server.url("cluster"), "storage_options": dict(server.options)}
+
+
+def open_table(sink: dict) -> Table:
+    return Table.open(sink["table"], storage_options=sink.get("storage_options"))
+
+
+def group_of(tmp_path: Path) -> str:
+    return f"orders-{tmp_path.name}"
+
+
+def app_of(tmp_path: Path) -> str:
+    return f"pipeline:{group_of(tmp_path)}:orders"
+
+
+def write_config(tmp_path: Path, bootstrap: str, master: str, sink: dict) -> Path:
     config = tmp_path / "pipeline.yaml"
     config.write_text(yaml.safe_dump({
-        "source": {"bootstrap_servers": bootstrap, "topic": "orders", "group_id": "orders-cluster",
+        "source": {"bootstrap_servers": bootstrap, "topic": "orders", "group_id": group_of(tmp_path),
                    "max_rate_per_partition": PER_BATCH, "batch_interval": "1s"},
         "offsets": "exactly-once",
-        "sink": {"table": str(tmp_path / "table"), "format": "debezium-json", "primary_key": ["id"],
-                 "schema": "id long, amount long", "buckets": 4},
+        "sink": {**sink, "format": "debezium-json", "primary_key": ["id"], "schema": "id long, amount long",
+                 "buckets": 4},
         "spark": {"master": master, "conf": {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
                                              "spark.executor.memory": "512m", "spark.task.maxFailures": "4"}}}))
     return config
@@ -120,19 +142,19 @@ class Driver:
         self._reader.join(10)
 
 
-def assert_table_equals_source(tmp_path: Path) -> None:
-    table = Table.open(str(tmp_path / "table"))
+def assert_table_equals_source(sink: dict, app: str) -> None:
+    table = open_table(sink)
     ids = table.changes(start_version=0).column("id").to_pylist()
     assert len(set(ids)) == TOTAL, f"lost {TOTAL - len(set(ids))}"
     assert len(ids) == TOTAL, f"duplicated {len(ids) - TOTAL}: {Counter(ids).most_common(3)}"
     rows = table.scan()
     assert rows.num_rows == TOTAL
     assert rows.sort_by("id").column("amount").to_pylist() == [i * 3 for i in range(TOTAL)]
-    assert table.app_state(APP)["extra"]["offsets"] == {str(p): PER_PARTITION for p in range(PARTITIONS)}
+    assert table.app_state(app)["extra"]["offsets"] == {str(p): PER_PARTITION for p in range(PARTITIONS)}
 
 
-def test_a_worker_lost_mid_batch_is_retried_and_nothing_is_applied_twice(workers, source, tmp_path):
-    driver = Driver(write_config(tmp_path, source, workers.master_url), "--once")
+def test_a_worker_lost_mid_batch_is_retried_and_nothing_is_applied_twice(workers, source, sink, tmp_path):
+    driver = Driver(write_config(tmp_path, source, workers.master_url, sink), "--once")
     driver.wait_batches(1)
     assert workers.executor_pids(1), "worker 1 runs no executor of the pipeline"
     # the next batch starts right after (a backlog, --once): a kill within its first half second lands inside it
@@ -141,24 +163,25 @@ def test_a_worker_lost_mid_batch_is_retried_and_nothing_is_applied_twice(workers
     assert driver.wait() == 0, driver.text()[-3000:]
     assert "Lost executor" in driver.text()   # Spark saw it go, and re-ran its tasks on worker 0
     assert driver.text().count("tidelake.pipeline INFO batch ") == TOTAL // (PARTITIONS * PER_BATCH)
-    assert_table_equals_source(tmp_path)
+    assert_table_equals_source(sink, app_of(tmp_path))
     # the executors ran the tidelake the driver shipped
     assert "tidelake shipped to the executors as tidelake-" in driver.text()
-    shipped = list((workers.work_dir / "worker-0").glob("app-*/*/tidelake-*.zip"))
+    shipped = list((workers.work_dir / "worker-0").glob("app-*/*/tidelake-*.zip"))   # the newest app's too
     assert shipped, "no shipped tidelake zip in worker 0's executor directory"
 
 
-def test_a_driver_lost_mid_batch_resumes_from_the_table(workers, source, tmp_path):
-    config = write_config(tmp_path, source, workers.master_url)
+@pytest.mark.parametrize("sink", ["s3"], indirect=True)   # (kill -9 of a local[2] driver: pipeline/test_kill.py)
+def test_a_driver_lost_mid_batch_resumes_from_the_table(workers, source, sink, tmp_path):
+    config = write_config(tmp_path, source, workers.master_url, sink)
     first = Driver(config)
     first.wait_batches(1)
     time.sleep(random.uniform(0.0, 0.5))
     first.kill()
-    state = Table.open(str(tmp_path / "table")).app_state(APP)
+    state = open_table(sink).app_state(app_of(tmp_path))
     assert state is not None and sum(state["extra"]["offsets"].values()) < TOTAL   # the kill left work to do
     second = Driver(config, "--once")
     assert second.wait() == 0, second.text()[-3000:]
     starts = [line for line in second.lines if "(exactly-once): start " in line]
     expected_start = "start {" + ", ".join(f"{p}: {state['extra']['offsets'][str(p)]}" for p in range(PARTITIONS)) + "}"
     assert starts and expected_start in starts[0], starts   # it started where the table says
-    assert_table_equals_source(tmp_path)
+    assert_table_equals_source(sink, app_of(tmp_path))
