@@ -13,6 +13,7 @@ from tidelake.cli.groups import groups
 from tidelake.cli.pipeline import pipeline
 from tidelake.cli.records import records
 from tidelake.cli.table import table
+from tidelake.cli.table_views import publish_command, sql_command
 from tidelake.cli.topics import topics
 from tidelake.cli.transactions import transactions
 from tidelake.cli.users import users
@@ -33,6 +34,8 @@ def cli(ctx: click.Context, debug: bool) -> None:
 for _command in (broker, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
                  pipeline, console):
     cli.add_command(_command)
+for _command in (publish_command, sql_command):   # table subcommands kept in their own module
+    table.add_command(_command)
 
 
 def main() -> None:

@@ -247,7 +247,7 @@ sink:
 # on_error: fail                   # a record that is not a change event: fail | skip | dead-letter
 # dead_letter_topic: orders.dlq    # dead-letter only (Kafka Connect's __connect.errors.* headers)
 # security: {security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512, ...}   # Kafka client properties
-# spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}
+# spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}   # or spark://HOST:7077 (README: on a cluster)
 # metrics: {listen: 127.0.0.1:9405, ready_intervals: 3}   # /metrics, /health/live, /health/ready while running
 """
 

@@ -41,6 +41,7 @@ from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_rang
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+from tidelake.spark.ship import package_zip
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
 from tidelake.table.schema import schema_mismatch
@@ -277,6 +278,10 @@ class Pipeline:
                 builder = builder.config(k, str(v))
             self._spark = builder.getOrCreate()
             self._spark.sparkContext.setLogLevel("ERROR")
+            if not master.startswith("local"):   # executors elsewhere run the driver's tidelake (ship.py)
+                shipped = package_zip()
+                self._spark.sparkContext.addPyFile(shipped)
+                log.info("pipeline on %s: tidelake shipped to the executors as %s", master, os.path.basename(shipped))
         return self._spark
 
     def arrow_schema(self) -> pa.Schema:

@@ -223,12 +223,16 @@ class TableReader(DataSourceReader):
         self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
 
     def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        # only the table's own columns: an increment's _op / _commit_version / _commit_time are made
+        # after the files are filtered (_op is stored as int8 there), so Spark filters those itself
+        own = set(self.spec.table.schema_at(self.spec.end_version if self.spec.incremental
+                                            else self.spec.version).names)
         for f in filters:
             op = _PUSHABLE.get(type(f))
             column = getattr(f, "attribute", None)
             value = getattr(f, "value", None)
             usable = (op is not None and column is not None and len(column) == 1
-                      and column[0] in self.spec.schema.names
+                      and column[0] in self.spec.schema.names and column[0] in own
                       and value is not None and not (op == "in" and any(v is None for v in value)))
             if usable:
                 self.spec.filters.append((column[0], op, list(value) if op == "in" else value))

@@ -233,7 +233,21 @@ class Maintenance:
             return [fe.file.path for fe in at_commit.files.values()
                     if fe.live and fe.file.bucket in done and fe.file.max_version is not None
                     and fe.file.max_version <= rv]
-        return self._publish("compact", new_bases, read_version=rv, removes=removes, buckets=done, auto=auto)
+        version = self._publish("compact", new_bases, read_version=rv, removes=removes, buckets=done, auto=auto)
+        self._publish_views(version)
+        return version
+
+    def _publish_views(self, version: int) -> None:
+        """Table property view.formats: publish the read-optimized view of what this compaction
+        committed (tidelake.lakeview sits above the table: imported only when asked for). A failed
+        publish never fails the compaction; ``tidelake table publish`` redoes it."""
+        md = self.current.get()
+        if md.prop("view.formats", "").strip():
+            try:
+                from tidelake.lakeview import publish_after_compaction
+                publish_after_compaction(self.storage, md, version)
+            except Exception:   # noqa: BLE001 - the compaction is committed whatever the view does
+                log.exception("%s: publishing the view of version %d failed", self.path, version)
 
     # ------------------------------------------------------------ clustering (T5)
     def cluster(self, *, force: bool = True, auto: bool = False) -> int | None:
