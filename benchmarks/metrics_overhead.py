@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import multiprocessing as mp
 import os
-import re
 import tempfile
 import threading
 import time
@@ -30,6 +29,7 @@ import urllib.request
 from pathlib import Path
 
 import broker_throughput as bt  # benchmarks/broker_throughput.py, beside this script
+from results_file import replace_marked  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -194,13 +194,7 @@ def throughput_rows(off: bt.BrokerProcess, on: bt.BrokerProcess, count: int, rep
 
 
 def write_results(body_lines: list[str]) -> None:
-    body = "\n".join([SECTION_START, *body_lines, SECTION_END])
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION_START in text and SECTION_END in text:
-        text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    RESULTS.write_text(text)
+    replace_marked(SECTION_START, SECTION_END, body_lines, RESULTS)
 
 
 def main() -> None:

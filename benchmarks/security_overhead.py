@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
-import re
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import broker_throughput as bt  # benchmarks/broker_throughput.py, beside this script
+from results_file import replace_marked  # noqa: E402  (beside this script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -292,13 +292,7 @@ def authorizer_cpu_rows(rounds: int, requests: int) -> list[str]:
 
 
 def write_results(body_lines: list[str]) -> None:
-    body = "\n".join([SECTION_START, *body_lines, SECTION_END])
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    if SECTION_START in text and SECTION_END in text:
-        text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    RESULTS.write_text(text)
+    replace_marked(SECTION_START, SECTION_END, body_lines, RESULTS)
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import statistics
 import sys
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tidelake.table import Table  # noqa: E402
+from results_file import replace_heading  # noqa: E402  (beside this script)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()), ("category", pa.string())])
 CATEGORIES = np.array([f"cat-{i:02d}" for i in range(32)], dtype=object)
@@ -242,13 +242,7 @@ def bench_commit_latency(work: str, table_rows: int, batch_rows: int, commits: i
 
 
 def write_results(section: str) -> None:
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    block = "## Table\n\n" + section.strip() + "\n"
-    m = re.search(r"^## Table\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + block + "\n" + text[m.end():] if m else text.rstrip() + "\n\n" + block
-    with open(path, "w") as fh:
-        fh.write(text)
+    replace_heading("Table", section)
 
 
 def main() -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import socket
 import statistics
@@ -30,6 +29,7 @@ import pyarrow as pa
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tidelake.table import Table  # noqa: E402
+from results_file import replace_heading  # noqa: E402  (beside this script)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()), ("category", pa.string())])
 CATEGORIES = np.array([f"cat-{i:02d}" for i in range(32)], dtype=object)
@@ -105,13 +105,7 @@ def start_moto() -> tuple[subprocess.Popen, str]:
 
 
 def write_results(section: str) -> None:
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
-    text = open(path).read() if os.path.exists(path) else "# Benchmark results\n"
-    block = "## Table storage: S3 vs local disk\n\n" + section.strip() + "\n"
-    m = re.search(r"^## Table storage: S3 vs local disk\n.*?(?=^## |\Z)", text, flags=re.S | re.M)
-    text = text[:m.start()] + block + "\n" + text[m.end():] if m else text.rstrip() + "\n\n" + block
-    with open(path, "w") as fh:
-        fh.write(text)
+    replace_heading("Table storage: S3 vs local disk", section)
 
 
 def main() -> None:
