@@ -20,6 +20,9 @@ PARTITIONS = 3
 RECORDS = 90                 # 30 per partition, produced to explicit partitions
 BASE_TS = 1_700_000_000_000  # record i has CreateTime BASE_TS + i seconds
 GROUP = "orders-app"
+DLQ_TOPIC = "orders.dlq"
+EO_APP_ID = "pipeline:eo-pipeline:orders"   # the exactly-once pipeline's (its group and topic)
+EO_OFFSET = 20                              # where its last batch ended, in every partition
 
 
 def record_key(i: int) -> str:

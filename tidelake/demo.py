@@ -34,6 +34,16 @@ TOPIC = "orders"
 GROUP = "orders-to-table"
 
 
+def stage(number: int, total: int, what: str) -> None:
+    """The demo's progress, stage by stage (bars and spinners show progress within a stage)."""
+    console.print(f"[bold cyan][{number}/{total}][/] {what}")
+
+
+def _bars() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console)
+
+
 # ----------------------------------------------------------------------------------------- broker only
 def run_broker_demo(data_dir: Path, records: int = 5000, partitions: int = 3) -> dict:
     from confluent_kafka import Consumer, Producer, TopicPartition
@@ -42,6 +52,7 @@ def run_broker_demo(data_dir: Path, records: int = 5000, partitions: int = 3) ->
     from tidelake.broker import EmbeddedBroker
 
     topic = "demo-orders"
+    stage(1, 3, "starting the broker")
     with EmbeddedBroker(data_dir / "broker", port=0) as broker:
         bootstrap = broker.bootstrap_servers
         console.print(f"[bold]broker[/] listening on {bootstrap}, data in {data_dir / 'broker'}")
@@ -50,19 +61,29 @@ def run_broker_demo(data_dir: Path, records: int = 5000, partitions: int = 3) ->
         producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "zstd",
                              "enable.idempotence": True, "partitioner": "murmur2_random"})
         acked: list[tuple[int, int]] = []
+        stage(2, 3, f"producing {records:,} records")
         t0 = time.perf_counter()
-        for i in range(records):
-            producer.produce(topic, key=f"order-{i % 500}".encode(), value=f'{{"id": {i}}}'.encode(),
-                             on_delivery=lambda err, msg: err is None and acked.append((msg.partition(), msg.offset())))
-            if i % 1000 == 0:
-                producer.poll(0)
-        producer.flush(30)
+        with _bars() as progress:
+            task = progress.add_task("acknowledged", total=records)
+            for i in range(records):
+                producer.produce(topic, key=f"order-{i % 500}".encode(), value=f'{{"id": {i}}}'.encode(),
+                                 on_delivery=lambda err, msg: err is None and acked.append((msg.partition(),
+                                                                                            msg.offset())))
+                if i % 1000 == 0:
+                    producer.poll(0)
+                    progress.update(task, completed=len(acked))
+            producer.flush(30)
+            progress.update(task, completed=len(acked))
         produce_s = time.perf_counter() - t0
+        stage(3, 3, "consuming them back")
         consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "demo", "enable.auto.commit": False})
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         got, deadline = 0, time.monotonic() + 60
-        while got < records and time.monotonic() < deadline:
-            got += sum(1 for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
+        with _bars() as progress:
+            task = progress.add_task("consumed", total=records)
+            while got < records and time.monotonic() < deadline:
+                got += sum(1 for m in consumer.consume(1000, timeout=1.0) if m.error() is None)
+                progress.update(task, completed=got)
         consumer.close()
         del producer, admin  # release librdkafka handles before the broker stops (no reconnect noise)
     console.print(f"produced {len(acked)}/{records} acknowledged records in {produce_s:.2f}s; consumed {got}")
@@ -156,6 +177,7 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     table_path = data_dir / "tables" / "orders"
+    stage(1, 5, "starting the broker and the orders topic")
     with EmbeddedBroker(data_dir / "broker", port=0) as broker:
         bootstrap = broker.bootstrap_servers
         console.print(f"[bold]broker[/]   {bootstrap}   data: {data_dir / 'broker'}")
@@ -173,9 +195,10 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
                                     "compaction.commit.num": "2"}},
         }
         pipeline = Pipeline(config)
-        console.print("[bold]spark[/]    starting local[2] ...")
+        stage(2, 5, "starting Spark")
         t_spark = time.monotonic()
-        pipeline.spark()
+        with console.status("[bold]spark[/]    starting local[2] ..."):
+            pipeline.spark()
         console.print(f"[bold]spark[/]    ready in {time.monotonic() - t_spark:.1f}s; table: {table_path}")
 
         gen = OrdersGenerator(bootstrap, events, seconds)
@@ -190,13 +213,13 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
             finally:
                 done.set()
 
+        stage(3, 5, f"streaming {events:,} change events through the pipeline into the table")
         t0 = time.monotonic()
         gen.start()
         runner = threading.Thread(target=run_pipeline, name="pipeline", daemon=True)
         runner.start()
         table = None
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as progress:
+        with _bars() as progress:
             produced_task = progress.add_task("produced  ", total=events)
             landed_task = progress.add_task("in table  ", total=events)
             deadline = time.monotonic() + 150
@@ -229,6 +252,7 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
 
     table = Table.open(str(table_path))
     # ------------------------------------------------------------------ report
+    stage(4, 5, "report")
     batches = summary.batches
     t = RichTable(title="pipeline (exactly-once)")
     for c in ("events produced", "c / u / d", "records processed", "batches", "wall time", "records/s"):
@@ -270,6 +294,7 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
         console.print(f"incremental read ({lo}, {hi}]: {inc.num_rows:,} changes {dict(by_op)} "
                       f"from {len(table.plan(start_version=lo, end_version=hi))} delta files")
 
+    stage(5, 5, "checking the table against the generator's final state")
     expected = gen.state
     got = {r["id"]: r for r in latest.to_pylist()}
     missing = set(expected) - set(got)

@@ -57,6 +57,7 @@ BROKER_ARGS: dict[tuple[str, ...], list[str]] = {
     ("acls", "add"): ["--allow-principal", "User:a", "--operation", "READ", "--topic", "t"],
     ("acls", "list"): [], ("acls", "remove"): ["--topic", "t"],
     ("users", "add"): ["u", "--password", "p"], ("users", "list"): [], ("users", "remove"): ["u"],
+    ("console",): ["--listen", "127.0.0.1:0"],
 }
 # Pipeline commands reach the broker named in their config.
 PIPELINE_ARGS: dict[tuple[str, ...], list[str]] = {
@@ -71,15 +72,18 @@ TABLE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("table", "upsert"): ["ROWS"], ("table", "check"): [],
 }
 NO_STATE = {("pipeline", "example")}  # prints a constant: only bad arguments can fail it
+# Commands that read a metrics listener's health (--url): a listener that does not answer.
+HEALTH_COMMANDS = {("broker", "status"), ("pipeline", "health")}
 
 
 def test_every_command_is_covered() -> None:
     broker = {path for path, cmd in COMMANDS.items() if takes(cmd, "bootstrap")}
     assert broker == set(BROKER_ARGS)
-    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example")}
+    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example"),
+                                                                                ("pipeline", "health")}
     assert {p for p in COMMANDS if p[0] == "table" and p != ("table", "create")} == set(TABLE_ARGS)
-    covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | {("table", "create"),
-                                                                                     ("broker", "start")}
+    covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | HEALTH_COMMANDS | {
+        ("table", "create"), ("broker", "start")}
     assert covered == set(COMMANDS)
 
 
@@ -293,3 +297,13 @@ def test_a_reader_that_goes_away_is_not_an_error(tmp_path: Path) -> None:
     proc.stdout.close()
     _, stderr = proc.communicate(timeout=120)
     assert first.startswith(b'{"id": 0') and stderr == b""
+
+
+@pytest.mark.parametrize("path", sorted(HEALTH_COMMANDS), ids=" ".join)
+def test_health_of_a_listener_that_does_not_answer(path: tuple[str, ...]) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
+        result = invoke([*path, "--url", url])
+    assert result.exit_code == 1
+    assert assert_one_error_line(result.stderr, result.stdout).startswith(f"tidelake: error: cannot reach {url}/")

@@ -8,9 +8,10 @@ import shutil
 
 import pyarrow as pa
 import pytest
+from playwright.sync_api import expect
 
-from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, GROUP, PARTITIONS, RECORDS, TOPIC, ConsoleData,
-                              console_process, record_key, record_value)
+from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, DLQ_TOPIC, EO_APP_ID, EO_OFFSET, GROUP, PARTITIONS,
+                              RECORDS, TOPIC, ConsoleData, console_process, record_key, record_value)
 from tidelake.broker import EmbeddedBroker
 from tidelake.table import Table
 
@@ -55,6 +56,7 @@ def data(broker, tmp_path_factory) -> ConsoleData:
         f"offsets: commit-after\nsink:\n  table: ../tables/orders\n  format: debezium-json\n"
         f"  primary_key: [id]\n  schema: \"id long, amount long, status string\"\n")
     (pipelines_dir / "broken.yaml").write_text("source:\n  topic: orders\nsink:\n  tabel: x\n")
+    exactly_once_pipeline(bootstrap, tables_dir, pipelines_dir)
     return ConsoleData(bootstrap, tables_dir, pipelines_dir, table_path)
 
 
@@ -78,6 +80,11 @@ def browser():
             b.close()
 
 
+# The live parts of a page refresh every 3 s from answers cached up to 2 s, on a machine shared with other jobs:
+# an expectation waits up to 20 s (bounded) for the page to show it.
+expect.set_options(timeout=20_000)
+
+
 @pytest.fixture
 def page(browser):
     context = browser.new_context(viewport={"width": 1280, "height": 900})
@@ -87,3 +94,29 @@ def page(browser):
         yield p
     finally:
         context.close()
+
+
+def exactly_once_pipeline(bootstrap: str, tables_dir, pipelines_dir) -> None:
+    """An exactly-once pipeline that committed two batches into its table, as the runner commits them (rows and
+    the app state with offsets and bad-record counts in one transaction), with two records dead-lettered."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(DLQ_TOPIC, 1, 1)])[DLQ_TOPIC].result(30)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(2):
+        producer.produce(DLQ_TOPIC, key=b"bad", value=b"not json", headers=[("__connect.errors.topic", b"orders")])
+    producer.flush(30)
+    (pipelines_dir / "eo.yaml").write_text(
+        f"source:\n  bootstrap_servers: {bootstrap}\n  topic: {TOPIC}\n  group_id: eo-pipeline\n"
+        f"offsets: exactly-once\non_error: dead-letter\ndead_letter_topic: {DLQ_TOPIC}\n"
+        f"sink:\n  table: ../tables/eo\n  format: debezium-json\n  primary_key: [id]\n  schema: \"id long\"\n")
+    t = Table.create(str(tables_dir / "eo"), pa.schema([("id", pa.int64())]), ["id"])
+    for batch, offset in ((0, 10), (1, EO_OFFSET)):
+        with t.transaction() as tx:
+            tx.upsert(pa.table({"id": list(range(batch * 10, batch * 10 + 10))}))
+            tx.set_app_state(EO_APP_ID, batch, {"offsets": {str(p): offset for p in range(PARTITIONS)},
+                                                "topic": TOPIC, "skipped_total": 2 * batch,
+                                                "dead_lettered_total": 2 * batch})
+    t.close()

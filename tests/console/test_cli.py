@@ -1,11 +1,11 @@
-"""``tidelake console`` start-up failures: one line on stderr naming what is wrong, no traceback."""
+"""``tidelake console`` start-up failures: one line on stderr naming what is wrong, no traceback (a broker that
+does not answer: tests/cli/test_errors.py, with every broker command)."""
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
 
-from conftest import free_port
 from console_fixtures import ROOT
 
 
@@ -37,12 +37,6 @@ def test_a_busy_port_is_one_line(broker) -> None:
     assert done.returncode == 1
     assert one_line(done.stderr) == (f"tidelake: error: --listen 127.0.0.1:{port}: Address already in use "
                                      f"(tidelake console)")
-
-
-def test_a_broker_that_does_not_answer_is_one_line() -> None:
-    done = run("-b", f"127.0.0.1:{free_port()}", "--timeout", "1", "--listen", "127.0.0.1:0")
-    assert done.returncode == 1
-    assert one_line(done.stderr).startswith("tidelake: error: no Kafka broker answered at 127.0.0.1:")
 
 
 def test_a_metrics_url_must_be_http(broker) -> None:

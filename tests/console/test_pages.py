@@ -7,14 +7,14 @@ import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 from playwright.sync_api import expect
 
-from console_fixtures import BASE_TS, GROUP, PARTITIONS, RECORDS, TOPIC, record_key
+from console_fixtures import BASE_TS, DLQ_TOPIC, EO_OFFSET, GROUP, PARTITIONS, RECORDS, TOPIC, record_key
 from tidelake.table import Table
 
 
 def test_every_page_loads_with_its_content(console, page) -> None:
     page.goto(f"{console.url}/")
     expect(page.locator("h1")).to_contain_text("Cluster")
-    expect(page.locator(".cards")).to_contain_text("1 pipelines".replace("1", "2"))  # orders.yaml, broken.yaml
+    expect(page.locator(".cards")).to_contain_text("3 pipelines")  # orders.yaml, eo.yaml, broken.yaml
 
     page.goto(f"{console.url}/topics")
     row = page.locator(f"#topics tr[data-topic='{TOPIC}']")
@@ -37,6 +37,15 @@ def test_every_page_loads_with_its_content(console, page) -> None:
     expect(page.locator("#offsets tr")).to_have_count(PARTITIONS + 1)
     # the pipeline's group never committed: its lag is every record of the topic
     expect(page.locator("#pipeline-lag")).to_have_text(str(RECORDS))
+
+    page.goto(f"{console.url}/pipelines/eo")
+    # exactly-once: the progress is the table's, 20 of 30 records per partition; the group has none
+    expect(page.locator("#mode")).to_contain_text("progress kept in the table")
+    expect(page.locator("#pipeline-lag")).to_have_text(str(RECORDS - PARTITIONS * EO_OFFSET))
+    expect(page.locator("#offsets tr").nth(1).locator("td.mode")).to_have_text(str(EO_OFFSET))
+    expect(page.locator("#freshness")).to_contain_text("last batch 1 committed")
+    expect(page.locator("#batches tr")).to_have_count(3)
+    expect(page.locator("#bad-records")).to_contain_text(f"2 dead-lettered to {DLQ_TOPIC} (2 records there)")
 
     page.goto(f"{console.url}/tables")
     expect(page.locator("#tables tr[data-table='orders']")).to_be_visible()

@@ -90,3 +90,25 @@ def test_example_passes_the_checks(tmp_path):
     assert result.exit_code == 0
     cfg = load_pipeline_yaml(_write(tmp_path, result.output))
     assert cfg.offsets == "exactly-once"
+
+
+def test_metrics_section(tmp_path):
+    assert load_pipeline_yaml(_write(tmp_path, GOOD)).metrics.listen is None  # off unless set
+    cfg = load_pipeline_yaml(_write(tmp_path, GOOD + "metrics: {listen: 127.0.0.1:9405, ready_intervals: 5}\n"))
+    assert (cfg.metrics.listen, cfg.metrics.ready_intervals) == ("127.0.0.1:9405", 5)
+    for extra, message in (("metrics: {listn: 127.0.0.1:9405}\n",
+                            "orders.yaml:14: unknown key 'listn' in metrics (did you mean 'listen'?)"),
+                           ("metrics:\n  listen: 9405\n", "orders.yaml:15: metrics.listen: expected a string, got 9405"),
+                           ("metrics:\n  listen: nohost\n",
+                            "orders.yaml:15: metrics.listen: expected HOST:PORT, got 'nohost'"),
+                           ("metrics:\n  ready_intervals: 0\n",
+                            "orders.yaml:15: metrics.ready_intervals: expected an integer >= 1, got 0")):
+        with pytest.raises(PipelineConfigError) as e:
+            load_pipeline_yaml(_write(tmp_path, GOOD + extra))
+        assert str(e.value) == message
+
+
+def test_example_config_loads(tmp_path):
+    text = CliRunner().invoke(cli, ["pipeline", "example"]).output
+    assert "# metrics: {listen: 127.0.0.1:9405" in text
+    assert load_pipeline_yaml(_write(tmp_path, text)).metrics.listen is None

@@ -206,6 +206,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("group.consumer.heartbeat.interval.ms", _GROUP.consumer_heartbeat_interval_ms, TYPE_INT, "KIP-848 heartbeat interval"),
     _d("group.consumer.session.timeout.ms", _GROUP.consumer_session_timeout_ms, TYPE_INT, "KIP-848 session timeout"),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
+    _d("metrics.listen", None, TYPE_STRING, "tidelake: HOST:PORT serving /metrics (Prometheus) and /health/live, "
+       "/health/ready; off unless set", read_only=True, pattern=r"|(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):\d{1,5}"),
     _d("connection.failed.authentication.delay.ms", 100, TYPE_INT,
        "how long a connection whose login failed stays open (muted) before it is closed", minimum=0),
     _d("cluster.id", "tidelake-cluster", TYPE_STRING, "cluster id reported in Metadata", read_only=True),

@@ -18,6 +18,7 @@ from tidelake.clock import wall_ms
 from tidelake.coordinator.group import GroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
+from tidelake.observability.broker_stats import BrokerStats
 from tidelake.protocol.framing import RequestHeader
 from tidelake.security.config import BrokerSecurity
 from tidelake.security.session import Session
@@ -48,6 +49,7 @@ class BrokerContext:
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     clock_ms: Callable[[], int] = field(default=wall_ms)
+    metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
 
     @property
     def cluster_id(self) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import struct
+from bisect import bisect_left
+from time import perf_counter
 
 from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
 from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
@@ -20,6 +22,8 @@ from tidelake.broker.handlers.sasl import raw_sasl_token
 from tidelake.broker.error_response import error_response
 from tidelake.broker.registry import REGISTRY, ApiSpec, api_versions_response
 from tidelake.errors import KafkaApiError, UnsupportedVersion
+from tidelake.observability.broker_stats import LATENCY_STRIDE, MAX_API_KEYS, BrokerStats
+from tidelake.observability.histogram import LATENCY_BUCKETS
 from tidelake.protocol.connection import expects_response
 from tidelake.protocol.fast import decode_fetch_request, decode_produce_request
 from tidelake.protocol.framing import FramingError, encode_response_frame, parse_request_header, peek_api
@@ -48,6 +52,11 @@ class Dispatcher:
     def __init__(self, context: BrokerContext):
         self.context = context
         self.authorizing = context.security.authorizer is not None
+        self.observe(context.metrics)
+
+    def observe(self, stats: BrokerStats | None) -> None:
+        """Time and count requests into ``stats``, or (None: a broker without metrics.listen) not at all."""
+        self.stats = stats
 
     def handle_raw_sasl_token(self, frame, session: Session) -> bytes:
         """A frame after SaslHandshake v0: a bare SASL token, answered with a bare token (FramingError
@@ -59,45 +68,58 @@ class Dispatcher:
         order), or None when the request expects no response (acks=0). Raises FramingError when the
         connection must be closed."""
         api_key, api_version, correlation_id = peek_api(frame)
-        spec = REGISTRY.get(api_key)
-        if spec is None:
-            raise FramingError(f"unknown api key {api_key}")
-        if not spec.min_version <= api_version <= spec.max_version:
-            return self._unsupported_version_response(spec, api_version, correlation_id, frame)
-        header, body_pos = parse_request_header(frame, is_flexible)
+        stats = self.stats
+        began = perf_counter() if stats is not None else 0.0
         try:
-            fast = FAST_DECODERS.get(api_key)
-            if fast is not None:
-                request = fast(frame, body_pos, api_version)
-            else:
-                request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
-        except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
-            raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
-        if fast is None:
-            null_field = NULL_CHECKS.find(spec.request_cls, api_version, request)
-            if null_field is not None:  # as unparseable to Kafka as a truncated body
-                raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
-                                   "was serialized as null")
-        ctx = RequestContext(header, session.client_host, session)
-        try:
-            refusals = ()
-            ruled = self.authorizing and api_key in RULED_APIS
-            if ruled:
-                request, refusals = authorize_request(self.context, ctx, api_key, request)
-            response = await spec.handler(self.context, ctx, request)
-            if ruled:
-                for refused, code in refusals:  # denied items answered with their error, after the rest
-                    merge_denied(api_key, api_version, response, _error_response(spec, refused, api_version, code,
-                                                                                 None))
-                filter_listing(self.context, ctx, api_key, response)
-        except KafkaApiError as e:
-            # The whole request failed: report the error at the top level, or on every item it named.
-            if not expects_response(api_key, request):
-                raise FramingError(f"acks=0 {spec.name} failed: {e!r}") from e
-            response = _error_response(spec, request, api_version, e.code, str(e) or None)
-        if response is None:
-            return None
-        return _encode_response(spec, api_version, correlation_id, response)
+            spec = REGISTRY.get(api_key)
+            if spec is None:
+                raise FramingError(f"unknown api key {api_key}")
+            if not spec.min_version <= api_version <= spec.max_version:
+                if stats is not None:
+                    stats.error(api_key, UnsupportedVersion.code)
+                return self._unsupported_version_response(spec, api_version, correlation_id, frame)
+            header, body_pos = parse_request_header(frame, is_flexible)
+            try:
+                fast = FAST_DECODERS.get(api_key)
+                if fast is not None:
+                    request = fast(frame, body_pos, api_version)
+                else:
+                    request = spec.request_cls.decode(memoryview(frame)[body_pos:], version=api_version)
+            except Exception as e:  # the codec raises struct.error, ValueError, IndexError, UnicodeError…
+                raise FramingError(f"cannot decode {spec.name} v{api_version}: {e!r}") from e
+            if fast is None:
+                null_field = NULL_CHECKS.find(spec.request_cls, api_version, request)
+                if null_field is not None:  # as unparseable to Kafka as a truncated body
+                    raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
+                                       "was serialized as null")
+            ctx = RequestContext(header, session.client_host, session)
+            try:
+                refusals = ()
+                ruled = self.authorizing and api_key in RULED_APIS
+                if ruled:
+                    request, refusals = authorize_request(self.context, ctx, api_key, request)
+                response = await spec.handler(self.context, ctx, request)
+                if ruled:
+                    for refused, code in refusals:  # denied items answered with their error, after the rest
+                        merge_denied(api_key, api_version, response,
+                                     _error_response(spec, refused, api_version, code, None))
+                    filter_listing(self.context, ctx, api_key, response)
+            except KafkaApiError as e:
+                # The whole request failed: report the error at the top level, or on every item it named.
+                if not expects_response(api_key, request):
+                    raise FramingError(f"acks=0 {spec.name} failed: {e!r}") from e
+                response = _error_response(spec, request, api_version, e.code, str(e) or None)
+            if response is None:
+                return None
+            if stats is not None and not isinstance(response, (bytes, bytearray, memoryview, list)):
+                stats.response_errors(api_key, response)  # Produce/Fetch (bytes) count in their handlers
+            return _encode_response(spec, api_version, correlation_id, response)
+        finally:
+            if stats is not None:  # inline, no call: two clock reads and two list updates per request
+                elapsed = perf_counter() - began
+                if 0 <= api_key < MAX_API_KEYS:
+                    stats.latency_counts[api_key * LATENCY_STRIDE + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
+                    stats.latency_sums[api_key] += elapsed
 
     def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
                                       frame) -> bytes:

@@ -47,6 +47,12 @@ class EmbeddedBroker:
     def bootstrap_servers(self) -> str:
         return f"{self._host}:{self.port}"
 
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT`` serving /metrics and /health/* (None unless ``metrics.listen`` is set)."""
+        assert self.broker is not None, "broker not started"
+        return self.broker.metrics_url
+
     def bootstrap_for(self, listener: str) -> str:
         """The address of one named listener (``listeners=...,SASL_SSL://127.0.0.1:0``)."""
         assert self.broker is not None, "broker not started"

@@ -10,6 +10,7 @@ expiry). ``stop()`` stops all of it and flushes and closes every log.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 import socket
 import time
@@ -21,6 +22,7 @@ from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           load_transactions)
 from tidelake.broker.dispatch import Dispatcher
+from tidelake.broker.registry import REGISTRY
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.partitions import Partitions
@@ -31,6 +33,10 @@ from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
+from tidelake.observability.broker_observer import BrokerObserver
+from tidelake.observability.broker_collector import read_state
+from tidelake.observability.broker_stats import BrokerStats
+from tidelake.observability.server import parse_listen
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
 from tidelake.security.session import Session
 
@@ -81,6 +87,11 @@ class Broker:
                      for name, _h, bind_port, adv_host, adv_port in self._binds}
         metadata = MetadataStore(data_dir, cluster_id=None)
         config.dynamic.update(metadata.dynamic_broker_configs)
+        metrics_listen = config.get("metrics.listen") or None
+        try:
+            self._metrics_address = parse_listen(metrics_listen, "metrics.listen") if metrics_listen else None
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
         logs = LogManager(data_dir)
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
@@ -92,8 +103,9 @@ class Broker:
             groups=groups,
             transactions=build_transaction_coordinator(config, topics, partitions, groups,
                                                        metadata.allocate_producer_id),
-            clock_ms=wall_ms)
+            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None)
         self.dispatcher = Dispatcher(self.context)
+        self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
         self.connections: set[KafkaTransport] = set()
         self.ports: dict[str, int] = {}  # bound port by listener name (final after start)
         self._servers: list[asyncio.base_events.Server] = []
@@ -121,10 +133,18 @@ class Broker:
         # A second broker on the same directory would acknowledge writes into the same segments and
         # lose records: refuse before touching any file.
         self._dir_lock.acquire()
+        loop = asyncio.get_running_loop()
         try:
+            if self._metrics_address is not None:  # first: /health/live answers while logs recover
+                self.observer = BrokerObserver(*self._metrics_address, stats=ctx.metrics,
+                                               read_state=lambda: self._on_loop(loop, self._state),
+                                               ping=lambda: self._on_loop(loop, lambda: None),
+                                               api_names={k: spec.name.removesuffix("Request")
+                                                          for k, spec in REGISTRY.items()}).start()
             ctx.logs.load()
+            if self.observer is not None:
+                self.observer.logs_loaded.set()
             ctx.topics.recover()
-            loop = asyncio.get_running_loop()
             max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
             # have loaded their state.
@@ -143,6 +163,9 @@ class Broker:
             for server in self._servers:
                 server.close()
             self._servers = []
+            if self.observer is not None:
+                self.observer.stop()
+                self.observer = None
             self._dir_lock.release()
             raise
         self.port = self.ports[self._binds[0][0]]
@@ -150,6 +173,8 @@ class Broker:
             ctx.endpoints[name].port = adv_port or self.ports[name]
         load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
         load_transactions(ctx.transactions, ctx.logs)
+        if self.observer is not None:
+            self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
         ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms", 1000),
                                    compaction=ctx.config.get_bool("log.cleaner.enable", True))
@@ -161,6 +186,32 @@ class Broker:
             ep = ctx.endpoints[name]
             log.info("broker %d listening on %s:%d (%s, %s; advertised %s:%d), data in %s", ctx.node_id, bind_host,
                      self.ports[name], name, ctx.security.listeners[name].protocol, ep.host, ep.port, ctx.data_dir)
+        if self.observer is not None:
+            self.observer.serving.set()
+            log.info("broker %d metrics and health on %s (/metrics, /health/live, /health/ready)", ctx.node_id,
+                     self.observer.url)
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT`` of the metrics listener (None unless ``metrics.listen`` is set)."""
+        return self.observer.url if self.observer is not None else None
+
+    def _state(self):
+        return read_state(self.context, self.connections)
+
+    @staticmethod
+    def _on_loop(loop: asyncio.AbstractEventLoop, fn, timeout: float = 5.0):
+        """``fn()`` run on the broker's loop, from another thread (the metrics listener's): the broker's
+        state is read between two events, never mid-change. TimeoutError when the loop does not answer."""
+        done: concurrent.futures.Future = concurrent.futures.Future()
+
+        def run() -> None:
+            try:
+                done.set_result(fn())
+            except BaseException as e:  # reported to the scrape, not to the loop
+                done.set_exception(e)
+        loop.call_soon_threadsafe(run)
+        return done.result(timeout)
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""
@@ -183,6 +234,9 @@ class Broker:
                 pass
         self._servers = []
         self.context.partitions.cancel_waiters()
+        if self.observer is not None:
+            self.observer.stop()
+            self.observer = None
         self.context.logs.close()
         self._dir_lock.release()
         log.info("broker %d stopped", self.context.node_id)

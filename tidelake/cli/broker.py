@@ -10,6 +10,7 @@ import sys
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.values import parse_pairs
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -65,6 +66,8 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         print(f"tidelake broker listening on {b.host}:{b.port}", file=sys.stderr, flush=True)
+        if b.metrics_url:
+            print(f"tidelake broker metrics on {b.metrics_url}/metrics", file=sys.stderr, flush=True)
         await stop.wait()
         logging.getLogger("tidelake.broker").info("signal received: flushing and closing logs")
         await b.stop()
@@ -74,3 +77,13 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         loop.run_until_complete(main())
     finally:
         loop.close()
+
+
+@broker.command("status")
+@url_option
+@live_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
+def status(url: str, live: bool, timeout: float) -> None:
+    """Whether a broker is ready (data directory and coordinators loaded, listeners serving), read from its
+    metrics listener (metrics.listen): one line; exit 0 when ready, 1 when not."""
+    report_health(url, live, timeout)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import sys
 import time
 import uuid
@@ -22,6 +23,7 @@ import click
 
 from tidelake.cli.errors import CliError
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
+from tidelake.cli.progress import ProgressBar, stderr_is_terminal, stdout_is_terminal
 from tidelake.cli.values import parse_pairs
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -118,25 +120,38 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
             failures.append(error.str())
 
     kwargs = {"partition": partition} if partition is not None else {}
-    for raw in sys.stdin.buffer:
-        line = raw[:-1] if raw.endswith(b"\n") else raw
-        line = line[:-1] if line.endswith(b"\r") else line
-        line_headers, key, value = reader.read(line)
-        record_headers = fixed_headers + line_headers
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key, headers=record_headers or None,
-                                 on_delivery=on_delivery, **kwargs)
-                break
-            except BufferError:  # local queue full: let deliveries drain, then retry this record
-                producer.poll(0.1)
-        sent += 1
-        producer.poll(0)
+    size = _input_size(sys.stdin)  # a file given as stdin (< big.txt): progress in bytes of it
+    with ProgressBar(f"producing to {topic}", size, unit="bytes" if size is not None else "records") as bar:
+        for raw in sys.stdin.buffer:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+            line = line[:-1] if line.endswith(b"\r") else line
+            line_headers, key, value = reader.read(line)
+            record_headers = fixed_headers + line_headers
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=key, headers=record_headers or None,
+                                     on_delivery=on_delivery, **kwargs)
+                    break
+                except BufferError:  # local queue full: let deliveries drain, then retry this record
+                    producer.poll(0.1)
+            sent += 1
+            bar.advance(len(raw) if size is not None else 1)
+            producer.poll(0)
     remaining = producer.flush(conn.timeout + 1)
     if remaining or failures:
         raise CliError(f"{len(failures) + remaining} of {sent} records not delivered to {topic}"
                        + (f": {failures[0]}" if failures else f" within {conn.timeout:g}s (--timeout)"))
     click.echo(f"Produced {sent} records to {topic}.", err=True)
+
+
+def _input_size(stream) -> int | None:
+    """The size of ``stream`` when it is a regular file (not a pipe or a terminal), else None."""
+    import stat
+    try:
+        st = os.fstat(stream.fileno())
+    except (AttributeError, OSError, ValueError):
+        return None
+    return st.st_size if stat.S_ISREG(st.st_mode) else None
 
 
 # ------------------------------------------------------------------------------------------ consume
@@ -300,6 +315,9 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
     tmd = md.topics.get(topic)
     out = sys.stdout.buffer
     count = 0
+    # records on stdout, the bar on stderr: only when they are not the same terminal
+    bar = ProgressBar(f"consuming {topic}", max_messages,
+                      enabled=max_messages is not None and stderr_is_terminal() and not stdout_is_terminal())
     try:
         if tmd is None or tmd.error is not None:
             raise CliError(f"cannot consume {topic}: {tmd.error.str() if tmd is not None else 'unknown topic'}")
@@ -315,6 +333,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
 
         started = time.monotonic()
         last_record: float | None = None
+        bar.__enter__()
         while max_messages is None or count < max_messages:
             msg = consumer.poll(0.2)
             if msg is None:
@@ -336,8 +355,10 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
             out.write(fmt.format(msg))
             out.flush()
             count += 1
+            bar.advance()
     except (KeyboardInterrupt, BrokenPipeError):  # Ctrl-C, or the reader of our stdout went away (| head)
         pass
     finally:
+        bar.__exit__(None, None, None)  # gone before the summary line
         consumer.close()  # with --group: commits the consumed offsets and leaves the group
     click.echo(f"Processed a total of {count} messages", err=True)

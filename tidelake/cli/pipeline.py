@@ -14,8 +14,10 @@ import sys
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
 from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.progress import ProgressBar, stderr_is_terminal
 from tidelake.cli.values import TimestampMs
 
 config_argument = click.argument("config", type=click.Path(exists=True, dir_okay=False))
@@ -56,12 +58,22 @@ def pipeline() -> None:
 @click.option("--max-batches", type=click.IntRange(min=1), default=None,
               help="Stop gracefully after this many batches (as a SIGTERM would).")
 @click.option("-q", "--quiet", is_flag=True, help="Only warnings on stderr.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve /metrics and /health/* there while running (the config's metrics.listen).")
 @timeout_option
-def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: float) -> None:
+def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_listen: str | None,
+        timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
+    from tidelake.observability.server import parse_listen
     from tidelake.spark.runner import Pipeline, install_signal_handlers
 
     cfg = _load(config)
+    if metrics_listen is not None:
+        try:
+            parse_listen(metrics_listen, "--metrics-listen")
+        except ValueError as e:
+            raise click.BadParameter(str(e).removeprefix("--metrics-listen: "), param_hint="--metrics-listen")
+        cfg.metrics.listen = metrics_listen
     _check_broker(cfg, timeout)
     logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -71,12 +83,23 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, timeout: 
         logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
     p = Pipeline(cfg)
     install_signal_handlers(p)
-    summary = p.run(once=once, max_batches=max_batches)
+    with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
+        summary = p.run(once=once, max_batches=max_batches, progress=lambda done, total: bar.update(done, total))
     skipped = (f" ({summary.skipped} not change events, {summary.dead_lettered} of them dead-lettered)"
                if summary.dead_lettered else f" ({summary.skipped} not change events, skipped)" if summary.skipped
                else "")
     click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records{skipped}, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
+
+
+@pipeline.command()
+@url_option
+@live_option
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=5.0, show_default=True, metavar="SECONDS")
+def health(url: str, live: bool, timeout: float) -> None:
+    """Whether a running pipeline is ready (its last batch committed within metrics.ready_intervals batch
+    intervals), read from its metrics listener: one line; exit 0 when ready, 1 when not."""
+    report_health(url, live, timeout)
 
 
 def _positions(cfg, timeout: float):
@@ -225,6 +248,7 @@ sink:
 # dead_letter_topic: orders.dlq    # dead-letter only (Kafka Connect's __connect.errors.* headers)
 # security: {security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512, ...}   # Kafka client properties
 # spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}   # or spark://HOST:7077 (README: on a cluster)
+# metrics: {listen: 127.0.0.1:9405, ready_intervals: 3}   # /metrics, /health/live, /health/ready while running
 """
 
 

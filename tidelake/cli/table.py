@@ -246,7 +246,11 @@ def _maintenance(name: str, result) -> None:
 @click.argument("path")
 def compact(path: str) -> None:
     """Merge base + deltas into new base files (per bucket, in parallel)."""
-    _maintenance("compact", _open(path).compact())
+    from tidelake.cli.progress import ProgressBar
+    t = _open(path)
+    with ProgressBar("compacting buckets", 0, unit="buckets") as bar:
+        version = t.compact(progress=lambda done, total: bar.update(done, total))
+    _maintenance("compact", version)
 
 
 @table.command()

@@ -95,9 +95,11 @@ class ConsumerGroup:
     def __init__(self, group_id: str, *, session_timeout_ms: int, heartbeat_interval_ms: int,
                  assignors: Sequence[str], partitions_of: Callable[[str], int | None],
                  list_topics: Callable[[], Iterable[str]] | None = None,
-                 persist: Callable[["ConsumerGroup"], None] | None = None) -> None:
+                 persist: Callable[["ConsumerGroup"], None] | None = None,
+                 on_rebalance: Callable[[str], None] | None = None) -> None:
         self.group_id = group_id
         self.persist = persist or (lambda g: None)
+        self.on_rebalance = on_rebalance or (lambda group_id: None)  # a new target assignment with members
         self.session_timeout_ms = session_timeout_ms
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.assignors = list(assignors)
@@ -286,6 +288,8 @@ class ConsumerGroup:
         self.target = {mid: set(tps) for mid, tps in result.items()}
         self._dirty = None  # every member's target may have moved
         self.assignment_epoch = self.group_epoch
+        if self.members:
+            self.on_rebalance(self.group_id)
 
     def _reconcile(self, m: ConsumerMember, owned: set[TopicPartition] | None, now_ms: int) -> None:
         if m.state == UNREVOKED_PARTITIONS:

@@ -11,6 +11,7 @@ after DeleteGroups. Error codes are Kafka's (see tidelake.errors).
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -137,10 +138,12 @@ class ClassicGroup:
     protocol_kind = "classic"
 
     def __init__(self, group_id: str, config: GroupConfig, now_ms: int,
-                 persist: Callable[["ClassicGroup"], None] | None = None) -> None:
+                 persist: Callable[["ClassicGroup"], None] | None = None,
+                 on_rebalance: Callable[[str], None] | None = None) -> None:
         self.group_id = group_id
         self.config = config
         self.persist = persist or (lambda g: None)
+        self.on_rebalance = on_rebalance or (lambda group_id: None)  # a generation with members began
         self.state = EMPTY
         self.generation = 0
         self.protocol_type: str | None = None
@@ -335,6 +338,7 @@ class ClassicGroup:
         if self.leader not in self.members:
             self.leader = next(iter(self.members))
         self._set_state(COMPLETING_REBALANCE, now_ms)
+        self.on_rebalance(self.group_id)
         for m in self.members.values():
             m.last_heartbeat_ms = now_ms  # session timers restart with the new generation
             m.assignment = b""
@@ -488,10 +492,11 @@ class ClassicGroup:
 
     @classmethod
     def from_record(cls, group_id: str, rec: GroupMetadataRecord, config: GroupConfig, now_ms: int,
-                    persist: Callable[["ClassicGroup"], None] | None = None) -> "ClassicGroup":
+                    persist: Callable[["ClassicGroup"], None] | None = None,
+                    on_rebalance: Callable[[str], None] | None = None) -> "ClassicGroup":
         """Reload after a restart: members keep their generation and assignment and must keep
         heart-beating (their session timers start now)."""
-        g = cls(group_id, config, now_ms, persist)
+        g = cls(group_id, config, now_ms, persist, on_rebalance)
         g.generation = rec.generation
         g.protocol_type = rec.protocol_type or None
         g.protocol = rec.protocol
@@ -534,6 +539,14 @@ class GroupCoordinator:
         self.offsets = OffsetStore()  # committed offsets; the broker also applies transactional ones here
         self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
         self._next_retention_check_ms = 0
+        # rebalances completed per group since this coordinator started (the broker's metrics read it)
+        self.rebalances: collections.Counter[str] = collections.Counter()
+
+    def _rebalanced(self, group_id: str) -> None:
+        self.rebalances[group_id] += 1
+
+    def _new_classic(self, group_id: str, now_ms: int) -> ClassicGroup:
+        return ClassicGroup(group_id, self.config, now_ms, self._persist, self._rebalanced)
 
     def _name_of_derived_id(self, topic_id: uuid.UUID) -> str | None:
         for name in (self.list_topics() if self.list_topics else ()):
@@ -552,7 +565,8 @@ class GroupCoordinator:
             except ValueError:
                 continue  # a record type this coordinator does not know (share/streams groups, ...)
         for group_id, rec in self.offsets.groups.items():
-            self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist)
+            self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist,
+                                                             self._rebalanced)
         for group_id, crec in self.offsets.consumer_groups.items():
             if crec.epoch is None:
                 continue  # member records without the group's own (should not happen): not a group
@@ -567,7 +581,7 @@ class GroupCoordinator:
         return dict(session_timeout_ms=self.config.consumer_session_timeout_ms,
                     heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
                     assignors=self.config.consumer_assignors, partitions_of=self.partitions_of,
-                    list_topics=self.list_topics, persist=self._persist_consumer)
+                    list_topics=self.list_topics, persist=self._persist_consumer, on_rebalance=self._rebalanced)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_partitions)
@@ -606,13 +620,13 @@ class GroupCoordinator:
         if g is None or g.state == DEAD:
             if not create:
                 raise errors.UnknownMemberId(f"group {group_id} does not exist")
-            g = ClassicGroup(group_id, self.config, now_ms, self._persist)
+            g = self._new_classic(group_id, now_ms)
             self.groups[group_id] = g
         if not isinstance(g, ClassicGroup):
             if g.is_empty():  # an empty consumer group may be taken over by the classic protocol
                 g.dead = True
                 self._persist_consumer(g)  # its KIP-848 records are tombstoned
-                g = ClassicGroup(group_id, self.config, now_ms, self._persist)
+                g = self._new_classic(group_id, now_ms)
                 self.groups[group_id] = g
             else:
                 raise errors.InconsistentGroupProtocol(f"group {group_id} uses the consumer protocol")
@@ -666,7 +680,7 @@ class GroupCoordinator:
             for key, value in records:
                 self.offsets.apply_record(key, value)
         if group_id not in self.groups:
-            self.groups[group_id] = ClassicGroup(group_id, self.config, now_ms, self._persist)
+            self.groups[group_id] = self._new_classic(group_id, now_ms)
 
     def subscribed_topics(self, group_id: str) -> set[str] | None:
         g = self.groups.get(group_id)

@@ -29,6 +29,7 @@ driven by the broker's periodic task.
 """
 from __future__ import annotations
 
+import collections
 import logging
 import re
 from dataclasses import dataclass, field
@@ -122,6 +123,8 @@ class TransactionCoordinator:
         self.id_expiration_ms = id_expiration_ms  # transactional.id.expiration.ms
         self.coordinator_epoch = coordinator_epoch
         self.transactions: dict[str, TransactionMetadata] = {}
+        # since this coordinator started: begun, committed, aborted, timed_out (the broker's metrics read it)
+        self.counts: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------------------------------------
     # Persistence
@@ -269,6 +272,8 @@ class TransactionCoordinator:
                                   now if starting else meta.start_ms, now,
                                   meta.last_producer_id, meta.last_producer_epoch)
         self._persist(new)
+        if starting:
+            self.counts["begun"] += 1
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
                     group_id: str) -> TopicPartition:
@@ -381,6 +386,7 @@ class TransactionCoordinator:
                                    TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
                                    meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
         self._persist(done)
+        self.counts["committed" if commit else "aborted"] += 1
         return True
 
     def complete_prepared(self) -> list[str]:
@@ -403,6 +409,7 @@ class TransactionCoordinator:
             if meta.state == TxnStatus.ONGOING and meta.start_ms + meta.timeout_ms <= now:
                 log.info("transaction %s (producer %d) timed out after %d ms: aborting",
                          meta.transactional_id, meta.producer_id, meta.timeout_ms)
+                self.counts["timed_out"] += 1
                 try:
                     self._fence_and_abort(meta, now)
                 except errors.KafkaApiError:

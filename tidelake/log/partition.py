@@ -64,6 +64,8 @@ class ReadResult:
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    first_offset: int = 0  # base offset of the first batch in data
+    next_offset: int = 0  # the offset after the last batch in data (equal to first_offset when data is empty)
 
 
 @dataclass
@@ -362,6 +364,7 @@ class PartitionLog:
                     self._position_cache.clear()
                 self._position_cache[next_offset] = (seg, pos + len(data))
                 result.data = data
+                result.first_offset, result.next_offset = base, next_offset
             return result
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:

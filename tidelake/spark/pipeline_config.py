@@ -64,6 +64,15 @@ class SinkConfig:
 
 
 @dataclass
+class MetricsConfig:
+    """``metrics:``: where the pipeline serves /metrics and /health/* (off unless ``listen`` is set)."""
+    listen: str | None = None  # HOST:PORT
+    # /health/ready: ready while the last batch (or an idle pass with nothing to read) finished within
+    # this many batch intervals
+    ready_intervals: int = 3
+
+
+@dataclass
 class PipelineConfig:
     source: SourceConfig
     sink: SinkConfig
@@ -78,6 +87,7 @@ class PipelineConfig:
     # Kafka client security properties (security.protocol, sasl.mechanism, sasl.jaas.config,
     # ssl.truststore.location, ...), as in a Kafka client's properties file; merged into source.kafka
     security: dict[str, str] = field(default_factory=dict)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -158,9 +168,21 @@ class PipelineConfig:
                                                      **source.kafka})
         except ClientConfigError as e:
             raise PipelineConfigError(f"security: {e}", ("security",)) from None
+        try:
+            metrics = MetricsConfig(**dict(raw.get("metrics") or {}))
+        except TypeError as e:
+            raise PipelineConfigError(f"metrics: {e}", ("metrics",)) from None
+        if metrics.listen is not None:
+            from tidelake.observability.server import parse_listen
+            try:
+                parse_listen(metrics.listen, "metrics.listen")
+            except ValueError as e:
+                raise PipelineConfigError(str(e), ("metrics", "listen")) from None
+        if metrics.ready_intervals < 1:
+            raise PipelineConfigError("metrics.ready_intervals must be >= 1", ("metrics", "ready_intervals"))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
                    spark=dict(raw.get("spark") or {}), on_error=on_error, dead_letter_topic=dead_letter_topic,
-                   security=security)
+                   security=security, metrics=metrics)
 
     @property
     def app_id(self) -> str:

@@ -17,13 +17,15 @@ from typing import Any
 
 import yaml
 
-from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError, SinkConfig, SourceConfig
+from tidelake.spark.pipeline_config import (MetricsConfig, PipelineConfig, PipelineConfigError, SinkConfig,
+                                            SourceConfig)
 
 Location = tuple[str, ...]  # the keys leading to a value: ("sink", "buckets")
 
-SECTIONS = {"source": SourceConfig, "sink": SinkConfig}
+SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig}
+REQUIRED_SECTIONS = ("source", "sink")
 # Lower bounds of numeric fields (everything else numeric is unbounded).
-MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1}
+MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1}
 # Fields given as a number or a duration string ("2s", "500ms"); checked by parse_duration in from_dict.
 DURATIONS = {("source", "batch_interval")}
 # Fields that take one string as a one-element list.
@@ -117,7 +119,9 @@ def check_document(raw: Any, name: str, lines: dict[Location, int]) -> None:
     check.keys(raw, top, ())
     for section, cls in SECTIONS.items():
         if section not in raw:
-            raise check.error((), f"a pipeline needs a '{section}' section")
+            if section in REQUIRED_SECTIONS:
+                raise check.error((), f"a pipeline needs a '{section}' section")
+            continue
         check.section(raw[section], cls, (section,))
     for key in top:
         if key in raw and key not in SECTIONS:

@@ -24,10 +24,13 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from tidelake.observability.pipeline_stats import PipelineStats
+from tidelake.observability.server import parse_listen
 from tidelake.spark.changes import ORDER_COLUMNS, BadChangeEvent, changes_schema, parse_changes_located
 from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
 from tidelake.spark.kafka_options import KafkaSourceOptions
@@ -53,6 +56,7 @@ __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "
            "install_signal_handlers"]
 
 KAFKA_COLUMNS = ("value", "partition", "offset")  # what parsing needs of a Kafka row
+TIMED_KAFKA_COLUMNS = KAFKA_COLUMNS + ("timestamp",)  # with metrics on: produce times, for freshness
 ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task, without a shuffle
 
 
@@ -68,6 +72,9 @@ class BatchResult:
     commit_seconds: float  # the table commit (with any automatic table maintenance it runs)
     skipped: int = 0  # records that are not change events, left out (on_error: skip | dead-letter)
     dead_lettered: int = 0  # of those, copied to the dead-letter queue by this batch
+    oldest_record_ms: int | None = None  # produce timestamps of the batch's records (metrics on only)
+    newest_record_ms: int | None = None
+    committed_at_ms: int = 0  # wall clock when the table commit returned
 
 
 @dataclass
@@ -115,14 +122,19 @@ class _ListAccumulator:
         return a
 
 
-def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, truncates):
+def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, truncates, times=None):
     """Kafka rows -> changes. ``skipped``: a Spark accumulator collecting the records left out (on_error
     skip or dead-letter); None makes the first bad record fail the batch, naming it. ``truncates``: an
-    accumulator collecting the (partition, offset) of Debezium truncate events, which the driver applies."""
+    accumulator collecting the (partition, offset) of Debezium truncate events, which the driver applies.
+    ``times`` (metrics on): an accumulator of each Arrow batch's (oldest, newest) produce timestamp in ms."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
         for batch in batches:
+            if times is not None and batch.num_rows:
+                span = pc.min_max(batch.column("timestamp").cast(pa.int64()))
+                if span["min"].is_valid:
+                    times.add([(span["min"].as_py() // 1000, span["max"].as_py() // 1000)])
             found: list[tuple[int, int]] = []
             changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None,
                                                  truncates=found)
@@ -135,9 +147,10 @@ def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, tr
 
 
 def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRange]], schema: pa.Schema,
-                         fmt: str, primary_key: list[str], skipped, truncates):
+                         fmt: str, primary_key: list[str], skipped, truncates, times=None):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
-    parse = _parse_task(schema, fmt, primary_key, skipped, truncates)
+    parse = _parse_task(schema, fmt, primary_key, skipped, truncates, times)
+    columns = KAFKA_COLUMNS if times is None else TIMED_KAFKA_COLUMNS
     librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -145,7 +158,7 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
         LIBRDKAFKA_LOG.setLevel(librdkafka_level)
         for batch in batches:
             for i in batch.column("id").to_pylist():
-                yield from parse(read_ranges(options, groups[i], columns=KAFKA_COLUMNS))
+                yield from parse(read_ranges(options, groups[i], columns=columns))
     return read
 
 
@@ -189,6 +202,12 @@ class Pipeline:
         self._stop = threading.Event()
         self._skipped_accumulator = None
         self._truncates_accumulator = None
+        self._times_accumulator = None
+        metrics = self.config.metrics
+        #: what the driver loop counts (None unless metrics.listen is set); served by ``observer`` during run()
+        self.stats = PipelineStats(self.config.source.batch_interval, metrics.ready_intervals) \
+            if metrics.listen else None
+        self.observer = None
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike, spark=None) -> "Pipeline":
@@ -210,6 +229,20 @@ class Pipeline:
         if self._truncates_accumulator is None:
             self._truncates_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
         return self._truncates_accumulator
+
+    @property
+    def _times(self):
+        """With metrics on, the accumulator of (oldest, newest) produce timestamps of the records parsed."""
+        if self.stats is None:
+            return None
+        if self._times_accumulator is None:
+            self._times_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
+        return self._times_accumulator
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://HOST:PORT`` of the metrics listener while run() runs (None otherwise)."""
+        return self.observer.url if self.observer is not None else None
 
     def _dead_letter_queue(self) -> DeadLetterQueue | None:
         cfg = self.config
@@ -324,16 +357,16 @@ class Pipeline:
                       .option("failOnDataLoss", "true"))
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
-            rows = reader.load().select(*KAFKA_COLUMNS)
+            rows = reader.load().select(*(KAFKA_COLUMNS if self._times is None else TIMED_KAFKA_COLUMNS))
             return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key, self._skipped,
-                                               self._truncates), out), True
+                                               self._truncates, self._times), out), True
         # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
         # is one task: a shuffle would cost more than spreading it gains.
         small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
         groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
         tasks = spark.range(0, len(groups), 1, len(groups))
         task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key, self._skipped,
-                                    self._truncates)
+                                    self._truncates, self._times)
         return tasks.mapInArrow(task, out), len(groups) > 1
 
     def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange]) -> list[StagedFiles]:
@@ -357,6 +390,7 @@ class Pipeline:
         began = time.monotonic()
         seen = len(self._skipped.value) if self._skipped is not None else 0
         truncates_seen = len(self._truncates.value)
+        times_seen = len(self._times.value) if self._times is not None else 0
         staged = self._stage(table, options, batch.ranges)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
         operation = "insert" if self.config.sink.mode == "append" else "upsert"
@@ -389,11 +423,14 @@ class Pipeline:
         committing = time.monotonic()
         version = publish(table, staged, operation=operation, **commit)
         done = time.monotonic()
+        committed_at_ms = int(time.time() * 1000)
         files = [f for m in staged for f in m.files]
         deletes = sum(f["deletes"] for f in files)
+        spans = self._times.value[times_seen:] if self._times is not None else []
         return BatchResult(batch.batch_id, batch.ranges, sum(r.size for r in batch.ranges),
                            sum(f["rows"] for f in files) - deletes, deletes, version, done - began, done - committing,
-                           len(bad), dead_lettered)
+                           len(bad), dead_lettered, min((a for a, _ in spans), default=None),
+                           max((b for _, b in spans), default=None), committed_at_ms)
 
     def _dead_letter(self, bad: list[BadRecord], commit: dict[str, Any], mode: OffsetMode) -> int:
         """Copy this batch's bad records to the dead-letter queue (on_error: dead-letter) before the table
@@ -429,11 +466,45 @@ class Pipeline:
         return plan_ranges(begin, end)
 
     # -- the loop
-    def run(self, once: bool = False, max_batches: int | None = None) -> RunSummary:
+    def run(self, once: bool = False, max_batches: int | None = None,
+            progress: Callable[[int, int], None] | None = None) -> RunSummary:
         """Run batches until stopped (``stop()``/SIGTERM between batches), ``max_batches`` batches were run,
-        or, with ``once``, everything available at the start has been processed."""
+        or, with ``once``, everything available at the start has been processed. With ``metrics.listen``, the
+        metrics listener serves from the start to the end of the run. ``progress(done, total)`` (with
+        ``once``): records processed of those available at the start, after each batch."""
+        if self.stats is None:
+            return self._run(once, max_batches, progress)
+        from tidelake.observability.pipeline_observer import PipelineObserver
+        host, port = parse_listen(self.config.metrics.listen, "metrics.listen")
+        self.observer = PipelineObserver(host, port, self.stats, pipeline=self.config.app_id,
+                                         topic=self.config.source.topic).start()
+        log.info("pipeline %s: metrics and health on %s (/metrics, /health/live, /health/ready)",
+                 self.config.app_id, self.observer.url)
+        try:
+            return self._run(once, max_batches, progress)
+        finally:
+            self.observer.stop()
+            self.observer = None
+
+    def _observe(self, result: BatchResult | None, latest: Offsets, position: Offsets) -> None:
+        """One pass of the loop done (``result``: its committed batch, if any): count it."""
+        stats = self.stats
+        if stats is None:
+            return
+        if result is not None:
+            stats.batch(records=result.records, upserts=result.upserts, deletes=result.deletes,
+                        skipped=result.skipped, dead_lettered=result.dead_lettered, seconds=result.seconds,
+                        commit_seconds=result.commit_seconds, version=result.version,
+                        committed_at_ms=result.committed_at_ms, oldest_record_ms=result.oldest_record_ms,
+                        newest_record_ms=result.newest_record_ms)
+        stats.pass_done({p: max(0, latest[p] - position.get(p, latest[p])) for p in latest})
+
+    def _run(self, once: bool, max_batches: int | None,
+             progress: Callable[[int, int], None] | None = None) -> RunSummary:
         cfg, src = self.config, self.config.source
         table = self.open_table()
+        if self.observer is not None:
+            self.observer.watch_table(table)
         if src.reader == "datasource":
             import tidelake.spark
 
@@ -451,6 +522,9 @@ class Pipeline:
                                 c.partition, c.stored, c.kind, c.corrected)
             summary = RunSummary(cfg.offsets, dict(start), dict(start), corrections)
             stop_at = dict(latest) if once else None
+            backlog = sum(max(0, stop_at[p] - start[p]) for p in stop_at) if once else 0
+            if once and progress is not None:
+                progress(0, backlog)
             batch_id = mode.next_batch_id()
             log.info("pipeline %s (%s): start %s%s", cfg.app_id, cfg.offsets, start,
                      f", until {stop_at}" if once else "")
@@ -476,6 +550,8 @@ class Pipeline:
                     summary.stopped_by = "once-complete"
                     break
                 mode.before_read(latest)
+                if not ranges:
+                    self._observe(None, latest, start)
                 if ranges:
                     batch = Batch.after(batch_id, start, ranges)
                     result = self._run_batch(table, broker.source_options, mode, batch)
@@ -483,6 +559,9 @@ class Pipeline:
                     start = dict(batch.end)
                     summary.batches.append(result)
                     summary.end_offsets = dict(start)
+                    self._observe(result, latest, start)
+                    if once and progress is not None:
+                        progress(summary.records, backlog)
                     log.info("batch %d: %d records (%d upserts, %d deletes) -> version %s in %.2fs; next %s",
                              batch_id, result.records, result.upserts, result.deletes, result.version,
                              result.seconds, start)

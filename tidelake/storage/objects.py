@@ -3,8 +3,8 @@ object_store).
 
 Put-if-absent is S3's conditional write, ``If-None-Match: *``: the server itself refuses the second
 PUT of a key (412), so exactly one of several writers on any machines wins, with no lock service.
-AWS S3, MinIO, Cloudflare R2 and GCS's S3 API honour it; a store that ignores the header would let
-two writers both "win" a version, so the table must not be put on one (see the storage docs).
+AWS S3 (since August 2024), MinIO and Cloudflare R2 honour it; a store that ignores the header would
+let two concurrent writers both "win" a version (docs/GUARANTEES.md, "The table").
 """
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Transactional primary-key table (seed 003's Transactional Table 2.0), pyarrow only (no Spark).
 
-Format (a directory)::
+Format (a directory, or a prefix of an object store: ``s3://bucket/prefix``, ``memory://name``; see
+``tidelake.storage``)::
 
-    _tidelake_log/00000000000000000012.json      one entry per version, published by link() (create-exclusive)
+    _tidelake_log/00000000000000000012.json      one entry per version, published with put-if-absent
     _tidelake_log/00000000000000000010.checkpoint.json, _last_checkpoint   replayed state, every N versions
     data/bucket-00003/delta-L0-<uuid>.parquet     one data commit's rows of bucket 3 (one row per key)
     data/bucket-00003/delta-L1-<uuid>.parquet     clustering output (L2 likewise): every row of its inputs

@@ -17,6 +17,8 @@ from typing import Callable, Iterable, Mapping
 
 import pyarrow as pa
 
+from tidelake.observability.table_stats import TableStats
+
 from .errors import CommitConflict, TableError, VersionExpired, VersionNotFound
 from .files import DataFile
 from .log import CurrentMetadata
@@ -65,10 +67,12 @@ RemoveSpec = Callable[[TableMetadata], Iterable[str]] | Iterable[str] | None
 class Committer:
     """Publishes the commits of one table (thread-safe; processes coordinate through the log)."""
 
-    def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000):
+    def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000,
+                 stats: TableStats | None = None):
         self.current = current
         self.clock = clock
         self.max_attempts = max_attempts
+        self.stats = stats or TableStats()  # retries and conflicts, for the table's metrics
         self.lock = threading.Lock()   # held while publishing (retention holds it to swap in its metadata)
 
     def commit(self, operation: str, *, read_version: int, adds: Iterable[DataFile] = (),
@@ -93,7 +97,11 @@ class Committer:
                     done = _already_committed(md, app)
                     if done is not None:
                         return done
-                self._check_conflicts(md, operation, read_version, bucket_set, inputs)
+                try:
+                    self._check_conflicts(md, operation, read_version, bucket_set, inputs)
+                except CommitConflict:
+                    self.stats.commit_conflicts += 1
+                    raise
                 version = md.version + 1
                 ts = max(int(self.clock()), md.timestamp(md.version) + 1)   # strictly increasing commit times
                 rm = removes(md) if callable(removes) else list(removes or [])
@@ -116,6 +124,7 @@ class Committer:
                     if version % max(1, int(md.prop("checkpoint.interval", "10"))) == 0:
                         self.current.log.write_checkpoint(md)
                     return version
+                self.stats.commit_retries += 1  # another writer took this version: check again, retry
             raise TableError(f"{operation}: gave up after {self.max_attempts} commit attempts")
 
     @staticmethod

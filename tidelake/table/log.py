@@ -90,11 +90,15 @@ class MetadataLog:
     def publish(self, entry: LogEntry) -> bool:
         """Publish ``entry`` as its version; False if another writer took that version first.
         Raises CorruptLog instead of filling a gap (a later version published, this one missing)."""
-        key = self.entry_key(entry.version)
-        if self.storage.exists(key):
-            return False   # taken: the caller's conflict handling applies, not a gap
-        self._check_no_gap_at(entry.version)
-        return self.storage.create(key, _encoded(entry.to_json()))
+        v = entry.version
+        # one listing from v on: v itself listed means taken (the caller's conflict handling applies),
+        # a later version without v is a gap
+        published = self.entry_versions(after=v - 1 if v > 0 else None)
+        if v in published:
+            return False
+        if any(p > v for p in published):
+            self._check_no_gap_at(v)
+        return self.storage.create(self.entry_key(v), _encoded(entry.to_json()))
 
     def read_entry(self, v: int) -> LogEntry | None:
         try:
@@ -129,7 +133,7 @@ class MetadataLog:
     def _check_no_gap_at(self, v: int) -> None:
         """``v`` is not published: raise CorruptLog if a later version is (a deleted or lost entry)."""
         # one listing of the names after v's (S3: StartAfter, however long the log is)
-        later = [n for n in self.entry_versions(after=v)]
+        later = self.entry_versions(after=v)
         if later and not self.storage.exists(self.entry_key(v)):   # v published meanwhile: no gap
             raise CorruptLog(self.entry_path(v), f"missing, but version {later[0]} exists "
                                                  f"(the log has a gap: {len(later)} later entr"

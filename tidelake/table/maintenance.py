@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import weakref
 from typing import Callable, Iterable
 
@@ -186,9 +187,23 @@ class Maintenance:
         return jobs
 
     # ------------------------------------------------------------ compaction (T6)
-    def compact(self, buckets: Iterable[int] | None = None, *, auto: bool = False) -> int | None:
+    def _timed(self, operation: str, job: Callable[[], int | None]) -> int | None:
+        """Run a compaction or clustering; one that committed counts in the table's metrics with its time."""
+        began = time.monotonic()
+        version = job()
+        if version is not None:
+            self.committer.stats.maintenance_run(operation, time.monotonic() - began)
+        return version
+
+    def compact(self, buckets: Iterable[int] | None = None, *, auto: bool = False,
+                progress: Callable[[int, int], None] | None = None) -> int | None:
         """Merge each bucket's base + deltas into a new base (latest state per key, deletes dropped),
-        buckets in parallel. Returns the new version, or None if nothing needed compaction."""
+        buckets in parallel. Returns the new version, or None if nothing needed compaction.
+        ``progress(done, total)``: called as buckets finish (from the worker threads)."""
+        return self._timed("compact", lambda: self._compact(buckets, auto, progress))
+
+    def _compact(self, buckets: Iterable[int] | None, auto: bool,
+                 progress: Callable[[int, int], None] | None = None) -> int | None:
         md = self.current.refresh()
         rv = md.version
         schema = md.schema_at(rv)
@@ -197,11 +212,19 @@ class Maintenance:
         if not plans:
             return None
 
+        finished = [0]
+        lock = threading.Lock()
+
         def one(plan) -> DataFile:
             merged = self.reader.merge_bucket(plan, schema.names, schema)
             merged = merged.take(sort_indices_by_key(merged, md.primary_key))
-            return write_parquet(self.storage, merged, kind="base", bucket=plan.bucket, level=0,
-                                 primary_key=md.primary_key, min_version=rv, max_version=rv)
+            written = write_parquet(self.storage, merged, kind="base", bucket=plan.bucket, level=0,
+                                    primary_key=md.primary_key, min_version=rv, max_version=rv)
+            if progress is not None:
+                with lock:
+                    finished[0] += 1
+                    progress(finished[0], len(plans))
+            return written
         new_bases = parallel_map(one, plans, max(1, int(md.prop("compaction.parallelism", "4"))))
         done = {p.bucket for p in plans}
 
@@ -234,6 +257,9 @@ class Maintenance:
         clustering.max.file.bytes, or spanning more than clustering.max.time.span.hours, are left
         alone. Retried at the metadata level when other commits intervene; returns the new version
         or None if there was nothing to do."""
+        return self._timed("cluster", lambda: self._cluster(force, auto))
+
+    def _cluster(self, force: bool, auto: bool) -> int | None:
         md = self.current.refresh()
         rv = md.version
         schema = md.schema_at(rv)

@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from tidelake.clock import wall_ms
 from tidelake.storage import Storage, open_storage
+from tidelake.observability.table_stats import TableStats
 
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
@@ -86,6 +87,12 @@ class Table:
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
+
+    @property
+    def stats(self) -> TableStats:
+        """What this process's object of the table counted: commit retries and conflicts, maintenance runs
+        (``tidelake.observability.table_collector.TableCollector`` exposes them as metrics)."""
+        return self.committer.stats
 
     def __reduce__(self):
         return (Table, (self.storage, self._current.get(), self._clock, self._maintenance_mode))
@@ -444,9 +451,11 @@ class Table:
         return v
 
     # ================================================================ maintenance
-    def compact(self, buckets: Iterable[int] | None = None) -> int | None:
-        """Merge each bucket's base + deltas into a new base (see ``Maintenance.compact``)."""
-        return self.maintenance.compact(buckets)
+    def compact(self, buckets: Iterable[int] | None = None, *,
+                progress: Callable[[int, int], None] | None = None) -> int | None:
+        """Merge each bucket's base + deltas into a new base (see ``Maintenance.compact``);
+        ``progress(done, total)`` as buckets finish."""
+        return self.maintenance.compact(buckets, progress=progress)
 
     def cluster(self, *, force: bool = True) -> int | None:
         """Merge small delta files per bucket, L0 -> L1 -> L2 (see ``Maintenance.cluster``)."""

@@ -60,6 +60,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
     topics = broker.topics
     by_name = broker.metadata.topics
     notify = broker.partitions.notify
+    stats = broker.metrics
     transactional_id = request.transactional_id
     authorizer = broker.security.authorizer  # None: no ACLs, nothing to check
     if authorizer is not None:
@@ -116,8 +117,17 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                 continue
             if not result.duplicate:
                 notify(name, index)
+                if stats is not None:
+                    traffic = stats.topics.get(name) or stats.topic(name)
+                    traffic.bytes_in += len(records)
+                    traffic.messages_in += result.last_offset - result.base_offset + 1
             parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
         topics_out.append((td.name, td.topic_id, parts))
+    if stats is not None:
+        for _name, _tid, parts in topics_out:
+            for part in parts:
+                if part[1] != NONE:
+                    stats.error(0, part[1])
     if acks == 0:
         if any(part[1] != NONE for _, _, parts in topics_out for part in parts):
             # with acks=0 the only way to tell the producer is to close the connection (it then
@@ -131,10 +141,10 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
 # Fetch
 # ------------------------------------------------------------------------------------------------
 def _read_partition(plog: PartitionLog | None, fetch_offset: int, max_bytes: int, read_committed: bool,
-                    min_one: bool) -> tuple[int, int, int, int, Any, list | None]:
-    """(error, hw, lso, log_start, records, aborted) for one partition."""
+                    min_one: bool) -> tuple[int, int, int, int, Any, list | None, int]:
+    """(error, hw, lso, log_start, records, aborted, offsets the records span) for one partition."""
     if plog is None:
-        return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None
+        return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None, 0
     try:
         hw = plog.high_watermark
         lso = plog.last_stable_offset
@@ -143,15 +153,16 @@ def _read_partition(plog: PartitionLog | None, fetch_offset: int, max_bytes: int
             raise errors.OffsetOutOfRange(
                 f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
         if fetch_offset >= max_offset:
-            return NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None
+            return NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None, 0
         rr = plog.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
         data = rr.data
         aborted = None
         if read_committed:
             aborted = plog.aborted_transactions(fetch_offset, max_offset) if data else []
-        return NONE, rr.high_watermark, rr.last_stable_offset, rr.log_start_offset, data, aborted
+        return (NONE, rr.high_watermark, rr.last_stable_offset, rr.log_start_offset, data, aborted,
+                rr.next_offset - rr.first_offset)
     except errors.KafkaApiError as e:
-        return e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, b"", None
+        return e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, b"", None, 0
 
 
 def _requested_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple]:
@@ -209,6 +220,8 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
             session = broker.fetch_sessions.begin(request.session_id, request.session_epoch, requested,
                                                   _forgotten_partitions(broker, request, by_id))
         except (errors.FetchSessionIdNotFound, errors.InvalidFetchSessionEpoch) as e:
+            if broker.metrics is not None:
+                broker.metrics.error(1, e.code)
             return encode_fetch_response(version, e.code, 0, [])
         requested = session.partitions
     logs = broker.logs
@@ -218,33 +231,41 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
 
     while True:
         total = 0
-        results = []  # (topic, tid, partition, error, hw, lso, log_start, records, aborted)
+        results = []  # (topic, tid, partition, error, hw, lso, log_start, records, aborted, offsets spanned)
         for (name, tid, partition, offset, pmax) in requested:
             if denied and name in denied:
-                results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None))
+                results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None, 0))
                 continue
             plog = logs.get(name, partition) if name is not None else None
             remaining = max_bytes - total
             if remaining <= 0 or pmax <= 0:
                 if plog is None:
-                    results.append((name, tid, partition, missing, -1, -1, -1, b"", None))
+                    results.append((name, tid, partition, missing, -1, -1, -1, b"", None, 0))
                 else:
                     results.append((name, tid, partition, NONE, plog.high_watermark, plog.last_stable_offset,
-                                    plog.log_start_offset, b"", [] if read_committed else None))
+                                    plog.log_start_offset, b"", [] if read_committed else None, 0))
                 continue
-            err, hw, lso, lstart, data, aborted = _read_partition(plog, offset, min(pmax, remaining),
-                                                                  read_committed, min_one=total == 0)
+            err, hw, lso, lstart, data, aborted, spanned = _read_partition(plog, offset, min(pmax, remaining),
+                                                                           read_committed, min_one=total == 0)
             if err == UNKNOWN_TOPIC_OR_PARTITION and by_id and name is None:
                 err = UNKNOWN_TOPIC_ID
             total += len(data)
-            results.append((name, tid, partition, err, hw, lso, lstart, data, aborted))
+            results.append((name, tid, partition, err, hw, lso, lstart, data, aborted, spanned))
         now = time.monotonic()
         if total >= min_bytes or now >= deadline or not requested or any(r[3] != NONE for r in results):
             break
         await broker.partitions.wait_for_data([(r[0], r[2]) for r in results if r[0] is not None], deadline - now)
 
+    stats = broker.metrics
     topics_out: dict[tuple, list] = {}
-    for (name, tid, partition, err, hw, lso, lstart, data, aborted) in results:
+    for (name, tid, partition, err, hw, lso, lstart, data, aborted, spanned) in results:
+        if stats is not None:
+            if data:
+                traffic = stats.topics.get(name) or stats.topic(name)
+                traffic.bytes_out += len(data)
+                traffic.messages_out += spanned
+            elif err != NONE:
+                stats.error(1, err)
         if session is not None and not session.include(name, partition, err, hw, lso, lstart, bool(data)):
             continue
         parts = topics_out.get((name, tid))
