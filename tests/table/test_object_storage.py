@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tidelake.storage import open_storage
-from tidelake.table import Table, VersionExpired
+from tidelake.table import Snapshot, Table, VersionExpired
 from tidelake.table.check import check_table
 from tidelake.table.log import LOG_DIR
 
@@ -137,3 +137,17 @@ def test_a_missing_table_in_the_store(location):
     assert not Table.exists(url, storage_options=options)
     with pytest.raises(Exception, match="no tidelake table"):
         Table.open(url, storage_options=options)
+
+
+def test_a_failing_store_is_a_storage_error_not_a_corrupt_file(s3_server):
+    """A read the store cannot serve (here: an endpoint nobody listens on) names the store's failure;
+    it is not reported as a damaged or expired data file."""
+    from conftest import free_port
+    from tidelake.storage import StorageError
+    url = s3_server.url("unreachable")
+    t = Table.create(url, SCHEMA, ["id"], {"write.bucket.num": "1"}, storage_options=s3_server.options)
+    t.upsert(rows([1, 2], 1))
+    gone = open_storage(url, {**s3_server.options, "endpoint": f"http://127.0.0.1:{free_port()}"})
+    snap = t.snapshot()
+    with pytest.raises(StorageError, match=f"^{url}/data/bucket-00000/"):
+        Snapshot(gone, snap.metadata, snap.version).scan()   # the data files only (no log read)

@@ -1,7 +1,8 @@
 """A pipeline's YAML, validated: where to read (``source``), what to write (``sink``), how offsets are kept.
 
 See ``tidelake pipeline example`` for a commented file. Relative paths (the table, ``seo_dir``) are taken
-relative to the YAML's directory; the table may also be ``s3://bucket/prefix`` (``sink.storage_options``). No pyspark imports.
+relative to the YAML's directory; the table may also be ``s3://bucket/prefix`` (``sink.storage_options``).
+No pyspark imports.
 """
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from datetime import timedelta
 from typing import Mapping
 from urllib.parse import urlparse
@@ -35,6 +36,7 @@ CONNECT_TIMEOUT = "5s"
 REQUEST_TIMEOUT = "60s"
 _S3_CODE = re.compile(r"<Code>([^<]*)</Code>")
 _S3_MESSAGE = re.compile(r"<Message>([^<]*)</Message>")
+CONFLICT_RETRIES = 5
 RETRY = {"max_retries": 4, "backoff": {"init_backoff": timedelta(milliseconds=100),
                                        "max_backoff": timedelta(seconds=2), "base": 2},
          "retry_timeout": timedelta(seconds=20)}
@@ -79,17 +81,23 @@ class ObjectStorage(Storage):
     def create(self, path: str, data: bytes) -> bool:
         """Put-if-absent (``If-None-Match: *``). A PUT whose response was lost is retried by the client
         and refused (412) because it had succeeded: finding exactly its own bytes there, it counts as
-        won, so a commit is neither lost nor published twice on a flaky network."""
-        try:
-            obstore.put(self._store, path, _bytes_like(data), mode="create")
-            return True
-        except (AlreadyExistsError, PreconditionError, FileExistsError):
+        won, so a commit is neither lost nor published twice on a flaky network. AWS answers 409
+        (ConditionalRequestConflict) to a conditional PUT racing another on the same key: tried again."""
+        for attempt in range(CONFLICT_RETRIES + 1):
             try:
-                return self.read(path) == bytes(data)
-            except FileNotFoundError:   # deleted meanwhile (retention): taken all the same
-                return False
-        except (BaseError, FileNotFoundError) as e:
-            raise self._failed(path, e) from e
+                obstore.put(self._store, path, _bytes_like(data), mode="create")
+                return True
+            except (AlreadyExistsError, PreconditionError, FileExistsError):
+                try:
+                    return self.read(path) == bytes(data)
+                except FileNotFoundError:   # deleted meanwhile (retention): taken all the same
+                    return False
+            except (BaseError, FileNotFoundError) as e:
+                if "ConditionalRequestConflict" in str(e) and attempt < CONFLICT_RETRIES:
+                    time.sleep(0.05 * (attempt + 1))
+                    continue
+                raise self._failed(path, e) from e
+        raise AssertionError("unreachable")
 
     def _head(self, path: str):
         try:
@@ -156,7 +164,8 @@ def s3_storage(url: str, options: Mapping[str, str]) -> ObjectStorage:
     settings = s3_options(options)
     endpoint = settings.pop("endpoint", None)
     allow_http = settings.pop("allow_http", str(bool(endpoint and endpoint.startswith("http://"))))
-    store = S3Store(parsed.netloc, prefix=parsed.path.strip("/") or None, endpoint=endpoint,
+    # conditional_put "etag": If-None-Match: * on a create (named, so AWS_CONDITIONAL_PUT cannot turn it off)
+    store = S3Store(parsed.netloc, prefix=parsed.path.strip("/") or None, endpoint=endpoint, conditional_put="etag",
                     client_options={"allow_http": allow_http.lower() == "true", "connect_timeout": CONNECT_TIMEOUT,
                                     "timeout": REQUEST_TIMEOUT},
                     retry_config=RETRY, **settings)

@@ -183,6 +183,9 @@ def _check_data_file(storage: Storage, f) -> str | None:
         return f"size {size} bytes, the log recorded {f.bytes}"
     try:
         source = parquet_source(storage, f.path)
+    except FileNotFoundError:
+        return "missing data file"
+    try:
         meta = pq.read_metadata(source if isinstance(source, str) else pa.BufferReader(source))
     except Exception as e:  # pyarrow raises ArrowInvalid/OSError for a damaged footer
         return f"not readable as Parquet ({type(e).__name__}: {e})"

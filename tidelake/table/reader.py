@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.storage import Storage
+from tidelake.storage import Storage, StorageError
 
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
@@ -152,6 +152,8 @@ class MergeOnReadReader:
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} is missing: removed by retention cleanup (read a newer "
                                  f"version) or lost (`tidelake table check` tells which)") from None
+        except StorageError:   # the store failed (network, credentials): not the file's fault
+            raise
         except (pa.ArrowInvalid, OSError) as e:   # a truncated or overwritten file
             raise CorruptDataFile(f.path, str(e)) from e
         n = t.num_rows
