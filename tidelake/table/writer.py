@@ -15,9 +15,10 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage
 
 from .errors import SchemaError
-from .files import (OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
+from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
                     write_parquet)
 
+_HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
 # 'changes': the operation is per row, in the data's own ``_op`` column (int8: 0 upsert, 1 delete)
 CHANGES = "changes"
@@ -84,7 +85,10 @@ class DeltaWriter:
         if rows.num_rows == 0:
             return []
         pk = self.primary_key
-        buckets = bucket_ids(rows, pk, self.bucket_num)
+        # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
+        step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
+        buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num),
+                                              range(0, rows.num_rows, step)))
         # a stable (radix) sort by bucket groups the rows of each bucket, still in arrival order;
         # each bucket is then sorted by key, deduplicated and written in the writer threads
         small = np.int16 if self.bucket_num <= np.iinfo(np.int16).max else np.int32
