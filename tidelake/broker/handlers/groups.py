@@ -46,6 +46,8 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else GROUP_KEY
     code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
+    if broker.cluster is not None and not code:  # coordinators do not yet move with partition leadership
+        code = errors.CoordinatorNotAvailable.code
     endpoint = broker.endpoint_for(ctx)
     node_id, host, port = (-1, "", -1) if code else (broker.node_id, endpoint.host, endpoint.port)
     if v < 4:
