@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
 from tidelake.cluster.local_cluster import BrokerProcess, LocalCluster
+from tidelake.log import LogConfig, PartitionLog
 from tidelake.protocol.wire_client import WireClient
 from tidelake.cluster.zookeeper_server import ZooKeeperNotInstalled, classpath
 
@@ -119,3 +120,14 @@ def consume_all(cluster, topic: str, partitions: int, expected: int, timeout_s: 
     finally:
         c.close()
     return out
+
+
+def replica_batches(cluster, broker_id: int, topic: str, partition: int) -> list[tuple[int, int, int, bytes]]:
+    """(base offset, last offset, partition leader epoch, batch bytes) of one replica's log, read from
+    its data directory once the broker is stopped."""
+    plog = PartitionLog.open(cluster.brokers[broker_id].data_dir / f"{topic}-{partition}", LogConfig())
+    try:
+        return [(h.base_offset, h.last_offset, h.partition_leader_epoch, bytes(data))
+                for h, data in plog.iter_batches(0)]
+    finally:
+        plog.close()

@@ -11,7 +11,8 @@ from confluent_kafka import Producer
 from kafka.protocol.producer import ProduceRequest
 from kazoo.client import KazooClient
 
-from cluster_fixtures import consume_all, create_topic, metadata, produce, start_cluster, wait_until
+from cluster_fixtures import (consume_all, create_topic, metadata, produce, replica_batches, start_cluster,
+                              wait_until)
 from tidelake import errors
 from tidelake.protocol.records import Record, build_batch
 from tidelake.protocol.wire_client import WireClient
@@ -187,3 +188,46 @@ def test_a_restarted_broker_catches_up_and_rejoins(tmp_path):
         assert sorted((p, o) for p, o, _v in got) == sorted(acked)
     finally:
         c.stop()
+
+
+def test_a_former_leader_truncates_what_the_new_leader_never_had(tmp_path):
+    """KIP-101/KIP-279: records only the old leader had (acks=1, follower stopped) are cut from its
+    log when it returns as a follower of the uncleanly elected new leader; both logs end up equal."""
+    c = start_cluster(tmp_path / "c", 2, **{"unclean.leader.election.enable": "true"})
+    zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
+    zk.start(10)
+    try:
+        create_topic(c, "fork", 1, 2, **{"min.insync.replicas": "1"})
+        produce(c, "fork", 100, prefix=b"common")
+        st = state(zk, "fork", 0)
+        old, new = st["leader"], next(b for b in st["isr"] if b != st["leader"])
+        c.signal_broker(new, signal.SIGSTOP)
+        wait_until("the ISR to shrink to the leader", lambda: state(zk, "fork", 0)["isr"] == [old], 30)
+        p = Producer({"bootstrap.servers": c.brokers[old].bootstrap, "acks": 1, "enable.idempotence": False})
+        for i in range(50):
+            p.produce("fork", partition=0, value=b"lost-%d" % i)
+        assert p.flush(30) == 0
+        c.kill_broker(old)
+        c.signal_broker(new, signal.SIGCONT)
+        wait_until("the unclean election of the stopped follower",
+                   lambda: state(zk, "fork", 0)["leader"] == new, 60)
+        p = Producer({"bootstrap.servers": c.brokers[new].bootstrap, "acks": "all", "enable.idempotence": False})
+        for i in range(30):
+            p.produce("fork", partition=0, value=b"after-%d" % i)
+        assert p.flush(30) == 0
+        c.start_broker(old)
+        wait_until("the old leader back in the ISR", lambda: sorted(state(zk, "fork", 0)["isr"]) == sorted([old, new]),
+                   60)
+    finally:
+        zk.stop()
+        zk.close()
+        c.stop()
+    old_log, new_log = replica_batches(c, old, "fork", 0), replica_batches(c, new, "fork", 0)
+    assert old_log == new_log
+    values = [v for _b, _l, _e, data in new_log for v in _values(data)]
+    assert not any(v.startswith(b"lost") for v in values) and sum(v.startswith(b"after") for v in values) == 30
+
+
+def _values(batch: bytes) -> list[bytes]:
+    from tidelake.protocol.records import decode_records
+    return [r.value for r in decode_records(batch, 0)]

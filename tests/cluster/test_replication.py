@@ -2,19 +2,12 @@
 the leader's offsets and leader epochs; the followers' producer state lets a new leader deduplicate."""
 from __future__ import annotations
 
-from cluster_fixtures import consume_all, create_topic, produce
-from tidelake.log import LogConfig, PartitionLog
+import signal
 
+from confluent_kafka import Consumer, Producer, TopicPartition
 
-def replica_batches(cluster, broker_id: int, topic: str, partition: int) -> list[tuple[int, int, int, bytes]]:
-    """(base offset, last offset, partition leader epoch, batch bytes) of one replica's log, read from
-    its data directory once the broker is stopped."""
-    plog = PartitionLog.open(cluster.brokers[broker_id].data_dir / f"{topic}-{partition}", LogConfig())
-    try:
-        return [(h.base_offset, h.last_offset, h.partition_leader_epoch, bytes(data))
-                for h, data in plog.iter_batches(0)]
-    finally:
-        plog.close()
+from cluster_fixtures import (consume_all, create_topic, metadata, produce, replica_batches, start_cluster,
+                              wait_until)
 
 
 def test_acks_all_records_are_on_every_replica_byte_for_byte(cluster):
@@ -37,3 +30,44 @@ def test_replication_factor_one_topics_and_non_idempotent_producers_work_too(clu
     acked = produce(cluster, "plain", 500, idempotent=False)
     got = consume_all(cluster, "plain", 2, 500)
     assert sorted((p, o) for p, o, _v in got) == sorted(acked)
+
+
+def test_consumers_never_read_past_the_high_watermark(tmp_path):
+    """With both followers stopped (and a lag time longer than the test), acks=1 records are in the
+    leader's log but not below its high watermark: invisible to ListOffsets and Fetch until the
+    followers have them."""
+    c = start_cluster(tmp_path / "c", 3, **{"replica.lag.time.max.ms": "120000",
+                                            "zookeeper.session.timeout.ms": "120000"})
+    try:
+        create_topic(c, "hw", 1, 3, **{"min.insync.replicas": "1"})
+        produce(c, "hw", 10, prefix=b"seen")
+        md = metadata(c.brokers[1], ["hw"]).topics[0].partitions[0]
+        followers = [b for b in md.replica_nodes if b != md.leader_id]
+        for b in followers:
+            c.signal_broker(b, signal.SIGSTOP)
+        try:
+            p = Producer({"bootstrap.servers": c.brokers[md.leader_id].bootstrap, "acks": 1,
+                          "enable.idempotence": False})
+            for i in range(5):
+                p.produce("hw", partition=0, value=b"pending-%d" % i)
+            assert p.flush(30) == 0
+            cons = Consumer({"bootstrap.servers": c.brokers[md.leader_id].bootstrap, "group.id": "hw",
+                             "enable.auto.commit": False})
+            try:
+                low, high = cons.get_watermark_offsets(TopicPartition("hw", 0), timeout=10)
+                assert (low, high) == (0, 10)
+                cons.assign([TopicPartition("hw", 0, 0)])
+                seen = []
+                wait_until("the 10 committed records", lambda: seen.extend(
+                    m.value() for m in cons.consume(100, 0.5) if m.error() is None) or len(seen) >= 10)
+                seen += [m.value() for m in cons.consume(100, 2) if m.error() is None]  # nothing more comes
+                assert len(seen) == 10 and all(v.startswith(b"seen") for v in seen)
+            finally:
+                cons.close()
+        finally:
+            for b in followers:
+                c.signal_broker(b, signal.SIGCONT)
+        got = consume_all(c, "hw", 1, 15)
+        assert [v for _p, _o, v in got][10:] == [b"pending-%d" % i for i in range(5)]
+    finally:
+        c.stop()

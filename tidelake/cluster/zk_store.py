@@ -43,9 +43,11 @@ class ClusterStore:
         self.session_lost: Callable[[], None] | None = None
         self.session_renewed: Callable[[], None] | None = None
         self._lost = False
+        self._closing = False
 
     # -- session -------------------------------------------------------------------------------------
     def start(self) -> None:
+        self._closing = False
         try:
             self.zk.start(timeout=self._connection_timeout_s)
         except KazooTimeoutError:
@@ -58,6 +60,8 @@ class ClusterStore:
             self.zk.ensure_path(path)
 
     def _on_state(self, state: str) -> None:
+        if self._closing:
+            return
         if state == KazooState.LOST:
             self._lost = True
             log.warning("ZooKeeper session lost")
@@ -70,7 +74,7 @@ class ClusterStore:
                 self.session_renewed()
 
     def stop(self) -> None:
-        self.session_lost = self.session_renewed = None  # a deliberate close is not a loss
+        self._closing = True  # a deliberate close is not a loss
         try:
             self.zk.stop()
         finally:
