@@ -46,7 +46,9 @@ def wait_until(what: str, check: Callable[[], T], timeout_s: float = 30.0, inter
 
 def start_cluster(root, brokers: int = 3, **configs: str) -> LocalCluster:
     require_zookeeper()
-    settings = {"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "4000", **configs}
+    # a small offsets topic: every consumer with a group.id makes the cluster create it
+    settings = {"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "4000",
+                "offsets.topic.num.partitions": "3", **configs}
     cluster = LocalCluster(root, brokers, configs=settings)
     cluster.start()
     try:

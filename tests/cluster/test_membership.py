@@ -155,3 +155,47 @@ def test_deleting_a_topic_removes_it_from_zookeeper_every_broker_and_every_disk(
         zk.close()
     wait_until("its partition directories deleted", lambda: not any(
         (b.data_dir / f"doomed-{p}").exists() for b in cluster.brokers.values() for p in (0, 1)))
+
+
+def test_topic_config_changes_and_new_partitions_reach_every_broker(cluster):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
+    _create(cluster, "grow", 1, 2)
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "grow", incremental_configs=[
+        ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([resource], request_timeout=20).values():
+        f.result(30)
+    zk = _zk(cluster)
+    try:
+        assert json.loads(zk.get("/config/topics/grow")[0])["config"] == {"retention.ms": "3600000"}
+        assert any(json.loads(zk.get(f"/config/changes/{c}")[0]) == {"version": 2, "entity_path": "topics/grow"}
+                   for c in zk.get_children("/config/changes"))
+    finally:
+        zk.stop()
+        zk.close()
+
+    def retention_on(broker) -> str:
+        one = AdminClient({"bootstrap.servers": broker.bootstrap})
+        (f,) = one.describe_configs([ConfigResource(ConfigResource.Type.TOPIC, "grow")], request_timeout=10).values()
+        return f.result(15)["retention.ms"].value
+    wait_until("every broker to serve the new retention.ms",
+               lambda: all(retention_on(b) == "3600000" for b in cluster.brokers.values()))
+    for f in admin.create_partitions([NewPartitions("grow", 4)], request_timeout=20).values():
+        f.result(30)
+    wait_until("four partitions with leaders on every broker", lambda: all(
+        sorted(p for p, st in _partitions(_metadata(b.port, "grow")).items() if st[1] > 0) == [0, 1, 2, 3]
+        for b in cluster.brokers.values()))
+    assert all(len(st[3]) == 2 for st in _partitions(_metadata(cluster.brokers[2].port, "grow")).values())
+
+
+def test_producer_ids_are_unique_across_brokers(cluster):
+    from kafka.protocol.producer import InitProducerIdRequest
+    ids = []
+    for b in cluster.brokers.values():
+        with WireClient("127.0.0.1", b.port) as c:
+            for _ in range(3):
+                r = c.request(InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=60000,
+                                                    producer_id=-1, producer_epoch=-1), 4)
+                assert r.error_code == 0
+                ids.append(r.producer_id)
+    assert len(set(ids)) == 9

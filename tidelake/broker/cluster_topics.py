@@ -30,6 +30,17 @@ class MetadataTopicTable:
             if plog is not None:
                 plog.update_config(config)
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        info = self.metadata.topics.get(name)
+        if info is None:
+            return
+        info.configs = dict(configs)
+        config: LogConfig = self.log_config(name)
+        for p in range(info.partitions):
+            plog = self.logs.get(name, p)
+            if plog is not None:
+                plog.update_config(config)
+
     def resize(self, name: str, partitions: int) -> None:
         info = self.metadata.topics.get(name)
         if info is not None and partitions > info.partitions:

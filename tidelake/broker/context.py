@@ -18,6 +18,7 @@ from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group import GroupCoordinator
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
 from tidelake.protocol.framing import RequestHeader
@@ -63,6 +64,26 @@ class BrokerContext:
         if self.cluster is None:
             return 0
         return self.cluster.check_leader(topic, partition, current_leader_epoch)
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before: this broker's own sequence, or in a cluster one unique
+        across brokers (blocks claimed in ZooKeeper)."""
+        if self.cluster is None:
+            return self.metadata.allocate_producer_id()
+        return self.cluster.allocate_producer_id()
+
+    def check_group_coordinator(self, *group_ids: str) -> None:
+        """In a cluster, this broker coordinates a group only while it leads the group's
+        ``__consumer_offsets`` partition: otherwise NotCoordinator (the client finds the new one)."""
+        if self.cluster is None:
+            return
+        for group_id in group_ids:
+            partition = self.groups.partition_for(group_id)
+            try:
+                self.cluster.check_leader(OFFSETS_TOPIC, partition)
+            except errors.KafkaApiError:
+                raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of group {group_id} "
+                                            f"({OFFSETS_TOPIC}-{partition})") from None
 
     def missing_log_code(self, topic: str | None, partition: int) -> int:
         """The error for a partition with no log here: in a cluster, one hosted by other brokers is

@@ -20,7 +20,7 @@ from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig, ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
-                                          load_transactions)
+                                          load_transactions, offsets_leadership)
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
@@ -101,6 +101,9 @@ class Broker:
                 config, topics, partitions, groups,
                 cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id),
             clock_ms=wall_ms, cluster=cluster)
+        if cluster is not None:
+            partitions.cluster = cluster
+            cluster.on_leadership = offsets_leadership(groups, logs, wall_ms)
         self.dispatcher = Dispatcher(self.context)
         self.connections: set[KafkaTransport] = set()
         self.ports: dict[str, int] = {}  # bound port by listener name (final after start)
@@ -128,6 +131,7 @@ class Broker:
             rack=config.get("broker.rack"),
             replica_fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms", 500),
             replica_fetch_max_bytes=config.get_int("replica.fetch.max.bytes", 1048576),
+            hw_checkpoint_interval_ms=config.get_int("replica.high.watermark.checkpoint.interval.ms", 5000),
             num_partitions=lambda: config.get_int("num.partitions", 1),
             default_replication_factor=lambda: config.get_int("default.replication.factor", 1),
             lag_time_max_ms=lambda: config.get_int("replica.lag.time.max.ms", 30000),
@@ -191,7 +195,7 @@ class Broker:
             except BaseException:
                 await self.stop()
                 raise
-        else:  # group and transaction coordinators run on a single broker only (not yet in a cluster)
+        else:  # in a cluster the groups load as this broker becomes leader of __consumer_offsets partitions
             load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
             load_transactions(ctx.transactions, ctx.logs)
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop

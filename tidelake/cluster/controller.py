@@ -36,7 +36,8 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    kind: str  # "elect", "brokers", "topics", "delete", "isr"
+    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr"
+    topic: str | None = None  # "partitions": the topic whose assignment changed
 
 
 class Controller:
@@ -82,23 +83,23 @@ class Controller:
             self._resign()
         self._enqueue("elect")
 
-    def _enqueue(self, kind: str) -> None:
-        self._queue.put_nowait(_Event(kind))
+    def _enqueue(self, kind: str, topic: str | None = None) -> None:
+        self._queue.put_nowait(_Event(kind, topic))
 
-    def _watch(self, kind: str):
+    def _watch(self, kind: str, topic: str | None = None):
         """A kazoo watch callback (kazoo's thread) that enqueues ``kind`` on the broker's loop."""
         loop = self._loop
 
         def fire(_event=None) -> None:
             if not loop.is_closed():
-                loop.call_soon_threadsafe(self._enqueue, kind)
+                loop.call_soon_threadsafe(self._enqueue, kind, topic)
         return fire
 
     async def _run(self) -> None:
         while True:
             event = await self._queue.get()
             try:
-                await self._process(event.kind)
+                await self._process(event.kind, event.topic)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -107,7 +108,7 @@ class Controller:
                     await asyncio.sleep(0.5)
                     self._enqueue("elect")
 
-    async def _process(self, kind: str) -> None:
+    async def _process(self, kind: str, topic: str | None = None) -> None:
         if kind == "elect":
             await self._elect()
         elif not self.active:
@@ -116,6 +117,8 @@ class Controller:
             await self._on_brokers_changed()
         elif kind == "topics":
             await self._on_topics_changed()
+        elif kind == "partitions":
+            await self._on_partitions_added(topic)
         elif kind == "delete":
             await self._on_delete_requests()
         elif kind == "isr":
@@ -260,7 +263,7 @@ class Controller:
 
     # -- topics --------------------------------------------------------------------------------------
     async def _load_topic(self, name: str) -> None:
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name)
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
         if assignment is None:
             return
         self.assignments[name] = assignment
@@ -301,6 +304,23 @@ class Controller:
             self._forget_topic(name)
         if created:
             self._send_leader_and_isr(created, is_new=True)
+            self._send_update_metadata()
+
+    async def _on_partitions_added(self, name: str) -> None:
+        """A topic's assignment changed (CreatePartitions): start its new partitions."""
+        if name not in self.assignments or name in self.deleting:
+            return
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        if assignment is None:
+            return
+        added = sorted(set(assignment.partitions) - set(self.assignments[name].partitions))
+        self.assignments[name] = assignment
+        for p in added:
+            await self._init_partition(name, p)
+        started = [(name, p) for p in added if (name, p) in self.states]
+        if started:
+            log.info("controller: topic %s has new partitions %s", name, added)
+            self._send_leader_and_isr(started, is_new=True)
             self._send_update_metadata()
 
     def _forget_topic(self, name: str) -> None:

@@ -49,7 +49,8 @@ class LocalCluster:
     def __init__(self, root: str | Path, brokers: int = 3, *, zookeeper_port: int | None = None,
                  base_port: int | None = None, configs: dict[str, str] | None = None, log_level: str = "INFO"):
         self.root = Path(root)
-        self.configs = dict(configs or {})
+        # Kafka's default of 3 replicas for the offsets topic, within what the cluster has
+        self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)), **(configs or {})}
         self.log_level = log_level
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper", zookeeper_port)
         self.brokers: dict[int, BrokerProcess] = {}

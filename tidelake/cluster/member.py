@@ -67,6 +67,9 @@ class ClusterMember:
         self.controller = Controller(broker_id, self.store, inter_broker_listener=self.inter_broker_listener,
                                      unclean_default=settings.unclean_default)
         self.fetchers: ReplicaFetchers | None = None
+        # the broker's hook: this broker became (True) or stopped being (False) a partition's leader
+        self.on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
+        self.replicas.on_role = lambda topic, partition, leader: self.on_leadership(topic, partition, leader)
         self._tasks: list[asyncio.Task] = []
         self._pid_next = 0
         self._pid_end = -1  # inclusive end of the block in hand
@@ -97,6 +100,8 @@ class ClusterMember:
         # and let the controller election look again (Kafka's broker does the same on a new session)
         self.store.session_renewed = lambda: loop.call_soon_threadsafe(self._on_new_session, registration)
         self.controller.start()
+        self._config_changes_seen: set[str] | None = None
+        self.store.watch_config_changes(lambda children: loop.call_soon_threadsafe(self._on_config_changes, children))
         self._tasks.append(asyncio.get_running_loop().create_task(self._isr_expiry_loop()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._hw_checkpoint_loop()))
         log.info("broker %d joined the cluster %s through ZooKeeper %s", self.broker_id, self.cluster_id,
@@ -113,6 +118,26 @@ class ClusterMember:
                 log.exception("broker %d could not register again", self.broker_id)
             self.controller.session_renewed()
         self._tasks.append(asyncio.get_running_loop().create_task(rejoin()))
+
+    def _on_config_changes(self, children: list[str]) -> None:
+        """Another broker changed a topic's config: re-read it (the first call only notes what exists;
+        configs are read fresh whenever a topic is first seen)."""
+        if self._config_changes_seen is None:
+            self._config_changes_seen = set(children)
+            return
+        new = sorted(set(children) - self._config_changes_seen)
+        self._config_changes_seen = set(children)
+        if new:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._apply_config_changes(new)))
+
+    async def _apply_config_changes(self, children: list[str]) -> None:
+        for child in children:
+            entity = await asyncio.to_thread(self.store.config_change_entity, child)
+            if entity is None or not entity.startswith("topics/"):
+                continue
+            topic = entity.removeprefix("topics/")
+            if self.topics.configs(topic) is not None:
+                self.topics.set_configs(topic, await asyncio.to_thread(self.store.topic_config, topic))
 
     async def wait_for_metadata(self, timeout_s: float) -> bool:
         """Wait (bounded) for the controller's first UpdateMetadata, so this broker's first Metadata
@@ -302,11 +327,69 @@ class ClusterMember:
             await asyncio.sleep(0.02)
         return info
 
+    async def alter_topic_config(self, name: str, overrides: dict[str, str]) -> None:
+        """Replace a topic's (validated) config overrides in ZooKeeper; every broker applies them."""
+        await asyncio.to_thread(self.store.change_topic_config, name, dict(overrides))
+        self.topics.set_configs(name, dict(overrides))
+
+    async def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None = None, *,
+                             validate_only: bool = False, wait_s: float = 10.0) -> None:
+        """Grow a topic to ``count`` partitions: new replicas round robin (or ``assignment``), written to the
+        topic's znode, where the controller picks them up. Raises InvalidPartitions / InvalidReplicaAssignment."""
+        current = await asyncio.to_thread(self.store.topic_assignment, name)
+        if current is None:
+            raise errors.UnknownTopicOrPartition(f"Topic '{name}' does not exist")
+        n = len(current.partitions)
+        if count < n:
+            raise errors.InvalidPartitions(f"Topic currently has {n} partitions, which is higher than the "
+                                           f"requested {count}.")
+        if count == n:
+            raise errors.InvalidPartitions(f"Topic already has {n} partitions.")
+        live = await asyncio.to_thread(self.store.live_broker_ids)
+        rf = len(current.partitions[0])
+        if assignment is None:
+            added = assign_replicas(count - n, rf, live, start_partition=n)
+        else:
+            if len(assignment) != count - n or any(len(set(r)) != len(r) or not set(r) <= set(live)
+                                                   for r in assignment):
+                raise errors.InvalidReplicaAssignment(f"{count - n} new partitions need distinct live brokers each "
+                                                      f"(live: {live})")
+            added = {n + i: list(r) for i, r in enumerate(assignment)}
+        if validate_only:
+            return
+        current.partitions.update(added)
+        await asyncio.to_thread(self.store.set_topic_assignment, current)
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            parts = self.cache.partitions.get(name, {})
+            if all(p in parts and parts[p].leader >= 0 for p in added):
+                return
+            await asyncio.sleep(0.02)
+
     async def delete_topic(self, name: str, wait_s: float = 10.0) -> None:
         await asyncio.to_thread(self.store.request_topic_deletion, name)
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline and name in self.cache.partitions:
             await asyncio.sleep(0.02)
+
+    async def internal_topic_leader(self, topic: str, partitions: int, replication_factor: int,
+                                    configs: dict[str, str], partition: int, listener: str) -> LiveBroker:
+        """The leader of one partition of an internal topic (``__consumer_offsets``: the coordinator
+        of the groups hashed to it), creating the topic on first use as Kafka does. Raises
+        CoordinatorNotAvailable while it has no leader (or too few brokers to create it)."""
+        if topic not in self.cache.partitions:
+            try:
+                await self.create_topic(topic, partitions, replication_factor, configs, wait_s=0)
+            except errors.TopicAlreadyExists:
+                pass
+            except errors.InvalidReplicationFactor as e:
+                raise errors.CoordinatorNotAvailable(f"cannot create {topic}: {e}") from None
+            raise errors.CoordinatorNotAvailable(f"{topic} is being created")
+        pm = self.cache.partition(topic, partition)
+        ep = self.cache.endpoint(pm.leader, listener) if pm is not None and pm.leader >= 0 else None
+        if ep is None:
+            raise errors.CoordinatorNotAvailable(f"{topic}-{partition} has no leader")
+        return LiveBroker(pm.leader, ep.host, ep.port, self.cache.racks.get(pm.leader))
 
     # -- producer ids ----------------------------------------------------------------------------------
     def allocate_producer_id(self) -> int:

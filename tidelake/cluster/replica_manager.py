@@ -63,6 +63,7 @@ class ReplicaManager:
         self.checkpointed_hw: dict[tuple[str, int], int] = {}  # from replication-offset-checkpoint at start
         self.on_become_follower: Callable[[Replica, PartitionLog], None] = lambda r, plog: None
         self.on_stop_following: Callable[[str, int], None] = lambda t, p: None
+        self.on_role: Callable[[str, int, bool], None] = lambda t, p, leader: None  # leader now, or no longer
         self._background: set[asyncio.Task] = set()
 
     # -- LeaderAndIsr --------------------------------------------------------------------------------
@@ -108,11 +109,13 @@ class ReplicaManager:
         log.info("broker %d: leader of %s-%d in epoch %d, isr %s", self.broker_id, replica.topic,
                  replica.partition, replica.leader_epoch, replica.isr)
         self._maybe_advance_hw(replica, plog)
+        self.on_role(replica.topic, replica.partition, True)
 
     def _become_follower(self, replica: Replica, plog: PartitionLog) -> None:
         plog.high_watermark = plog.high_watermark
         self._fail_waiters(replica.topic, replica.partition, errors.NotLeaderOrFollower.code)
         self.on_stop_following(replica.topic, replica.partition)
+        self.on_role(replica.topic, replica.partition, False)
         if replica.leader != NO_LEADER:
             log.info("broker %d: follower of %s-%d (leader %d, epoch %d)", self.broker_id, replica.topic,
                      replica.partition, replica.leader, replica.leader_epoch)
@@ -131,6 +134,7 @@ class ReplicaManager:
         self.replicas.pop((topic, partition), None)
         self.checkpointed_hw.pop((topic, partition), None)
         self.on_stop_following(topic, partition)
+        self.on_role(topic, partition, False)
         self._fail_waiters(topic, partition, errors.NotLeaderOrFollower.code)
 
     # -- queries -------------------------------------------------------------------------------------

@@ -44,6 +44,9 @@ class TopicTable(Protocol):
 
     def put(self, topic: ClusterTopic) -> None: ...
 
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's config overrides (its logs take them at once)."""
+
     def resize(self, name: str, partitions: int) -> None: ...
 
     def remove(self, name: str) -> None: ...

@@ -162,9 +162,10 @@ class ClusterStore:
     def topic_names(self, watch: Callable | None = None) -> list[str]:
         return sorted(self.zk.get_children(znodes.TOPICS, watch=watch))
 
-    def topic_assignment(self, topic: str) -> TopicAssignment | None:
+    def topic_assignment(self, topic: str, watch: Callable | None = None) -> TopicAssignment | None:
+        """``watch`` fires once on the next change of the assignment (partitions added, topic deleted)."""
         try:
-            return TopicAssignment.decode(topic, self.zk.get(znodes.topic_path(topic))[0])
+            return TopicAssignment.decode(topic, self.zk.get(znodes.topic_path(topic), watch=watch)[0])
         except NoNodeError:
             return None
 
@@ -180,6 +181,24 @@ class ClusterStore:
             self.zk.set(path, znodes.encode_topic_config(config))
         except NoNodeError:
             self.zk.create(path, znodes.encode_topic_config(config), makepath=True)
+
+    def change_topic_config(self, topic: str, config: dict[str, str]) -> None:
+        """Replace a topic's config and tell every broker (Kafka's config change notification)."""
+        if self.zk.exists(znodes.topic_path(topic)) is None:
+            raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist")
+        self.set_topic_config(topic, config)
+        self.zk.create(znodes.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"topics/{topic}"), sequence=True,
+                       makepath=True)
+
+    def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
+        """``callback(children)`` (kazoo's thread) now and at every change of /config/changes."""
+        self.zk.ChildrenWatch(znodes.CONFIG_CHANGES, callback)
+
+    def config_change_entity(self, child: str) -> str | None:
+        try:
+            return znodes.decode_config_change(self.zk.get(f"{znodes.CONFIG_CHANGES}/{child}")[0])
+        except (NoNodeError, ValueError, KeyError):
+            return None
 
     def create_topic(self, assignment: TopicAssignment, config: dict[str, str]) -> None:
         """Write the topic's config then its assignment (the controller acts on the latter), as Kafka's

@@ -10,6 +10,7 @@ with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, ka
     /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,"isr":[1,2],
                                                    "controller_epoch":3}
     /config/topics/<topic>                        {"version":1,"config":{"min.insync.replicas":"2"}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                  (a request to delete, handled by the controller)
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0","block_end":"999"}
@@ -28,6 +29,8 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = ISR_CHANGES + "/isr_change_"
@@ -197,6 +200,14 @@ class PartitionState:
         d = json.loads(data)
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]], int(d["controller_epoch"]),
                    zk_version)
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes) -> str:
+    return json.loads(data)["entity_path"]
 
 
 def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:

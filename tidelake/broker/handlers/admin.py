@@ -151,6 +151,12 @@ async def create_partitions(broker: BrokerContext, ctx: RequestContext, request)
         try:
             if names.count(t.name) > 1:
                 raise errors.InvalidRequest(f"duplicate topic {t.name} in request")
+            if broker.cluster is not None:
+                await broker.cluster.add_partitions(
+                    t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
+                    validate_only=request.validate_only, wait_s=max(0.0, request.timeout_ms / 1000))
+                results.append(_CPRTopic(name=t.name, error_code=NONE, error_message=None))
+                continue
             if t.assignments is not None and any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
                 raise errors.InvalidReplicaAssignment(
                     f"Invalid replica assignment; the only broker is {broker.node_id}")
