@@ -58,7 +58,8 @@ def test_cluster_start_status_describe_and_ctrl_c_stops_everything(tmp_path):
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(90)
-    pids = [b["pid"] for b in json.loads(state.read_text())["brokers"]] + [json.loads(state.read_text())["zookeeper_pid"]]
+    final = json.loads(state.read_text())
+    pids = [b["pid"] for b in final["brokers"]] + [final["zookeeper_pid"]]
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and any(_alive(p) for p in pids):
         time.sleep(0.1)

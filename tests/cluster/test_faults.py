@@ -166,7 +166,8 @@ def create_topic_on(brokers, name: str, partitions: int, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
     for f in admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=20).values():
         f.result(30)
-    wait_until(f"leaders of {name}", lambda: all(p.leader_id > 0 for p in metadata(brokers[0], [name]).topics[0].partitions))
+    wait_until(f"leaders of {name}",
+               lambda: all(p.leader_id > 0 for p in metadata(brokers[0], [name]).topics[0].partitions))
 
 
 def test_a_restarted_broker_catches_up_and_rejoins(tmp_path):
@@ -231,3 +232,34 @@ def test_a_former_leader_truncates_what_the_new_leader_never_had(tmp_path):
 def _values(batch: bytes) -> list[bytes]:
     from tidelake.protocol.records import decode_records
     return [r.value for r in decode_records(batch, 0)]
+
+
+def test_preferred_leader_election_moves_leadership_back_after_a_restart(tmp_path):
+    from confluent_kafka import ElectionType, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    c = start_cluster(tmp_path / "c", 3)
+    zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
+    zk.start(10)
+    try:
+        create_topic(c, "pref", 3, 3)
+        preferred = {p: json.loads(zk.get("/brokers/topics/pref")[0])["partitions"][str(p)][0] for p in range(3)}
+        p0 = preferred[0]
+        c.stop_broker(p0)
+        wait_until("another leader of pref-0", lambda: state(zk, "pref", 0)["leader"] not in (p0, -1), 60)
+        c.start_broker(p0)
+        wait_until(f"broker {p0} back in the ISR of pref-0", lambda: p0 in state(zk, "pref", 0)["isr"], 60)
+        assert state(zk, "pref", 0)["leader"] != p0  # leadership does not move back by itself
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        tps = [TopicPartition("pref", p) for p in range(3)]
+        result = admin.elect_leaders(ElectionType.PREFERRED, tps).result(60)
+        by_partition = {tp.partition: err for tp, err in result.items()}
+        assert by_partition[0] is None  # elected
+        assert all(err is not None and err.code() == 84 for p, err in by_partition.items() if p != 0)  # not needed
+        assert state(zk, "pref", 0)["leader"] == p0
+        wait_until("every broker to see the preferred leaders", lambda: all(
+            {p.partition_index: p.leader_id for p in metadata(b, ["pref"]).topics[0].partitions} == preferred
+            for b in c.brokers.values()))
+    finally:
+        zk.stop()
+        zk.close()
+        c.stop()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient

@@ -8,6 +8,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from cluster_fixtures import (consume_all, create_topic, metadata, produce, replica_batches, start_cluster,
                               wait_until)
+from tidelake.log import LogConfig, PartitionLog
 
 
 def test_acks_all_records_are_on_every_replica_byte_for_byte(cluster):
@@ -71,3 +72,22 @@ def test_consumers_never_read_past_the_high_watermark(tmp_path):
         assert [v for _p, _o, v in got][10:] == [b"pending-%d" % i for i in range(5)]
     finally:
         c.stop()
+
+
+def test_delete_records_on_the_leader_moves_every_replicas_log_start(cluster):
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import AdminClient
+    create_topic(cluster, "trim", 1, 3)
+    produce(cluster, "trim", 200)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.delete_records([TP("trim", 0, 150)], request_timeout=20)[TP("trim", 0, 150)].result(30)
+    produce(cluster, "trim", 10, prefix=b"later")  # a fetch round after the trim reaches every follower
+    assert len(consume_all(cluster, "trim", 1, 60)) == 60
+    cluster.stop()
+    for b in (1, 2, 3):
+        assert replica_batches(cluster, b, "trim", 0)[-1][1] == 209
+        plog = PartitionLog.open(cluster.brokers[b].data_dir / "trim-0", LogConfig())
+        try:
+            assert plog.log_start_offset == 150, f"broker {b}"
+        finally:
+            plog.close()

@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from tidelake import errors
 from tidelake.cluster import znodes
 from tidelake.cluster.controller_channels import ControllerChannels
 from tidelake.cluster.requests import leader_and_isr_request, stop_replica_request, update_metadata_request
@@ -36,8 +37,9 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr"
+    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders"
     topic: str | None = None  # "partitions": the topic whose assignment changed
+    request: tuple | None = None  # "elect_leaders": (partitions or None, unclean, future for the results)
 
 
 class Controller:
@@ -99,11 +101,16 @@ class Controller:
         while True:
             event = await self._queue.get()
             try:
-                await self._process(event.kind, event.topic)
+                if event.kind == "elect_leaders":
+                    await self._elect_leaders(*event.request)
+                else:
+                    await self._process(event.kind, event.topic)
             except asyncio.CancelledError:
                 raise
-            except Exception:
+            except Exception as e:
                 log.exception("controller event %s failed", event.kind)
+                if event.request is not None and not event.request[2].done():
+                    event.request[2].set_exception(e)
                 if event.kind == "elect":  # try again rather than be left without a controller
                     await asyncio.sleep(0.5)
                     self._enqueue("elect")
@@ -360,6 +367,70 @@ class Controller:
                     fresh.append((topic, p))
         if fresh:
             self._send_update_metadata()
+
+    # -- ElectLeaders (KIP-460) ---------------------------------------------------------------------------
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Elect the preferred replica (or, ``unclean``, any live replica of a leaderless partition) of
+        ``partitions`` (None: all); (error code, message) per partition. Only on the active controller."""
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Event("elect_leaders", request=(partitions, unclean, fut)))
+        return await fut
+
+    async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        changed = []
+        for key in (sorted(self.states) if partitions is None else partitions):
+            if not self.active:
+                results[key] = (errors.NotController.code, "no longer the controller")
+                continue
+            if key not in self.states or key[0] in self.deleting:
+                results[key] = (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist")
+                continue
+            fresh = await asyncio.to_thread(self.store.partition_state, *key)  # leaders change ISRs too
+            if fresh is not None:
+                self.states[key] = fresh
+            st = self.states[key]
+            replicas = self.assignments[key[0]].partitions[key[1]]
+            isr = list(st.isr)
+            if not unclean:
+                leader = replicas[0]
+                if st.leader == leader:
+                    results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
+                    continue
+                if leader not in self.live or leader not in st.isr:
+                    results[key] = (errors.PreferredLeaderNotAvailable.code,
+                                    f"preferred replica {leader} is not alive and in the ISR {st.isr}")
+                    continue
+            else:
+                if st.leader in self.live:
+                    results[key] = (errors.ElectionNotNeeded.code, "the partition has a live leader")
+                    continue
+                live = [r for r in replicas if r in self.live]
+                if not live:
+                    results[key] = (errors.EligibleLeadersNotAvailable.code, "no replica is alive")
+                    continue
+                in_isr = [r for r in live if r in st.isr]
+                leader = in_isr[0] if in_isr else live[0]
+                if not in_isr:
+                    isr = [leader]
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            try:
+                self.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+            except StaleWrite:
+                results[key] = (errors.NotController.code if not await self._still_controller()
+                                else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
+                continue
+            log.info("controller: elected %d for %s-%d (%s), epoch %d", leader, key[0], key[1],
+                     "unclean" if unclean else "preferred", new.leader_epoch)
+            results[key] = (errors.NONE, None)
+            changed.append(key)
+        if changed:
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata()
+        if not fut.done():
+            fut.set_result(results)
 
     # -- requests to brokers -------------------------------------------------------------------------
     def _send_leader_and_isr(self, partitions: list[tuple[str, int]], *, is_new: bool = False,

@@ -6,7 +6,8 @@ diverges from the new leader's (KIP-101/KIP-279): it asks the leader (OffsetForL
 the follower's latest leader epoch ended; if the leader knows an older epoch only, the follower
 repeats the question for that one; it truncates to the smaller of the leader's end offset and its
 own end of that epoch. Then it fetches (Fetch with its replica id) from its log end, appends the
-batches as the leader wrote them and takes the leader's high watermark (bounded by its own log end).
+batches as the leader wrote them and takes the leader's high watermark (bounded by its own log end)
+and log start offset (DeleteRecords).
 """
 from __future__ import annotations
 
@@ -172,6 +173,8 @@ class LeaderFetcher:
                 if data:
                     plog.append_replicated(bytes(data) if not isinstance(data, (bytes, bytearray)) else data)
                 plog.high_watermark = min(pd.high_watermark, plog.log_end_offset)
+                if pd.log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader
+                    plog.delete_records_before(min(pd.log_start_offset, plog.high_watermark))
                 self.on_replicated(*key)
         if backoff:
             await asyncio.sleep(BACKOFF_S)

@@ -391,6 +391,14 @@ class ClusterMember:
             raise errors.CoordinatorNotAvailable(f"{topic}-{partition} has no leader")
         return LiveBroker(pm.leader, ep.host, ep.port, self.cache.racks.get(pm.leader))
 
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """ElectLeaders: only the controller elects (clients send it there); NotController elsewhere."""
+        if not self.controller.active:
+            raise errors.NotController(f"broker {self.broker_id} is not the controller "
+                                       f"({self.cache.controller_id} is)")
+        return await self.controller.elect_leaders(partitions, unclean)
+
     # -- producer ids ----------------------------------------------------------------------------------
     def allocate_producer_id(self) -> int:
         """A producer id unique in the cluster: blocks of ids are claimed in /latest_producer_id_block."""

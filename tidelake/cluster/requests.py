@@ -51,8 +51,9 @@ def update_metadata_request(controller_id: int, controller_epoch: int,
         _UEndpoint(port=ep.port, host=ep.host, listener=ep.listener,
                    security_protocol=SECURITY_PROTOCOL_IDS.get(ep.protocol, 0)) for ep in reg.endpoints],
         rack=reg.rack) for reg in live]
+    topic_states = [_UTopic(topic_name=t, partition_states=ps) for t, ps in by_topic.items()]
     return UpdateMetadataRequest(controller_id=controller_id, controller_epoch=controller_epoch, max_broker_epoch=-1,
-                                 topic_states=[_UTopic(topic_name=t, partition_states=ps) for t, ps in by_topic.items()],
+                                 topic_states=topic_states,
                                  live_brokers=brokers), UPDATE_METADATA_VERSION
 
 

@@ -79,7 +79,8 @@ async def _create_in_cluster(broker: BrokerContext, t, validate_only: bool, time
     assignment = None
     if t.assignments:
         if t.num_partitions != -1 or t.replication_factor != -1:
-            fail(errors.InvalidRequest.code, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            fail(errors.InvalidRequest.code,
+                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
             return
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
         if sorted(assignment) != list(range(len(assignment))) or len({len(r) for r in assignment.values()}) != 1:
