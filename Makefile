@@ -9,10 +9,12 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: demo test venv bench clean system-deps
 
-# Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests;
-# chromium: the headless browser of the web console tests, driven by playwright without its own browser download).
+# Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests; chromium: the
+# headless browser of the web console tests, driven by playwright without its own browser download) and Debian
+# packages they need by a file they install (zookeeper: the cluster tests' ZooKeeper server).
 # As root they are installed with apt; otherwise the one command to run is printed.
 TEST_COMMANDS := kcat chromium
+TEST_PACKAGE_FILES := zookeeper:/usr/share/java/zookeeper.jar
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +29,7 @@ demo: $(STAMP)
 
 system-deps:
 	@missing=""; for c in $(TEST_COMMANDS); do command -v $$c >/dev/null 2>&1 || missing="$$missing $$c"; done; \
+	for pf in $(TEST_PACKAGE_FILES); do test -e "$${pf#*:}" || missing="$$missing $${pf%%:*}"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q $$missing; \
 	  else echo "missing:$$missing -- run: sudo apt-get install -y$$missing"; exit 1; fi; \

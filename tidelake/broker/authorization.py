@@ -68,6 +68,9 @@ def _always(attr: str) -> Callable[[int], str]:
 
 
 WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
+    4: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # LeaderAndIsr (the controller's requests)
+    5: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # StopReplica
+    6: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # UpdateMetadata
     8: lambda r, v: [(O.READ, GROUP, r.group_id)],  # OffsetCommit
     9: lambda r, v: [] if v >= 8 else [(O.DESCRIBE, GROUP, r.group_id)],  # OffsetFetch (v8+: per group, below)
     10: lambda r, v: [(O.DESCRIBE, TXN if (r.key_type if v >= 1 else 0) == 1 else GROUP, k)
@@ -87,6 +90,7 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     30: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # CreateAcls
     31: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # DeleteAcls
     35: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeLogDirs
+    43: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # ElectLeaders
     47: lambda r, v: [(O.DELETE, GROUP, r.group_id)],  # OffsetDelete
     50: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
     # ConsumerGroupHeartbeat: as Kafka, a subscription naming a topic the member may not describe fails

@@ -9,13 +9,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from tidelake import errors
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
+from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group import GroupCoordinator
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
 from tidelake.observability.broker_stats import BrokerStats
@@ -50,10 +53,46 @@ class BrokerContext:
     transactions: TransactionCoordinator
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
+    cluster: ClusterMember | None = None  # set with zookeeper.connect: one broker of a replicated cluster
 
     @property
     def cluster_id(self) -> str:
         return self.metadata.cluster_id
+
+    def leader_epoch(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        """The leader epoch to serve (and stamp appends with) a partition at: 0 on a single broker;
+        in a cluster this broker's, raising NotLeaderOrFollower (clients refresh their metadata and
+        go to the leader), FencedLeaderEpoch or UnknownLeaderEpoch."""
+        if self.cluster is None:
+            return 0
+        return self.cluster.check_leader(topic, partition, current_leader_epoch)
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before: this broker's own sequence, or in a cluster one unique
+        across brokers (blocks claimed in ZooKeeper)."""
+        if self.cluster is None:
+            return self.metadata.allocate_producer_id()
+        return self.cluster.allocate_producer_id()
+
+    def check_group_coordinator(self, *group_ids: str) -> None:
+        """In a cluster, this broker coordinates a group only while it leads the group's
+        ``__consumer_offsets`` partition: otherwise NotCoordinator (the client finds the new one)."""
+        if self.cluster is None:
+            return
+        for group_id in group_ids:
+            partition = self.groups.partition_for(group_id)
+            try:
+                self.cluster.check_leader(OFFSETS_TOPIC, partition)
+            except errors.KafkaApiError:
+                raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of group {group_id} "
+                                            f"({OFFSETS_TOPIC}-{partition})") from None
+
+    def missing_log_code(self, topic: str | None, partition: int) -> int:
+        """The error for a partition with no log here: in a cluster, one hosted by other brokers is
+        NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata), as Kafka answers; else unknown."""
+        if self.cluster is not None and topic is not None and self.cluster.partition(topic, partition) is not None:
+            return errors.NotLeaderOrFollower.code
+        return errors.UnknownTopicOrPartition.code
 
     def endpoint_for(self, ctx: RequestContext) -> Endpoint:
         """The address of the listener the client is connected to (Kafka advertises that one)."""

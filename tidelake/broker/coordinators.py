@@ -82,6 +82,28 @@ def load_groups(groups: GroupCoordinator, topics: TopicManager, logs: LogManager
     log.info("group coordinator loaded %d __consumer_offsets records: %d groups", n, len(groups.known_group_ids()))
 
 
+def offsets_leadership(groups: GroupCoordinator, logs: LogManager, clock_ms):
+    """In a cluster, the hook run when this broker becomes or stops being the leader of a partition:
+    for ``__consumer_offsets`` the groups hashed to it are loaded from its log (this broker now
+    coordinates them) or forgotten (another broker does)."""
+    def changed(topic: str, partition: int, leader: bool) -> None:
+        if topic != OFFSETS_TOPIC:
+            return
+        if not leader:
+            gone = groups.unload_partition(partition)
+            if gone:
+                log.info("no longer coordinating %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
+            return
+        plog = logs.get(OFFSETS_TOPIC, partition)
+        if plog is None:
+            return
+        groups.unload_partition(partition)
+        records, _open = resolve_transactional_records(plog.iter_batches(0))
+        n = groups.load(records, clock_ms(), partition=partition)
+        log.info("coordinating the groups of %s-%d (%d records loaded)", OFFSETS_TOPIC, partition, n)
+    return changed
+
+
 def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
                                   groups: GroupCoordinator, allocate_producer_id) -> TransactionCoordinator:
     state_partitions = config.get_int("transaction.state.log.num.partitions", 50)

@@ -17,10 +17,11 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig, ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
-                                          load_transactions)
+                                          load_transactions, offsets_leadership)
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.fetch_session import FetchSessionCache
@@ -29,6 +30,9 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
 from tidelake.clock import wall_ms
+from tidelake.cluster.member import ClusterMember
+from tidelake.cluster.settings import ClusterSettings
+from tidelake.cluster.znodes import BrokerEndpoint
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
@@ -44,6 +48,7 @@ log = logging.getLogger("tidelake.broker.server")
 
 GROUP_TICK_S = 0.1  # the group coordinator's clock resolution (session / rebalance timeouts)
 MAX_FETCH_SESSIONS = 1000
+METADATA_WAIT_S = 10  # in a cluster, how long start() waits for the controller's first UpdateMetadata
 
 
 class Broker:
@@ -96,14 +101,20 @@ class Broker:
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
         groups = build_group_coordinator(config, topics, partitions)
+        node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
+        cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self.context = BrokerContext(
-            node_id=int(explicit.get("node.id", explicit.get("broker.id", 1))), config=config, data_dir=data_dir,
+            node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS),
             groups=groups,
-            transactions=build_transaction_coordinator(config, topics, partitions, groups,
-                                                       metadata.allocate_producer_id),
-            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None)
+            transactions=build_transaction_coordinator(
+                config, topics, partitions, groups,
+                cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id),
+            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster)
+        if cluster is not None:
+            partitions.cluster = cluster
+            cluster.on_leadership = offsets_leadership(groups, logs, wall_ms)
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
         self.connections: set[KafkaTransport] = set()
@@ -111,6 +122,35 @@ class Broker:
         self._servers: list[asyncio.base_events.Server] = []
         self._tasks: list[asyncio.Task] = []
         self._dir_lock = DataDirLock(data_dir)
+        self._cluster_joining = False  # the cluster member was started (and must be stopped)
+
+    @staticmethod
+    def _cluster_member(config: BrokerConfig, node_id: int, logs: LogManager, metadata: MetadataStore,
+                        topics: TopicManager, partitions: Partitions, served) -> ClusterMember | None:
+        """With zookeeper.connect this broker is one of a cluster (ZooKeeper mode), else a single node."""
+        connect = config.get("zookeeper.connect")
+        if not connect:
+            return None
+        inter = config.get("inter.broker.listener.name") or served[0][0].name
+        protocol = dict((listener.name, proto) for listener, proto in served).get(inter)
+        if protocol != "PLAINTEXT":
+            raise ConfigError(f"inter.broker.listener.name={inter}: a cluster's brokers talk over a PLAINTEXT "
+                              f"listener (this one is {protocol})")
+        settings = ClusterSettings(
+            broker_id=node_id, zookeeper_connect=connect,
+            session_timeout_ms=config.get_int("zookeeper.session.timeout.ms", 18000),
+            connection_timeout_ms=config.get_int("zookeeper.connection.timeout.ms", 18000),
+            rack=config.get("broker.rack"),
+            replica_fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms", 500),
+            replica_fetch_max_bytes=config.get_int("replica.fetch.max.bytes", 1048576),
+            hw_checkpoint_interval_ms=config.get_int("replica.high.watermark.checkpoint.interval.ms", 5000),
+            num_partitions=lambda: config.get_int("num.partitions", 1),
+            default_replication_factor=lambda: config.get_int("default.replication.factor", 1),
+            lag_time_max_ms=lambda: config.get_int("replica.lag.time.max.ms", 30000),
+            unclean_default=lambda: config.get_bool("unclean.leader.election.enable", False),
+            min_insync_default=lambda: config.get_int("min.insync.replicas", 1))
+        return ClusterMember(settings, logs, MetadataTopicTable(metadata, logs, topics.log_config), clock_ms=wall_ms,
+                             log_config=topics.log_config, notify=partitions.notify)
 
     # -- what embedders and tools use --------------------------------------------------------------
     @property
@@ -144,7 +184,8 @@ class Broker:
             ctx.logs.load()
             if self.observer is not None:
                 self.observer.logs_loaded.set()
-            ctx.topics.recover()
+            if ctx.cluster is None:  # in a cluster the controller says which topics exist
+                ctx.topics.recover()
             max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
             # have loaded their state.
@@ -171,8 +212,15 @@ class Broker:
         self.port = self.ports[self._binds[0][0]]
         for name, _h, _p, _adv_host, adv_port in self._binds:
             ctx.endpoints[name].port = adv_port or self.ports[name]
-        load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
-        load_transactions(ctx.transactions, ctx.logs)
+        if ctx.cluster is not None:
+            try:
+                await self._join_cluster()
+            except BaseException:
+                await self.stop()
+                raise
+        else:  # in a cluster the groups load as this broker becomes leader of __consumer_offsets partitions
+            load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
+            load_transactions(ctx.transactions, ctx.logs)
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
@@ -213,8 +261,25 @@ class Broker:
         loop.call_soon_threadsafe(run)
         return done.result(timeout)
 
+    async def _join_cluster(self) -> None:
+        ctx = self.context
+        inter = ctx.config.get("inter.broker.listener.name") or self._binds[0][0]
+        endpoints = [BrokerEndpoint(name, ctx.endpoints[name].host, ctx.endpoints[name].port,
+                                    ctx.security.listeners[name].protocol) for name, *_ in self._binds]
+        self._cluster_joining = True
+        ctx.metadata.cluster_id = await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id)
+        # the controller sends LeaderAndIsr/UpdateMetadata to our listener: serve before it is elected
+        for server in self._servers:
+            await server.start_serving()
+        if not await ctx.cluster.wait_for_metadata(METADATA_WAIT_S):
+            log.warning("broker %d: no metadata from a controller after %d s; serving anyway", ctx.node_id,
+                        METADATA_WAIT_S)
+
     async def stop(self) -> None:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""
+        if self._cluster_joining:
+            self._cluster_joining = False
+            await self.context.cluster.stop()
         for server in self._servers:
             server.close()
         for conn in list(self.connections):

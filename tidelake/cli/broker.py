@@ -29,18 +29,29 @@ def broker() -> None:
 @click.option("--config", "config_file", default=None, type=click.Path(exists=True, dir_okay=False),
               help="server.properties file (Kafka config names).")
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE", help="Override one config; repeatable.")
+@click.option("--broker-id", type=int, default=None, help="This broker's id (broker.id) in a cluster.")
+@click.option("--zookeeper", default=None, metavar="HOST:PORT",
+              help="Join the cluster kept in this ZooKeeper (zookeeper.connect).")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True)
 def start(data_dir: str | None, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
-          log_level: str) -> None:
-    """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0."""
+          broker_id: int | None, zookeeper: str | None, log_level: str) -> None:
+    """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0.
+
+    With --zookeeper (or zookeeper.connect) the broker is one of a replicated cluster: each broker
+    needs its own --broker-id, port and data directory."""
     from tidelake.broker.config import BrokerConfig, ConfigError, advertised_address, listen_address
     from tidelake.broker.allocator import keep_large_buffers
     from tidelake.broker.embedded import new_event_loop
     from tidelake.broker.server import Broker
+    from tidelake.cluster.zk_store import ZooKeeperUnavailable
 
     logging.basicConfig(stream=sys.stderr, level=log_level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     sets = parse_pairs(overrides, "--set")
+    if broker_id is not None:
+        sets["broker.id"] = str(broker_id)
+    if zookeeper is not None:
+        sets["zookeeper.connect"] = zookeeper
     try:
         config = BrokerConfig.from_file(config_file, sets)
         host, port = listen_address(config, listen)
@@ -57,7 +68,10 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
 
     async def main() -> None:
         b = Broker(data_dir, config, host=host, port=port, advertised_host=adv_host, advertised_port=adv_port)
-        await b.start()
+        try:
+            await b.start()
+        except ZooKeeperUnavailable as e:
+            raise CliError(str(e)) from None
         # Everything loaded so far (protocol schemas, configs, recovered logs) lives as long as the
         # process: keep it out of the cyclic GC's generations so collections stay short (tail latency).
         gc.freeze()

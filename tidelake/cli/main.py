@@ -6,6 +6,7 @@ import click
 
 from tidelake.cli.acls import acls
 from tidelake.cli.broker import broker
+from tidelake.cli.cluster import cluster
 from tidelake.cli.configs import configs
 from tidelake.cli.console import consume, produce
 from tidelake.cli.errors import DEBUG, CommandGroup, quiet_library_logs
@@ -31,7 +32,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     quiet_library_logs(debug)
 
 
-for _command in (broker, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
+for _command in (broker, cluster, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
                  pipeline, console):
     cli.add_command(_command)
 for _command in (publish_command, sql_command):   # table subcommands kept in their own module

@@ -555,8 +555,10 @@ class GroupCoordinator:
         return None
 
     # ---- loading -----------------------------------------------------------------------------------
-    def load(self, records, now_ms: int) -> int:
-        """Replay (key, value) records of __consumer_offsets (in log order); returns how many."""
+    def load(self, records, now_ms: int, partition: int | None = None) -> int:
+        """Replay (key, value) records of __consumer_offsets (in log order); returns how many. With
+        ``partition`` (a broker of a cluster taking over one partition's groups) only that partition's
+        groups are rebuilt; the others keep their live state."""
         n = 0
         for key, value in records:
             try:
@@ -565,9 +567,13 @@ class GroupCoordinator:
             except ValueError:
                 continue  # a record type this coordinator does not know (share/streams groups, ...)
         for group_id, rec in self.offsets.groups.items():
+            if partition is not None and self.partition_for(group_id) != partition:
+                continue
             self.groups[group_id] = ClassicGroup.from_record(group_id, rec, self.config, now_ms, self._persist,
                                                              self._rebalanced)
         for group_id, crec in self.offsets.consumer_groups.items():
+            if partition is not None and self.partition_for(group_id) != partition:
+                continue
             if crec.epoch is None:
                 continue  # member records without the group's own (should not happen): not a group
             classic = self.groups.get(group_id)
@@ -576,6 +582,15 @@ class GroupCoordinator:
             self.groups[group_id] = ConsumerGroup.from_records(
                 group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms, **self._consumer_group_settings())
         return n
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """Forget the groups (and their offsets) of one __consumer_offsets partition: in a cluster,
+        another broker now leads it and coordinates them. Returns their ids."""
+        gone = sorted(g for g in self.known_group_ids() | set(self.groups) if self.partition_for(g) == partition)
+        for group_id in gone:
+            self.offsets.delete_group(group_id)
+            self.groups.pop(group_id, None)
+        return gone
 
     def _consumer_group_settings(self) -> dict:
         return dict(session_timeout_ms=self.config.consumer_session_timeout_ms,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -303,6 +304,66 @@ class PartitionLog:
                 self._flush_locked()
             return offset
 
+    def append_replicated(self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
+        """A follower's append of batches fetched from the leader: offsets, leader epochs and
+        timestamps are kept as the leader wrote them (data and control batches alike); the leader
+        epoch cache, producer state (so a new leader still deduplicates retries) and the .txnindex
+        follow. The first batch must start at the log end. Returns the new log end offset.
+        Raises CorruptMessage."""
+        if now_ms is None:
+            now_ms = self.clock_ms()
+        buf = data if isinstance(data, bytearray) else bytearray(data)
+        headers: list[tuple[int, BatchHeader]] = []
+        pos, n = 0, len(buf)
+        while pos + rb.HEADER_SIZE <= n:
+            try:
+                if pos + rb.parse_header(buf, pos).size > n:  # a partial batch ends a fetch: not yet whole
+                    break
+                h = rb.validate_batch(buf, pos)
+            except CorruptRecordError as e:
+                raise CorruptMessage(str(e)) from None
+            headers.append((pos, h))
+            pos += h.size
+        if not headers:
+            return self.log_end_offset
+        with self._lock:
+            self._check_open()
+            if headers[0][1].base_offset != self.log_end_offset:
+                raise CorruptMessage(f"replicated batch at offset {headers[0][1].base_offset} does not start at "
+                                     f"the log end {self.log_end_offset}")
+            end = headers[-1][1].base_offset + headers[-1][1].last_offset_delta + 1
+            max_ts = max(h.max_timestamp for _, h in headers)
+            self._maybe_roll_for_append(pos, end - headers[0][1].base_offset, max_ts, now_ms)
+            seg = self.active_segment
+            seg.append(buf if pos == n else memoryview(buf)[:pos],
+                       [(p, h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp) for p, h in headers],
+                       now_ms)
+            ps = self.producer_state
+            for p, h in headers:
+                if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
+                    self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
+                if h.producer_id < 0:
+                    continue
+                if not h.is_control:
+                    ps.update(h)
+                    continue
+                try:
+                    rec = rb.decode_records(buf, p, h)[0]
+                    kind = rb.control_type(rec)
+                    coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
+                except (CorruptRecordError, struct.error, IndexError):
+                    continue
+                done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
+                                       kind == rb.CONTROL_ABORT, h.max_timestamp)
+                if done is not None and done.is_aborted:
+                    seg.txn_index.append(AbortedTxn(h.producer_id, done.first_offset, h.base_offset,
+                                                    self._lso_value()))
+            ps.map_end_offset = end
+            self._unflushed_messages += end - headers[0][1].base_offset
+            if self._unflushed_messages >= self.config.flush_messages:
+                self._flush_locked()
+            return end
+
     # ================================================================== read
     def _segment_index_for(self, offset: int) -> int:
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
@@ -578,6 +639,13 @@ class PartitionLog:
         for seg in doomed:
             seg.delete_files()
         return len(doomed)
+
+    # ================================================================== leadership (replication)
+    def begin_leader_epoch(self, epoch: int) -> None:
+        """This replica became leader in ``epoch``: the epoch starts at the current log end (KIP-101),
+        so OffsetForLeaderEpoch answers followers of older epochs where those ended."""
+        with self._lock:
+            self.leader_epoch_cache.assign(epoch, self.log_end_offset)
 
     # ================================================================== truncation (replication / recovery)
     def truncate_to(self, offset: int) -> None:

@@ -12,3 +12,12 @@ class ConsumerGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
 class ConsumerGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
 class ConsumerGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
 class ConsumerGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass
+
+
+# Inter-broker requests of ZooKeeper mode (controller -> broker)
+class LeaderAndIsrRequest(ApiMessage, load_json=_SCHEMAS): pass
+class LeaderAndIsrResponse(ApiMessage, load_json=_SCHEMAS): pass
+class UpdateMetadataRequest(ApiMessage, load_json=_SCHEMAS): pass
+class UpdateMetadataResponse(ApiMessage, load_json=_SCHEMAS): pass
+class StopReplicaRequest(ApiMessage, load_json=_SCHEMAS): pass
+class StopReplicaResponse(ApiMessage, load_json=_SCHEMAS): pass

@@ -13,7 +13,9 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.config import validate_topic_configs
 from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.broker.topics import validate_topic_name
 from tidelake.broker.registry import api
 
 NONE = errors.NONE
@@ -38,6 +40,9 @@ async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
                  f"Create topics request from client contains multiple topics named {t.name}")
             continue
         num_partitions, replication = t.num_partitions, t.replication_factor
+        if broker.cluster is not None:
+            await _create_in_cluster(broker, t, request.validate_only, request.timeout_ms, version, results, fail)
+            continue
         if t.assignments:
             if num_partitions != -1 or replication != -1:
                 fail(errors.InvalidRequest.code,
@@ -68,6 +73,36 @@ async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
+async def _create_in_cluster(broker: BrokerContext, t, validate_only: bool, timeout_ms: int, version: int,
+                             results: list, fail) -> None:
+    """CreateTopics in a cluster: the topic goes to ZooKeeper, the controller creates its partitions."""
+    assignment = None
+    if t.assignments:
+        if t.num_partitions != -1 or t.replication_factor != -1:
+            fail(errors.InvalidRequest.code,
+                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
+            return
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
+        if sorted(assignment) != list(range(len(assignment))) or len({len(r) for r in assignment.values()}) != 1:
+            fail(errors.InvalidReplicaAssignment.code, "partitions must be 0..n-1, each with as many replicas")
+            return
+    try:
+        validate_topic_name(t.name)
+        overrides = validate_topic_configs({c.name: c.value for c in t.configs})
+        topic = await broker.cluster.create_topic(t.name, t.num_partitions, t.replication_factor, overrides,
+                                                  assignment=assignment, validate_only=validate_only,
+                                                  wait_s=max(0.0, timeout_ms / 1000))
+    except Exception as e:
+        fail(error_code(e), str(e))
+        return
+    describe = broker.config.describe_topic(topic.configs) if version >= 5 else []
+    results.append(_CTRTopic(
+        name=t.name, topic_id=topic.topic_id, error_code=NONE, error_message=None,
+        num_partitions=topic.partitions, replication_factor=topic.replication_factor,
+        configs=[_CTRConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
+                            is_sensitive=False) for e in describe]))
+
+
 _DTRTopic = DeleteTopicsResponse.DeletableTopicResult
 
 
@@ -96,7 +131,10 @@ async def delete_topics(broker: BrokerContext, ctx: RequestContext, request):
         try:
             if info is not None and info.internal:
                 raise errors.InvalidRequest(f"internal topic {name} cannot be deleted")
-            broker.topics.delete(name)
+            if broker.cluster is not None:
+                await broker.cluster.delete_topic(name)
+            else:
+                broker.topics.delete(name)
             results.append(_DTRTopic(name=name, topic_id=tid, error_code=NONE, error_message=None))
         except Exception as e:
             results.append(_DTRTopic(name=name, topic_id=tid, error_code=error_code(e), error_message=str(e)))
@@ -114,6 +152,12 @@ async def create_partitions(broker: BrokerContext, ctx: RequestContext, request)
         try:
             if names.count(t.name) > 1:
                 raise errors.InvalidRequest(f"duplicate topic {t.name} in request")
+            if broker.cluster is not None:
+                await broker.cluster.add_partitions(
+                    t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
+                    validate_only=request.validate_only, wait_s=max(0.0, request.timeout_ms / 1000))
+                results.append(_CPRTopic(name=t.name, error_code=NONE, error_message=None))
+                continue
             if t.assignments is not None and any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
                 raise errors.InvalidReplicaAssignment(
                     f"Invalid replica assignment; the only broker is {broker.node_id}")

@@ -26,7 +26,7 @@ def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,
     for p in partitions:
         plog = broker.logs.get(topic, index(p))
         if plog is None:
-            out.append(fail(p, errors.UnknownTopicOrPartition.code))
+            out.append(fail(p, broker.missing_log_code(topic, index(p))))
             continue
         try:
             out.append(answer(plog, p))

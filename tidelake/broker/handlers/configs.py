@@ -95,12 +95,18 @@ def _apply_incremental(current: dict[str, str], ops, defaults) -> dict[str, str]
     return out
 
 
-def _alter(broker: BrokerContext, resource_type: int, resource_name: str, build_new, validate_only: bool) -> None:
+async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, build_new, validate_only: bool
+                 ) -> None:
     if resource_type == RESOURCE_TOPIC:
         info = broker.topics.get(resource_name)
         if info is None:
             raise errors.UnknownTopicOrPartition(f"Topic {resource_name} does not exist")
         new = build_new(dict(info.configs), lambda n: broker.config.topic_default(n)[0])
+        if broker.cluster is not None:  # topic configs live in ZooKeeper; every broker follows
+            normalised = cfg.validate_topic_configs(new)
+            if not validate_only:
+                await broker.cluster.alter_topic_config(resource_name, normalised)
+            return
         broker.topics.alter_configs(resource_name, new, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
         if not _is_this_broker(broker, resource_name):
@@ -130,7 +136,8 @@ async def alter_configs(broker: BrokerContext, ctx: RequestContext, request):
             values = {c.name: c.value for c in r.configs}
             if any(v is None for v in values.values()):
                 raise errors.InvalidRequest("null config value")
-            _alter(broker, r.resource_type, r.resource_name, lambda cur, dflt: dict(values), request.validate_only)
+            await _alter(broker, r.resource_type, r.resource_name, lambda cur, dflt: dict(values),
+                         request.validate_only)
             out.append(_ACRResponse(error_code=NONE, error_message=None, resource_type=r.resource_type,
                                     resource_name=r.resource_name))
         except Exception as e:
@@ -147,8 +154,8 @@ async def incremental_alter_configs(broker: BrokerContext, ctx: RequestContext, 
     out = []
     for r in request.resources:
         try:
-            _alter(broker, r.resource_type, r.resource_name,
-                   lambda cur, dflt, ops=r.configs: _apply_incremental(cur, ops, dflt), request.validate_only)
+            await _alter(broker, r.resource_type, r.resource_name,
+                         lambda cur, dflt, ops=r.configs: _apply_incremental(cur, ops, dflt), request.validate_only)
             out.append(_IACRResponse(error_code=NONE, error_message=None, resource_type=r.resource_type,
                                      resource_name=r.resource_name))
         except Exception as e:

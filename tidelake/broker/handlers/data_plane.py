@@ -7,6 +7,7 @@ are encoded by hand; per-request Python work here is what bounds the broker's th
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -68,6 +69,8 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
         if transactional_id is not None and not authorizer.authorize(principal, host, WRITE, TRANSACTIONAL_ID,
                                                                      transactional_id):
             raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
+    cluster = broker.cluster
+    waits = []  # acks=all appends awaiting the ISR: (the topic's parts, index in it, topic, partition, last offset)
     topics_out = []
     for td in request.topic_data:
         name = td.name
@@ -87,14 +90,30 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                 continue
             plog = logs.get(name, index) if name is not None else None
             if plog is None:
-                parts.append((index, UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, None))
+                code = broker.missing_log_code(name, index)
+                if by_id and code == UNKNOWN_TOPIC_OR_PARTITION:
+                    code = UNKNOWN_TOPIC_ID
+                parts.append((index, code, -1, -1, -1, None))
                 continue
             info = by_name.get(name)
             if info is not None and info.internal:
                 # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
                 parts.append((index, errors.InvalidTopic.code, -1, -1, -1, f"cannot produce to internal topic {name}"))
                 continue
-            if acks == -1 and topics.min_insync_replicas(name) > 1:
+            leader_epoch = 0
+            if cluster is not None:
+                try:
+                    leader_epoch = cluster.check_leader(name, index)
+                except errors.KafkaApiError as e:
+                    parts.append((index, e.code, -1, -1, -1, None))
+                    continue
+                if acks == -1 and cluster.isr_size(name, index) < topics.min_insync_replicas(name):
+                    # Kafka rejects before appending when the ISR is already too small
+                    parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
+                                  f"the in-sync replicas ({cluster.isr_size(name, index)}) are fewer than "
+                                  f"min.insync.replicas"))
+                    continue
+            elif acks == -1 and topics.min_insync_replicas(name) > 1:
                 # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
                 parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
                               "min.insync.replicas exceeds the in-sync replicas (1)"))
@@ -105,7 +124,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                     raise errors.InvalidRequest("produce request without records")
                 if transactional_id is not None:
                     _verify_transaction(broker, transactional_id, name, index, records)
-                result = plog.append(records, now_ms=now)
+                result = plog.append(records, now_ms=now, leader_epoch=leader_epoch)
             except errors.InvalidRecord as e:
                 parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))
                 continue
@@ -121,8 +140,19 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                     traffic = stats.topics.get(name) or stats.topic(name)
                     traffic.bytes_in += len(records)
                     traffic.messages_in += result.last_offset - result.base_offset + 1
+            if cluster is not None:
+                cluster.leader_appended(name, index, plog)
+                if acks == -1:
+                    waits.append((parts, len(parts), name, index, result.last_offset))
             parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
         topics_out.append((td.name, td.topic_id, parts))
+    if waits:
+        # acks=all in a cluster: answer once the in-sync replicas have the records (the HW passed them)
+        codes = await asyncio.gather(*(cluster.wait_for_acks(name, index, last, request.timeout_ms)
+                                       for _parts, _i, name, index, last in waits))
+        for (parts, i, _name, _index, _last), code in zip(waits, codes):
+            if code != NONE:
+                parts[i] = (parts[i][0], code, -1, -1, -1, None)
     if stats is not None:
         for _name, _tid, parts in topics_out:
             for part in parts:
@@ -141,14 +171,15 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
 # Fetch
 # ------------------------------------------------------------------------------------------------
 def _read_partition(plog: PartitionLog | None, fetch_offset: int, max_bytes: int, read_committed: bool,
-                    min_one: bool) -> tuple[int, int, int, int, Any, list | None, int]:
-    """(error, hw, lso, log_start, records, aborted, offsets the records span) for one partition."""
+                    min_one: bool, follower: bool = False) -> tuple[int, int, int, int, Any, list | None, int]:
+    """(error, hw, lso, log_start, records, aborted, offsets the records span) for one partition. Consumers
+    read below the high watermark (the LSO for read_committed); a follower reads up to the log end."""
     if plog is None:
         return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None, 0
     try:
         hw = plog.high_watermark
         lso = plog.last_stable_offset
-        max_offset = lso if read_committed else hw
+        max_offset = plog.log_end_offset if follower else lso if read_committed else hw
         if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
             raise errors.OffsetOutOfRange(
                 f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
@@ -228,6 +259,20 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     missing = UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION
     denied = _denied_fetch_topics(broker, ctx, request, requested) if broker.security.authorizer is not None \
         else None
+    cluster = broker.cluster
+    follower = -1 if cluster is None or request.replica_id is None else request.replica_id
+    not_led: dict[tuple, int] = {}  # in a cluster: partitions this broker does not lead -> error
+    if cluster is not None:
+        for (name, _tid, partition, offset, _pmax) in requested:
+            if name is None or logs.get(name, partition) is None:
+                continue
+            try:
+                cluster.check_leader(name, partition)
+            except errors.KafkaApiError as e:
+                not_led[(name, partition)] = e.code
+                continue
+            if follower >= 0:  # a follower's fetch offset is its log end: the leader's ISR/HW input
+                cluster.follower_fetched(name, partition, logs.get(name, partition), follower, offset)
 
     while True:
         total = 0
@@ -235,6 +280,9 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
         for (name, tid, partition, offset, pmax) in requested:
             if denied and name in denied:
                 results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None, 0))
+                continue
+            if not_led and (name, partition) in not_led:
+                results.append((name, tid, partition, not_led[(name, partition)], -1, -1, -1, b"", None))
                 continue
             plog = logs.get(name, partition) if name is not None else None
             remaining = max_bytes - total
@@ -246,9 +294,10 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
                                     plog.log_start_offset, b"", [] if read_committed else None, 0))
                 continue
             err, hw, lso, lstart, data, aborted, spanned = _read_partition(plog, offset, min(pmax, remaining),
-                                                                           read_committed, min_one=total == 0)
-            if err == UNKNOWN_TOPIC_OR_PARTITION and by_id and name is None:
-                err = UNKNOWN_TOPIC_ID
+                                                                           read_committed, min_one=total == 0,
+                                                                           follower=follower >= 0)
+            if err == UNKNOWN_TOPIC_OR_PARTITION:
+                err = UNKNOWN_TOPIC_ID if by_id and name is None else broker.missing_log_code(name, partition)
             total += len(data)
             results.append((name, tid, partition, err, hw, lso, lstart, data, aborted, spanned))
         now = time.monotonic()
@@ -312,15 +361,18 @@ def _list_offset(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int
 async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
     read_committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
 
-    def answer(plog, p):
-        ts, offset = _list_offset(plog, p.timestamp, read_committed)
-        return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
-                            leader_epoch=0 if offset >= 0 else -1)
+    def answer_for(topic: str):
+        def answer(plog, p):
+            epoch = broker.leader_epoch(topic, p.partition_index)
+            ts, offset = _list_offset(plog, p.timestamp, read_committed)
+            return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
+                                leader_epoch=epoch if offset >= 0 else -1)
+        return answer
 
     def fail(p, code):
         return _LRPartition(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
                             leader_epoch=-1)
-    topics = [_LRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partitions, answer, fail))
+    topics = [_LRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partitions, answer_for(t.name), fail))
               for t in request.topics]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -334,14 +386,17 @@ _OERPartition = _OERTopic.EpochEndOffset
 
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
 async def offset_for_leader_epoch(broker: BrokerContext, ctx: RequestContext, request):
-    def answer(plog, p):
-        # Kafka's answers (newer/older/truncated epochs) live in the cache itself
-        epoch, end_offset = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
-        return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
+    def answer_for(topic: str):
+        def answer(plog, p):
+            broker.leader_epoch(topic, p.partition, p.current_leader_epoch)  # only the leader answers
+            # Kafka's answers (newer/older/truncated epochs) live in the cache itself
+            epoch, end_offset = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
+            return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
+        return answer
 
     def fail(p, code):
         return _OERPartition(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
-    topics = [_OERTopic(topic=t.topic, partitions=per_partition(broker, t.topic, t.partitions, answer, fail,
-                                                                index=lambda p: p.partition))
+    topics = [_OERTopic(topic=t.topic, partitions=per_partition(broker, t.topic, t.partitions, answer_for(t.topic),
+                                                                fail, index=lambda p: p.partition))
               for t in request.topics]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

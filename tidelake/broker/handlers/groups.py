@@ -22,12 +22,13 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from tidelake import errors
 from tidelake.broker.authorization import Check
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
 from tidelake.broker.handlers.common import authorized_operations
 from tidelake.broker.registry import api
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
-from tidelake.coordinator.offsets import OffsetAndMetadata
+from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
 from tidelake.security.acl.model import ResourceType
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
@@ -46,15 +47,40 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else GROUP_KEY
     code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
+    keys = req.coordinator_keys if v >= 4 else [req.key]
     endpoint = broker.endpoint_for(ctx)
-    node_id, host, port = (-1, "", -1) if code else (broker.node_id, endpoint.host, endpoint.port)
+    answers = []  # (key, node id, host, port, error code) per key
+    for k in keys:
+        if code:
+            answers.append((k, -1, "", -1, code))
+        elif broker.cluster is None:
+            answers.append((k, broker.node_id, endpoint.host, endpoint.port, 0))
+        else:
+            answers.append(await _cluster_coordinator(broker, ctx, key_type, k))
     if v < 4:
+        _k, node_id, host, port, code = answers[0]
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
                                        node_id=node_id, host=host, port=port)
     C = FindCoordinatorResponse.Coordinator
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-        C(key=k, node_id=node_id, host=host, port=port, error_code=code, error_message=None)
-        for k in req.coordinator_keys])
+        C(key=k, node_id=node_id, host=host, port=port, error_code=c, error_message=None)
+        for k, node_id, host, port, c in answers])
+
+
+async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_type: int, key: str) -> tuple:
+    """In a cluster a group's coordinator is the leader of its __consumer_offsets partition (created
+    with offsets.topic.replication.factor replicas on first use). Transactions are not yet coordinated
+    in a cluster: COORDINATOR_NOT_AVAILABLE."""
+    if key_type != GROUP_KEY:
+        return key, -1, "", -1, errors.CoordinatorNotAvailable.code
+    try:
+        leader = await broker.cluster.internal_topic_leader(
+            OFFSETS_TOPIC, broker.groups.config.offsets_partitions,
+            broker.config.get_int("offsets.topic.replication.factor", 1), INTERNAL_TOPIC_CONFIGS,
+            broker.groups.partition_for(key), ctx.session.listener)
+    except errors.KafkaApiError as e:
+        return key, -1, "", -1, e.code
+    return key, leader.broker_id, leader.host, leader.port, 0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,6 +98,7 @@ async def join_group(broker: BrokerContext, ctx: RequestContext, req):
     if not req.group_id:
         return fail(INVALID_GROUP_ID, req.member_id)
     try:
+        broker.check_group_coordinator(req.group_id)
         group = broker.groups.classic_group(req.group_id, create=not req.member_id, now_ms=now)
     except errors.KafkaApiError as e:
         return fail(e.code, req.member_id)
@@ -95,6 +122,7 @@ async def join_group(broker: BrokerContext, ctx: RequestContext, req):
 
 
 def _classic_or_error(broker: BrokerContext, group_id: str) -> ClassicGroup:
+    broker.check_group_coordinator(group_id)
     g = broker.groups.groups.get(group_id)
     if g is None:
         raise errors.UnknownMemberId(f"no group {group_id}")
@@ -160,6 +188,7 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     try:
         group_code = 0 if req.group_id else INVALID_GROUP_ID
         if not group_code:
+            broker.check_group_coordinator(req.group_id)
             group_code = gc.validate_commit(req.group_id, req.member_id or "",
                                             req.group_instance_id if v >= 7 else None,
                                             req.generation_id_or_member_epoch, now)
@@ -185,6 +214,10 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     if commits:
         try:
             gc.commit(req.group_id, commits, now)
+            if broker.cluster is not None:  # acknowledged once the offsets topic's ISR has the commit
+                code = await _replicated(broker, gc.partition_for(req.group_id))
+                if code:
+                    raise errors.KafkaApiError(f"commit not replicated ({code})", code)
         except errors.KafkaApiError as e:
             for topic, partition, _ in commits:
                 per_partition[(topic, partition)] = e.code
@@ -193,6 +226,19 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     return OffsetCommitResponse(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=per_partition[(t.name, p.partition_index)])
                                    for p in t.partitions]) for t in req.topics])
+
+
+async def _replicated(broker: BrokerContext, partition: int) -> int:
+    """Wait until the in-sync replicas of __consumer_offsets-``partition`` have everything written to
+    it so far (the group coordinator just appended); the error code, NONE once they do."""
+    plog = broker.logs.get(OFFSETS_TOPIC, partition)
+    if plog is None:
+        return errors.NotCoordinator.code
+    code = await broker.cluster.wait_for_acks(OFFSETS_TOPIC, partition, plog.log_end_offset - 1,
+                                              broker.config.get_int("offsets.commit.timeout.ms", 5000))
+    if code == errors.NotLeaderOrFollower.code:
+        return errors.NotCoordinator.code
+    return errors.CoordinatorNotAvailable.code if code else errors.NONE  # Kafka's mapping of the other errors
 
 
 def _describable(broker: BrokerContext, ctx: RequestContext):
@@ -246,6 +292,7 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
         T = OffsetFetchResponse.OffsetFetchResponseTopic
         P = T.OffsetFetchResponsePartition
         try:
+            broker.check_group_coordinator(req.group_id)
             code, rows = _fetch_group_offsets(broker, req.group_id, req.topics, require_stable,
                                               visible=_describable(broker, ctx))
         except errors.KafkaApiError as e:
@@ -260,6 +307,7 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     visible = _describable(broker, ctx)
     for g in req.groups:
         try:
+            broker.check_group_coordinator(g.group_id)
             code, rows = _fetch_group_offsets(broker, g.group_id, g.topics, require_stable,
                                               g.member_id if v >= 9 else None, g.member_epoch if v >= 9 else -1,
                                               visible)
@@ -276,6 +324,7 @@ async def offset_delete(broker: BrokerContext, ctx: RequestContext, req):
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
     gc = broker.groups
+    broker.check_group_coordinator(req.group_id)
     if req.group_id not in gc.known_group_ids():
         return OffsetDeleteResponse(error_code=errors.GroupIdNotFound.code, throttle_time_ms=0, topics=[])
     subscribed = gc.subscribed_topics(req.group_id)
@@ -317,6 +366,7 @@ async def list_groups(broker: BrokerContext, ctx: RequestContext, req):
 
 @api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
 async def describe_groups(broker: BrokerContext, ctx: RequestContext, req):
+    broker.check_group_coordinator(*req.groups)  # clients ask each group's coordinator
     v = ctx.api_version
     gc = broker.groups
     D = DescribeGroupsResponse.DescribedGroup
@@ -354,6 +404,7 @@ async def delete_groups(broker: BrokerContext, ctx: RequestContext, req):
     results = []
     for gid in req.groups_names:
         try:
+            broker.check_group_coordinator(gid)
             code = gc.delete_group(gid)
         except errors.KafkaApiError as e:
             code = e.code
@@ -375,6 +426,7 @@ async def consumer_group_heartbeat(broker: BrokerContext, ctx: RequestContext, r
         return R(throttle_time_ms=0, error_code=INVALID_GROUP_ID, error_message="empty group id",
                  member_id=None, member_epoch=-1, heartbeat_interval_ms=0, assignment=None)
     try:
+        broker.check_group_coordinator(req.group_id)
         group = broker.groups.consumer_group(req.group_id, create=req.member_epoch == 0)
     except errors.KafkaApiError as e:
         return R(throttle_time_ms=0, error_code=e.code, error_message=str(e), member_id=None, member_epoch=-1,
@@ -402,6 +454,7 @@ async def consumer_group_heartbeat(broker: BrokerContext, ctx: RequestContext, r
 
 @api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1)
 async def consumer_group_describe(broker: BrokerContext, ctx: RequestContext, req):
+    broker.check_group_coordinator(*req.group_ids)
     R = ConsumerGroupDescribeResponse
     D = R.DescribedGroup
     M = D.Member

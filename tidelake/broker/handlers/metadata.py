@@ -1,5 +1,6 @@
 """Cluster and topic metadata: ApiVersions, Metadata (with topic auto-creation),
-DescribeTopicPartitions (KIP-966) and DescribeCluster. A single node leads every partition."""
+DescribeTopicPartitions (KIP-966) and DescribeCluster. A single node leads every partition; in a
+cluster, every broker answers alike from the controller's UpdateMetadata (``ClusterMember``)."""
 from __future__ import annotations
 
 import uuid
@@ -14,6 +15,7 @@ from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized, authorized_operations, bit_set
 from tidelake.broker.registry import api, api_versions_response
 from tidelake.broker.topics import validate_topic_name
+from tidelake.cluster.member import LiveBroker
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
@@ -36,11 +38,29 @@ _MRPartition = _MRTopic.MetadataResponsePartition
 NOT_REQUESTED = -2147483648  # KIP-430: authorized operations not asked for (int32 fields; None in bitfields)
 
 
+def partition_states(broker: BrokerContext, info, start: int = 0, end: int | None = None) -> list[tuple]:
+    """(partition, error, leader, leader epoch, replicas, isr, offline) of a topic's partitions: this
+    broker for all on a single node; in a cluster what the controller said (LEADER_NOT_AVAILABLE
+    while a partition has no leader)."""
+    end = info.partitions if end is None else end
+    if broker.cluster is None:
+        nid = broker.node_id
+        return [(p, errors.NONE, nid, 0, [nid], [nid], []) for p in range(start, end)]
+    out = []
+    for p in range(start, end):
+        pm = broker.cluster.partition(info.name, p)
+        if pm is None:
+            out.append((p, errors.LeaderNotAvailable.code, -1, -1, [], [], []))
+        else:
+            code = errors.NONE if pm.leader >= 0 else errors.LeaderNotAvailable.code
+            out.append((p, code, pm.leader, pm.leader_epoch, pm.replicas, pm.isr, pm.offline))
+    return out
+
+
 def _topic_metadata(broker: BrokerContext, info, ops: set[int] | None = None) -> Any:
-    nid = broker.node_id
-    parts = [_MRPartition(error_code=errors.NONE, partition_index=p, leader_id=nid, leader_epoch=0,
-                          replica_nodes=[nid], isr_nodes=[nid], offline_replicas=[])
-             for p in range(info.partitions)]
+    parts = [_MRPartition(error_code=code, partition_index=p, leader_id=leader, leader_epoch=epoch,
+                          replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
+             for p, code, leader, epoch, replicas, isr, offline in partition_states(broker, info)]
     return _MRTopic(error_code=errors.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                     partitions=parts, authorized_operations=ops)
 
@@ -87,6 +107,18 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                     or authorized(broker, ctx, Operation.CREATE, ResourceType.TOPIC, name)):
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name))
                 continue
+            if info is None and auto and name not in _INTERNAL_TOPICS and broker.cluster is not None:
+                # Kafka's answer: the topic is being created, its leaders are not known yet
+                try:
+                    validate_topic_name(name)
+                    await broker.cluster.create_topic(name, -1, -1, {}, wait_s=0)
+                    code = errors.LeaderNotAvailable.code
+                except errors.TopicAlreadyExists:
+                    code = errors.LeaderNotAvailable.code
+                except errors.KafkaApiError as e:
+                    code = e.code
+                topics.append(_missing_topic(code, name))
+                continue
             if info is None and auto and name not in _INTERNAL_TOPICS:
                 try:
                     info = topics_mgr.create(name, None, persist=False)
@@ -107,14 +139,27 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                 topics.append(describe(info))
         if created:
             await broker.metadata.save_async()  # durable before the client hears of it, loop not blocked
-    endpoint = broker.endpoint_for(ctx)
-    brokers = [_MR.MetadataResponseBroker(node_id=broker.node_id, host=endpoint.host, port=endpoint.port, rack=None)]
+    brokers = [_MR.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
+               for b in live_brokers(broker, ctx)]
     cluster_ops = None
     if 8 <= version <= 10 and request.include_cluster_authorized_operations:
         cluster_ops = authorized_operations(broker, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
     return MetadataResponse(throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-                            controller_id=broker.node_id, topics=topics, error_code=errors.NONE,
+                            controller_id=controller_id(broker), topics=topics, error_code=errors.NONE,
                             authorized_operations=cluster_ops)
+
+
+def live_brokers(broker: BrokerContext, ctx: RequestContext) -> list[LiveBroker]:
+    """The brokers clients may dial on the listener they used: this one alone, or the cluster's live ones."""
+    live = broker.cluster.live_brokers(ctx.session.listener) if broker.cluster is not None else []
+    if not live:  # a single broker, or one the controller has not reached yet: clients still need this one
+        endpoint = broker.endpoint_for(ctx)
+        live = [LiveBroker(broker.node_id, endpoint.host, endpoint.port, None)]
+    return live
+
+
+def controller_id(broker: BrokerContext) -> int:
+    return broker.node_id if broker.cluster is None else broker.cluster.controller_id
 
 
 _DTP = DescribeTopicPartitionsResponse
@@ -126,7 +171,6 @@ _DTPPartition = _DTPTopic.DescribeTopicPartitionsResponsePartition
 async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, request):
     """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
     partitions, a cursor to continue from."""
-    nid = broker.node_id
     guarded = broker.security.authorizer is not None
     names = sorted({t.name for t in request.topics}) if request.topics else sorted(
         n for n in broker.metadata.topics
@@ -151,10 +195,11 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
             next_cursor = _DTP.Cursor(topic_name=name, partition_index=start)
             break
         end = min(info.partitions, start + budget)
-        parts = [_DTPPartition(error_code=errors.NONE, partition_index=p, leader_id=nid, leader_epoch=0,
-                               replica_nodes=[nid], isr_nodes=[nid],
+        parts = [_DTPPartition(error_code=code, partition_index=p, leader_id=leader, leader_epoch=epoch,
+                               replica_nodes=replicas, isr_nodes=isr,
                                eligible_leader_replicas=[], last_known_elr=[],  # Java needs lists, not null
-                               offline_replicas=[]) for p in range(start, end)]
+                               offline_replicas=offline)
+                 for p, code, leader, epoch, replicas, isr, offline in partition_states(broker, info, start, end)]
         budget -= len(parts)
         ops = bit_set(authorized_operations(broker, ctx, ResourceType.TOPIC, name))  # always, as Kafka
         topics.append(_DTPTopic(error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal,
@@ -167,15 +212,15 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
 
 @api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
-    endpoint = broker.endpoint_for(ctx)
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.UnsupportedEndpointType.code,
                                        error_message="only broker endpoints", endpoint_type=request.endpoint_type,
                                        cluster_id=broker.cluster_id, controller_id=-1, brokers=[])
-    b = DescribeClusterResponse.DescribeClusterBroker(broker_id=broker.node_id, host=endpoint.host,
-                                                      port=endpoint.port, rack=None, is_fenced=False)
+    brokers = [DescribeClusterResponse.DescribeClusterBroker(broker_id=b.broker_id, host=b.host, port=b.port,
+                                                             rack=b.rack, is_fenced=False)
+               for b in live_brokers(broker, ctx)]
     ops = (authorized_operations(broker, ctx, ResourceType.CLUSTER, CLUSTER_NAME)
            if request.include_cluster_authorized_operations else None)
     return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None,
                                    endpoint_type=BROKER_ENDPOINT, cluster_id=broker.cluster_id,
-                                   controller_id=broker.node_id, brokers=[b], authorized_operations=ops)
+                                   controller_id=controller_id(broker), brokers=brokers, authorized_operations=ops)

@@ -47,7 +47,7 @@ async def init_producer_id(broker: BrokerContext, ctx: RequestContext, request):
     if request.transactional_id is None:
         # Idempotent producer: a fresh producer id with epoch 0, as Kafka does (also for KIP-360 bumps).
         return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.NONE,
-                                      producer_id=broker.metadata.allocate_producer_id(), producer_epoch=0)
+                                      producer_id=broker.allocate_producer_id(), producer_epoch=0)
     try:
         pid, epoch = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
                                                           request.producer_id, request.producer_epoch)

@@ -1,0 +1,72 @@
+"""`tidelake cluster start|status` and `topics describe` against the cluster they start."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from cluster_fixtures import require_zookeeper, wait_until
+from conftest import ROOT
+
+
+def _cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tidelake.cli.main", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as f:  # a zombie has exited
+        return f.read().split()[2] != "Z"
+
+
+def test_cluster_start_status_describe_and_ctrl_c_stops_everything(tmp_path):
+    require_zookeeper()
+    root = tmp_path / "local"
+    proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "cluster", "start", "--brokers", "3",
+                             "--data-dir", str(root), "--base-port", "0", "--zookeeper-port", "0",
+                             "--set", "replica.lag.time.max.ms=2000"],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    state = root / "cluster.json"
+    try:
+        wait_until("cluster.json", state.exists, 90)
+        doc = json.loads(state.read_text())
+        bootstrap = ",".join(f"127.0.0.1:{b['port']}" for b in doc["brokers"])
+        status = wait_until("three live brokers and a controller", lambda: (
+            (s := json.loads(_cli("cluster", "status", "--data-dir", str(root), "--json").stdout))
+            and len(s["brokers"]) == 3 and s["controller"] in (1, 2, 3) and s), 60)
+        assert sum(b["controller"] for b in status["brokers"]) == 1
+        r = _cli("topics", "create", "events", "--partitions", "3", "--replication-factor", "3",
+                 "--config", "min.insync.replicas=2", "-b", bootstrap)
+        assert r.returncode == 0, r.stderr
+        described = wait_until("leaders for events", lambda: (
+            (d := json.loads(_cli("topics", "describe", "events", "--json", "-b", bootstrap).stdout)[0])
+            and all(p["leader"] > 0 for p in d["partitions"]) and d), 60)
+        for p in described["partitions"]:
+            assert sorted(p["replicas"]) == [1, 2, 3] and sorted(p["isr"]) == [1, 2, 3]
+            assert p["leader"] == p["replicas"][0]
+        assert {"name": "min.insync.replicas", "value": "2"}.items() <= next(
+            c for c in described["configs"] if c["name"] == "min.insync.replicas").items()
+        text = _cli("topics", "describe", "events", "-b", bootstrap).stdout
+        assert "LEADER" in text and "REPLICAS" in text and "ISR" in text
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(90)
+    final = json.loads(state.read_text())
+    pids = [b["pid"] for b in final["brokers"]] + [final["zookeeper_pid"]]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in pids)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_cluster_status_without_a_cluster_is_one_clear_line(tmp_path):
+    r = _cli("cluster", "status", "--data-dir", str(tmp_path))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cluster.json not found" in r.stderr

@@ -1,0 +1,66 @@
+"""The controller's requests to brokers (ZooKeeper mode): LeaderAndIsr, UpdateMetadata, StopReplica.
+A broker that is not one of a cluster (no zookeeper.connect) has no controller to obey: it answers
+with STALE_CONTROLLER_EPOCH, as a broker does to a controller it does not recognise.
+
+ElectLeaders (KIP-460, an admin request clients send to the controller) is here too: on a single
+broker every partition already has its only possible leader (ELECTION_NOT_NEEDED)."""
+from __future__ import annotations
+
+from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+
+from tidelake import errors
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.registry import api
+from tidelake.protocol.messages import (LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
+                                        StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
+
+
+def _single_broker() -> errors.KafkaApiError:
+    return errors.StaleControllerEpoch("this broker is not in a cluster (no zookeeper.connect)")
+
+
+@api(LeaderAndIsrRequest, LeaderAndIsrResponse, 0, 5)
+async def leader_and_isr(broker: BrokerContext, ctx: RequestContext, request):
+    if broker.cluster is None:
+        raise _single_broker()
+    return await broker.cluster.handle_leader_and_isr(request, ctx.api_version)
+
+
+@api(UpdateMetadataRequest, UpdateMetadataResponse, 0, 7)
+async def update_metadata(broker: BrokerContext, ctx: RequestContext, request):
+    if broker.cluster is None:
+        raise _single_broker()
+    return await broker.cluster.handle_update_metadata(request, ctx.api_version)
+
+
+@api(StopReplicaRequest, StopReplicaResponse, 0, 3)
+async def stop_replica(broker: BrokerContext, ctx: RequestContext, request):
+    if broker.cluster is None:
+        raise _single_broker()
+    return await broker.cluster.handle_stop_replica(request, ctx.api_version)
+
+
+_ERTopic = ElectLeadersResponse.ReplicaElectionResult
+_ERPartition = _ERTopic.PartitionResult
+PREFERRED, UNCLEAN = 0, 1
+
+
+@api(ElectLeadersRequest, ElectLeadersResponse, 0, 2)
+async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
+    unclean = ctx.api_version >= 1 and request.election_type == UNCLEAN
+    wanted = None if request.topic_partitions is None else [
+        (t.topic, p) for t in request.topic_partitions for p in t.partitions]
+    if broker.cluster is not None:
+        results = await broker.cluster.elect_leaders(wanted, unclean)  # NotController: the client retries
+    else:
+        results = {}
+        for key in (wanted if wanted is not None else
+                    [(n, p) for n, info in broker.metadata.topics.items() for p in range(info.partitions)]):
+            exists = broker.logs.get(*key) is not None
+            results[key] = ((errors.ElectionNotNeeded.code, "a single broker leads every partition") if exists
+                            else (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist"))
+    by_topic: dict[str, list] = {}
+    for (topic, p), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(_ERPartition(partition_id=p, error_code=code, error_message=message))
+    return ElectLeadersResponse(throttle_time_ms=0, error_code=errors.NONE, replica_election_results=[
+        _ERTopic(topic=t, partition_result=ps) for t, ps in by_topic.items()])

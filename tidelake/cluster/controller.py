@@ -1,0 +1,463 @@
+"""The controller (Kafka's ZooKeeper-mode ``KafkaController``): one broker of the cluster, elected by
+creating the ephemeral ``/controller`` znode, that decides partition leadership and tells the brokers.
+
+Every broker runs a ``Controller``; only the elected one acts. Its work is a queue of events
+processed one at a time on the broker's event loop (ZooKeeper watches fire on kazoo's thread and
+only enqueue): the election itself, brokers joining or leaving ``/brokers/ids``, topics appearing
+under ``/brokers/topics``, deletion requests under ``/admin/delete_topics`` and ISR changes that
+leaders report under ``/isr_change_notification``.
+
+On election the controller bumps ``/controller_epoch``; every partition-state write it makes checks
+that epoch's znode version in the same ZooKeeper transaction, and every request it sends carries the
+epoch, so a controller that lost its session (and was replaced) can neither write nor be obeyed.
+
+Leader election is Kafka's: the first replica in assignment order that is alive and in the ISR; if
+none, with ``unclean.leader.election.enable`` the first live replica (data may be lost), else the
+partition stays offline (leader -1) until an ISR member returns. A leader or ISR change bumps the
+leader epoch.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from tidelake import errors
+from tidelake.cluster import znodes
+from tidelake.cluster.controller_channels import ControllerChannels
+from tidelake.cluster.requests import leader_and_isr_request, stop_replica_request, update_metadata_request
+from tidelake.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
+from tidelake.cluster.zk_store import ClusterStore, StaleWrite
+
+log = logging.getLogger("tidelake.cluster.controller")
+
+MAX_STATE_WRITE_ATTEMPTS = 10
+
+
+@dataclass
+class _Event:
+    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders"
+    topic: str | None = None  # "partitions": the topic whose assignment changed
+    request: tuple | None = None  # "elect_leaders": (partitions or None, unclean, future for the results)
+
+
+class Controller:
+    def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
+                 unclean_default: Callable[[], bool]):
+        self.broker_id = broker_id
+        self.store = store
+        self.listener = inter_broker_listener
+        self._unclean_default = unclean_default
+        self.active = False
+        self.epoch = 0
+        self._epoch_version = -1
+        self.live: dict[int, BrokerRegistration] = {}
+        self.assignments: dict[str, TopicAssignment] = {}
+        self.states: dict[tuple[str, int], PartitionState] = {}
+        self.deleting: set[str] = set()
+        self.channels: ControllerChannels | None = None
+        self._queue: asyncio.Queue[_Event] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._queue = asyncio.Queue()
+        self._task = self._loop.create_task(self._run())
+        self._enqueue("elect")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._resign()
+
+    def session_renewed(self) -> None:
+        """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
+        watch are gone. Resign and run the election again."""
+        if self.active:
+            log.info("broker %d resigns as controller: its ZooKeeper session expired", self.broker_id)
+            self._resign()
+        self._enqueue("elect")
+
+    def _enqueue(self, kind: str, topic: str | None = None) -> None:
+        self._queue.put_nowait(_Event(kind, topic))
+
+    def _watch(self, kind: str, topic: str | None = None):
+        """A kazoo watch callback (kazoo's thread) that enqueues ``kind`` on the broker's loop."""
+        loop = self._loop
+
+        def fire(_event=None) -> None:
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(self._enqueue, kind, topic)
+        return fire
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._queue.get()
+            try:
+                if event.kind == "elect_leaders":
+                    await self._elect_leaders(*event.request)
+                else:
+                    await self._process(event.kind, event.topic)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                log.exception("controller event %s failed", event.kind)
+                if event.request is not None and not event.request[2].done():
+                    event.request[2].set_exception(e)
+                if event.kind == "elect":  # try again rather than be left without a controller
+                    await asyncio.sleep(0.5)
+                    self._enqueue("elect")
+
+    async def _process(self, kind: str, topic: str | None = None) -> None:
+        if kind == "elect":
+            await self._elect()
+        elif not self.active:
+            return
+        elif kind == "brokers":
+            await self._on_brokers_changed()
+        elif kind == "topics":
+            await self._on_topics_changed()
+        elif kind == "partitions":
+            await self._on_partitions_added(topic)
+        elif kind == "delete":
+            await self._on_delete_requests()
+        elif kind == "isr":
+            await self._on_isr_changes()
+
+    # -- election ------------------------------------------------------------------------------------
+    async def _elect(self) -> None:
+        store = self.store
+        current = await asyncio.to_thread(store.controller_id, self._watch("elect"))
+        if current == self.broker_id and self.active:
+            return
+        if current != -1:
+            if self.active:  # someone else holds /controller now: we lost it
+                log.info("broker %d is no longer the controller (broker %d is)", self.broker_id, current)
+                self._resign()
+            return
+        if not await asyncio.to_thread(store.try_elect, self.broker_id):
+            await asyncio.to_thread(store.controller_id, self._watch("elect"))
+            return
+        self.epoch, self._epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
+        log.info("broker %d elected controller (epoch %d)", self.broker_id, self.epoch)
+        self.active = True
+        self.channels = ControllerChannels(self.broker_id)
+        await self._failover()
+
+    def _resign(self) -> None:
+        self.active = False
+        if self.channels is not None:
+            self.channels.close()
+            self.channels = None
+        self.live.clear()
+        self.assignments.clear()
+        self.states.clear()
+        self.deleting.clear()
+
+    async def _failover(self) -> None:
+        """Read the whole cluster, repair leadership, and tell every broker everything."""
+        await self._refresh_brokers()
+        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
+        for name in names:
+            await self._load_topic(name)
+        for (topic, p) in sorted(self.states):
+            await self._repair(topic, p)
+        for topic in names:
+            for p in self.assignments[topic].partitions:
+                if (topic, p) not in self.states:
+                    await self._init_partition(topic, p)
+        self._send_leader_and_isr(list(self.states))
+        self._send_update_metadata()
+        await self._on_delete_requests()
+        await self._on_isr_changes()
+
+    # -- brokers -------------------------------------------------------------------------------------
+    async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
+        ids = await asyncio.to_thread(self.store.live_broker_ids, self._watch("brokers"))
+        before = set(self.live)
+        now: dict[int, BrokerRegistration] = {}
+        for bid in ids:
+            reg = self.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
+            if reg is not None:
+                now[bid] = reg
+        self.live = now
+        for bid in set(now) - before:
+            ep = now[bid].endpoint(self.listener) if any(e.listener == self.listener for e in now[bid].endpoints) \
+                else now[bid].endpoint()
+            self.channels.add_broker(bid, ep.host, ep.port)
+        for bid in before - set(now):
+            self.channels.remove_broker(bid)
+        return set(now) - before, before - set(now)
+
+    async def _on_brokers_changed(self) -> None:
+        new, dead = await self._refresh_brokers()
+        if dead:
+            log.info("controller: brokers %s left", sorted(dead))
+        if new:
+            log.info("controller: brokers %s joined", sorted(new))
+        changed = []
+        for key in sorted(self.states):
+            if await self._repair(*key):
+                changed.append(key)
+        # the new brokers learn every partition they host; the changed partitions go to their replicas
+        self._send_update_metadata()
+        self._send_leader_and_isr(changed)
+        for bid in new:
+            self._send_leader_and_isr([k for k in self.states if bid in self.assignments[k[0]].partitions[k[1]]],
+                                      only=bid)
+
+    async def _repair(self, topic: str, partition: int) -> bool:
+        """Elect a leader for a partition whose leader is gone (or that has none) and drop dead
+        replicas from its ISR. Returns whether the state changed."""
+        if topic in self.deleting:
+            return False
+        replicas = self.assignments[topic].partitions[partition]
+        live = [r for r in replicas if r in self.live]
+        for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
+            st = self.states[(topic, partition)]
+            isr = [r for r in st.isr if r in self.live]
+            leader = st.leader
+            if leader not in self.live:
+                candidates = [r for r in replicas if r in isr]
+                if candidates:
+                    leader = candidates[0]
+                elif live and await self._unclean_allowed(topic):
+                    leader = live[0]
+                    isr = [leader]
+                    log.warning("controller: unclean election of broker %d for %s-%d (data may be lost)",
+                                leader, topic, partition)
+                else:
+                    leader = znodes.NO_LEADER
+            if not isr:
+                isr = list(st.isr[-1:])  # Kafka keeps the last ISR member so it can return as leader
+            if leader == st.leader and isr == st.isr:
+                return False
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            try:
+                self.states[(topic, partition)] = await asyncio.to_thread(
+                    self.store.update_partition_state, topic, partition, new, st.zk_version, self._epoch_version)
+                log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, leader,
+                         new.leader_epoch, isr)
+                return True
+            except StaleWrite:
+                if not await self._still_controller():
+                    return False
+                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
+                if fresh is None:
+                    return False
+                self.states[(topic, partition)] = fresh
+        return False
+
+    async def _still_controller(self) -> bool:
+        epoch = await asyncio.to_thread(self.store.controller_epoch)
+        if epoch != self.epoch:
+            log.info("controller epoch moved to %d: broker %d resigns", epoch, self.broker_id)
+            self._resign()
+            self._enqueue("elect")
+            return False
+        return True
+
+    async def _unclean_allowed(self, topic: str) -> bool:
+        value = (await asyncio.to_thread(self.store.topic_config, topic)).get("unclean.leader.election.enable")
+        return self._unclean_default() if value is None else value.strip().lower() == "true"
+
+    # -- topics --------------------------------------------------------------------------------------
+    async def _load_topic(self, name: str) -> None:
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        if assignment is None:
+            return
+        self.assignments[name] = assignment
+        for p in assignment.partitions:
+            st = await asyncio.to_thread(self.store.partition_state, name, p)
+            if st is not None:
+                self.states[(name, p)] = st
+
+    async def _init_partition(self, topic: str, partition: int) -> None:
+        replicas = self.assignments[topic].partitions[partition]
+        live = [r for r in replicas if r in self.live]
+        st = PartitionState(live[0] if live else znodes.NO_LEADER, 0, live or replicas[:1], self.epoch)
+        try:
+            self.states[(topic, partition)] = await asyncio.to_thread(
+                self.store.create_partition_state, topic, partition, st, self._epoch_version)
+        except StaleWrite:  # it exists already (an earlier controller), or we were deposed
+            if await self._still_controller():
+                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
+                if fresh is not None:
+                    self.states[(topic, partition)] = fresh
+                    await self._repair(topic, partition)
+
+    async def _on_topics_changed(self) -> None:
+        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
+        new = [n for n in names if n not in self.assignments]
+        created = []
+        for name in new:
+            await self._load_topic(name)
+            if name not in self.assignments:
+                continue
+            for p in sorted(self.assignments[name].partitions):
+                if (name, p) not in self.states:
+                    await self._init_partition(name, p)
+                if (name, p) in self.states:
+                    created.append((name, p))
+            log.info("controller: new topic %s", name)
+        for name in [n for n in self.assignments if n not in names]:  # removed behind our back
+            self._forget_topic(name)
+        if created:
+            self._send_leader_and_isr(created, is_new=True)
+            self._send_update_metadata()
+
+    async def _on_partitions_added(self, name: str) -> None:
+        """A topic's assignment changed (CreatePartitions): start its new partitions."""
+        if name not in self.assignments or name in self.deleting:
+            return
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        if assignment is None:
+            return
+        added = sorted(set(assignment.partitions) - set(self.assignments[name].partitions))
+        self.assignments[name] = assignment
+        for p in added:
+            await self._init_partition(name, p)
+        started = [(name, p) for p in added if (name, p) in self.states]
+        if started:
+            log.info("controller: topic %s has new partitions %s", name, added)
+            self._send_leader_and_isr(started, is_new=True)
+            self._send_update_metadata()
+
+    def _forget_topic(self, name: str) -> None:
+        self.assignments.pop(name, None)
+        for key in [k for k in self.states if k[0] == name]:
+            del self.states[key]
+        self.deleting.discard(name)
+
+    async def _on_delete_requests(self) -> None:
+        names = await asyncio.to_thread(self.store.topics_to_delete, self._watch("delete"))
+        for name in names:
+            if name not in self.assignments:
+                await asyncio.to_thread(self.store.delete_topic_nodes, name)
+                continue
+            self.deleting.add(name)
+            parts = sorted(self.assignments[name].partitions.items())
+            # brokers first hear the topic is going (leader -2), then drop its replicas and files
+            self._send_update_metadata(deleting={name})
+            for bid in self.live:
+                hosted = [p for p, replicas in parts if bid in replicas]
+                if hosted:
+                    self.channels.send(bid, *stop_replica_request(self.broker_id, self.epoch, name, hosted))
+            await asyncio.to_thread(self.store.delete_topic_nodes, name)
+            self._forget_topic(name)
+            log.info("controller: deleted topic %s", name)
+        if names:
+            self._send_update_metadata()
+
+    async def _on_isr_changes(self) -> None:
+        changed = await asyncio.to_thread(self.store.take_isr_changes, self._watch("isr"))
+        fresh = []
+        for topic, p in set(changed):
+            if (topic, p) in self.states:
+                st = await asyncio.to_thread(self.store.partition_state, topic, p)
+                if st is not None:
+                    self.states[(topic, p)] = st
+                    fresh.append((topic, p))
+        if fresh:
+            self._send_update_metadata()
+
+    # -- ElectLeaders (KIP-460) ---------------------------------------------------------------------------
+    async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Elect the preferred replica (or, ``unclean``, any live replica of a leaderless partition) of
+        ``partitions`` (None: all); (error code, message) per partition. Only on the active controller."""
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Event("elect_leaders", request=(partitions, unclean, fut)))
+        return await fut
+
+    async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        changed = []
+        for key in (sorted(self.states) if partitions is None else partitions):
+            if not self.active:
+                results[key] = (errors.NotController.code, "no longer the controller")
+                continue
+            if key not in self.states or key[0] in self.deleting:
+                results[key] = (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist")
+                continue
+            fresh = await asyncio.to_thread(self.store.partition_state, *key)  # leaders change ISRs too
+            if fresh is not None:
+                self.states[key] = fresh
+            st = self.states[key]
+            replicas = self.assignments[key[0]].partitions[key[1]]
+            isr = list(st.isr)
+            if not unclean:
+                leader = replicas[0]
+                if st.leader == leader:
+                    results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
+                    continue
+                if leader not in self.live or leader not in st.isr:
+                    results[key] = (errors.PreferredLeaderNotAvailable.code,
+                                    f"preferred replica {leader} is not alive and in the ISR {st.isr}")
+                    continue
+            else:
+                if st.leader in self.live:
+                    results[key] = (errors.ElectionNotNeeded.code, "the partition has a live leader")
+                    continue
+                live = [r for r in replicas if r in self.live]
+                if not live:
+                    results[key] = (errors.EligibleLeadersNotAvailable.code, "no replica is alive")
+                    continue
+                in_isr = [r for r in live if r in st.isr]
+                leader = in_isr[0] if in_isr else live[0]
+                if not in_isr:
+                    isr = [leader]
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            try:
+                self.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+            except StaleWrite:
+                results[key] = (errors.NotController.code if not await self._still_controller()
+                                else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
+                continue
+            log.info("controller: elected %d for %s-%d (%s), epoch %d", leader, key[0], key[1],
+                     "unclean" if unclean else "preferred", new.leader_epoch)
+            results[key] = (errors.NONE, None)
+            changed.append(key)
+        if changed:
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata()
+        if not fut.done():
+            fut.set_result(results)
+
+    # -- requests to brokers -------------------------------------------------------------------------
+    def _send_leader_and_isr(self, partitions: list[tuple[str, int]], *, is_new: bool = False,
+                             only: int | None = None) -> None:
+        by_broker: dict[int, list] = {}
+        for key in partitions:
+            st = self.states.get(key)
+            if st is None or key[0] in self.deleting:
+                continue
+            replicas = self.assignments[key[0]].partitions[key[1]]
+            for bid in replicas:
+                if bid in self.live and (only is None or bid == only):
+                    by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas))
+        for bid, states in by_broker.items():
+            leaders = {st.leader for _t, _p, st, _r in states if st.leader in self.live}
+            self.channels.send(bid, *leader_and_isr_request(self.broker_id, self.epoch, states, is_new,
+                                                            [(b, self.live[b], self.listener) for b in leaders]))
+
+    def _send_update_metadata(self, deleting: set[str] = frozenset()) -> None:
+        partitions = []
+        for (topic, p), st in sorted(self.states.items()):
+            replicas = self.assignments[topic].partitions[p]
+            offline = [r for r in replicas if r not in self.live]
+            if topic in deleting:
+                st = PartitionState(znodes.LEADER_DURING_DELETE, st.leader_epoch, st.isr, st.controller_epoch,
+                                    st.zk_version)
+            partitions.append((topic, p, st, replicas, offline))
+        message = update_metadata_request(self.broker_id, self.epoch, partitions, list(self.live.values()))
+        for bid in self.live:
+            self.channels.send(bid, *message)

@@ -1,0 +1,293 @@
+"""``ReplicaManager``: this broker's replicas and their roles (Kafka's ``ReplicaManager`` + ``Partition``).
+
+LeaderAndIsr from the controller makes a replica the leader or a follower of a partition (only a
+newer leader epoch changes anything). As leader it:
+
+* tracks each follower's log end offset (LEO) from the offsets of its Fetch requests;
+* advances the high watermark to the smallest LEO in the ISR (its own included), which is what
+  consumers may read and what acks=all producers wait for (``wait_for_hw``);
+* shrinks the ISR when a follower has not caught up for ``replica.lag.time.max.ms``, and expands it
+  when a follower reaches the high watermark again, writing each change to the partition's state
+  znode at the version it last knew (a controller's newer write wins; the leader then waits for the
+  controller's LeaderAndIsr) and notifying the controller under ``/isr_change_notification``.
+
+As follower the partition is handed to the ``ReplicaFetcher`` of its leader.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from tidelake import errors
+from tidelake.cluster.znodes import NO_LEADER, PartitionState
+from tidelake.cluster.zk_store import ClusterStore, StaleWrite
+from tidelake.log import LogManager, PartitionLog
+
+log = logging.getLogger("tidelake.cluster.replicas")
+
+
+@dataclass
+class Replica:
+    """This broker's view of one partition it hosts."""
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    zk_version: int
+    controller_epoch: int
+    # leader only: follower id -> LEO (-1 until its first fetch), and when it was last caught up (ms)
+    follower_leo: dict[int, int] = field(default_factory=dict)
+    caught_up_ms: dict[int, int] = field(default_factory=dict)
+    isr_write_pending: bool = False
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, logs: LogManager, store: ClusterStore, *, clock_ms: Callable[[], int],
+                 lag_time_max_ms: Callable[[], int], min_insync: Callable[[str], int],
+                 create_log: Callable[[str, int], PartitionLog], notify: Callable[[str, int], None]):
+        self.broker_id = broker_id
+        self.logs = logs
+        self.store = store
+        self.clock_ms = clock_ms
+        self.lag_time_max_ms = lag_time_max_ms
+        self.min_insync = min_insync
+        self.create_log = create_log
+        self.notify = notify  # wakes Fetch long-polls of the partition (HW moved)
+        self.replicas: dict[tuple[str, int], Replica] = {}
+        self.controller_epoch = 0
+        self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self.checkpointed_hw: dict[tuple[str, int], int] = {}  # from replication-offset-checkpoint at start
+        self.on_become_follower: Callable[[Replica, PartitionLog], None] = lambda r, plog: None
+        self.on_stop_following: Callable[[str, int], None] = lambda t, p: None
+        self.on_role: Callable[[str, int, bool], None] = lambda t, p, leader: None  # leader now, or no longer
+        self._background: set[asyncio.Task] = set()
+
+    # -- LeaderAndIsr --------------------------------------------------------------------------------
+    def check_controller_epoch(self, epoch: int) -> None:
+        """Kafka's fencing of a deposed controller: a request from an older epoch is refused."""
+        if epoch < self.controller_epoch:
+            raise errors.StaleControllerEpoch(f"controller epoch {epoch} is older than {self.controller_epoch}")
+        self.controller_epoch = epoch
+
+    def apply_leader_and_isr(self, topic: str, ps) -> int:
+        """Apply one partition state of a LeaderAndIsr request; returns the partition's error code."""
+        key = (topic, ps.partition_index)
+        current = self.replicas.get(key)
+        if current is not None and ps.leader_epoch < current.leader_epoch:
+            return errors.StaleControllerEpoch.code
+        if self.broker_id not in ps.replicas:
+            return errors.NONE
+        plog = self.logs.get(topic, ps.partition_index) or self.create_log(topic, ps.partition_index)
+        if not plog.replicated:  # first role since start: the checkpointed high watermark, not the log end
+            plog.high_watermark = self.checkpointed_hw.get(key, plog.log_start_offset)
+        if current is not None and ps.leader_epoch == current.leader_epoch:
+            # the same epoch again (a controller failover re-sends everything): refresh, no role change
+            current.isr, current.replicas, current.zk_version = list(ps.isr), list(ps.replicas), ps.zk_version
+            return errors.NONE
+        replica = Replica(topic, ps.partition_index, ps.leader, ps.leader_epoch, list(ps.replicas), list(ps.isr),
+                          ps.zk_version, ps.controller_epoch)
+        self.replicas[key] = replica
+        if ps.leader == self.broker_id:
+            self._become_leader(replica, plog)
+        else:
+            self._become_follower(replica, plog)
+        return errors.NONE
+
+    def _become_leader(self, replica: Replica, plog: PartitionLog) -> None:
+        self.on_stop_following(replica.topic, replica.partition)
+        plog.begin_leader_epoch(replica.leader_epoch)
+        plog.high_watermark = plog.high_watermark  # from now on the HW is replication's, not the log end
+        now = self.clock_ms()
+        for r in replica.replicas:
+            if r != self.broker_id:
+                replica.follower_leo[r] = -1
+                replica.caught_up_ms[r] = now if r in replica.isr else 0
+        log.info("broker %d: leader of %s-%d in epoch %d, isr %s", self.broker_id, replica.topic,
+                 replica.partition, replica.leader_epoch, replica.isr)
+        self._maybe_advance_hw(replica, plog)
+        self.on_role(replica.topic, replica.partition, True)
+
+    def _become_follower(self, replica: Replica, plog: PartitionLog) -> None:
+        plog.high_watermark = plog.high_watermark
+        self._fail_waiters(replica.topic, replica.partition, errors.NotLeaderOrFollower.code)
+        self.on_stop_following(replica.topic, replica.partition)
+        self.on_role(replica.topic, replica.partition, False)
+        if replica.leader != NO_LEADER:
+            log.info("broker %d: follower of %s-%d (leader %d, epoch %d)", self.broker_id, replica.topic,
+                     replica.partition, replica.leader, replica.leader_epoch)
+            self.on_become_follower(replica, plog)
+
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        """What ``replication-offset-checkpoint`` keeps: each hosted replica's high watermark."""
+        out = dict(self.checkpointed_hw)
+        for key in self.replicas:
+            plog = self.logs.get(*key)
+            if plog is not None and plog.replicated:
+                out[key] = plog.high_watermark
+        return out
+
+    def stop_replica(self, topic: str, partition: int) -> None:
+        self.replicas.pop((topic, partition), None)
+        self.checkpointed_hw.pop((topic, partition), None)
+        self.on_stop_following(topic, partition)
+        self.on_role(topic, partition, False)
+        self._fail_waiters(topic, partition, errors.NotLeaderOrFollower.code)
+
+    # -- queries -------------------------------------------------------------------------------------
+    def leader_replica(self, topic: str, partition: int) -> Replica | None:
+        r = self.replicas.get((topic, partition))
+        return r if r is not None and r.leader == self.broker_id else None
+
+    def check_leader(self, topic: str, partition: int, current_leader_epoch: int = -1) -> Replica:
+        """The partition's Replica if this broker leads it; else NotLeaderOrFollower (the client
+        refreshes its metadata). A client's newer epoch: UnknownLeaderEpoch; older: FencedLeaderEpoch."""
+        r = self.replicas.get((topic, partition))
+        if r is None or r.leader != self.broker_id:
+            raise errors.NotLeaderOrFollower(f"broker {self.broker_id} is not the leader of {topic}-{partition}")
+        if current_leader_epoch >= 0:
+            if current_leader_epoch > r.leader_epoch:
+                raise errors.UnknownLeaderEpoch(f"{topic}-{partition}: epoch {current_leader_epoch} not yet known")
+            if current_leader_epoch < r.leader_epoch:
+                raise errors.FencedLeaderEpoch(f"{topic}-{partition}: epoch {current_leader_epoch} is fenced")
+        return r
+
+    # -- the leader's side of replication ------------------------------------------------------------
+    def follower_fetched(self, replica: Replica, plog: PartitionLog, follower: int, fetch_offset: int) -> None:
+        """A follower asked for ``fetch_offset``: everything below it is in its log."""
+        if follower not in replica.follower_leo:
+            return
+        replica.follower_leo[follower] = fetch_offset
+        leo = plog.log_end_offset
+        if fetch_offset >= leo:
+            replica.caught_up_ms[follower] = self.clock_ms()
+        if (follower not in replica.isr and fetch_offset >= plog.high_watermark
+                and fetch_offset >= self._epoch_start(plog, replica)):
+            self._change_isr(replica, plog, replica.isr + [follower])
+        self._maybe_advance_hw(replica, plog)
+
+    @staticmethod
+    def _epoch_start(plog: PartitionLog, replica: Replica) -> int:
+        """The offset at which the current leader epoch began: a follower joins the ISR only past it."""
+        for epoch, start in reversed(plog.leader_epoch_cache.entries):
+            if epoch <= replica.leader_epoch:
+                return start
+        return plog.log_start_offset
+
+    def leader_appended(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        replica = self.replicas.get((topic, partition))
+        if replica is not None and replica.leader == self.broker_id:
+            self._maybe_advance_hw(replica, plog)
+
+    def _maybe_advance_hw(self, replica: Replica, plog: PartitionLog) -> None:
+        hw = plog.log_end_offset
+        for r in replica.isr:
+            if r != self.broker_id:
+                hw = min(hw, replica.follower_leo.get(r, -1))
+        if hw > plog.high_watermark:
+            plog.high_watermark = hw
+            self.notify(replica.topic, replica.partition)
+            self._complete_waiters(replica, hw)
+
+    def shrink_isrs(self) -> None:
+        """Drop followers that have not caught up for replica.lag.time.max.ms (run periodically)."""
+        now, lag = self.clock_ms(), self.lag_time_max_ms()
+        for replica in list(self.replicas.values()):
+            if replica.leader != self.broker_id or replica.isr_write_pending:
+                continue
+            plog = self.logs.get(replica.topic, replica.partition)
+            if plog is None:
+                continue
+            leo = plog.log_end_offset
+            out = [r for r in replica.isr if r != self.broker_id and now - replica.caught_up_ms.get(r, 0) > lag
+                   and replica.follower_leo.get(r, -1) < leo]
+            if out:
+                log.info("broker %d: %s-%d followers %s fell behind for %d ms: shrinking the ISR", self.broker_id,
+                         replica.topic, replica.partition, out, lag)
+                self._change_isr(replica, plog, [r for r in replica.isr if r not in out])
+
+    def _change_isr(self, replica: Replica, plog: PartitionLog, isr: list[int]) -> None:
+        if replica.isr_write_pending:
+            return
+        replica.isr_write_pending = True
+        task = asyncio.get_running_loop().create_task(self._write_isr(replica, plog, isr))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _write_isr(self, replica: Replica, plog: PartitionLog, isr: list[int]) -> None:
+        state = PartitionState(replica.leader, replica.leader_epoch, isr, replica.controller_epoch)
+        try:
+            written = await asyncio.to_thread(self.store.update_partition_state, replica.topic, replica.partition,
+                                              state, replica.zk_version)
+            await asyncio.to_thread(self.store.notify_isr_change, [(replica.topic, replica.partition)])
+        except StaleWrite:
+            log.info("broker %d: ISR update of %s-%d lost to a newer state; waiting for the controller",
+                     self.broker_id, replica.topic, replica.partition)
+            return
+        except Exception:
+            log.exception("ISR update of %s-%d failed", replica.topic, replica.partition)
+            return
+        finally:
+            replica.isr_write_pending = False
+        if self.replicas.get((replica.topic, replica.partition)) is not replica:
+            return  # superseded by a LeaderAndIsr meanwhile
+        log.info("broker %d: %s-%d ISR %s -> %s", self.broker_id, replica.topic, replica.partition, replica.isr, isr)
+        replica.isr, replica.zk_version = list(isr), written.zk_version
+        self._maybe_advance_hw(replica, plog)
+        # an ISR below min.insync.replicas may leave acks=all waiters whose offset is now committed
+        self._complete_waiters(replica, plog.high_watermark)
+
+    # -- acks=all --------------------------------------------------------------------------------------
+    async def wait_for_hw(self, topic: str, partition: int, offset: int, timeout_s: float) -> int:
+        """Wait until the high watermark passes ``offset`` (the last offset of an append); the error
+        code for the produce response: NONE, NOT_ENOUGH_REPLICAS_AFTER_APPEND (the ISR shrank below
+        min.insync.replicas meanwhile), REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER."""
+        replica = self.leader_replica(topic, partition)
+        plog = self.logs.get(topic, partition)
+        if replica is None or plog is None:
+            return errors.NotLeaderOrFollower.code
+        if plog.high_watermark > offset:
+            return self._acks_result(replica, topic)
+        fut = asyncio.get_running_loop().create_future()
+        self._hw_waiters.setdefault((topic, partition), []).append((offset, fut))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            return errors.RequestTimedOut.code
+
+    def _acks_result(self, replica: Replica, topic: str) -> int:
+        if len(replica.isr) < self.min_insync(topic):
+            return errors.NotEnoughReplicasAfterAppend.code
+        return errors.NONE
+
+    def _complete_waiters(self, replica: Replica, hw: int) -> None:
+        key = (replica.topic, replica.partition)
+        waiting = self._hw_waiters.get(key)
+        if not waiting:
+            return
+        keep = []
+        for offset, fut in waiting:
+            if fut.done():
+                continue
+            if hw > offset:
+                fut.set_result(self._acks_result(replica, replica.topic))
+            else:
+                keep.append((offset, fut))
+        if keep:
+            self._hw_waiters[key] = keep
+        else:
+            self._hw_waiters.pop(key, None)
+
+    def _fail_waiters(self, topic: str, partition: int, code: int) -> None:
+        for _offset, fut in self._hw_waiters.pop((topic, partition), []):
+            if not fut.done():
+                fut.set_result(code)
+
+    def close(self) -> None:
+        for key in list(self._hw_waiters):
+            self._fail_waiters(*key, errors.NotLeaderOrFollower.code)
+        for task in list(self._background):
+            task.cancel()

@@ -1,0 +1,52 @@
+"""What the cluster code needs from the broker, without importing it: its settings (``ClusterSettings``,
+built by the broker from its Kafka configs; callables where a dynamic config may change) and its
+topic table (``TopicTable``, which the cluster keeps equal to what the controller says)."""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+
+@dataclass(frozen=True)
+class ClusterSettings:
+    broker_id: int  # broker.id
+    zookeeper_connect: str  # zookeeper.connect
+    session_timeout_ms: int = 18000  # zookeeper.session.timeout.ms
+    connection_timeout_ms: int = 18000  # zookeeper.connection.timeout.ms
+    rack: str | None = None  # broker.rack
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_max_bytes: int = 1048576
+    hw_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
+    num_partitions: Callable[[], int] = lambda: 1
+    default_replication_factor: Callable[[], int] = lambda: 1
+    lag_time_max_ms: Callable[[], int] = lambda: 30000  # replica.lag.time.max.ms
+    unclean_default: Callable[[], bool] = lambda: False  # unclean.leader.election.enable
+    min_insync_default: Callable[[], int] = lambda: 1  # min.insync.replicas
+
+
+@dataclass
+class ClusterTopic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)  # overrides only
+    replication_factor: int = 1
+
+
+class TopicTable(Protocol):
+    """The broker's topics, as the cluster code updates them."""
+
+    def names(self) -> list[str]: ...
+
+    def configs(self, name: str) -> dict[str, str] | None:
+        """The topic's config overrides, None if the topic is unknown."""
+
+    def put(self, topic: ClusterTopic) -> None: ...
+
+    def set_configs(self, name: str, configs: dict[str, str]) -> None:
+        """Replace the topic's config overrides (its logs take them at once)."""
+
+    def resize(self, name: str, partitions: int) -> None: ...
+
+    def remove(self, name: str) -> None: ...

@@ -1,0 +1,250 @@
+"""Kafka's ZooKeeper layout (ZooKeeper mode): the paths and the JSON of each znode, byte-compatible
+with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, kafka's own
+``zookeeper-shell``) read ours.
+
+    /cluster/id                                   {"version":"1","id":"<cluster id>"}
+    /controller                  (ephemeral)      {"version":1,"brokerid":1,"timestamp":"<ms>"}
+    /controller_epoch                             "3"
+    /brokers/ids/<id>            (ephemeral)      v5 registration: host, port, endpoints, protocol map
+    /brokers/topics/<topic>                       {"version":2,"partitions":{"0":[1,2]},"topic_id":...}
+    /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,"isr":[1,2],
+                                                   "controller_epoch":3}
+    /config/topics/<topic>                        {"version":1,"config":{"min.insync.replicas":"2"}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
+    /admin/delete_topics/<topic>                  (a request to delete, handled by the controller)
+    /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0","block_end":"999"}
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+CLUSTER_ID = "/cluster/id"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+BROKER_IDS = "/brokers/ids"
+TOPICS = "/brokers/topics"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGES = "/isr_change_notification"
+ISR_CHANGE_PREFIX = ISR_CHANGES + "/isr_change_"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# created at start so watches on their children always have a parent
+PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/changes",
+                    "/config/brokers", "/admin/delete_topics", "/isr_change_notification")
+
+NO_LEADER = -1
+LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (Kafka's LeaderDuringDelete)
+
+
+def _dumps(obj) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS}/{topic}/partitions"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+# -- topic ids: Kafka prints a Uuid as URL-safe base64 of its 16 bytes, without padding --------------
+def kafka_uuid(u: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def parse_kafka_uuid(s: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(s + "=" * (-len(s) % 4)))
+
+
+# -- controller --------------------------------------------------------------------------------------
+def encode_controller(broker_id: int) -> bytes:
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(int(time.time() * 1000))})
+
+
+def decode_controller(data: bytes) -> int:
+    return int(json.loads(data)["brokerid"])
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode())
+
+
+# -- broker registration -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    listener: str
+    host: str
+    port: int
+    protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+
+    @property
+    def connection_string(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None = None
+
+    def endpoint(self, listener: str | None = None) -> BrokerEndpoint:
+        """The endpoint of ``listener`` (None: the first one)."""
+        for ep in self.endpoints:
+            if listener is None or ep.listener == listener:
+                return ep
+        raise KeyError(f"broker {self.broker_id} has no listener {listener}")
+
+    def encode(self) -> bytes:
+        """Kafka's v5 registration: the top-level host/port is the first PLAINTEXT endpoint (or null/-1)."""
+        plain = next((ep for ep in self.endpoints if ep.protocol == "PLAINTEXT"), None)
+        d = {"features": {}, "listener_security_protocol_map": {ep.listener: ep.protocol for ep in self.endpoints},
+             "endpoints": [ep.connection_string for ep in self.endpoints], "jmx_port": -1,
+             "port": plain.port if plain else -1, "host": plain.host if plain else None,
+             "version": 5, "timestamp": str(int(time.time() * 1000))}
+        if self.rack is not None:
+            d["rack"] = self.rack
+        return _dumps(d)
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> "BrokerRegistration":
+        d = json.loads(data)
+        protocols = d.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for conn in d.get("endpoints") or []:
+            listener, _, address = conn.partition("://")
+            host, _, port = address.rpartition(":")
+            endpoints.append(BrokerEndpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener)))
+        if not endpoints and d.get("host"):
+            endpoints.append(BrokerEndpoint("PLAINTEXT", d["host"], int(d["port"]), "PLAINTEXT"))
+        return cls(broker_id, tuple(endpoints), d.get("rack"))
+
+
+# -- topics --------------------------------------------------------------------------------------------
+@dataclass
+class TopicAssignment:
+    """``/brokers/topics/<topic>``: the replicas of each partition (the first is the preferred leader)."""
+    topic: str
+    topic_id: uuid.UUID
+    partitions: dict[int, list[int]]
+
+    def encode(self) -> bytes:
+        return _dumps({"version": 2, "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
+                       "adding_replicas": {}, "removing_replicas": {}, "topic_id": kafka_uuid(self.topic_id)})
+
+    @classmethod
+    def decode(cls, topic: str, data: bytes) -> "TopicAssignment":
+        d = json.loads(data)
+        tid = d.get("topic_id")
+        return cls(topic, parse_kafka_uuid(tid) if tid else uuid.UUID(int=0),
+                   {int(p): [int(b) for b in r] for p, r in (d.get("partitions") or {}).items()})
+
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dumps({"version": 1, "config": dict(config)})
+
+
+def decode_topic_config(data: bytes | None) -> dict[str, str]:
+    if not data:
+        return {}
+    return {k: str(v) for k, v in (json.loads(data).get("config") or {}).items()}
+
+
+@dataclass
+class PartitionState:
+    """``/brokers/topics/<t>/partitions/<p>/state`` plus the znode's version (what conditional writes check)."""
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    zk_version: int = -1
+
+    def encode(self) -> bytes:
+        return _dumps({"controller_epoch": self.controller_epoch, "leader": self.leader, "version": 1,
+                       "leader_epoch": self.leader_epoch, "isr": list(self.isr)})
+
+    @classmethod
+    def decode(cls, data: bytes, zk_version: int) -> "PartitionState":
+        d = json.loads(data)
+        return cls(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]], int(d["controller_epoch"]),
+                   zk_version)
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _dumps({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes) -> str:
+    return json.loads(data)["entity_path"]
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    return [(e["topic"], int(e["partition"])) for e in json.loads(data).get("partitions", [])]
+
+
+@dataclass
+class ProducerIdBlock:
+    broker: int
+    block_start: int
+    block_end: int  # inclusive
+
+    def encode(self) -> bytes:
+        return _dumps({"version": 1, "broker": self.broker, "block_start": str(self.block_start),
+                       "block_end": str(self.block_end)})
+
+    @classmethod
+    def decode(cls, data: bytes) -> "ProducerIdBlock":
+        d = json.loads(data)
+        return cls(int(d["broker"]), int(d["block_start"]), int(d["block_end"]))
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return json.loads(data)["id"]
+
+
+@dataclass
+class TopicDescription:
+    """A topic as the cluster knows it: assignment, configs, partition states."""
+    assignment: TopicAssignment
+    configs: dict[str, str] = field(default_factory=dict)
+    states: dict[int, PartitionState] = field(default_factory=dict)
