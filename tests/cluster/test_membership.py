@@ -160,6 +160,9 @@ def test_deleting_a_topic_removes_it_from_zookeeper_every_broker_and_every_disk(
 def test_topic_config_changes_and_new_partitions_reach_every_broker(cluster):
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions
     _create(cluster, "grow", 1, 2)
+    # the controller's UpdateMetadata reaches the brokers after CreateTopics answers (as in Kafka)
+    wait_until("grow known to every broker", lambda: all(
+        _partitions(_metadata(b.port, "grow"))[0][1] >= 0 for b in cluster.brokers.values()))
     admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
     resource = ConfigResource(ConfigResource.Type.TOPIC, "grow", incremental_configs=[
         ConfigEntry("retention.ms", "3600000", incremental_operation=AlterConfigOpType.SET)])
