@@ -263,3 +263,42 @@ def test_preferred_leader_election_moves_leadership_back_after_a_restart(tmp_pat
         zk.stop()
         zk.close()
         c.stop()
+
+
+def test_auto_leader_rebalance_gives_leadership_back_to_the_preferred_replica(tmp_path):
+    c = start_cluster(tmp_path / "c", 3, **{"leader.imbalance.check.interval.seconds": "1"})
+    zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
+    zk.start(10)
+    try:
+        create_topic(c, "auto", 3, 3)
+        p0 = json.loads(zk.get("/brokers/topics/auto")[0])["partitions"]["0"][0]
+        c.stop_broker(p0)
+        wait_until("another leader of auto-0", lambda: state(zk, "auto", 0)["leader"] not in (p0, -1), 60)
+        c.start_broker(p0)
+        wait_until(f"broker {p0} to lead auto-0 again", lambda: state(zk, "auto", 0)["leader"] == p0, 60)
+        assert p0 in state(zk, "auto", 0)["isr"]
+    finally:
+        zk.stop()
+        zk.close()
+        c.stop()
+
+
+def test_a_stopped_broker_hands_over_its_leaderships_first_under_load(cluster, zk):
+    """SIGTERM: the broker asks the controller (ControlledShutdown) to move its leaderships and drop it
+    from the ISRs before it closes; producers move on without losing or duplicating a record."""
+    create_topic(cluster, "handover", 3, 3, **{"min.insync.replicas": "2"})
+    load = LoadProducer(cluster, "handover")
+    try:
+        wait_until("1000 acknowledged records", lambda: len(load.acked) >= 1000, 60)
+        leaving = state(zk, "handover", 0)["leader"]
+        cluster.stop_broker(leaving)
+        assert "controlled shutdown done" in cluster.brokers[leaving].log_path.read_text()
+        for p in range(3):
+            st = state(zk, "handover", p)
+            assert st["leader"] != leaving and leaving not in st["isr"]
+        before = len(load.acked)
+        wait_until("writes to go on", lambda: len(load.acked) >= before + 1000, 60)
+    finally:
+        load.stop()
+    assert not load.failed, load.failed[:3]
+    check_exactly_once_in_order(consume_all(cluster, "handover", 3, len(load.acked)), load.acked)

@@ -148,7 +148,13 @@ class Broker:
             default_replication_factor=lambda: config.get_int("default.replication.factor", 1),
             lag_time_max_ms=lambda: config.get_int("replica.lag.time.max.ms", 30000),
             unclean_default=lambda: config.get_bool("unclean.leader.election.enable", False),
-            min_insync_default=lambda: config.get_int("min.insync.replicas", 1))
+            min_insync_default=lambda: config.get_int("min.insync.replicas", 1),
+            auto_leader_rebalance=lambda: config.get_bool("auto.leader.rebalance.enable", True),
+            leader_imbalance_check_interval_s=config.get_int("leader.imbalance.check.interval.seconds", 300),
+            leader_imbalance_per_broker_percentage=config.get_int("leader.imbalance.per.broker.percentage", 10),
+            controlled_shutdown=config.get_bool("controlled.shutdown.enable", True),
+            controlled_shutdown_retries=max(1, config.get_int("controlled.shutdown.max.retries", 3)),
+            controlled_shutdown_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms", 5000))
         return ClusterMember(settings, logs, MetadataTopicTable(metadata, logs, topics.log_config), clock_ms=wall_ms,
                              log_config=topics.log_config, notify=partitions.notify)
 
@@ -279,6 +285,8 @@ class Broker:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""
         if self._cluster_joining:
             self._cluster_joining = False
+            if self.context.cluster.settings.controlled_shutdown:  # leaderships move before we go
+                await self.context.cluster.controlled_shutdown()
             await self.context.cluster.stop()
         for server in self._servers:
             server.close()

@@ -37,18 +37,23 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders"
+    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown"
     topic: str | None = None  # "partitions": the topic whose assignment changed
-    request: tuple | None = None  # "elect_leaders": (partitions or None, unclean, future for the results)
+    # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future)
+    request: tuple | None = None
 
 
 class Controller:
     def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
-                 unclean_default: Callable[[], bool]):
+                 unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
+                 rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
         self.broker_id = broker_id
         self.store = store
         self.listener = inter_broker_listener
         self._unclean_default = unclean_default
+        self._auto_rebalance = auto_rebalance  # auto.leader.rebalance.enable
+        self._rebalance_interval_s = rebalance_interval_s  # leader.imbalance.check.interval.seconds
+        self._imbalance_percentage = imbalance_percentage  # leader.imbalance.per.broker.percentage
         self.active = False
         self.epoch = 0
         self._epoch_version = -1
@@ -56,26 +61,37 @@ class Controller:
         self.assignments: dict[str, TopicAssignment] = {}
         self.states: dict[tuple[str, int], PartitionState] = {}
         self.deleting: set[str] = set()
+        self.shutting_down: set[int] = set()  # brokers in controlled shutdown: never elected, leaving the ISRs
         self.channels: ControllerChannels | None = None
         self._queue: asyncio.Queue[_Event] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
+        self._rebalance_task: asyncio.Task | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._queue = asyncio.Queue()
         self._task = self._loop.create_task(self._run())
+        self._rebalance_task = self._loop.create_task(self._rebalance_clock())
         self._enqueue("elect")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in (self._task, self._rebalance_task):
+            if task is None:
+                continue
+            task.cancel()
             try:
-                await self._task
+                await task
             except (asyncio.CancelledError, Exception):
                 pass
         self._resign()
+
+    async def _rebalance_clock(self) -> None:
+        while True:
+            await asyncio.sleep(self._rebalance_interval_s)
+            if self.active and self._auto_rebalance():
+                self._enqueue("rebalance")
 
     def session_renewed(self) -> None:
         """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
@@ -103,6 +119,8 @@ class Controller:
             try:
                 if event.kind == "elect_leaders":
                     await self._elect_leaders(*event.request)
+                elif event.kind == "shutdown":
+                    await self._controlled_shutdown(event.request[0], event.request[2])
                 else:
                     await self._process(event.kind, event.topic)
             except asyncio.CancelledError:
@@ -130,6 +148,8 @@ class Controller:
             await self._on_delete_requests()
         elif kind == "isr":
             await self._on_isr_changes()
+        elif kind == "rebalance":
+            await self._rebalance_leaders()
 
     # -- election ------------------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -160,6 +180,7 @@ class Controller:
         self.assignments.clear()
         self.states.clear()
         self.deleting.clear()
+        self.shutting_down.clear()
 
     async def _failover(self) -> None:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
@@ -194,6 +215,7 @@ class Controller:
             self.channels.add_broker(bid, ep.host, ep.port)
         for bid in before - set(now):
             self.channels.remove_broker(bid)
+            self.shutting_down.discard(bid)
         return set(now) - before, before - set(now)
 
     async def _on_brokers_changed(self) -> None:
@@ -225,7 +247,7 @@ class Controller:
             isr = [r for r in st.isr if r in self.live]
             leader = st.leader
             if leader not in self.live:
-                candidates = [r for r in replicas if r in isr]
+                candidates = [r for r in replicas if r in isr and r not in self.shutting_down]
                 if candidates:
                     leader = candidates[0]
                 elif live and await self._unclean_allowed(topic):
@@ -398,7 +420,7 @@ class Controller:
                 if st.leader == leader:
                     results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
                     continue
-                if leader not in self.live or leader not in st.isr:
+                if leader not in self.live or leader not in st.isr or leader in self.shutting_down:
                     results[key] = (errors.PreferredLeaderNotAvailable.code,
                                     f"preferred replica {leader} is not alive and in the ISR {st.isr}")
                     continue
@@ -431,6 +453,91 @@ class Controller:
             self._send_update_metadata()
         if not fut.done():
             fut.set_result(results)
+
+    # -- controlled shutdown ------------------------------------------------------------------------------
+    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """A broker about to stop asks the controller to move its leaderships and take it out of the
+        ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member)."""
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Event("shutdown", request=(broker_id, None, fut)))
+        return await fut
+
+    async def _controlled_shutdown(self, broker_id: int, fut: asyncio.Future) -> None:
+        if not self.active:
+            fut.set_exception(errors.NotController(f"broker {self.broker_id} is no longer the controller"))
+            return
+        if broker_id not in self.live:
+            fut.set_exception(errors.BrokerNotAvailable(f"broker {broker_id} is not registered"))
+            return
+        self.shutting_down.add(broker_id)
+        remaining, changed, followed = [], [], []
+        for key in sorted(self.states):
+            if key[0] in self.deleting or broker_id not in self.assignments[key[0]].partitions[key[1]]:
+                continue
+            fresh = await asyncio.to_thread(self.store.partition_state, *key)
+            if fresh is not None:
+                self.states[key] = fresh
+            st = self.states[key]
+            replicas = self.assignments[key[0]].partitions[key[1]]
+            others = [r for r in replicas if r in st.isr and r != broker_id and r in self.live
+                      and r not in self.shutting_down]
+            if st.leader == broker_id:
+                if not others:
+                    remaining.append(key)
+                    continue
+                new = PartitionState(others[0], st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
+                                     self.epoch)
+            elif broker_id in st.isr and len(st.isr) > 1:
+                new = PartitionState(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
+                                     self.epoch)
+            else:
+                followed.append(key)
+                continue
+            try:
+                self.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+            except StaleWrite:
+                if not await self._still_controller():
+                    break
+                if st.leader == broker_id:
+                    remaining.append(key)
+                continue
+            changed.append(key)
+            followed.append(key)
+        if changed:
+            self._send_leader_and_isr(changed)
+            self._send_update_metadata()
+        # the stopping broker stops fetching (it must not rejoin an ISR on its way out)
+        by_topic: dict[str, list[int]] = {}
+        for topic, p in followed:
+            by_topic.setdefault(topic, []).append(p)
+        for topic, parts in by_topic.items():
+            self.channels.send(broker_id, *stop_replica_request(self.broker_id, self.epoch, topic, parts,
+                                                                delete=False))
+        log.info("controller: controlled shutdown of broker %d moved %d partition(s); %d still led by it",
+                 broker_id, len(changed), len(remaining))
+        if not fut.done():
+            fut.set_result(remaining)
+
+    async def _rebalance_leaders(self) -> None:
+        """Kafka's auto leader rebalance: a live broker that does not lead more than
+        leader.imbalance.per.broker.percentage % of the partitions it is the preferred replica of gets
+        those back where it is in the ISR."""
+        preferred: dict[int, list[tuple[str, int]]] = {}
+        for key, st in self.states.items():
+            if key[0] not in self.deleting:
+                preferred.setdefault(self.assignments[key[0]].partitions[key[1]][0], []).append(key)
+        wanted = []
+        for broker, keys in preferred.items():
+            if broker not in self.live or broker in self.shutting_down:
+                continue
+            not_led = [k for k in keys if self.states[k].leader != broker]
+            if not_led and 100 * len(not_led) / len(keys) > self._imbalance_percentage:
+                wanted += [k for k in not_led if broker in self.states[k].isr]
+        if wanted:
+            log.info("controller: leader imbalance; moving %d partition(s) back to their preferred replica",
+                     len(wanted))
+            await self._elect_leaders(sorted(wanted), False, asyncio.get_running_loop().create_future())
 
     # -- requests to brokers -------------------------------------------------------------------------
     def _send_leader_and_isr(self, partitions: list[tuple[str, int]], *, is_new: bool = False,

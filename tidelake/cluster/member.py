@@ -19,6 +19,7 @@ from typing import Callable
 
 from tidelake import errors
 from tidelake.cluster.assignment import assign_replicas
+from tidelake.cluster.channel import BrokerChannel, ChannelError
 from tidelake.cluster.controller import Controller
 from tidelake.cluster.fetcher import ReplicaFetchers
 from tidelake.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
@@ -30,11 +31,13 @@ from tidelake.cluster.settings import ClusterSettings, ClusterTopic, TopicTable
 from tidelake.cluster.znodes import BrokerEndpoint, BrokerRegistration, TopicAssignment
 from tidelake.cluster.zk_store import ClusterStore, new_topic_id
 from tidelake.log import LogConfig, LogManager, PartitionLog
-from tidelake.protocol.messages import LeaderAndIsrResponse, StopReplicaResponse, UpdateMetadataResponse
+from tidelake.protocol.messages import (ControlledShutdownRequest, LeaderAndIsrResponse, StopReplicaResponse,
+                                        UpdateMetadataResponse)
 
 log = logging.getLogger("tidelake.cluster")
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+CONTROLLED_SHUTDOWN_VERSION = 2
 ISR_CHECK_MIN_INTERVAL_S = 0.05
 
 
@@ -65,7 +68,10 @@ class ClusterMember:
             broker_id, logs, self.store, clock_ms=clock_ms, lag_time_max_ms=settings.lag_time_max_ms,
             min_insync=self.min_insync_replicas, create_log=self._create_log, notify=notify)
         self.controller = Controller(broker_id, self.store, inter_broker_listener=self.inter_broker_listener,
-                                     unclean_default=settings.unclean_default)
+                                     unclean_default=settings.unclean_default,
+                                     auto_rebalance=settings.auto_leader_rebalance,
+                                     rebalance_interval_s=settings.leader_imbalance_check_interval_s,
+                                     imbalance_percentage=settings.leader_imbalance_per_broker_percentage)
         self.fetchers: ReplicaFetchers | None = None
         # the broker's hook: this broker became (True) or stopped being (False) a partition's leader
         self.on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
@@ -390,6 +396,45 @@ class ClusterMember:
         if ep is None:
             raise errors.CoordinatorNotAvailable(f"{topic}-{partition} has no leader")
         return LiveBroker(pm.leader, ep.host, ep.port, self.cache.racks.get(pm.leader))
+
+    async def handle_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+        """ControlledShutdown from a stopping broker: only the controller answers (NotController elsewhere)."""
+        if not self.controller.active:
+            raise errors.NotController(f"broker {self.broker_id} is not the controller "
+                                       f"({self.cache.controller_id} is)")
+        return await self.controller.controlled_shutdown(broker_id)
+
+    async def controlled_shutdown(self) -> bool:
+        """Before stopping: ask the controller to move this broker's leaderships away and take it out of
+        the ISRs (controlled.shutdown.enable); a failed request is retried controlled.shutdown.max.retries
+        times. True if nothing is led here any more."""
+        s = self.settings
+        for attempt in range(1, s.controlled_shutdown_retries + 1):
+            controller = self.cache.controller_id
+            ep = self.cache.endpoint(controller, self.inter_broker_listener) if controller >= 0 else None
+            if ep is not None:
+                channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.broker_id}-shutdown",
+                                        timeout_s=30)
+                try:
+                    r = await channel.request(ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=-1),
+                                              CONTROLLED_SHUTDOWN_VERSION)
+                    if r.error_code == errors.NONE:
+                        # partitions still led here have no other live ISR member: asking again would not
+                        # help (Kafka retries anyway); the controller re-elects them when we are gone
+                        log.info("broker %d: controlled shutdown done (controller %d)%s", self.broker_id, controller,
+                                 f"; {len(r.remaining_partitions)} partition(s) have no other in-sync replica"
+                                 if r.remaining_partitions else "")
+                        return not r.remaining_partitions
+                    log.info("broker %d: controlled shutdown attempt %d: error %d", self.broker_id, attempt,
+                             r.error_code)
+                except ChannelError as e:
+                    log.info("broker %d: controlled shutdown attempt %d failed: %s", self.broker_id, attempt, e)
+                finally:
+                    channel.close()
+            if attempt < s.controlled_shutdown_retries:
+                await asyncio.sleep(s.controlled_shutdown_backoff_ms / 1000)
+        log.warning("broker %d: stopping without a complete controlled shutdown", self.broker_id)
+        return False
 
     async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
                             ) -> dict[tuple[str, int], tuple[int, str | None]]:

@@ -57,11 +57,12 @@ def update_metadata_request(controller_id: int, controller_epoch: int,
                                  live_brokers=brokers), UPDATE_METADATA_VERSION
 
 
-def stop_replica_request(controller_id: int, controller_epoch: int, topic: str, partitions: list[int]
-                         ) -> tuple[Any, int]:
-    """StopReplica with delete: the replicas of a topic being deleted drop their logs."""
+def stop_replica_request(controller_id: int, controller_epoch: int, topic: str, partitions: list[int], *,
+                         delete: bool = True) -> tuple[Any, int]:
+    """StopReplica: with ``delete`` the replicas of a topic being deleted drop their logs; without, a broker
+    in controlled shutdown stops replicating them."""
     return StopReplicaRequest(controller_id=controller_id, controller_epoch=controller_epoch, max_broker_epoch=-1,
-                              delete_partitions=True,
+                              delete_partitions=delete,
                               topics=[_STopic(name=topic, partition_indexes=list(partitions))]), STOP_REPLICA_VERSION
 
 

@@ -23,6 +23,12 @@ class ClusterSettings:
     lag_time_max_ms: Callable[[], int] = lambda: 30000  # replica.lag.time.max.ms
     unclean_default: Callable[[], bool] = lambda: False  # unclean.leader.election.enable
     min_insync_default: Callable[[], int] = lambda: 1  # min.insync.replicas
+    auto_leader_rebalance: Callable[[], bool] = lambda: True  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
+    controlled_shutdown: bool = True  # controlled.shutdown.enable
+    controlled_shutdown_retries: int = 3  # controlled.shutdown.max.retries
+    controlled_shutdown_backoff_ms: int = 5000  # controlled.shutdown.retry.backoff.ms
 
 
 @dataclass

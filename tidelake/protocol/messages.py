@@ -21,3 +21,5 @@ class UpdateMetadataRequest(ApiMessage, load_json=_SCHEMAS): pass
 class UpdateMetadataResponse(ApiMessage, load_json=_SCHEMAS): pass
 class StopReplicaRequest(ApiMessage, load_json=_SCHEMAS): pass
 class StopReplicaResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ControlledShutdownRequest(ApiMessage, load_json=_SCHEMAS): pass  # broker -> controller
+class ControlledShutdownResponse(ApiMessage, load_json=_SCHEMAS): pass

@@ -3,7 +3,8 @@ A broker that is not one of a cluster (no zookeeper.connect) has no controller t
 with STALE_CONTROLLER_EPOCH, as a broker does to a controller it does not recognise.
 
 ElectLeaders (KIP-460, an admin request clients send to the controller) is here too: on a single
-broker every partition already has its only possible leader (ELECTION_NOT_NEEDED)."""
+broker every partition already has its only possible leader (ELECTION_NOT_NEEDED). So is
+ControlledShutdown, a stopping broker's request to the controller."""
 from __future__ import annotations
 
 from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
@@ -11,8 +12,9 @@ from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.registry import api
-from tidelake.protocol.messages import (LeaderAndIsrRequest, LeaderAndIsrResponse, StopReplicaRequest,
-                                        StopReplicaResponse, UpdateMetadataRequest, UpdateMetadataResponse)
+from tidelake.protocol.messages import (ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrRequest,
+                                        LeaderAndIsrResponse, StopReplicaRequest, StopReplicaResponse,
+                                        UpdateMetadataRequest, UpdateMetadataResponse)
 
 
 def _single_broker() -> errors.KafkaApiError:
@@ -64,3 +66,13 @@ async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
         by_topic.setdefault(topic, []).append(_ERPartition(partition_id=p, error_code=code, error_message=message))
     return ElectLeadersResponse(throttle_time_ms=0, error_code=errors.NONE, replica_election_results=[
         _ERTopic(topic=t, partition_result=ps) for t, ps in by_topic.items()])
+
+
+@api(ControlledShutdownRequest, ControlledShutdownResponse, 0, 2)
+async def controlled_shutdown(broker: BrokerContext, ctx: RequestContext, request):
+    if broker.cluster is None:
+        raise errors.NotController("this broker is not in a cluster (no zookeeper.connect)")
+    remaining = await broker.cluster.handle_controlled_shutdown(request.broker_id)
+    R = ControlledShutdownResponse.RemainingPartition
+    return ControlledShutdownResponse(error_code=errors.NONE, remaining_partitions=[
+        R(topic_name=t, partition_index=p) for t, p in remaining])
