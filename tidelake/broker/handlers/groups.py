@@ -29,7 +29,6 @@ from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
-from tidelake.security.acl.model import ResourceType
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
