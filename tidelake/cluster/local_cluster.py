@@ -32,6 +32,11 @@ class BrokerProcess:
     data_dir: Path
     log_path: Path
     process: subprocess.Popen | None = None
+    metrics_port: int | None = None  # metrics.listen (with LocalCluster(metrics=True))
+
+    @property
+    def metrics_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else None
 
     @property
     def bootstrap(self) -> str:
@@ -47,7 +52,8 @@ class BrokerProcess:
 
 class LocalCluster:
     def __init__(self, root: str | Path, brokers: int = 3, *, zookeeper_port: int | None = None,
-                 base_port: int | None = None, configs: dict[str, str] | None = None, log_level: str = "INFO"):
+                 base_port: int | None = None, configs: dict[str, str] | None = None, log_level: str = "INFO",
+                 metrics: bool = False):
         self.root = Path(root)
         # Kafka's default of 3 replicas for the offsets topic, within what the cluster has
         self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)), **(configs or {})}
@@ -56,7 +62,8 @@ class LocalCluster:
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(1, brokers + 1):
             port = base_port + i - 1 if base_port else free_port()
-            self.brokers[i] = BrokerProcess(i, port, self.root / f"broker-{i}", self.root / f"broker-{i}.log")
+            self.brokers[i] = BrokerProcess(i, port, self.root / f"broker-{i}", self.root / f"broker-{i}.log",
+                                            metrics_port=free_port() if metrics else None)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -82,6 +89,8 @@ class LocalCluster:
         sets = []
         for key, value in self.configs.items():
             sets += ["--set", f"{key}={value}"]
+        if b.metrics_port:
+            sets += ["--set", f"metrics.listen=127.0.0.1:{b.metrics_port}"]
         log_file = open(b.log_path, "ab")
         b.process = subprocess.Popen(
             [sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--broker-id", str(broker_id),

@@ -65,6 +65,10 @@ class ReplicaManager:
         self.on_stop_following: Callable[[str, int], None] = lambda t, p: None
         self.on_role: Callable[[str, int, bool], None] = lambda t, p, leader: None  # leader now, or no longer
         self._background: set[asyncio.Task] = set()
+        # since start, for the metrics: ISR changes this broker wrote as leader, leaderships it took
+        self.isr_shrinks = 0
+        self.isr_expands = 0
+        self.leader_elections = 0
 
     # -- LeaderAndIsr --------------------------------------------------------------------------------
     def check_controller_epoch(self, epoch: int) -> None:
@@ -98,6 +102,7 @@ class ReplicaManager:
         return errors.NONE
 
     def _become_leader(self, replica: Replica, plog: PartitionLog) -> None:
+        self.leader_elections += 1
         self.on_stop_following(replica.topic, replica.partition)
         plog.begin_leader_epoch(replica.leader_epoch)
         plog.high_watermark = plog.high_watermark  # from now on the HW is replication's, not the log end
@@ -120,6 +125,11 @@ class ReplicaManager:
             log.info("broker %d: follower of %s-%d (leader %d, epoch %d)", self.broker_id, replica.topic,
                      replica.partition, replica.leader, replica.leader_epoch)
             self.on_become_follower(replica, plog)
+
+    def under_replicated(self) -> int:
+        """Partitions this broker leads whose ISR lacks some of their replicas (Kafka's
+        UnderReplicatedPartitions)."""
+        return sum(1 for r in self.replicas.values() if r.leader == self.broker_id and len(r.isr) < len(r.replicas))
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         """What ``replication-offset-checkpoint`` keeps: each hosted replica's high watermark."""
@@ -235,6 +245,10 @@ class ReplicaManager:
         if self.replicas.get((replica.topic, replica.partition)) is not replica:
             return  # superseded by a LeaderAndIsr meanwhile
         log.info("broker %d: %s-%d ISR %s -> %s", self.broker_id, replica.topic, replica.partition, replica.isr, isr)
+        if len(isr) < len(replica.isr):
+            self.isr_shrinks += 1
+        elif len(isr) > len(replica.isr):
+            self.isr_expands += 1
         replica.isr, replica.zk_version = list(isr), written.zk_version
         self._maybe_advance_hw(replica, plog)
         # an ISR below min.insync.replicas may leave acks=all waiters whose offset is now committed

@@ -30,6 +30,8 @@ class BrokerState:
     rebalances: dict[str, int] = field(default_factory=dict)
     transactions: dict[str, int] = field(default_factory=dict)  # begun / committed / aborted / timed_out
     ongoing_transactions: int = 0
+    # in a cluster: (under-replicated partitions led here, ISR shrinks, ISR expands, leaderships taken)
+    replication: tuple[int, int, int, int] | None = None
 
 
 def read_state(context: Any, connections: Iterable) -> BrokerState:
@@ -53,6 +55,10 @@ def read_state(context: Any, connections: Iterable) -> BrokerState:
     txns = context.transactions
     state.transactions = dict(txns.counts)
     state.ongoing_transactions = sum(1 for m in txns.transactions.values() if m.state.name == "ONGOING")
+    member = context.cluster
+    if member is not None:
+        rm = member.replicas
+        state.replication = (rm.under_replicated(), rm.isr_shrinks, rm.isr_expands, rm.leader_elections)
     return state
 
 
@@ -149,3 +155,14 @@ class BrokerCollector(Collector):
             yield CounterMetricFamily(f"tidelake_transactions_{what}", doc, value=state.transactions.get(what, 0))
         yield GaugeMetricFamily("tidelake_transactions_ongoing", "Transactions open now",
                                 value=state.ongoing_transactions)
+
+        if state.replication is not None:
+            under, shrinks, expands, elections = state.replication
+            yield GaugeMetricFamily("tidelake_under_replicated_partitions",
+                                    "Partitions led by this broker whose ISR lacks some of their replicas", value=under)
+            yield CounterMetricFamily("tidelake_isr_shrinks", "ISR shrinks this broker wrote as a leader", value=shrinks)
+            yield CounterMetricFamily("tidelake_isr_expands", "ISR expansions this broker wrote as a leader",
+                                      value=expands)
+            yield CounterMetricFamily("tidelake_leader_elections",
+                                      "Times this broker became a partition's leader (a new leader epoch)",
+                                      value=elections)
