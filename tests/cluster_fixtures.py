@@ -52,9 +52,11 @@ def start_cluster(root, brokers: int = 3, *, metrics: bool = False, **configs: s
     cluster = LocalCluster(root, brokers, configs=settings, metrics=metrics)
     cluster.start()
     try:
-        wait_until("every broker registered in ZooKeeper", lambda: len(registered(cluster)) == brokers)
+        # (generous: on a loaded 2-core machine three Python brokers and a JVM take a while to start)
+        wait_until("every broker registered in ZooKeeper", lambda: len(registered(cluster)) == brokers, 90)
         wait_until("every broker to know the controller and all brokers", lambda: all(
-            md.controller_id > 0 and len(md.brokers) == brokers for md in map(metadata, cluster.brokers.values())))
+            md.controller_id > 0 and len(md.brokers) == brokers for md in map(metadata, cluster.brokers.values())),
+            90)
     except BaseException:
         cluster.stop()
         raise

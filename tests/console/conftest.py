@@ -16,13 +16,13 @@ from tidelake.broker import EmbeddedBroker
 from tidelake.table import Table
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def broker(tmp_path_factory):
     with EmbeddedBroker(tmp_path_factory.mktemp("console-broker"), port=0) as b:
         yield b
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def data(broker, tmp_path_factory) -> ConsoleData:
     from confluent_kafka import Consumer, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -60,14 +60,14 @@ def data(broker, tmp_path_factory) -> ConsoleData:
     return ConsoleData(bootstrap, tables_dir, pipelines_dir, table_path)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def console(data):
     """A read-only console (the default)."""
     with console_process(data) as c:
         yield c
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     if not shutil.which(CHROMIUM) and not os.path.exists(CHROMIUM):
         pytest.fail(f"{CHROMIUM} is missing: run `apt-get install -y chromium` (make test does it as root)")
