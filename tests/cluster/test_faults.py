@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -38,9 +39,11 @@ def controller(zk) -> int:
 
 
 class LoadProducer:
-    """An idempotent acks=all producer writing numbered records in a thread until stopped."""
+    """An idempotent acks=all producer writing numbered records in a thread until stopped, at most
+    ``rate`` records a second (so that reading them all back stays quick on a fast machine)."""
 
-    def __init__(self, cluster, topic: str):
+    def __init__(self, cluster, topic: str, rate: int = 3000):
+        self._rate = rate
         self.acked: dict[tuple[int, int], bytes] = {}
         self.failed: list = []
         self._stop = threading.Event()
@@ -59,7 +62,11 @@ class LoadProducer:
 
     def _run(self) -> None:
         i = 0
+        start = time.monotonic()
         while not self._stop.is_set():
+            if i >= self._rate * (time.monotonic() - start):
+                self._producer.poll(0.005)
+                continue
             try:
                 self._producer.produce(self._topic, key=b"k%d" % (i % 31), value=b"v-%08d" % i,
                                        on_delivery=self._on_delivery)
