@@ -173,8 +173,9 @@ def create_topic_on(brokers, name: str, partitions: int, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
     for f in admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=20).values():
         f.result(30)
-    wait_until(f"leaders of {name}",
-               lambda: all(p.leader_id > 0 for p in metadata(brokers[0], [name]).topics[0].partitions))
+    wait_until(f"leaders of {name} on every broker", lambda: all(
+        len(parts := metadata(b, [name]).topics[0].partitions) == partitions and all(p.leader_id > 0 for p in parts)
+        for b in brokers))
 
 
 def test_a_restarted_broker_catches_up_and_rejoins(tmp_path):
