@@ -73,9 +73,9 @@ def report(exc: BaseException) -> int:
 
 
 def quiet_library_logs(debug: bool) -> None:
-    """Without --debug, client libraries' own log records (kafka-python's connection warnings, py4j's)
-    would add lines around the one error line: keep them to CRITICAL."""
-    for name in ("kafka", "py4j"):
+    """Without --debug, client libraries' own log records (kafka-python's connection warnings, py4j's,
+    kazoo's ZooKeeper connection retries) would add lines around the one error line: keep them to CRITICAL."""
+    for name in ("kafka", "py4j", "kazoo"):
         logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.CRITICAL)
 
 
