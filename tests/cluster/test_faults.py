@@ -310,3 +310,34 @@ def test_a_stopped_broker_hands_over_its_leaderships_first_under_load(cluster, z
         load.stop()
     assert not load.failed, load.failed[:3]
     check_exactly_once_in_order(consume_all(cluster, "handover", 3, len(load.acked)), load.acked)
+
+
+def test_a_follower_back_after_the_leaders_log_start_moved_past_it_starts_over_there(tmp_path):
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import AdminClient
+    from tidelake.log import LogConfig, PartitionLog
+    c = start_cluster(tmp_path / "c", 2)
+    zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
+    zk.start(10)
+    try:
+        create_topic(c, "gone", 1, 2, **{"min.insync.replicas": "1"})
+        produce(c, "gone", 50, idempotent=False)
+        st = state(zk, "gone", 0)
+        follower = next(b for b in st["isr"] if b != st["leader"])
+        c.stop_broker(follower)
+        wait_until("the ISR without the stopped follower", lambda: state(zk, "gone", 0)["isr"] == [st["leader"]])
+        produce(c, "gone", 100, idempotent=False)
+        admin = AdminClient({"bootstrap.servers": c.brokers[st["leader"]].bootstrap})
+        admin.delete_records([TP("gone", 0, 120)], request_timeout=20)[TP("gone", 0, 120)].result(30)
+        c.start_broker(follower)
+        wait_until("the follower back in the ISR", lambda: sorted(state(zk, "gone", 0)["isr"]) == [1, 2], 60)
+    finally:
+        zk.stop()
+        zk.close()
+        c.stop()
+    plog = PartitionLog.open(c.brokers[follower].data_dir / "gone-0", LogConfig())
+    try:
+        # it starts at the batch holding the leader's log start (records before it were never copied)
+        assert 50 <= plog.log_start_offset <= 120 and plog.log_end_offset == 150
+    finally:
+        plog.close()
