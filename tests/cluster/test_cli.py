@@ -70,3 +70,13 @@ def test_cluster_start_status_describe_and_ctrl_c_stops_everything(tmp_path):
 def test_cluster_status_without_a_cluster_is_one_clear_line(tmp_path):
     r = _cli("cluster", "status", "--data-dir", str(tmp_path))
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cluster.json not found" in r.stderr
+
+
+def test_cluster_commands_fail_in_one_line(tmp_path):
+    from tidelake.cluster.zookeeper_server import free_port
+    r = _cli("cluster", "status", "--zookeeper", f"127.0.0.1:{free_port()}", "--timeout", "1")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot connect to ZooKeeper" in r.stderr
+    r = _cli("cluster", "start", "--brokers", "0", "--data-dir", str(tmp_path))
+    assert r.returncode == 2 and "--brokers" in r.stderr and "Traceback" not in r.stderr
+    r = _cli("cluster", "status")
+    assert r.returncode == 2 and "--zookeeper" in r.stderr and "Traceback" not in r.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 
 import pytest
 from confluent_kafka import Producer
@@ -38,9 +39,11 @@ def controller(zk) -> int:
 
 
 class LoadProducer:
-    """An idempotent acks=all producer writing numbered records in a thread until stopped."""
+    """An idempotent acks=all producer writing numbered records in a thread until stopped, at most
+    ``rate`` records a second (so that reading them all back stays quick on a fast machine)."""
 
-    def __init__(self, cluster, topic: str):
+    def __init__(self, cluster, topic: str, rate: int = 3000):
+        self._rate = rate
         self.acked: dict[tuple[int, int], bytes] = {}
         self.failed: list = []
         self._stop = threading.Event()
@@ -59,7 +62,11 @@ class LoadProducer:
 
     def _run(self) -> None:
         i = 0
+        start = time.monotonic()
         while not self._stop.is_set():
+            if i >= self._rate * (time.monotonic() - start):
+                self._producer.poll(0.005)
+                continue
             try:
                 self._producer.produce(self._topic, key=b"k%d" % (i % 31), value=b"v-%08d" % i,
                                        on_delivery=self._on_delivery)
@@ -166,8 +173,9 @@ def create_topic_on(brokers, name: str, partitions: int, rf: int) -> None:
     admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for b in brokers)})
     for f in admin.create_topics([NewTopic(name, partitions, rf)], request_timeout=20).values():
         f.result(30)
-    wait_until(f"leaders of {name}",
-               lambda: all(p.leader_id > 0 for p in metadata(brokers[0], [name]).topics[0].partitions))
+    wait_until(f"leaders of {name} on every broker", lambda: all(
+        len(parts := metadata(b, [name]).topics[0].partitions) == partitions and all(p.leader_id > 0 for p in parts)
+        for b in brokers))
 
 
 def test_a_restarted_broker_catches_up_and_rejoins(tmp_path):
@@ -302,3 +310,34 @@ def test_a_stopped_broker_hands_over_its_leaderships_first_under_load(cluster, z
         load.stop()
     assert not load.failed, load.failed[:3]
     check_exactly_once_in_order(consume_all(cluster, "handover", 3, len(load.acked)), load.acked)
+
+
+def test_a_follower_back_after_the_leaders_log_start_moved_past_it_starts_over_there(tmp_path):
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka.admin import AdminClient
+    from tidelake.log import LogConfig, PartitionLog
+    c = start_cluster(tmp_path / "c", 2)
+    zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
+    zk.start(10)
+    try:
+        create_topic(c, "gone", 1, 2, **{"min.insync.replicas": "1"})
+        produce(c, "gone", 50, idempotent=False)
+        st = state(zk, "gone", 0)
+        follower = next(b for b in st["isr"] if b != st["leader"])
+        c.stop_broker(follower)
+        wait_until("the ISR without the stopped follower", lambda: state(zk, "gone", 0)["isr"] == [st["leader"]])
+        produce(c, "gone", 100, idempotent=False)
+        admin = AdminClient({"bootstrap.servers": c.brokers[st["leader"]].bootstrap})
+        admin.delete_records([TP("gone", 0, 120)], request_timeout=20)[TP("gone", 0, 120)].result(30)
+        c.start_broker(follower)
+        wait_until("the follower back in the ISR", lambda: sorted(state(zk, "gone", 0)["isr"]) == [1, 2], 60)
+    finally:
+        zk.stop()
+        zk.close()
+        c.stop()
+    plog = PartitionLog.open(c.brokers[follower].data_dir / "gone-0", LogConfig())
+    try:
+        # it starts at the batch holding the leader's log start (records before it were never copied)
+        assert 50 <= plog.log_start_offset <= 120 and plog.log_end_offset == 150
+    finally:
+        plog.close()

@@ -23,6 +23,8 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
+from kazoo.exceptions import KazooException
+
 from tidelake import errors
 from tidelake.cluster import znodes
 from tidelake.cluster.controller_channels import ControllerChannels
@@ -85,7 +87,10 @@ class Controller:
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
+        channels = self.channels
         self._resign()
+        if channels is not None:
+            await channels.wait_closed()
 
     async def _rebalance_clock(self) -> None:
         while True:
@@ -109,8 +114,10 @@ class Controller:
         loop = self._loop
 
         def fire(_event=None) -> None:
-            if not loop.is_closed():
+            try:
                 loop.call_soon_threadsafe(self._enqueue, kind, topic)
+            except RuntimeError:  # the broker's loop is closed: it is shutting down
+                pass
         return fire
 
     async def _run(self) -> None:
@@ -126,7 +133,10 @@ class Controller:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                log.exception("controller event %s failed", event.kind)
+                if isinstance(e, KazooException):  # e.g. our session expired mid-call: the new one re-elects
+                    log.warning("controller event %s failed: ZooKeeper %s", event.kind, type(e).__name__)
+                else:
+                    log.exception("controller event %s failed", event.kind)
                 if event.request is not None and not event.request[2].done():
                     event.request[2].set_exception(e)
                 if event.kind == "elect":  # try again rather than be left without a controller

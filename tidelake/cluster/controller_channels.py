@@ -22,6 +22,7 @@ class ControllerChannels:
         self._queues: dict[int, asyncio.Queue] = {}
         self._tasks: dict[int, asyncio.Task] = {}
         self._channels: dict[int, BrokerChannel] = {}
+        self._closing: list[asyncio.Task] = []  # cancelled sender tasks not yet finished
 
     def add_broker(self, broker_id: int, host: str, port: int) -> None:
         if broker_id in self._channels:
@@ -38,6 +39,7 @@ class ControllerChannels:
         task = self._tasks.pop(broker_id, None)
         if task is not None:
             task.cancel()
+            self._closing.append(task)
         ch = self._channels.pop(broker_id, None)
         if ch is not None:
             ch.close()
@@ -66,3 +68,9 @@ class ControllerChannels:
     def close(self) -> None:
         for broker_id in list(self._channels):
             self.remove_broker(broker_id)
+        self._closing = [t for t in self._closing if not t.done()]
+
+    async def wait_closed(self) -> None:
+        """Let the cancelled sender tasks finish (nothing left pending when the loop closes)."""
+        await asyncio.gather(*self._closing, return_exceptions=True)
+        self._closing = []

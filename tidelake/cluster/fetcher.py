@@ -22,6 +22,7 @@ from tidelake import errors
 from tidelake.cluster.channel import BrokerChannel, ChannelError
 from tidelake.cluster.metadata_cache import Endpoint
 from tidelake.log import PartitionLog
+from tidelake.protocol.records import parse_header
 
 log = logging.getLogger("tidelake.cluster.fetcher")
 
@@ -164,14 +165,27 @@ class LeaderFetcher:
                 if state is None or state is not ready.get(key):
                     continue  # removed or re-added while the fetch was in flight
                 if pd.error_code != errors.NONE:
-                    if pd.error_code in (errors.OffsetOutOfRange.code,):
-                        state.truncated = False  # find the divergence point again
+                    if pd.error_code == errors.OffsetOutOfRange.code:
+                        plog = state.plog
+                        if 0 <= plog.log_end_offset < pd.log_start_offset:
+                            # away longer than the leader's retention: continue from the leader's log start
+                            log.info("broker %d: %s-%d ends at %d, before the leader's log start %d: starting over "
+                                     "there", self.broker_id, *key, plog.log_end_offset, pd.log_start_offset)
+                            plog.truncate_fully_and_start_at(pd.log_start_offset)
+                            continue
+                        state.truncated = False  # ahead of the leader: find the divergence point again
                     backoff = True
                     continue
                 plog = state.plog
                 data = pd.records
                 if data:
-                    plog.append_replicated(bytes(data) if not isinstance(data, (bytes, bytearray)) else data)
+                    data = data if isinstance(data, (bytes, bytearray)) else bytes(data)
+                    base = parse_header(data, 0).base_offset
+                    if base < plog.log_end_offset == plog.log_start_offset:
+                        # an empty log restarted inside a batch: start at the batch (as Kafka's follower does
+                        # on UnexpectedAppendOffsetException)
+                        plog.truncate_fully_and_start_at(base)
+                    plog.append_replicated(data)
                 plog.high_watermark = min(pd.high_watermark, plog.log_end_offset)
                 if pd.log_start_offset > plog.log_start_offset:  # DeleteRecords on the leader
                     plog.delete_records_before(min(pd.log_start_offset, plog.high_watermark))

@@ -104,15 +104,23 @@ class ClusterMember:
         loop = asyncio.get_running_loop()
         # a process paused past its session (SIGSTOP, a long GC) comes back to a new session: register again
         # and let the controller election look again (Kafka's broker does the same on a new session)
-        self.store.session_renewed = lambda: loop.call_soon_threadsafe(self._on_new_session, registration)
+        self.store.session_renewed = lambda: self._call_soon(loop, self._on_new_session, registration)
         self.controller.start()
         self._config_changes_seen: set[str] | None = None
-        self.store.watch_config_changes(lambda children: loop.call_soon_threadsafe(self._on_config_changes, children))
+        self.store.watch_config_changes(lambda children: self._call_soon(loop, self._on_config_changes, children))
         self._tasks.append(asyncio.get_running_loop().create_task(self._isr_expiry_loop()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._hw_checkpoint_loop()))
         log.info("broker %d joined the cluster %s through ZooKeeper %s", self.broker_id, self.cluster_id,
                  self.store.connect_string)
         return self.cluster_id
+
+    @staticmethod
+    def _call_soon(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
+        """From kazoo's thread onto the broker's loop (dropped once the loop is closed: shutting down)."""
+        try:
+            loop.call_soon_threadsafe(fn, *args)
+        except RuntimeError:
+            pass
 
     def _on_new_session(self, registration: BrokerRegistration) -> None:
         async def rejoin() -> None:
@@ -168,7 +176,7 @@ class ClusterMember:
         if self.fetchers is not None:
             await self.fetchers.close()
             write_high_watermarks(self.logs.data_dir, self.replicas.high_watermarks())
-        self.replicas.close()
+        await self.replicas.close()
         await asyncio.to_thread(self.store.stop)
 
     async def _hw_checkpoint_loop(self) -> None:

@@ -300,8 +300,9 @@ class ReplicaManager:
             if not fut.done():
                 fut.set_result(code)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for key in list(self._hw_waiters):
             self._fail_waiters(*key, errors.NotLeaderOrFollower.code)
         for task in list(self._background):
             task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)

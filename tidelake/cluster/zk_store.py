@@ -180,7 +180,10 @@ class ClusterStore:
         try:
             self.zk.set(path, znodes.encode_topic_config(config))
         except NoNodeError:
-            self.zk.create(path, znodes.encode_topic_config(config), makepath=True)
+            try:
+                self.zk.create(path, znodes.encode_topic_config(config), makepath=True)
+            except NodeExistsError:  # another broker created the same topic at the same moment
+                self.zk.set(path, znodes.encode_topic_config(config))
 
     def change_topic_config(self, topic: str, config: dict[str, str]) -> None:
         """Replace a topic's config and tell every broker (Kafka's config change notification)."""

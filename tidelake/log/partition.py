@@ -662,17 +662,7 @@ class PartitionLog:
                 offset = self.log_start_offset  # the batch holding the log start goes: empty log there
             if offset <= self.log_start_offset:
                 # nothing below the truncation point survives: start over empty at ``offset``
-                for seg in list(self.segments):
-                    self._remove_segment_locked(seg)
-                    seg.delete_files()
-                seg = Segment(self.directory, offset, self.config.index_interval_bytes)
-                seg.created_ms = self.clock_ms()
-                self.segments.append(seg)
-                self._bases.append(offset)
-                self.log_start_offset = offset
-                write_offset(self.directory / LOG_START_FILE, offset)
-                # no log is left to explain any producer state (as Kafka's truncateFullyAndStartAt)
-                self.producer_state.delete_snapshots_above(-1)
+                self._start_over_locked(offset)
             else:
                 while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                     seg = self.segments[-1]
@@ -688,6 +678,33 @@ class PartitionLog:
                 self._set_recovery_point(leo)
             self.leader_epoch_cache.truncate_from_end(leo)
             rebuild_producer_state(self.producer_state, self.segments, high_watermark=self.high_watermark)
+
+    def _start_over_locked(self, offset: int) -> None:
+        for seg in list(self.segments):
+            self._remove_segment_locked(seg)
+            seg.delete_files()
+        seg = Segment(self.directory, offset, self.config.index_interval_bytes)
+        seg.created_ms = self.clock_ms()
+        self.segments.append(seg)
+        self._bases.append(offset)
+        self.log_start_offset = offset
+        write_offset(self.directory / LOG_START_FILE, offset)
+        # no log is left to explain any producer state (as Kafka's truncateFullyAndStartAt)
+        self.producer_state.delete_snapshots_above(-1)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """A follower whose log ends before the leader's log start (it was away longer than the
+        leader's retention): drop everything and continue empty at ``offset`` (Kafka's
+        ``truncateFullyAndStartAt``)."""
+        with self._lock:
+            self._check_open()
+            self._layout_version += 1
+            self._position_cache.clear()
+            self._start_over_locked(offset)
+            self._hw = offset
+            self._set_recovery_point(offset)
+            self.leader_epoch_cache.clear()
+            rebuild_producer_state(self.producer_state, self.segments, high_watermark=offset)
 
     # ================================================================== compaction / config
     def compact(self, now_ms: int | None = None) -> CompactionStats:
