@@ -559,7 +559,8 @@ class Controller:
                 continue
             replicas = self.assignments[key[0]].partitions[key[1]]
             for bid in replicas:
-                if bid in self.live and (only is None or bid == only):
+                # a broker in controlled shutdown is told nothing more (it would fetch and rejoin an ISR)
+                if bid in self.live and bid not in self.shutting_down and (only is None or bid == only):
                     by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas))
         for bid, states in by_broker.items():
             leaders = {st.leader for _t, _p, st, _r in states if st.leader in self.live}

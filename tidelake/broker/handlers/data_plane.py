@@ -263,11 +263,14 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     follower = -1 if cluster is None or request.replica_id is None else request.replica_id
     not_led: dict[tuple, int] = {}  # in a cluster: partitions this broker does not lead -> error
     if cluster is not None:
+        # a follower's fetch names its leader epoch: an older one is fenced (it must not rejoin the ISR)
+        epochs = {(t.topic, p.partition): p.current_leader_epoch for t in request.topics for p in t.partitions} \
+            if follower >= 0 and not by_id else {}
         for (name, _tid, partition, offset, _pmax) in requested:
             if name is None or logs.get(name, partition) is None:
                 continue
             try:
-                cluster.check_leader(name, partition)
+                cluster.check_leader(name, partition, epochs.get((name, partition), -1))
             except errors.KafkaApiError as e:
                 not_led[(name, partition)] = e.code
                 continue
