@@ -66,6 +66,12 @@ class PipelineProcess:
                 raise AssertionError(f"no batch {n} within {timeout}s:\n{''.join(self.lines[-30:])}")
             time.sleep(0.05)
 
+    def wait(self, timeout: float) -> int:
+        """The exit code, once the process ended and its last stderr line was read."""
+        code = self.proc.wait(timeout)
+        self._reader.join(10)
+        return code
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
@@ -109,7 +115,7 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     assert sum(done_before_final["extra"]["offsets"].values()) < TOTAL  # the kill left work to do
 
     final = PipelineProcess(config, "--once")
-    assert final.proc.wait(300) == 0, "".join(final.lines[-30:])
+    assert final.wait(300) == 0, "".join(final.lines[-30:])
     final._reader.join(10)
 
     ids = table.changes(start_version=0).column("id").to_pylist()
@@ -150,7 +156,7 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     run.wait_batches(1)
     run.proc.send_signal(signal.SIGTERM)
     try:
-        assert run.proc.wait(120) == 0, "".join(run.lines[-30:])
+        assert run.wait(120) == 0, "".join(run.lines[-30:])
     finally:
         run.kill()
     assert "(signal)" in run.proc.stdout.read()
@@ -194,7 +200,7 @@ def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path, reader):
     run.wait_batches(1)
     os.killpg(run.proc.pid, signal.SIGINT)
     try:
-        assert run.proc.wait(120) == 0, "".join(run.lines[-30:])
+        assert run.wait(120) == 0, "".join(run.lines[-30:])
     finally:
         run.kill()
     assert "(signal)" in run.proc.stdout.read()
@@ -205,7 +211,7 @@ def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path, reader):
     assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
     rest = PipelineProcess(config, "--once")
     try:
-        assert rest.proc.wait(240) == 0, "".join(rest.lines[-30:])
+        assert rest.wait(240) == 0, "".join(rest.lines[-30:])
     finally:
         rest.kill()
     _table_equals_source(tmp_path)
@@ -225,7 +231,7 @@ def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     os.killpg(run.proc.pid, signal.SIGINT)
     try:
         # 130: aborted mid-batch; 0 only when the batch in progress finished before the second signal came
-        assert run.proc.wait(120) in (0, 130), "".join(run.lines[-30:])
+        assert run.wait(120) in (0, 130), "".join(run.lines[-30:])
         if run.proc.returncode == 130:
             assert any("pipeline aborted" in line for line in run.lines), "".join(run.lines)
     finally:
@@ -233,7 +239,7 @@ def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     assert not any("Traceback" in line or "\tat " in line for line in run.lines), "".join(run.lines)
     rest = PipelineProcess(config, "--once")
     try:
-        assert rest.proc.wait(240) == 0, "".join(rest.lines[-30:])
+        assert rest.wait(240) == 0, "".join(rest.lines[-30:])
     finally:
         rest.kill()
     _table_equals_source(tmp_path)
