@@ -19,7 +19,6 @@ import argparse
 import multiprocessing as mp
 import os
 import pstats
-import re
 import shutil
 import signal
 import subprocess
@@ -440,14 +439,9 @@ def latency_table(res: dict, latency: tuple[int, int, float]) -> list[str]:
 
 
 def write_results(lines: list[str], command: str, notes: list[str], path: Path = RESULTS) -> None:
-    body = "\n".join([SECTION_START, "## Broker throughput", "", f"Command: `{command}`", "", *lines, "", *notes,
-                      SECTION_END])
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if SECTION_START in text and SECTION_END in text:
-        text = re.sub(re.escape(SECTION_START) + ".*?" + re.escape(SECTION_END), lambda _m: body, text, flags=re.S)
-    else:
-        text = text.rstrip("\n") + "\n\n" + body + "\n"
-    path.write_text(text)
+    from results_file import replace_marked  # beside this script
+    replace_marked(SECTION_START, SECTION_END, ["## Broker throughput", "", f"Command: `{command}`", "", *lines, "",
+                                                *notes], path)
 
 
 def print_profile(path: Path, top: int = 25) -> None:

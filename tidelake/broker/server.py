@@ -43,6 +43,7 @@ from tidelake.observability.broker_stats import BrokerStats
 from tidelake.observability.server import parse_listen
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
 from tidelake.security.session import Session
+from tidelake.tasks import cancel_and_wait
 
 log = logging.getLogger("tidelake.broker.server")
 
@@ -292,13 +293,7 @@ class Broker:
             server.close()
         for conn in list(self.connections):
             conn.close()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         for server in self._servers:
             try:

@@ -33,6 +33,7 @@ from tidelake.cluster.zk_store import ClusterStore, new_topic_id
 from tidelake.log import LogConfig, LogManager, PartitionLog
 from tidelake.protocol.messages import (ControlledShutdownRequest, LeaderAndIsrResponse, StopReplicaResponse,
                                         UpdateMetadataResponse)
+from tidelake.tasks import cancel_and_wait
 
 log = logging.getLogger("tidelake.cluster")
 
@@ -164,13 +165,7 @@ class ClusterMember:
         return True
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await cancel_and_wait(self._tasks)
         self._tasks = []
         await self.controller.stop()
         if self.fetchers is not None:
