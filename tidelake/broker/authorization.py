@@ -92,6 +92,8 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     31: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # DeleteAcls
     35: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeLogDirs
     43: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # ElectLeaders
+    45: lambda r, v: [(O.ALTER, CLUSTER, CLUSTER_NAME)],  # AlterPartitionReassignments
+    46: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # ListPartitionReassignments
     47: lambda r, v: [(O.DELETE, GROUP, r.group_id)],  # OffsetDelete
     50: lambda r, v: [(O.DESCRIBE, CLUSTER, CLUSTER_NAME)],  # DescribeUserScramCredentials
     # ConsumerGroupHeartbeat: as Kafka, a subscription naming a topic the member may not describe fails

@@ -11,6 +11,7 @@ from tidelake.cli.configs import configs
 from tidelake.cli.console import consume, produce
 from tidelake.cli.errors import DEBUG, CommandGroup, quiet_library_logs
 from tidelake.cli.groups import groups
+from tidelake.cli.partitions import partitions
 from tidelake.cli.pipeline import pipeline
 from tidelake.cli.records import records
 from tidelake.cli.table import table
@@ -32,7 +33,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     quiet_library_logs(debug)
 
 
-for _command in (broker, cluster, topics, produce, consume, groups, configs, records, transactions, acls, users, table,
+for _command in (broker, cluster, topics, partitions, produce, consume, groups, configs, records, transactions, acls, users, table,
                  pipeline, console):
     cli.add_command(_command)
 for _command in (publish_command, sql_command):   # table subcommands kept in their own module

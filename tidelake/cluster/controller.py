@@ -28,6 +28,7 @@ from kazoo.exceptions import KazooException
 from tidelake import errors
 from tidelake.cluster import znodes
 from tidelake.cluster.controller_channels import ControllerChannels
+from tidelake.cluster.reassignment import ReassignmentSteps
 from tidelake.cluster.requests import leader_and_isr_request, stop_replica_request, update_metadata_request
 from tidelake.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
@@ -39,13 +40,14 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown"
+    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown", "reassign"
     topic: str | None = None  # "partitions": the topic whose assignment changed
-    # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future)
+    # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future);
+    # "reassign": ({partition: target replicas or None}, allow replication factor change, future)
     request: tuple | None = None
 
 
-class Controller:
+class Controller(ReassignmentSteps):
     def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
                  unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
                  rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
@@ -128,6 +130,8 @@ class Controller:
                     await self._elect_leaders(*event.request)
                 elif event.kind == "shutdown":
                     await self._controlled_shutdown(event.request[0], event.request[2])
+                elif event.kind == "reassign":
+                    await self._alter_reassignments(*event.request)
                 else:
                     await self._process(event.kind, event.topic)
             except asyncio.CancelledError:
@@ -208,6 +212,7 @@ class Controller:
         self._send_update_metadata()
         await self._on_delete_requests()
         await self._on_isr_changes()
+        await self._resume_reassignments()  # a reassignment the previous controller left half-way
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
@@ -399,6 +404,7 @@ class Controller:
                     fresh.append((topic, p))
         if fresh:
             self._send_update_metadata()
+            await self._resume_reassignments(sorted(fresh))  # new replicas may have joined the ISR
 
     # -- ElectLeaders (KIP-460) ---------------------------------------------------------------------------
     async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
@@ -463,6 +469,15 @@ class Controller:
             self._send_update_metadata()
         if not fut.done():
             fut.set_result(results)
+
+    # -- AlterPartitionReassignments (KIP-455; the steps are in reassignment.py) -----------------------------
+    async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool = True
+                                  ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Start (a list of replicas) or cancel (None) the reassignment of each partition; (error code,
+        message) per partition once it has started, not finished. Only on the active controller."""
+        fut = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait(_Event("reassign", request=(wanted, allow_rf_change, fut)))
+        return await fut
 
     # -- controlled shutdown ------------------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
@@ -535,7 +550,7 @@ class Controller:
         those back where it is in the ISR."""
         preferred: dict[int, list[tuple[str, int]]] = {}
         for key, st in self.states.items():
-            if key[0] not in self.deleting:
+            if key[0] not in self.deleting and not self.assignments[key[0]].reassigning(key[1]):
                 preferred.setdefault(self.assignments[key[0]].partitions[key[1]][0], []).append(key)
         wanted = []
         for broker, keys in preferred.items():
@@ -557,13 +572,15 @@ class Controller:
             st = self.states.get(key)
             if st is None or key[0] in self.deleting:
                 continue
-            replicas = self.assignments[key[0]].partitions[key[1]]
+            assignment = self.assignments[key[0]]
+            replicas = assignment.partitions[key[1]]
+            adding, removing = assignment.adding.get(key[1], []), assignment.removing.get(key[1], [])
             for bid in replicas:
                 # a broker in controlled shutdown is told nothing more (it would fetch and rejoin an ISR)
                 if bid in self.live and bid not in self.shutting_down and (only is None or bid == only):
-                    by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas))
+                    by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas, adding, removing))
         for bid, states in by_broker.items():
-            leaders = {st.leader for _t, _p, st, _r in states if st.leader in self.live}
+            leaders = {s[2].leader for s in states if s[2].leader in self.live}
             self.channels.send(bid, *leader_and_isr_request(self.broker_id, self.epoch, states, is_new,
                                                             [(b, self.live[b], self.listener) for b in leaders]))
 

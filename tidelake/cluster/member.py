@@ -249,7 +249,13 @@ class ClusterMember:
             for p in partitions:
                 self.replicas.stop_replica(topic, p)
                 out.append(R(topic_name=topic, partition_index=p, error_code=errors.NONE))
-            if request.delete_partitions:
+            if not request.delete_partitions:
+                continue
+            if topic in self.cache.partitions:  # the topic lives on: a replica reassigned away from here
+                for p in partitions:
+                    self.logs.delete(topic, p)
+                log.info("broker %d: replicas %s of %s moved away: deleted", self.broker_id, partitions, topic)
+            else:  # a deleted topic (UpdateMetadata named it as being deleted first)
                 self.logs.delete_topic(topic)
                 self.topics.remove(topic)
         return StopReplicaResponse(error_code=errors.NONE, partition_errors=out)
@@ -446,6 +452,23 @@ class ClusterMember:
             raise errors.NotController(f"broker {self.broker_id} is not the controller "
                                        f"({self.cache.controller_id} is)")
         return await self.controller.elect_leaders(partitions, unclean)
+
+    async def alter_partition_reassignments(self, wanted: dict[tuple[str, int], list[int] | None],
+                                            allow_rf_change: bool) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments (KIP-455): only the controller reassigns; NotController elsewhere (Kafka's
+        admin client then asks the controller named by its metadata)."""
+        self._require_controller()
+        return await self.controller.alter_reassignments(wanted, allow_rf_change)
+
+    def list_partition_reassignments(self, partitions: list[tuple[str, int]] | None):
+        """ListPartitionReassignments: {partition: ReplicaAssignment} of those being reassigned (controller only)."""
+        self._require_controller()
+        return self.controller.ongoing_reassignments(partitions)
+
+    def _require_controller(self) -> None:
+        if not self.controller.active:
+            raise errors.NotController(f"broker {self.broker_id} is not the controller "
+                                       f"({self.cache.controller_id} is)")
 
     # -- producer ids ----------------------------------------------------------------------------------
     def allocate_producer_id(self) -> int:

@@ -22,14 +22,16 @@ _STopic = StopReplicaRequest.StopReplicaTopic
 
 
 def leader_and_isr_request(controller_id: int, controller_epoch: int,
-                           states: Iterable[tuple[str, int, PartitionState, list[int]]], is_new: bool,
-                           live_leaders: Iterable[tuple[int, BrokerRegistration, str]]) -> tuple[Any, int]:
+                           states: Iterable[tuple[str, int, PartitionState, list[int], list[int], list[int]]],
+                           is_new: bool, live_leaders: Iterable[tuple[int, BrokerRegistration, str]]) -> tuple[Any, int]:
+    """``states``: (topic, partition, state, replicas, adding replicas, removing replicas) — the last two
+    non-empty while the partition is being reassigned (KIP-455)."""
     by_topic: dict[str, list] = {}
-    for topic, p, st, replicas in states:
+    for topic, p, st, replicas, adding, removing in states:
         by_topic.setdefault(topic, []).append(_LPartition(
             partition_index=p, controller_epoch=st.controller_epoch, leader=st.leader, leader_epoch=st.leader_epoch,
-            isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas), adding_replicas=[],
-            removing_replicas=[], is_new=is_new))
+            isr=list(st.isr), zk_version=st.zk_version, replicas=list(replicas), adding_replicas=list(adding),
+            removing_replicas=list(removing), is_new=is_new))
     leaders = []
     for bid, reg, listener in live_leaders:
         ep = next((e for e in reg.endpoints if e.listener == listener), reg.endpoint())

@@ -155,21 +155,33 @@ class BrokerRegistration:
 # -- topics --------------------------------------------------------------------------------------------
 @dataclass
 class TopicAssignment:
-    """``/brokers/topics/<topic>``: the replicas of each partition (the first is the preferred leader)."""
+    """``/brokers/topics/<topic>``: the replicas of each partition (the first is the preferred leader) and, for
+    a partition being reassigned (KIP-455), the replicas being added and removed: its replicas are then the
+    target's plus the original's, ``adding`` = target - original, ``removing`` = original - target."""
     topic: str
     topic_id: uuid.UUID
     partitions: dict[int, list[int]]
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
 
     def encode(self) -> bytes:
         return _dumps({"version": 2, "partitions": {str(p): r for p, r in sorted(self.partitions.items())},
-                       "adding_replicas": {}, "removing_replicas": {}, "topic_id": kafka_uuid(self.topic_id)})
+                       "adding_replicas": {str(p): r for p, r in sorted(self.adding.items()) if r},
+                       "removing_replicas": {str(p): r for p, r in sorted(self.removing.items()) if r},
+                       "topic_id": kafka_uuid(self.topic_id)})
 
     @classmethod
     def decode(cls, topic: str, data: bytes) -> "TopicAssignment":
         d = json.loads(data)
         tid = d.get("topic_id")
-        return cls(topic, parse_kafka_uuid(tid) if tid else uuid.UUID(int=0),
-                   {int(p): [int(b) for b in r] for p, r in (d.get("partitions") or {}).items()})
+
+        def ids(key: str) -> dict[int, list[int]]:
+            return {int(p): [int(b) for b in r] for p, r in (d.get(key) or {}).items()}
+        return cls(topic, parse_kafka_uuid(tid) if tid else uuid.UUID(int=0), ids("partitions"),
+                   ids("adding_replicas"), ids("removing_replicas"))
+
+    def reassigning(self, partition: int) -> bool:
+        return bool(self.adding.get(partition) or self.removing.get(partition))
 
 
 def encode_topic_config(config: dict[str, str]) -> bytes:

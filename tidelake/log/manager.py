@@ -76,6 +76,13 @@ class LogManager:
             for key in [k for k in self._logs if k[0] == topic]:
                 self._logs.pop(key).delete()
 
+    def delete(self, topic: str, partition: int) -> None:
+        """Delete one partition's directory (a replica moved away by a reassignment)."""
+        with self._lock:
+            plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+
     def all_logs(self) -> dict[tuple[str, int], PartitionLog]:
         with self._lock:
             return dict(self._logs)

@@ -4,10 +4,14 @@ with STALE_CONTROLLER_EPOCH, as a broker does to a controller it does not recogn
 
 ElectLeaders (KIP-460, an admin request clients send to the controller) is here too: on a single
 broker every partition already has its only possible leader (ELECTION_NOT_NEEDED). So is
-ControlledShutdown, a stopping broker's request to the controller."""
+ControlledShutdown, a stopping broker's request to the controller. So are Alter/ListPartitionReassignments
+(KIP-455): the controller reassigns; elsewhere NOT_CONTROLLER, so Kafka's admin client asks the controller its
+metadata names; a single broker has nowhere to move a replica to."""
 from __future__ import annotations
 
-from kafka.protocol.admin import ElectLeadersRequest, ElectLeadersResponse
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse,
+                                  ElectLeadersRequest, ElectLeadersResponse, ListPartitionReassignmentsRequest,
+                                  ListPartitionReassignmentsResponse)
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
@@ -76,3 +80,53 @@ async def controlled_shutdown(broker: BrokerContext, ctx: RequestContext, reques
     R = ControlledShutdownResponse.RemainingPartition
     return ControlledShutdownResponse(error_code=errors.NONE, remaining_partitions=[
         R(topic_name=t, partition_index=p) for t, p in remaining])
+
+
+_ARTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
+_ARPartition = _ARTopic.ReassignablePartitionResponse
+
+
+@api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1)
+async def alter_partition_reassignments(broker: BrokerContext, ctx: RequestContext, request):
+    wanted = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
+              for t in request.topics for p in t.partitions}
+    allow_rf_change = ctx.api_version < 1 or request.allow_replication_factor_change
+    if broker.cluster is not None:
+        results = await broker.cluster.alter_partition_reassignments(wanted, allow_rf_change)  # NotController
+    else:
+        results = {}
+        for (topic, p), target in wanted.items():
+            if broker.logs.get(topic, p) is None:
+                results[(topic, p)] = (errors.UnknownTopicOrPartition.code, f"{topic}-{p} does not exist")
+            elif target is None:
+                results[(topic, p)] = (errors.NoReassignmentInProgress.code,
+                                       f"no reassignment of {topic}-{p} is in progress")
+            elif target != [broker.node_id]:
+                results[(topic, p)] = (errors.InvalidReplicaAssignment.code,
+                                       f"Unknown broker ids in partition reassignment replica list: "
+                                       f"{[r for r in target if r != broker.node_id] or target}")
+            else:
+                results[(topic, p)] = (errors.NONE, None)
+    by_topic: dict[str, list] = {}
+    for (topic, p), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(_ARPartition(partition_index=p, error_code=code, error_message=message))
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0, allow_replication_factor_change=allow_rf_change, error_code=errors.NONE,
+        error_message=None, responses=[_ARTopic(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+_LRTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
+_LRPartition = _LRTopic.OngoingPartitionReassignment
+
+
+@api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0)
+async def list_partition_reassignments(broker: BrokerContext, ctx: RequestContext, request):
+    wanted = None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    ongoing = broker.cluster.list_partition_reassignments(wanted) if broker.cluster is not None else {}
+    by_topic: dict[str, list] = {}
+    for (topic, p), ra in ongoing.items():
+        by_topic.setdefault(topic, []).append(_LRPartition(partition_index=p, replicas=list(ra.replicas),
+                                                           adding_replicas=list(ra.adding),
+                                                           removing_replicas=list(ra.removing)))
+    return ListPartitionReassignmentsResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None,
+                                              topics=[_LRTopic(name=t, partitions=ps) for t, ps in by_topic.items()])

@@ -1,0 +1,197 @@
+"""Partition reassignment (KIP-455) on three real brokers: `tidelake partitions reassign` (Kafka's
+kafka-reassign-partitions JSON) moves a partition while an idempotent acks=all producer writes to it, the
+topic znode records adding/removing replicas in Kafka's keys, the controller alone answers, a cancellation
+reverts; every acknowledged record is read back once."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+from click.testing import CliRunner
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ListPartitionReassignmentsRequest
+from kazoo.client import KazooClient
+
+from cluster_fixtures import consume_all, metadata, start_cluster, wait_until
+from tidelake import errors
+from tidelake.cli.main import cli
+from tidelake.protocol.wire_client import WireClient
+
+_ATopic = AlterPartitionReassignmentsRequest.ReassignableTopic
+_APartition = _ATopic.ReassignablePartition
+
+
+def _zk_json(cluster, path: str) -> dict:
+    client = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
+    client.start(10)
+    try:
+        return json.loads(client.get(path)[0])
+    finally:
+        client.stop()
+        client.close()
+
+
+def _create(cluster, name: str, assignment: list[list[int]], **configs: str) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for f in admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=configs)],
+                                 request_timeout=20).values():
+        f.result(30)
+    wait_until(f"every broker to know the leaders of {name}", lambda: all(
+        all(p.leader_id > 0 for p in metadata(b, [name]).topics[0].partitions) and
+        len(metadata(b, [name]).topics[0].partitions) == len(assignment) for b in cluster.brokers.values()))
+
+
+def _partition(cluster, broker_id: int, topic: str, p: int):
+    (t,) = metadata(cluster.brokers[broker_id], [topic]).topics
+    return next(x for x in t.partitions if x.partition_index == p)
+
+
+def _reassign(cluster, tmp_path, flag: str, moves: list[dict]) -> str:
+    f = tmp_path / "reassign.json"
+    f.write_text(json.dumps({"version": 1, "partitions": moves}))
+    r = CliRunner().invoke(cli, ["partitions", "reassign", "-b", cluster.bootstrap_servers, "--timeout", "20",
+                                 "--reassignment-json-file", str(f), flag])
+    assert r.exit_code == 0, r.output
+    return r.output
+
+
+def _alter(broker, topic: str, p: int, replicas):
+    req = AlterPartitionReassignmentsRequest(timeout_ms=10000, topics=[
+        _ATopic(name=topic, partitions=[_APartition(partition_index=p, replicas=replicas)])])
+    with WireClient("127.0.0.1", broker.port) as c:
+        return c.request(req, 0)
+
+
+def _list(broker, topic: str | None = None):
+    topics = None if topic is None else [ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics(
+        name=topic, partition_indexes=[0])]
+    with WireClient("127.0.0.1", broker.port) as c:
+        return c.request(ListPartitionReassignmentsRequest(timeout_ms=10000, topics=topics), 0)
+
+
+def test_reassigning_a_partition_under_load_moves_it_and_loses_no_acknowledged_record(tmp_path):
+    cluster = start_cluster(tmp_path / "c", 3)
+    try:
+        # partition 0 on brokers 1 and 2, led by 1; it moves to 2 and 3, so the leader must move too
+        _create(cluster, "moving", [[1, 2]], **{"min.insync.replicas": "2"})
+        acked: dict[int, bytes] = {}
+        failures = []
+        stop = threading.Event()
+
+        def produce() -> None:
+            p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                          "enable.idempotence": True, "linger.ms": 2})
+
+            def on_delivery(err, m):
+                if err is None:
+                    acked[m.offset()] = m.value()
+                else:
+                    failures.append(err)
+            i = 0
+            while not stop.is_set() or i < 2000:
+                p.produce("moving", value=b"v-%07d" % i, partition=0, on_delivery=on_delivery)
+                p.poll(0)
+                i += 1
+                if i % 200 == 0:
+                    p.flush(30)
+            failures.append(None) if p.flush(60) else None
+        writer = threading.Thread(target=produce)
+        writer.start()
+        try:
+            wait_until("some records acknowledged before the move", lambda: len(acked) > 500, 60)
+            out = _reassign(cluster, tmp_path, "--execute", [{"topic": "moving", "partition": 0, "replicas": [2, 3]}])
+            assert "Current partition replica assignment" in out
+            assert '{"topic":"moving","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}' in out
+            assert "Successfully started partition reassignment for moving-0" in out
+
+            def done():
+                return "Reassignment of partition moving-0 is completed." in _reassign(
+                    cluster, tmp_path, "--verify", [{"topic": "moving", "partition": 0, "replicas": [2, 3]}])
+            wait_until("the reassignment to complete", done, 60)
+            settled = len(acked)
+            wait_until("more records acknowledged after the move", lambda: len(acked) > settled + 500, 60)
+        finally:
+            stop.set()
+            writer.join(120)
+        assert not writer.is_alive()
+        assert failures == [], failures[:3]
+
+        node = _zk_json(cluster, "/brokers/topics/moving")
+        assert node["partitions"] == {"0": [2, 3]}
+        assert node["adding_replicas"] == {} and node["removing_replicas"] == {}
+        state = _zk_json(cluster, "/brokers/topics/moving/partitions/0/state")
+        assert state["leader"] in (2, 3) and sorted(state["isr"]) == [2, 3]
+        for b in cluster.brokers:
+            wait_until(f"broker {b} to show replicas [2, 3]", lambda b=b: sorted(
+                _partition(cluster, b, "moving", 0).replica_nodes) == [2, 3])
+        wait_until("broker 1 to delete its replica", lambda: not (cluster.brokers[1].data_dir / "moving-0").exists())
+        assert (cluster.brokers[3].data_dir / "moving-0").exists()
+
+        records = consume_all(cluster, "moving", 1, len(acked))
+        offsets = [o for _p, o, _v in records]
+        assert len(offsets) == len(set(offsets))  # read once each
+        values = [v for _p, _o, v in records]
+        assert len(values) == len(set(values)), "a record was stored twice"
+        by_offset = {o: v for _p, o, v in records}
+        missing = [o for o in acked if by_offset.get(o) != acked[o]]
+        assert missing == [], f"{len(missing)} acknowledged records lost or changed, e.g. offset {missing[:3]}"
+    finally:
+        cluster.stop()
+
+
+def test_only_the_controller_reassigns_and_a_cancel_reverts_to_the_original_replicas(tmp_path):
+    # a long ZooKeeper session: the broker paused below stays registered (alive) for the whole test
+    cluster = start_cluster(tmp_path / "c", 3, **{"zookeeper.session.timeout.ms": "30000"})
+    try:
+        controller = metadata(cluster.brokers[1]).controller_id
+        other, paused = [b for b in (1, 2, 3) if b != controller]
+        _create(cluster, "stay", [[controller, other]])
+        # a non-controller refuses, as Kafka 2.4+ does in ZooKeeper mode (the admin client retries at the controller)
+        r = _alter(cluster.brokers[other], "stay", 0, [other, paused])
+        assert r.error_code == errors.NotController.code
+        assert _list(cluster.brokers[other]).error_code == errors.NotController.code
+
+        # what the controller refuses
+        r = _alter(cluster.brokers[controller], "stay", 0, [other, 99])
+        assert r.responses[0].partitions[0].error_code == errors.InvalidReplicaAssignment.code
+        assert "99" in r.responses[0].partitions[0].error_message
+        assert _alter(cluster.brokers[controller], "stay", 0, None).responses[0].partitions[0].error_code == \
+            errors.NoReassignmentInProgress.code
+        assert _alter(cluster.brokers[controller], "absent", 0, [1]).responses[0].partitions[0].error_code == \
+            errors.UnknownTopicOrPartition.code
+
+        # the broker to add cannot fetch while paused: the reassignment stays in progress
+        os.kill(cluster.brokers[paused].pid, signal.SIGSTOP)
+        try:
+            r = _alter(cluster.brokers[controller], "stay", 0, [other, paused])
+            assert r.error_code == 0 and r.responses[0].partitions[0].error_code == errors.NONE
+            node = _zk_json(cluster, "/brokers/topics/stay")
+            assert node["partitions"] == {"0": [other, paused, controller]}
+            assert node["adding_replicas"] == {"0": [paused]} and node["removing_replicas"] == {"0": [controller]}
+            (t,) = _list(cluster.brokers[controller]).topics
+            (p,) = t.partitions
+            assert (t.name, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)) == \
+                ("stay", [other, paused, controller], [paused], [controller])
+            assert sorted(_partition(cluster, other, "stay", 0).replica_nodes) == [1, 2, 3]
+
+            out = _reassign(cluster, tmp_path, "--cancel", [{"topic": "stay", "partition": 0,
+                                                            "replicas": [other, paused]}])
+            assert "Successfully cancelled partition reassignments for: stay-0" in out
+            node = _zk_json(cluster, "/brokers/topics/stay")
+            assert node["partitions"] == {"0": [controller, other]}
+            assert node["adding_replicas"] == {} and node["removing_replicas"] == {}
+            assert _list(cluster.brokers[controller]).topics == []
+        finally:
+            os.kill(cluster.brokers[paused].pid, signal.SIGCONT)
+        state = _zk_json(cluster, "/brokers/topics/stay/partitions/0/state")
+        assert state["leader"] in (controller, other) and sorted(state["isr"]) == sorted([controller, other])
+        wait_until("the paused broker to drop the replica it was to get",
+                   lambda: not (cluster.brokers[paused].data_dir / "stay-0").exists())
+        out = _reassign(cluster, tmp_path, "--verify", [{"topic": "stay", "partition": 0, "replicas": [other, paused]}])
+        assert f"There is no active reassignment of partition stay-0, but replica set is [{controller}, {other}] " \
+               f"rather than [{other}, {paused}]." in out
+    finally:
+        cluster.stop()

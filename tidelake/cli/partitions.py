@@ -1,0 +1,155 @@
+"""``tidelake partitions reassign`` — Kafka's kafka-reassign-partitions.sh (``--execute``, ``--verify``,
+``--cancel`` with its ``--reassignment-json-file`` format) over AlterPartitionReassignments /
+ListPartitionReassignments (KIP-455), which kafka-python's admin client sends to the controller.
+
+The file is Kafka's: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}``
+(``log_dirs``, if present, must be ``any``: one log directory per broker here).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import click
+
+from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.kafka_client import BrokerConnection, broker_options
+
+
+@click.group(cls=CommandGroup)
+def partitions() -> None:
+    """Move partition replicas between brokers of a cluster."""
+
+
+@dataclass(frozen=True)
+class Move:
+    topic: str
+    partition: int
+    replicas: list[int]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def parse_reassignment_json(text: str, source: str) -> list[Move]:
+    """Kafka's reassignment JSON; a malformed one is one error naming ``source`` and the bad entry."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise CliError(f"{source}: not JSON: {e}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("partitions"), list):
+        raise CliError(f'{source}: expected {{"version":1,"partitions":[...]}}')
+    if doc.get("version", 1) != 1:
+        raise CliError(f"{source}: unsupported version {doc.get('version')!r} (Kafka's format is version 1)")
+    moves, seen = [], set()
+    for i, entry in enumerate(doc["partitions"]):
+        where = f"{source}: partitions[{i}]"
+        if not isinstance(entry, dict):
+            raise CliError(f"{where}: expected an object with topic, partition and replicas")
+        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise CliError(f"{where}: topic must be a non-empty string")
+        if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+            raise CliError(f"{where}: partition must be a non-negative integer")
+        if (not isinstance(replicas, list) or not replicas
+                or not all(isinstance(r, int) and not isinstance(r, bool) for r in replicas)):
+            raise CliError(f"{where}: replicas must be a non-empty list of broker ids")
+        if len(set(replicas)) != len(replicas):
+            raise CliError(f"{where}: duplicate broker ids in replicas {replicas}")
+        dirs = entry.get("log_dirs")
+        if dirs is not None and (not isinstance(dirs, list) or len(dirs) != len(replicas)
+                                 or any(d != "any" for d in dirs)):
+            raise CliError(f"{where}: log_dirs must be \"any\" for each replica (a broker has one log directory)")
+        if (topic, partition) in seen:
+            raise CliError(f"{where}: {topic}-{partition} is listed twice")
+        seen.add((topic, partition))
+        moves.append(Move(topic, partition, list(replicas)))
+    if not moves:
+        raise CliError(f"{source}: no partitions to reassign")
+    return moves
+
+
+def _current_replicas(conn: BrokerConnection, moves: list[Move]) -> dict[tuple[str, int], list[int]]:
+    md = conn.reachable(conn.admin())
+    out = {}
+    for m in moves:
+        t = md.topics.get(m.topic)
+        if t is None or t.error is not None or m.partition not in t.partitions:
+            raise CliError(f"{m.name} does not exist")
+        out[(m.topic, m.partition)] = list(t.partitions[m.partition].replicas)
+    return out
+
+
+def _admin_call(conn: BrokerConnection, what: str, fn, *args):
+    from kafka.errors import KafkaError
+    try:
+        return fn(*args)
+    except (KafkaError, RuntimeError) as e:  # RuntimeError: kafka-python found no controller
+        raise CliError(f"{what}: {type(e).__name__}: {e}") from None
+
+
+@partitions.command()
+@broker_options
+@click.option("--reassignment-json-file", "json_file", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="Kafka's reassignment JSON: {\"version\":1,\"partitions\":[{\"topic\",\"partition\",\"replicas\"}]}.")
+@click.option("--execute", "action", flag_value="execute", help="Start the reassignment.")
+@click.option("--verify", "action", flag_value="verify", help="Say whether each partition's reassignment is done.")
+@click.option("--cancel", "action", flag_value="cancel", help="Cancel the reassignments in progress (back to the "
+                                                              "original replicas).")
+def reassign(conn: BrokerConnection, json_file: str, action: str | None) -> None:
+    """Reassign partitions as kafka-reassign-partitions.sh does: --execute, --verify or --cancel."""
+    if action is None:
+        raise click.UsageError("give one of --execute, --verify, --cancel")
+    with open(json_file, encoding="utf-8") as f:
+        moves = parse_reassignment_json(f.read(), json_file)
+    from kafka import TopicPartition
+    current = _current_replicas(conn, moves)
+    admin = conn.kafka_python_admin()
+    try:
+        if action == "execute":
+            rollback = {"version": 1, "partitions": [
+                {"topic": m.topic, "partition": m.partition, "replicas": current[(m.topic, m.partition)],
+                 "log_dirs": ["any"] * len(current[(m.topic, m.partition)])} for m in moves]}
+            click.echo("Current partition replica assignment\n")
+            click.echo(json.dumps(rollback, separators=(",", ":")))
+            click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
+            wanted = {TopicPartition(m.topic, m.partition): m.replicas for m in moves}
+            results = _alter(conn, admin, wanted, "cannot start the reassignment")
+            failed = {tp: err for tp, err in results.items() if err is not None}
+            if failed:
+                raise CliError("reassignment refused: " + "; ".join(
+                    f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in sorted(failed.items())))
+            click.echo("Successfully started partition reassignment" + ("s" if len(moves) > 1 else "") + " for "
+                       + ",".join(m.name for m in moves))
+        elif action == "cancel":
+            from kafka.errors import NoReassignmentInProgressError
+            results = _alter(conn, admin, {TopicPartition(m.topic, m.partition): None for m in moves},
+                             "cannot cancel the reassignment")
+            cancelled = [f"{tp.topic}-{tp.partition}" for tp, err in sorted(results.items()) if err is None]
+            failed = {tp: err for tp, err in results.items() if err not in (None, NoReassignmentInProgressError)}
+            if failed:
+                raise CliError("cancellation refused: " + "; ".join(
+                    f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in sorted(failed.items())))
+            click.echo(f"Successfully cancelled partition reassignments for: {','.join(cancelled)}" if cancelled
+                       else "None of the specified partition reassignments are active.")
+        else:
+            ongoing = _admin_call(conn, "cannot list the reassignments", admin.list_partition_reassignments,
+                                  [TopicPartition(m.topic, m.partition) for m in moves])
+            click.echo("Status of partition reassignment:")
+            for m in moves:
+                cur = current[(m.topic, m.partition)]
+                if TopicPartition(m.topic, m.partition) in ongoing:
+                    click.echo(f"Reassignment of partition {m.name} is still in progress.")
+                elif cur == m.replicas:
+                    click.echo(f"Reassignment of partition {m.name} is completed.")
+                else:
+                    click.echo(f"There is no active reassignment of partition {m.name}, but replica set is "
+                               f"{cur} rather than {m.replicas}.")
+    finally:
+        admin.close()
+
+
+def _alter(conn: BrokerConnection, admin, wanted: dict, what: str) -> dict:
+    """{TopicPartition: None or the kafka-python error class} from the controller."""
+    return _admin_call(conn, what, admin.alter_partition_reassignments, wanted, int(conn.timeout * 1000))

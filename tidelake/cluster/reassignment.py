@@ -1,0 +1,243 @@
+"""Partition reassignment (KIP-455) as Kafka's ZooKeeper-mode controller runs it: the controller's side of
+AlterPartitionReassignments / ListPartitionReassignments.
+
+A partition moving from its original replicas (ORS) to a target set (TRS) goes through Kafka's steps:
+
+1. ``/brokers/topics/<t>`` records RS = TRS + ORS (distinct, target first), ``adding_replicas`` = TRS - ORS and
+   ``removing_replicas`` = ORS - TRS; the leader epoch is bumped and every replica of RS gets LeaderAndIsr, so the
+   new replicas start following the leader and the leader tracks them;
+2. they catch up and the leader adds them to the ISR (its ISR change notification wakes the controller);
+3. once all of TRS is in the ISR: a new leader from TRS if the current one is not in it (else the same leader in
+   a new epoch), the ISR without the removed replicas, LeaderAndIsr to TRS, StopReplica with delete to ORS - TRS,
+   and the topic znode says RS = TRS with nothing adding or removing.
+
+A new target for a partition already moving is measured against the same original replicas; replicas an earlier
+target added that the new one does not want are stopped and deleted at once. Cancelling (a null target) is a
+reassignment back to the original replicas. Every step is idempotent: a controller elected mid-way reads the
+znode and completes (or keeps waiting for) what it finds, as Kafka's does.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from tidelake import errors
+from tidelake.cluster import znodes
+from tidelake.cluster.requests import stop_replica_request
+from tidelake.cluster.znodes import PartitionState, TopicAssignment
+from tidelake.cluster.zk_store import StaleWrite
+
+log = logging.getLogger("tidelake.cluster.controller")
+
+MAX_STATE_WRITE_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class ReplicaAssignment:
+    """One partition's replicas, and while it is being reassigned the replicas being added and removed
+    (Kafka's ``ReplicaAssignment``)."""
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...] = ()
+    removing: tuple[int, ...] = ()
+
+    @property
+    def original(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding]
+
+    @property
+    def target(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.removing]
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: list[int]) -> "ReplicaAssignment":
+        original = self.original
+        full = list(dict.fromkeys(list(target) + original))
+        return ReplicaAssignment(tuple(full), tuple(r for r in target if r not in original),
+                                 tuple(r for r in original if r not in target))
+
+    @classmethod
+    def of(cls, assignment: TopicAssignment, partition: int) -> "ReplicaAssignment":
+        return cls(tuple(assignment.partitions[partition]), tuple(assignment.adding.get(partition, ())),
+                   tuple(assignment.removing.get(partition, ())))
+
+
+def invalid_target(target: list[int], live: set[int]) -> str | None:
+    """Why ``target`` cannot be a partition's replicas (Kafka's checks and words), or None."""
+    if not target:
+        return "Empty replica list specified in partition reassignment."
+    if len(set(target)) != len(target):
+        return f"Duplicate replica ids in partition reassignment replica list: {target}"
+    if any(r < 0 for r in target):
+        return f"Invalid broker id in replica list: {target}"
+    unknown = [r for r in target if r not in live]
+    if unknown:
+        return f"Unknown broker ids in partition reassignment replica list: {unknown}"
+    return None
+
+
+class ReassignmentSteps:
+    """The controller's reassignment steps (mixed into ``Controller``: they use its partition states,
+    assignments, channels and ZooKeeper store, on its event queue)."""
+
+    async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
+                                   fut: asyncio.Future) -> None:
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        for key, target in wanted.items():
+            if not self.active:
+                results[key] = (errors.NotController.code, "no longer the controller")
+                continue
+            topic, p = key
+            a = self.assignments.get(topic)
+            if a is None or p not in a.partitions or topic in self.deleting or key not in self.states:
+                results[key] = (errors.UnknownTopicOrPartition.code, f"{topic}-{p} does not exist")
+                continue
+            current = ReplicaAssignment.of(a, p)
+            if target is None:
+                if not current.is_being_reassigned:
+                    results[key] = (errors.NoReassignmentInProgress.code,
+                                    f"no reassignment of {topic}-{p} is in progress")
+                    continue
+                target = current.original
+            else:
+                problem = invalid_target(list(target), set(self.live))
+                if problem is None and not allow_rf_change and len(target) != len(current.original):
+                    results[key] = (errors.InvalidReplicationFactor.code,
+                                    f"the replication factor of {topic}-{p} would change from "
+                                    f"{len(current.original)} to {len(target)}")
+                    continue
+                if problem is not None:
+                    results[key] = (errors.InvalidReplicaAssignment.code, problem)
+                    continue
+            try:
+                await self._reassign(key, current, list(target))
+                results[key] = (errors.NONE, None)
+            except StaleWrite:
+                results[key] = (errors.NotController.code if not await self._still_controller()
+                                else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
+        if not fut.done():
+            fut.set_result(results)
+
+    def ongoing_reassignments(self, partitions: list[tuple[str, int]] | None
+                              ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions (None: all) being reassigned, from the controller's view."""
+        out = {}
+        keys = sorted((t, p) for t, a in self.assignments.items() for p in a.partitions) if partitions is None \
+            else partitions
+        for topic, p in keys:
+            a = self.assignments.get(topic)
+            if a is not None and p in a.partitions and a.reassigning(p):
+                out[(topic, p)] = ReplicaAssignment.of(a, p)
+        return out
+
+    async def _reassign(self, key: tuple[str, int], current: ReplicaAssignment, target: list[int]) -> None:
+        topic, p = key
+        new = current.reassign_to(target)
+        unneeded = [r for r in current.replicas if r not in new.replicas]  # added by an earlier target only
+        log.info("controller: reassigning %s-%d from %s to %s (adding %s, removing %s)", topic, p, new.original,
+                 target, list(new.adding), list(new.removing))
+        await self._write_assignment(key, new)
+        if await self._reassignment_complete(key, new):
+            await self._complete_reassignment(key, new, also_removed=unneeded)
+            return
+        # RS = ORS + TRS: the new replicas learn they are followers, the leader learns of them (a new epoch)
+        await self._write_replica_state(key, list(new.replicas), removed=unneeded)
+        self._send_leader_and_isr([key])
+        self._stop_removed(key, unneeded)
+        self._send_update_metadata()
+
+    async def _resume_reassignments(self, keys: list[tuple[str, int]] | None = None) -> None:
+        """Complete the reassignments (of ``keys``, None: all) whose target replicas are all in the ISR now."""
+        for key in (sorted(self.states) if keys is None else keys):
+            a = self.assignments.get(key[0])
+            if a is None or key[1] not in a.partitions or not a.reassigning(key[1]) or key[0] in self.deleting:
+                continue
+            ra = ReplicaAssignment.of(a, key[1])
+            try:
+                if await self._reassignment_complete(key, ra):
+                    await self._complete_reassignment(key, ra)
+            except StaleWrite:
+                if not await self._still_controller():
+                    return
+                log.info("controller: completing the reassignment of %s-%d lost a race; retried on the next "
+                         "ISR change", *key)
+
+    async def _reassignment_complete(self, key: tuple[str, int], ra: ReplicaAssignment) -> bool:
+        fresh = await asyncio.to_thread(self.store.partition_state, *key)
+        if fresh is not None:
+            self.states[key] = fresh
+        st = self.states[key]
+        return all(r in st.isr for r in ra.target)
+
+    async def _complete_reassignment(self, key: tuple[str, int], ra: ReplicaAssignment,
+                                     also_removed: list[int] = ()) -> None:
+        topic, p = key
+        target = ra.target
+        removed = [r for r in ra.replicas if r not in target] + [r for r in also_removed if r not in ra.replicas]
+        done = ReplicaAssignment(tuple(target))
+        await self._write_replica_state(key, target, removed=removed, leader_from=target)
+        self.assignments[topic].partitions[p] = list(target)
+        self.assignments[topic].adding.pop(p, None)
+        self.assignments[topic].removing.pop(p, None)
+        self._send_leader_and_isr([key])
+        self._stop_removed(key, removed)
+        await self._write_assignment(key, done)
+        self._send_update_metadata()
+        log.info("controller: reassignment of %s-%d done: replicas %s, leader %d", topic, p, target,
+                 self.states[key].leader)
+
+    async def _write_assignment(self, key: tuple[str, int], ra: ReplicaAssignment) -> None:
+        topic, p = key
+        current = self.assignments[topic]
+        updated = TopicAssignment(topic, current.topic_id, dict(current.partitions), dict(current.adding),
+                                  dict(current.removing))
+        updated.partitions[p] = list(ra.replicas)
+        updated.adding[p] = list(ra.adding)
+        updated.removing[p] = list(ra.removing)
+        if not ra.adding:
+            updated.adding.pop(p)
+        if not ra.removing:
+            updated.removing.pop(p)
+        await asyncio.to_thread(self.store.set_topic_assignment, updated)
+        self.assignments[topic] = updated
+
+    async def _write_replica_state(self, key: tuple[str, int], replicas: list[int], *, removed: list[int],
+                                   leader_from: list[int] | None = None) -> None:
+        """A new leader epoch for the partition: the ISR without ``removed``; the leader kept if it is still a
+        live replica (in ``leader_from``, default ``replicas``), else the first of those alive and in the ISR."""
+        pool = replicas if leader_from is None else leader_from
+        for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
+            st = self.states[key]
+            isr = [r for r in st.isr if r not in removed and r in replicas]
+            leader = st.leader
+            if leader not in pool or leader not in self.live or leader in self.shutting_down:
+                candidates = [r for r in pool if r in isr and r in self.live and r not in self.shutting_down]
+                leader = candidates[0] if candidates else znodes.NO_LEADER
+            if not isr:
+                isr = list(st.isr[-1:])
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            try:
+                self.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+                log.info("controller: %s-%d leader %d epoch %d isr %s (reassignment)", *key, leader,
+                         new.leader_epoch, isr)
+                return
+            except StaleWrite:
+                if not await self._still_controller():
+                    raise
+                fresh = await asyncio.to_thread(self.store.partition_state, *key)
+                if fresh is None:
+                    raise
+                self.states[key] = fresh
+        raise StaleWrite(f"{key[0]}-{key[1]}: the partition state kept changing")
+
+    def _stop_removed(self, key: tuple[str, int], removed: list[int]) -> None:
+        """StopReplica with delete to replicas that are no longer the partition's (a dead one learns at its
+        next LeaderAndIsr that it is not a replica; its files stay, as in Kafka until it comes back)."""
+        for bid in removed:
+            if bid in self.live:
+                self.channels.send(bid, *stop_replica_request(self.broker_id, self.epoch, key[0], [key[1]],
+                                                              delete=True))
