@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from tidelake.coordinator.group import GroupConfig
+from tidelake.coordinator.group_config import GroupConfig
 from tidelake.errors import InvalidConfig
 
 # Group settings' defaults have one home, the coordinator's GroupConfig.
