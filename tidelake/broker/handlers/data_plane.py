@@ -263,9 +263,16 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     follower = -1 if cluster is None or request.replica_id is None else request.replica_id
     not_led: dict[tuple, int] = {}  # in a cluster: partitions this broker does not lead -> error
     if cluster is not None:
-        # a follower's fetch names its leader epoch: an older one is fenced (it must not rejoin the ISR)
-        epochs = {(t.topic, p.partition): p.current_leader_epoch for t in request.topics for p in t.partitions} \
-            if follower >= 0 and not by_id else {}
+        # KIP-320: a fetch names the leader epoch its sender knows (v9+; -1 before): an older one is fenced
+        # (a follower must not rejoin the ISR, a consumer must refresh its metadata), a newer one is not known yet
+        epochs = {}
+        for ft in request.topics:
+            name = ft.topic
+            if by_id:
+                info = broker.topics.by_id(ft.topic_id)
+                name = info.name if info else None
+            for fp in ft.partitions:
+                epochs[(name, fp.partition)] = fp.current_leader_epoch if version >= 9 else -1
         for (name, _tid, partition, offset, _pmax) in requested:
             if name is None or logs.get(name, partition) is None:
                 continue
@@ -285,7 +292,7 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
                 results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None, 0))
                 continue
             if not_led and (name, partition) in not_led:
-                results.append((name, tid, partition, not_led[(name, partition)], -1, -1, -1, b"", None))
+                results.append((name, tid, partition, not_led[(name, partition)], -1, -1, -1, b"", None, 0))
                 continue
             plog = logs.get(name, partition) if name is not None else None
             remaining = max_bytes - total
@@ -366,7 +373,9 @@ async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
 
     def answer_for(topic: str):
         def answer(plog, p):
-            epoch = broker.leader_epoch(topic, p.partition_index)
+            # KIP-320: the consumer's known leader epoch (v4+) is checked like a fetch's
+            epoch = broker.leader_epoch(topic, p.partition_index,
+                                        p.current_leader_epoch if ctx.api_version >= 4 else -1)
             ts, offset = _list_offset(plog, p.timestamp, read_committed)
             return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
                                 leader_epoch=epoch if offset >= 0 else -1)
