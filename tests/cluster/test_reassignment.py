@@ -200,3 +200,58 @@ def test_only_the_controller_reassigns_and_a_cancel_reverts_to_the_original_repl
                f"rather than [{other}, {paused}]." in out
     finally:
         cluster.stop()
+
+
+# -- without processes ---------------------------------------------------------------------------------------
+
+def test_replica_assignment_follows_kafkas_rs_adding_removing_arithmetic():
+    from tidelake.cluster.reassignment import ReplicaAssignment
+    start = ReplicaAssignment((1, 2, 3))
+    moving = start.reassign_to([4, 2, 5])
+    assert moving == ReplicaAssignment((4, 2, 5, 1, 3), adding=(4, 5), removing=(1, 3))
+    assert (moving.original, moving.target, moving.is_being_reassigned) == ([2, 1, 3], [4, 2, 5], True)
+    # a new target while moving is measured against the same original replicas
+    again = moving.reassign_to([2, 6])
+    assert again == ReplicaAssignment((2, 6, 1, 3), adding=(6,), removing=(1, 3))
+    # cancelling: back to the original set (in RS order, as Kafka's znode keeps it)
+    assert moving.reassign_to(moving.original) == ReplicaAssignment((2, 1, 3))
+    assert not start.reassign_to([3, 2, 1]).is_being_reassigned
+
+
+def test_invalid_targets_are_named_as_kafka_names_them():
+    from tidelake.cluster.reassignment import invalid_target
+    live = {1, 2, 3}
+    assert invalid_target([], live) == "Empty replica list specified in partition reassignment."
+    assert "Duplicate replica ids" in invalid_target([1, 1], live)
+    assert invalid_target([1, 7], live) == "Unknown broker ids in partition reassignment replica list: [7]"
+    assert invalid_target([3, 1], live) is None
+
+
+def test_the_topic_znode_carries_adding_and_removing_replicas_in_kafkas_keys():
+    import uuid
+
+    from tidelake.cluster.znodes import TopicAssignment
+    tid = uuid.UUID(int=7)
+    a = TopicAssignment("t", tid, {0: [2, 3, 1], 1: [1, 2]}, adding={0: [3]}, removing={0: [1]})
+    doc = json.loads(a.encode())
+    assert doc["partitions"] == {"0": [2, 3, 1], "1": [1, 2]}
+    assert doc["adding_replicas"] == {"0": [3]} and doc["removing_replicas"] == {"0": [1]}
+    back = TopicAssignment.decode("t", a.encode())
+    assert (back.partitions, back.adding, back.removing) == (a.partitions, a.adding, a.removing)
+    assert back.reassigning(0) and not back.reassigning(1)
+    plain = json.loads(TopicAssignment("t", tid, {0: [1]}).encode())
+    assert plain["adding_replicas"] == {} and plain["removing_replicas"] == {}
+
+
+def test_a_single_broker_has_nowhere_to_move_a_replica(tmp_path):
+    from tidelake.broker import EmbeddedBroker
+    with EmbeddedBroker(tmp_path) as b:
+        b.run(b.broker.create_topic, "t", 1)
+        codes = {}
+        for name, target in (("same", [1]), ("elsewhere", [2]), ("cancel", None)):
+            r = _alter(b, "t", 0, target)
+            codes[name] = r.responses[0].partitions[0].error_code
+        assert codes == {"same": errors.NONE, "elsewhere": errors.InvalidReplicaAssignment.code,
+                         "cancel": errors.NoReassignmentInProgress.code}
+        assert _alter(b, "absent", 0, [1]).responses[0].partitions[0].error_code == errors.UnknownTopicOrPartition.code
+        assert _list(b).error_code == errors.NONE and _list(b).topics == []
