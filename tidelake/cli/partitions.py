@@ -145,9 +145,13 @@ def reassign(conn: BrokerConnection, json_file: str, action: str | None) -> None
                     click.echo(f"Reassignment of partition {m.name} is completed.")
                 else:
                     click.echo(f"There is no active reassignment of partition {m.name}, but replica set is "
-                               f"{cur} rather than {m.replicas}.")
+                               f"{_ids(cur)} rather than {_ids(m.replicas)}.")
     finally:
         admin.close()
+
+
+def _ids(replicas: list[int]) -> str:
+    return ",".join(map(str, replicas))
 
 
 def _alter(conn: BrokerConnection, admin, wanted: dict, what: str) -> dict:

@@ -33,11 +33,17 @@ class BrokerChannel:
         """Send ``message`` at ``version``; return the decoded response. Raises ChannelError."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(message, version), timeout_s or self.timeout_s)
+                response = await asyncio.wait_for(self._exchange(message, version), timeout_s or self.timeout_s)
             except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError) as e:
                 self.close()
                 raise ChannelError(f"broker {self.broker_id} at {self.host}:{self.port}: "
                                    f"{type(e).__name__} {e}".rstrip()) from None
+        # Python 3.11's wait_for returns the result when the answer and a cancellation of this task come together,
+        # swallowing the cancellation: a sender loop cancelled at shutdown would wait for its next request forever
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError
+        return response
 
     async def _exchange(self, message: Any, version: int) -> Any:
         if self._writer is None:
