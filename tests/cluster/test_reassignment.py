@@ -179,6 +179,10 @@ def test_only_the_controller_reassigns_and_a_cancel_reverts_to_the_original_repl
             assert (t.name, list(p.replicas), list(p.adding_replicas), list(p.removing_replicas)) == \
                 ("stay", [other, paused, controller], [paused], [controller])
             assert sorted(_partition(cluster, other, "stay", 0).replica_nodes) == [1, 2, 3]
+            r = CliRunner().invoke(cli, ["cluster", "status", "--zookeeper", cluster.zookeeper.connect_string, "--json"])
+            assert r.exit_code == 0, r.output
+            (row,) = json.loads(r.output)["reassigning"]
+            assert (row["topic"], row["partition"], row["adding"], row["removing"]) == ("stay", 0, [paused], [controller])
 
             # (a raw request: an admin client may pick the paused broker for its metadata and wait for it)
             r = _alter(cluster.brokers[controller], "stay", 0, None)
@@ -202,6 +206,33 @@ def test_only_the_controller_reassigns_and_a_cancel_reverts_to_the_original_repl
                f"rather than {other},{paused}." in out
     finally:
         cluster.stop()
+
+
+def test_the_replication_factor_grows_and_shrinks_unless_the_request_forbids_it(cluster):
+    _create(cluster, "grow", [[1]])
+    acked = produce_n(cluster, "grow", 500)
+    controller = cluster.brokers[metadata(cluster.brokers[1]).controller_id]
+    req = AlterPartitionReassignmentsRequest(timeout_ms=10000, allow_replication_factor_change=False, topics=[
+        _ATopic(name="grow", partitions=[_APartition(partition_index=0, replicas=[1, 2, 3])])])
+    with WireClient("127.0.0.1", controller.port) as c:
+        r = c.request(req, 1)  # KIP-860
+    assert r.responses[0].partitions[0].error_code == errors.InvalidReplicationFactor.code
+    assert _zk_json(cluster, "/brokers/topics/grow")["partitions"] == {"0": [1]}
+
+    assert _alter(controller, "grow", 0, [3, 2, 1]).responses[0].partitions[0].error_code == errors.NONE
+    wait_until("three in-sync replicas", lambda: sorted(_zk_json(
+        cluster, "/brokers/topics/grow/partitions/0/state")["isr"]) == [1, 2, 3]
+        and _zk_json(cluster, "/brokers/topics/grow")["adding_replicas"] == {}, 60)
+    assert _zk_json(cluster, "/brokers/topics/grow")["partitions"] == {"0": [3, 2, 1]}
+
+    assert _alter(controller, "grow", 0, [2]).responses[0].partitions[0].error_code == errors.NONE
+    wait_until("one replica left", lambda: _zk_json(cluster, "/brokers/topics/grow")["partitions"] == {"0": [2]})
+    state = _zk_json(cluster, "/brokers/topics/grow/partitions/0/state")
+    assert (state["leader"], state["isr"]) == (2, [2])
+    for b in (1, 3):
+        wait_until(f"broker {b} to delete its replica", lambda b=b: not (cluster.brokers[b].data_dir / "grow-0").exists())
+    records = consume_all(cluster, "grow", 1, len(acked))
+    assert {(p, o): v for p, o, v in records} == acked
 
 
 @pytest.mark.slow_faults

@@ -71,7 +71,7 @@ def start(brokers: int, data_dir: str, base_port: int, zookeeper_port: int, over
 @click.option("--timeout", type=float, default=10.0, show_default=True, help="Seconds to reach ZooKeeper.")
 @json_option
 def status(data_dir: str | None, zookeeper: str | None, timeout: float, as_json: bool) -> None:
-    """Live brokers, the controller, and partitions that are offline or under-replicated."""
+    """Live brokers, the controller, and partitions that are offline, under-replicated or being reassigned."""
     from tidelake.cluster.local_cluster import STATE_FILE
     from tidelake.cluster.zk_store import ClusterStore, ZooKeeperUnavailable
 
@@ -96,7 +96,7 @@ def status(data_dir: str | None, zookeeper: str | None, timeout: float, as_json:
                 brokers.append({"id": bid, "endpoints": [ep.connection_string for ep in reg.endpoints],
                                 "controller": bid == controller})
         live = {b["id"] for b in brokers}
-        partitions, offline, under = 0, [], []
+        partitions, offline, under, moving = 0, [], [], []
         for topic in store.topic_names():
             assignment = store.topic_assignment(topic)
             if assignment is None:
@@ -106,12 +106,16 @@ def status(data_dir: str | None, zookeeper: str | None, timeout: float, as_json:
                 st = store.partition_state(topic, p)
                 row = {"topic": topic, "partition": p, "leader": st.leader if st else -1, "replicas": replicas,
                        "isr": st.isr if st else []}
+                if assignment.reassigning(p):  # KIP-455: replicas = target + original while it moves
+                    row = {**row, "adding": assignment.adding.get(p, []), "removing": assignment.removing.get(p, [])}
+                    moving.append(row)
                 if st is None or st.leader not in live:
                     offline.append(row)
-                elif len(st.isr) < len(replicas):
+                elif len(st.isr) < len(replicas) and not assignment.reassigning(p):
                     under.append(row)
         doc = {"zookeeper": zookeeper, "controller": controller, "controller_epoch": store.controller_epoch(),
-               "brokers": brokers, "partitions": partitions, "offline": offline, "under_replicated": under}
+               "brokers": brokers, "partitions": partitions, "offline": offline, "under_replicated": under,
+               "reassigning": moving}
     finally:
         store.stop()
     if as_json:
@@ -119,14 +123,16 @@ def status(data_dir: str | None, zookeeper: str | None, timeout: float, as_json:
         return
     click.echo(f"ZooKeeper {zookeeper}: controller {controller} (epoch {doc['controller_epoch']}), "
                f"{len(brokers)} live broker(s), {partitions} partition(s), {len(offline)} offline, "
-               f"{len(under)} under-replicated")
+               f"{len(under)} under-replicated, {len(moving)} being reassigned")
     print_rows(("BROKER", "ENDPOINTS", "CONTROLLER"),
                [(b["id"], " ".join(b["endpoints"]), "yes" if b["controller"] else "") for b in brokers],
                right=("BROKER",))
-    if offline or under:
-        print_rows(("TOPIC", "PARTITION", "STATE", "LEADER", "REPLICAS", "ISR"),
+    if offline or under or moving:
+        print_rows(("TOPIC", "PARTITION", "STATE", "LEADER", "REPLICAS", "ISR", "ADDING", "REMOVING"),
                    [(r["topic"], r["partition"], state, r["leader"], ",".join(map(str, r["replicas"])),
-                     ",".join(map(str, r["isr"])))
-                    for state, rows in (("offline", offline), ("under-replicated", under)) for r in rows],
+                     ",".join(map(str, r["isr"])), ",".join(map(str, r.get("adding", []))),
+                     ",".join(map(str, r.get("removing", []))))
+                    for state, rows in (("offline", offline), ("under-replicated", under), ("reassigning", moving))
+                    for r in rows],
                    right=("PARTITION", "LEADER"))
     sys.stdout.flush()
