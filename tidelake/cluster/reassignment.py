@@ -170,7 +170,9 @@ class ReassignmentSteps:
         if fresh is not None:
             self.states[key] = fresh
         st = self.states[key]
-        return all(r in st.isr for r in ra.target)
+        # (a target replica left alive to lead it: one that died while still in the ISR cannot take over)
+        return all(r in st.isr for r in ra.target) and any(
+            r in self.live and r not in self.shutting_down for r in ra.target)
 
     async def _complete_reassignment(self, key: tuple[str, int], ra: ReplicaAssignment,
                                      also_removed: list[int] = ()) -> None:
