@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
-import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +43,7 @@ from tidelake.log.producer_state import BatchMetadata
 from tidelake.log.segment import SCAN_CHUNK, Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
-from tidelake.protocol.records import BatchHeader, CorruptRecordError
+from tidelake.protocol.records import BatchHeader
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -310,14 +309,12 @@ class PartitionLog:
                 if not h.is_control:
                     ps.update(h)
                     continue
-                try:
-                    rec = rb.decode_records(buf, p, h)[0]
-                    kind = rb.control_type(rec)
-                    coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
-                except (CorruptRecordError, struct.error, IndexError):
+                marker = rb.transaction_marker(buf, p, h)
+                if marker is None:
                     continue
+                is_abort, coordinator_epoch = marker
                 done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                       kind == rb.CONTROL_ABORT, h.max_timestamp)
+                                       is_abort, h.max_timestamp)
                 if done is not None and done.is_aborted:
                     seg.txn_index.append(AbortedTxn(h.producer_id, done.first_offset, h.base_offset,
                                                     self._lso_value()))
