@@ -42,7 +42,11 @@ def test_the_command_needs_an_action_and_reports_a_bad_file_in_one_line(tmp_path
     f = tmp_path / "move.json"
     f.write_text('{"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": "2"}]}')
     r = CliRunner().invoke(cli, ["partitions", "reassign", "--reassignment-json-file", str(f)])
-    assert r.exit_code == 2 and "give one of --execute, --verify, --cancel" in r.output
+    assert r.exit_code == 2 and "give one of --generate, --execute, --verify, --cancel" in r.output
+    r = CliRunner().invoke(cli, ["partitions", "reassign", "--execute"])
+    assert r.exit_code == 2 and "--execute needs --reassignment-json-file" in r.output
+    r = CliRunner().invoke(cli, ["partitions", "reassign", "--generate", "--broker-list", "1,2"])
+    assert r.exit_code == 2 and "--generate needs --topics-to-move-json-file and --broker-list" in r.output
     r = CliRunner().invoke(cli, ["partitions", "reassign", "--reassignment-json-file", str(f), "--execute"])
     assert r.exit_code == 1
     assert r.output.strip() == (f"tidelake: error: {f}: partitions[0]: replicas must be a non-empty list of broker ids "

@@ -236,6 +236,36 @@ def test_the_replication_factor_grows_and_shrinks_unless_the_request_forbids_it(
     assert {(p, o): v for p, o, v in records} == acked
 
 
+def test_generate_proposes_a_layout_over_the_given_brokers_and_execute_applies_it(cluster, tmp_path):
+    _create(cluster, "spread", [[1, 2], [2, 1]])
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "spread"}]}))
+    args = ["partitions", "reassign", "-b", cluster.bootstrap_servers, "--generate",
+            "--topics-to-move-json-file", str(topics)]
+    r = CliRunner().invoke(cli, [*args, "--broker-list", "2,3"])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0] == "Current partition replica assignment" and lines[3] == "Proposed partition reassignment " \
+                                                                               "configuration"
+    assert json.loads(lines[1])["partitions"] == [
+        {"topic": "spread", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", "any"]},
+        {"topic": "spread", "partition": 1, "replicas": [2, 1], "log_dirs": ["any", "any"]}]
+    proposed = json.loads(lines[4])["partitions"]
+    assert [(m["partition"], sorted(m["replicas"])) for m in proposed] == [(0, [2, 3]), (1, [2, 3])]
+
+    r = CliRunner().invoke(cli, [*args, "--broker-list", "3"])
+    assert r.exit_code == 1 and "cannot spread spread over brokers [3]" in r.output
+
+    out = _reassign(cluster, tmp_path, "--execute", proposed)
+    assert "Successfully started partition reassignments for spread-0,spread-1" in out
+    wait_until("both partitions moved", lambda: _reassign(cluster, tmp_path, "--verify", proposed).count(
+        "is completed.") == 2, 60)
+    assert _zk_json(cluster, "/brokers/topics/spread")["partitions"] == {
+        str(m["partition"]): m["replicas"] for m in proposed}
+    wait_until("broker 1 to delete its replicas", lambda: not any(
+        (cluster.brokers[1].data_dir / f"spread-{p}").exists() for p in (0, 1)))
+
+
 @pytest.mark.slow_faults
 def test_a_new_controller_completes_a_reassignment_the_old_one_started(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3, **{"zookeeper.session.timeout.ms": "30000"})

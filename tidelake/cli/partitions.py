@@ -1,5 +1,5 @@
-"""``tidelake partitions reassign`` — Kafka's kafka-reassign-partitions.sh (``--execute``, ``--verify``,
-``--cancel`` with its ``--reassignment-json-file`` format) over AlterPartitionReassignments /
+"""``tidelake partitions reassign`` — Kafka's kafka-reassign-partitions.sh (``--generate``, ``--execute``,
+``--verify``, ``--cancel`` with its ``--reassignment-json-file`` format) over AlterPartitionReassignments /
 ListPartitionReassignments (KIP-455), which kafka-python's admin client sends to the controller.
 
 The file is Kafka's: ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}``
@@ -91,16 +91,29 @@ def _admin_call(conn: BrokerConnection, what: str, fn, *args):
 
 @partitions.command()
 @broker_options
-@click.option("--reassignment-json-file", "json_file", required=True, type=click.Path(dir_okay=False, exists=True),
+@click.option("--reassignment-json-file", "json_file", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Kafka's reassignment JSON: {\"version\":1,\"partitions\":[{\"topic\",\"partition\",\"replicas\"}]}.")
 @click.option("--execute", "action", flag_value="execute", help="Start the reassignment.")
 @click.option("--verify", "action", flag_value="verify", help="Say whether each partition's reassignment is done.")
 @click.option("--cancel", "action", flag_value="cancel", help="Cancel the reassignments in progress (back to the "
                                                               "original replicas).")
-def reassign(conn: BrokerConnection, json_file: str, action: str | None) -> None:
-    """Reassign partitions as kafka-reassign-partitions.sh does: --execute, --verify or --cancel."""
+@click.option("--generate", "action", flag_value="generate",
+              help="Propose a reassignment of the topics of --topics-to-move-json-file over --broker-list.")
+@click.option("--topics-to-move-json-file", "topics_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="With --generate: {\"version\":1,\"topics\":[{\"topic\":\"t\"}]}.")
+@click.option("--broker-list", default=None, metavar="ID,ID,...", help="With --generate: the brokers to spread over.")
+def reassign(conn: BrokerConnection, json_file: str | None, action: str | None, topics_file: str | None,
+             broker_list: str | None) -> None:
+    """Reassign partitions as kafka-reassign-partitions.sh does: --generate, --execute, --verify or --cancel."""
     if action is None:
-        raise click.UsageError("give one of --execute, --verify, --cancel")
+        raise click.UsageError("give one of --generate, --execute, --verify, --cancel")
+    if action == "generate":
+        if topics_file is None or broker_list is None:
+            raise click.UsageError("--generate needs --topics-to-move-json-file and --broker-list")
+        _generate(conn, topics_file, broker_list)
+        return
+    if json_file is None:
+        raise click.UsageError(f"--{action} needs --reassignment-json-file")
     with open(json_file, encoding="utf-8") as f:
         moves = parse_reassignment_json(f.read(), json_file)
     from kafka import TopicPartition
@@ -148,6 +161,49 @@ def reassign(conn: BrokerConnection, json_file: str, action: str | None) -> None
                                f"{_ids(cur)} rather than {_ids(m.replicas)}.")
     finally:
         admin.close()
+
+
+def _generate(conn: BrokerConnection, topics_file: str, broker_list: str) -> None:
+    """Kafka's --generate: each topic's partitions spread over the brokers with its replication factor, by
+    Kafka's rack-unaware round robin from a random start (so two runs may propose different layouts)."""
+    from tidelake.cluster.assignment import assign_replicas
+    from tidelake.errors import KafkaApiError
+    try:
+        brokers = [int(b) for b in broker_list.split(",") if b.strip()]
+    except ValueError:
+        raise CliError(f"--broker-list {broker_list!r}: expected broker ids like 1,2,3") from None
+    if not brokers or len(set(brokers)) != len(brokers):
+        raise CliError(f"--broker-list {broker_list!r}: expected distinct broker ids like 1,2,3")
+    with open(topics_file, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        doc = json.loads(text)
+        names = [t["topic"] for t in doc["topics"]]
+        if not names or not all(isinstance(n, str) and n for n in names):
+            raise ValueError
+    except (ValueError, KeyError, TypeError):
+        raise CliError(f'{topics_file}: expected {{"version":1,"topics":[{{"topic":"name"}}, ...]}}') from None
+    md = conn.reachable(conn.admin())
+    current, proposed = [], []
+    for name in dict.fromkeys(names):
+        t = md.topics.get(name)
+        if t is None or t.error is not None:
+            raise CliError(f"{topics_file}: topic {name} does not exist")
+        parts = sorted(t.partitions)
+        for p in parts:
+            replicas = list(t.partitions[p].replicas)
+            current.append({"topic": name, "partition": p, "replicas": replicas, "log_dirs": ["any"] * len(replicas)})
+        rf = len(t.partitions[parts[0]].replicas)
+        try:
+            layout = assign_replicas(len(parts), rf, brokers)
+        except KafkaApiError as e:
+            raise CliError(f"cannot spread {name} over brokers {brokers}: {e}") from None
+        for p, replicas in sorted(layout.items()):
+            proposed.append({"topic": name, "partition": p, "replicas": replicas, "log_dirs": ["any"] * len(replicas)})
+    click.echo("Current partition replica assignment")
+    click.echo(json.dumps({"version": 1, "partitions": current}, separators=(",", ":")))
+    click.echo("\nProposed partition reassignment configuration")
+    click.echo(json.dumps({"version": 1, "partitions": proposed}, separators=(",", ":")))
 
 
 def _ids(replicas: list[int]) -> str:
