@@ -1,8 +1,8 @@
 """The reference Java client (kafka-clients 3.9.1) against a three-broker cluster: its Admin describes replicas and
 ISR, creates a topic with RF=3, reassigns a partition (alter/listPartitionReassignments) and runs a preferred
 election; and producers ride through leader changes — librdkafka's (confluent-kafka) and Java's idempotent acks=all
-producers write while the leader moves (preferred election; controlled shutdown and kill -9 of the leader): no
-delivery fails and every record is stored once."""
+producers write while the leader moves (preferred election, reassignment away from the leader; controlled shutdown
+and kill -9 of the leader): no delivery fails and every record is stored once."""
 from __future__ import annotations
 
 import subprocess
@@ -284,6 +284,22 @@ def test_producers_ride_through_a_preferred_leader_election(tmp_path, java_class
                 for b in cluster.brokers.values()))
             _elect_preferred_of(cluster, 1, topics)
             wait_until("broker 2 to lead", lambda: all(_leader(cluster, t, 3) == 2 for t in topics))
+        _ride_through(cluster, tmp_path, java_classes, move)
+    finally:
+        cluster.stop()
+
+
+def test_producers_ride_through_a_reassignment_away_from_the_leader(tmp_path, java_classes):
+    cluster = start_cluster(tmp_path / "c", 3)
+    try:
+        topics = ["ride-c", "ride-j"]
+        _create(cluster, topics)
+
+        def move() -> None:
+            _reorder(cluster, topics, [3, 2])  # broker 1, the leader, leaves the replicas
+            wait_until("broker 3 to lead two replicas", lambda: all(
+                (p := metadata(b, topics).topics[0].partitions[0]).leader_id == 3 and list(p.replica_nodes) == [3, 2]
+                for b in cluster.brokers.values()), 60)
         _ride_through(cluster, tmp_path, java_classes, move)
     finally:
         cluster.stop()
