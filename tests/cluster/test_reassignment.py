@@ -297,6 +297,33 @@ def test_a_new_controller_completes_a_reassignment_the_old_one_started(tmp_path)
         cluster.stop()
 
 
+@pytest.mark.slow_faults
+def test_a_new_replica_killed_mid_move_catches_up_after_its_restart_and_the_move_completes(tmp_path):
+    cluster = start_cluster(tmp_path / "c", 3, **{"zookeeper.session.timeout.ms": "6000"})
+    try:
+        controller = metadata(cluster.brokers[1]).controller_id
+        k = max(b for b in (1, 2, 3) if b != controller)  # the new replica, killed mid-move (not the controller)
+        x, y = sorted({1, 2, 3} - {k})
+        _create(cluster, "crash", [[x, y]], **{"min.insync.replicas": "2"})
+        acked = produce_n(cluster, "crash", 2000)
+        os.kill(cluster.brokers[k].pid, signal.SIGSTOP)  # paused: it stays registered until its session expires
+        r = _alter(cluster.brokers[controller], "crash", 0, [k, y])
+        assert r.responses[0].partitions[0].error_code == errors.NONE
+        assert _zk_json(cluster, "/brokers/topics/crash")["adding_replicas"] == {"0": [k]}
+        cluster.kill_broker(k)
+        acked.update(produce_n(cluster, "crash", 1000, prefix=b"during"))  # x and y keep the ISR at two
+        cluster.start_broker(k)
+        wait_until("the move to complete after the restart", lambda: _zk_json(
+            cluster, "/brokers/topics/crash")["partitions"] == {"0": [k, y]}, 60)
+        state = _zk_json(cluster, "/brokers/topics/crash/partitions/0/state")
+        assert state["leader"] == k and sorted(state["isr"]) == sorted([k, y])
+        acked.update(produce_n(cluster, "crash", 500, prefix=b"after"))
+        records = consume_all(cluster, "crash", 1, len(acked))
+        assert {(p, o): v for p, o, v in records} == acked
+    finally:
+        cluster.stop()
+
+
 # -- without processes ---------------------------------------------------------------------------------------
 
 def test_replica_assignment_follows_kafkas_rs_adding_removing_arithmetic():
