@@ -341,12 +341,15 @@ def test_replica_assignment_follows_kafkas_rs_adding_removing_arithmetic():
 
 
 def test_invalid_targets_are_named_as_kafka_names_them():
-    from tidelake.cluster.reassignment import invalid_target
-    live = {1, 2, 3}
-    assert invalid_target([], live) == "Empty replica list specified in partition reassignment."
-    assert "Duplicate replica ids" in invalid_target([1, 1], live)
-    assert invalid_target([1, 7], live) == "Unknown broker ids in partition reassignment replica list: [7]"
-    assert invalid_target([3, 1], live) is None
+    from tidelake.cluster.reassignment import ReplicaAssignment, invalid_target
+    live, current = {1, 2, 3}, ReplicaAssignment((1, 4))  # broker 4 is down
+    assert invalid_target([], current, live) == "Empty replica list specified in partition reassignment."
+    assert "Duplicate replica ids" in invalid_target([1, 1], current, live)
+    assert invalid_target([1, -2], current, live) == "Invalid broker id in replica list: [1, -2]"
+    assert invalid_target([1, 7], current, live) == ("Replica assignment has brokers that are not alive. Replica "
+                                                     "list: [7], live broker list: [1, 2, 3]")
+    assert invalid_target([3, 1], current, live) is None
+    assert invalid_target([4, 2], current, live) is None  # a replica it keeps may be down
 
 
 def test_the_topic_znode_carries_adding_and_removing_replicas_in_kafkas_keys():

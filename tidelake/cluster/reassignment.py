@@ -65,17 +65,19 @@ class ReplicaAssignment:
                    tuple(assignment.removing.get(partition, ())))
 
 
-def invalid_target(target: list[int], live: set[int]) -> str | None:
-    """Why ``target`` cannot be a partition's replicas (Kafka's checks and words), or None."""
+def invalid_target(target: list[int], current: ReplicaAssignment, live: set[int]) -> str | None:
+    """Why ``target`` cannot be a partition's replicas (Kafka's ``validateReplicas``: the replicas it would add
+    must be alive; the ones it keeps need not be), or None."""
     if not target:
         return "Empty replica list specified in partition reassignment."
     if len(set(target)) != len(target):
         return f"Duplicate replica ids in partition reassignment replica list: {target}"
     if any(r < 0 for r in target):
         return f"Invalid broker id in replica list: {target}"
-    unknown = [r for r in target if r not in live]
-    if unknown:
-        return f"Unknown broker ids in partition reassignment replica list: {unknown}"
+    adding = list(current.reassign_to(target).adding)
+    if not set(adding) <= live:
+        return (f"Replica assignment has brokers that are not alive. Replica list: {adding}, "
+                f"live broker list: {sorted(live)}")
     return None
 
 
@@ -103,7 +105,7 @@ class ReassignmentSteps:
                     continue
                 target = current.original
             else:
-                problem = invalid_target(list(target), set(self.live))
+                problem = invalid_target(list(target), current, set(self.live))
                 if problem is None and not allow_rf_change and len(target) != len(current.original):
                     results[key] = (errors.InvalidReplicationFactor.code,
                                     f"the replication factor of {topic}-{p} would change from "
