@@ -266,6 +266,28 @@ def test_generate_proposes_a_layout_over_the_given_brokers_and_execute_applies_i
         (cluster.brokers[1].data_dir / f"spread-{p}").exists() for p in (0, 1)))
 
 
+def test_a_reassignment_written_to_zookeeper_is_carried_out_and_its_znode_removed(cluster):
+    # what kafka-reassign-partitions --zookeeper (before KIP-455) wrote: the controller still acts on it
+    _create(cluster, "legacy", [[1, 2], [1, 2]])
+    acked = produce_n(cluster, "legacy", 300)
+    client = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
+    client.start(10)
+    try:
+        client.create("/admin/reassign_partitions", json.dumps({"version": 1, "partitions": [
+            {"topic": "legacy", "partition": 0, "replicas": [3, 2]},
+            {"topic": "legacy", "partition": 1, "replicas": [2, 9]}]}).encode())  # broker 9 does not exist
+        wait_until("the znode to be gone", lambda: client.exists("/admin/reassign_partitions") is None, 60)
+    finally:
+        client.stop()
+        client.close()
+    node = _zk_json(cluster, "/brokers/topics/legacy")
+    assert node["partitions"] == {"0": [3, 2], "1": [1, 2]}
+    assert node["adding_replicas"] == {} and node["removing_replicas"] == {}
+    assert sorted(_zk_json(cluster, "/brokers/topics/legacy/partitions/0/state")["isr"]) == [2, 3]
+    records = consume_all(cluster, "legacy", 2, len(acked))
+    assert {(p, o): v for p, o, v in records} == acked
+
+
 @pytest.mark.slow_faults
 def test_a_new_controller_completes_a_reassignment_the_old_one_started(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3, **{"zookeeper.session.timeout.ms": "30000"})

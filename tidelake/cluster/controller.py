@@ -40,7 +40,8 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    kind: str  # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown", "reassign"
+    # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown", "reassign", "zk_reassign"
+    kind: str
     topic: str | None = None  # "partitions": the topic whose assignment changed
     # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future);
     # "reassign": ({partition: target replicas or None}, allow replication factor change, future)
@@ -164,6 +165,8 @@ class Controller(ReassignmentSteps):
             await self._on_isr_changes()
         elif kind == "rebalance":
             await self._rebalance_leaders()
+        elif kind == "zk_reassign":
+            await self._on_zk_reassignment()
 
     # -- election ------------------------------------------------------------------------------------
     async def _elect(self) -> None:
@@ -213,6 +216,7 @@ class Controller(ReassignmentSteps):
         await self._on_delete_requests()
         await self._on_isr_changes()
         await self._resume_reassignments()  # a reassignment the previous controller left half-way
+        await self._on_zk_reassignment()  # and any written to /admin/reassign_partitions (watched from now on)
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _refresh_brokers(self) -> tuple[set[int], set[int]]:

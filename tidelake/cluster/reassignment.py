@@ -87,6 +87,53 @@ class ReassignmentSteps:
 
     async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
                                    fut: asyncio.Future) -> None:
+        """AlterPartitionReassignments. The latest request wins: the partitions it moves leave
+        /admin/reassign_partitions."""
+        try:
+            results = await self._start_reassignments(wanted, allow_rf_change)
+            started = {k for k, (code, _m) in results.items() if code == errors.NONE}
+            if started and self.active:
+                await self._remove_from_zk_reassignment(lambda key, _replicas: key in started)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            raise
+        if not fut.done():
+            fut.set_result(results)
+
+    async def _on_zk_reassignment(self) -> None:
+        """``/admin/reassign_partitions`` appeared or changed (a tool wrote to ZooKeeper, as kafka-reassign-partitions
+        --zookeeper did): start what it lists; partitions that cannot move leave it at once, the others when
+        their move completes, and the znode goes when it is empty (Kafka's processZkPartitionReassignment)."""
+        wanted = await asyncio.to_thread(self.store.zk_reassignment, self._watch("zk_reassign"))
+        if wanted is None:
+            return
+        results = await self._start_reassignments(dict(wanted), True)
+        failed = {k: m for k, (code, m) in results.items() if code != errors.NONE}
+        for (topic, p), message in sorted(failed.items()):
+            log.warning("controller: %s of %s-%d: %s", "/admin/reassign_partitions", topic, p, message)
+        if self.active:
+            await self._remove_from_zk_reassignment(lambda key, replicas: key in failed or self._moved(key, replicas))
+
+    def _moved(self, key: tuple[str, int], replicas: list[int]) -> bool:
+        a = self.assignments.get(key[0])
+        return a is not None and not a.reassigning(key[1]) and a.partitions.get(key[1]) == list(replicas)
+
+    async def _remove_from_zk_reassignment(self, drop) -> None:
+        """Rewrite /admin/reassign_partitions without the entries ``drop(partition, replicas)`` names."""
+        current = await asyncio.to_thread(self.store.zk_reassignment)
+        if current is None:
+            return
+        remaining = {k: r for k, r in current.items() if not drop(k, r)}
+        if remaining == current and current:
+            return
+        try:
+            await asyncio.to_thread(self.store.set_zk_reassignment, remaining, self._epoch_version)
+        except StaleWrite:
+            await self._still_controller()
+
+    async def _start_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool
+                                   ) -> dict[tuple[str, int], tuple[int, str | None]]:
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         for key, target in wanted.items():
             if not self.active:
@@ -120,8 +167,7 @@ class ReassignmentSteps:
             except StaleWrite:
                 results[key] = (errors.NotController.code if not await self._still_controller()
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
-        if not fut.done():
-            fut.set_result(results)
+        return results
 
     def ongoing_reassignments(self, partitions: list[tuple[str, int]] | None
                               ) -> dict[tuple[str, int], ReplicaAssignment]:
@@ -137,6 +183,11 @@ class ReassignmentSteps:
 
     async def _reassign(self, key: tuple[str, int], current: ReplicaAssignment, target: list[int]) -> None:
         topic, p = key
+        if current.is_being_reassigned and current.target == list(target):
+            # already moving there (the same request again, or /admin/reassign_partitions rewritten)
+            if await self._reassignment_complete(key, current):
+                await self._complete_reassignment(key, current)
+            return
         new = current.reassign_to(target)
         unneeded = [r for r in current.replicas if r not in new.replicas]  # added by an earlier target only
         log.info("controller: reassigning %s-%d from %s to %s (adding %s, removing %s)", topic, p, new.original,
@@ -190,6 +241,7 @@ class ReassignmentSteps:
         self._stop_removed(key, removed)
         await self._write_assignment(key, done)
         self._send_update_metadata()
+        await self._remove_from_zk_reassignment(lambda k, replicas: k == key and list(replicas) == list(target))
         log.info("controller: reassignment of %s-%d done: replicas %s, leader %d", topic, p, target,
                  self.states[key].leader)
 

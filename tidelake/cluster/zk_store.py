@@ -297,6 +297,31 @@ class ClusterStore:
                 pass
         return out
 
+    # -- reassignments written to ZooKeeper (/admin/reassign_partitions) ---------------------------------
+    def zk_reassignment(self, watch: Callable | None = None) -> dict[tuple[str, int], list[int]] | None:
+        """The pending reassignments of ``/admin/reassign_partitions`` (None: no such znode; ``watch`` fires when
+        it is created, changed or deleted). A znode that is not valid JSON counts as empty."""
+        if self.zk.exists(znodes.REASSIGN_PARTITIONS, watch=watch) is None:
+            return None
+        try:
+            return znodes.decode_reassignment(self.zk.get(znodes.REASSIGN_PARTITIONS)[0])
+        except NoNodeError:
+            return None
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("%s is not kafka-reassign-partitions JSON: ignored", znodes.REASSIGN_PARTITIONS)
+            return {}
+
+    def set_zk_reassignment(self, moves: dict[tuple[str, int], list[int]], controller_epoch_version: int) -> None:
+        """Rewrite ``/admin/reassign_partitions`` with ``moves`` (deleted when empty), if /controller_epoch is still
+        at the controller's version."""
+        tx = self.zk.transaction()
+        tx.check(znodes.CONTROLLER_EPOCH, controller_epoch_version)
+        if moves:
+            tx.set_data(znodes.REASSIGN_PARTITIONS, znodes.encode_reassignment(moves))
+        else:
+            tx.delete(znodes.REASSIGN_PARTITIONS)
+        self._commit(tx, znodes.REASSIGN_PARTITIONS)
+
     # -- producer ids --------------------------------------------------------------------------------
     def allocate_producer_id_block(self, broker_id: int, size: int) -> ProducerIdBlock:
         """The next block of producer ids, unique in the cluster (version-checked, retried on a race)."""

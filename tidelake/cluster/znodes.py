@@ -12,6 +12,7 @@ with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, ka
     /config/topics/<topic>                        {"version":1,"config":{"min.insync.replicas":"2"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                  (a request to delete, handled by the controller)
+    /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0","block_end":"999"}
 """
@@ -32,6 +33,7 @@ CONFIG_TOPICS = "/config/topics"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"  # reassignments written straight to ZooKeeper (pre-KIP-455 tools)
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = ISR_CHANGES + "/isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -212,6 +214,17 @@ class PartitionState:
         d = json.loads(data)
         return cls(int(d["leader"]), int(d["leader_epoch"]), [int(b) for b in d["isr"]], int(d["controller_epoch"]),
                    zk_version)
+
+
+def encode_reassignment(moves: dict[tuple[str, int], list[int]]) -> bytes:
+    """``/admin/reassign_partitions``: kafka-reassign-partitions' JSON."""
+    return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                for (t, p), r in sorted(moves.items())]})
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], list[int]]:
+    return {(e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in (json.loads(data).get("partitions") or [])}
 
 
 def encode_config_change(entity_path: str) -> bytes:
