@@ -402,3 +402,12 @@ def test_a_single_broker_has_nowhere_to_move_a_replica(tmp_path):
                          "cancel": errors.NoReassignmentInProgress.code}
         assert _alter(b, "absent", 0, [1]).responses[0].partitions[0].error_code == errors.UnknownTopicOrPartition.code
         assert _list(b).error_code == errors.NONE and _list(b).topics == []
+
+
+def test_the_zookeeper_reassignment_znode_is_kafkas_json():
+    from tidelake.cluster.znodes import decode_reassignment, encode_reassignment
+    data = encode_reassignment({("b", 1): [3, 1], ("a", 0): [2]})
+    assert json.loads(data) == {"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [2]},
+                                                             {"topic": "b", "partition": 1, "replicas": [3, 1]}]}
+    kafka_written = b'{"version":1,"partitions":[{"topic":"t","partition":2,"replicas":[1,2],"log_dirs":["any","any"]}]}'
+    assert decode_reassignment(kafka_written) == {("t", 2): [1, 2]}
