@@ -59,6 +59,7 @@ BROKER_ARGS: dict[tuple[str, ...], list[str]] = {
     ("users", "add"): ["u", "--password", "p"], ("users", "list"): [], ("users", "remove"): ["u"],
     ("console",): ["--listen", "127.0.0.1:0"],
     ("partitions", "reassign"): ["--reassignment-json-file", str(Path(__file__).parent / "reassign.json"), "--verify"],
+    ("partitions", "elect-leaders"): ["--election-type", "preferred", "--all-topic-partitions"],
 }
 # Pipeline commands reach the broker named in their config.
 PIPELINE_ARGS: dict[tuple[str, ...], list[str]] = {

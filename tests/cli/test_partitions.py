@@ -51,3 +51,17 @@ def test_the_command_needs_an_action_and_reports_a_bad_file_in_one_line(tmp_path
     assert r.exit_code == 1
     assert r.output.strip() == (f"tidelake: error: {f}: partitions[0]: replicas must be a non-empty list of broker ids "
                                 "(tidelake partitions reassign)")
+
+
+def test_elect_leaders_needs_one_way_of_naming_partitions(tmp_path):
+    base = ["partitions", "elect-leaders", "--election-type", "preferred"]
+    r = CliRunner().invoke(cli, base)
+    assert r.exit_code == 2 and "give exactly one of --topic with --partition" in r.output
+    r = CliRunner().invoke(cli, [*base, "--topic", "t"])
+    assert r.exit_code == 2 and "--topic and --partition go together" in r.output
+    r = CliRunner().invoke(cli, [*base, "--topic", "t", "--partition", "0", "--all-topic-partitions"])
+    assert r.exit_code == 2
+    bad = tmp_path / "p.json"
+    bad.write_text('{"partitions": [{"partition": 0}]}')
+    r = CliRunner().invoke(cli, [*base, "--path-to-json-file", str(bad)])
+    assert r.exit_code == 1 and f'{bad}: expected {{"partitions":[{{"topic":"t","partition":0}}, ...]}}' in r.output

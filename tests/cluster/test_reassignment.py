@@ -288,6 +288,30 @@ def test_a_reassignment_written_to_zookeeper_is_carried_out_and_its_znode_remove
     assert {(p, o): v for p, o, v in records} == acked
 
 
+def test_elect_leaders_moves_leadership_to_the_preferred_replica(cluster, tmp_path):
+    _create(cluster, "pref", [[1, 2], [2, 1]])
+    controller = cluster.brokers[metadata(cluster.brokers[1]).controller_id]
+    assert _alter(controller, "pref", 0, [2, 1]).responses[0].partitions[0].error_code == errors.NONE  # 1 still leads
+    wait_until("the new order everywhere", lambda: all(
+        list(_partition(cluster, b, "pref", 0).replica_nodes) == [2, 1] for b in cluster.brokers))
+    assert _partition(cluster, 1, "pref", 0).leader_id == 1
+    listed = tmp_path / "elect.json"
+    listed.write_text(json.dumps({"partitions": [{"topic": "pref", "partition": 0},
+                                                 {"topic": "pref", "partition": 1}]}))
+    r = CliRunner().invoke(cli, ["partitions", "elect-leaders", "-b", cluster.bootstrap_servers, "--election-type",
+                                 "preferred", "--path-to-json-file", str(listed)])
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines() == ["Successfully completed leader election (PREFERRED) for partitions pref-0",
+                                     "Valid replica already elected for partitions pref-1"]
+    wait_until("broker 2 to lead pref-0", lambda: _partition(cluster, 3, "pref", 0).leader_id == 2)
+    r = CliRunner().invoke(cli, ["partitions", "elect-leaders", "-b", cluster.bootstrap_servers, "--election-type",
+                                 "unclean", "--topic", "pref", "--partition", "0"])
+    assert r.exit_code == 0 and r.output == "Valid replica already elected for partitions pref-0\n", r.output
+    r = CliRunner().invoke(cli, ["partitions", "elect-leaders", "-b", cluster.bootstrap_servers, "--election-type",
+                                 "preferred", "--topic", "absent", "--partition", "0"])
+    assert r.exit_code == 1 and "1 replica(s) could not be elected (PREFERRED): absent-0: " in r.output
+
+
 @pytest.mark.slow_faults
 def test_a_new_controller_completes_a_reassignment_the_old_one_started(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3, **{"zookeeper.session.timeout.ms": "30000"})

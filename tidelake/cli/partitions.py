@@ -213,3 +213,60 @@ def _ids(replicas: list[int]) -> str:
 def _alter(conn: BrokerConnection, admin, wanted: dict, what: str) -> dict:
     """{TopicPartition: None or the kafka-python error class} from the controller."""
     return _admin_call(conn, what, admin.alter_partition_reassignments, wanted, int(conn.timeout * 1000))
+
+
+@partitions.command("elect-leaders")
+@broker_options
+@click.option("--election-type", type=click.Choice(["PREFERRED", "UNCLEAN"], case_sensitive=False), required=True,
+              help="PREFERRED: the first replica leads again; UNCLEAN: a live replica out of the ISR may lead a "
+                   "partition that has no leader (data may be lost).")
+@click.option("--topic", default=None, help="The topic of --partition.")
+@click.option("--partition", type=click.IntRange(min=0), default=None, help="One partition of --topic.")
+@click.option("--all-topic-partitions", is_flag=True, help="Every partition of every topic.")
+@click.option("--path-to-json-file", "json_file", type=click.Path(dir_okay=False, exists=True), default=None,
+              help='The partitions: {"partitions":[{"topic":"t","partition":0}]}.')
+def elect_leaders(conn: BrokerConnection, election_type: str, topic: str | None, partition: int | None,
+                  all_topic_partitions: bool, json_file: str | None) -> None:
+    """Elect partition leaders, as kafka-leader-election.sh does (ElectLeaders, answered by the controller)."""
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+    chosen = sum((topic is not None, all_topic_partitions, json_file is not None))
+    if chosen != 1:
+        raise click.UsageError("give exactly one of --topic with --partition, --all-topic-partitions, "
+                               "--path-to-json-file")
+    if (topic is None) != (partition is None):
+        raise click.UsageError("--topic and --partition go together")
+    wanted = None
+    if topic is not None:
+        wanted = [TopicPartition(topic, partition)]
+    elif json_file is not None:
+        with open(json_file, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            entries = json.loads(text)["partitions"]
+            wanted = [TopicPartition(e["topic"], int(e["partition"])) for e in entries]
+            if not wanted or not all(isinstance(e["topic"], str) and e["topic"] for e in entries):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            raise CliError(f'{json_file}: expected {{"partitions":[{{"topic":"t","partition":0}}, ...]}}') from None
+    kind = election_type.upper()
+    admin = conn.admin()
+    # (no request_timeout: confluent-kafka 2.16's elect_leaders fails on its keyword arguments; the client's
+    # socket.timeout.ms and the future's wait bound it)
+    results = conn.wait(admin.elect_leaders(ElectionType[kind], wanted), f"cannot elect leaders ({kind})")
+    done, noop, failed = [], [], []
+    for tp, err in sorted(results.items(), key=lambda kv: (kv[0].topic, kv[0].partition)):
+        name = f"{tp.topic}-{tp.partition}"
+        if err is not None and not isinstance(err, KafkaError):  # a KafkaException wrapping it
+            err = err.args[0] if err.args and isinstance(err.args[0], KafkaError) else err
+        if err is None:
+            done.append(name)
+        elif isinstance(err, KafkaError) and err.code() == KafkaError.ELECTION_NOT_NEEDED:
+            noop.append(name)
+        else:
+            failed.append(f"{name}: {err.name() if isinstance(err, KafkaError) else err}")
+    if done:
+        click.echo(f"Successfully completed leader election ({kind}) for partitions {', '.join(done)}")
+    if noop:
+        click.echo(f"Valid replica already elected for partitions {', '.join(noop)}")
+    if failed:
+        raise CliError(f"{len(failed)} replica(s) could not be elected ({kind}): " + "; ".join(failed))
