@@ -358,7 +358,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tidelake-failover-") as tmp:
         outcome = run(args.trials, args.planned, args.session_timeout_ms, args.rate, args.seed, Path(tmp))
     s = summary(outcome, args.session_timeout_ms)
-    command = ".venv/bin/python benchmarks/replication_failover.py " + " ".join(sys.argv[1:])
+    shown = [a for a in sys.argv[1:] if a not in ("--json", "--no-results")]
+    command = ".venv/bin/python benchmarks/replication_failover.py " + " ".join(shown)
     lines = report(s, command.strip())
     print("\n".join(lines))
     if args.json:

@@ -95,7 +95,7 @@ def test_acks_0_is_never_confirmed_and_what_a_dying_leader_had_not_written_is_go
     k = make_cluster(2)
     create_topic(k.c, "acks0", 1, 2, **{"min.insync.replicas": "1"})
     st = k.state("acks0")
-    leader, follower = st["leader"], next(b for b in st["replicas"] if b != st["leader"])
+    leader, follower = st["leader"], next(b for b in st["isr"] if b != st["leader"])
     follower_log = k.c.brokers[follower].data_dir / "acks0-0" / "00000000000000000000.log"
     with WireClient("127.0.0.1", k.port(leader)) as c:
         assert c.request(produce_request("acks0", batch_of(b"kept"), acks=0), PRODUCE_VERSION) is None
@@ -118,7 +118,7 @@ def test_acks_1_loses_a_confirmed_record_when_the_leader_dies_before_a_follower_
     create_topic(k.c, "acks1", 1, 2, **{"min.insync.replicas": "2"})
     confirmed_all = produce(k.c, "acks1", 20, idempotent=False, prefix=b"all")
     st = k.state("acks1")
-    leader, follower = st["leader"], next(b for b in st["replicas"] if b != st["leader"])
+    leader, follower = st["leader"], next(b for b in st["isr"] if b != st["leader"])
     k.c.signal_broker(follower, signal.SIGSTOP)
     try:
         wait_until("the stopped follower out of the ISR", lambda: k.state("acks1")["isr"] == [leader], 30)
@@ -172,7 +172,7 @@ def _duplicate_walkthrough(k: Cluster, topic: str, batch_for) -> list[bytes]:
 def create_topic_assigned(k: Cluster, topic: str, replicas: list[int]) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": k.c.bootstrap_servers})
-    new = NewTopic(topic, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
     for f in admin.create_topics([new], request_timeout=20).values():
         f.result(30)
     wait_until(f"{topic}-0 led by {replicas[0]} with a full ISR", lambda: (
@@ -219,7 +219,7 @@ def test_a_restarted_follower_keeps_acknowledged_records_above_its_recorded_high
     create_topic(k.c, "kip101", 1, 2, **{"min.insync.replicas": "2"})
     acked = produce(k.c, "kip101", 200, idempotent=False)  # acks=all: both replicas have them
     st = k.state("kip101")
-    leader, follower = st["leader"], next(b for b in st["replicas"] if b != st["leader"])
+    leader, follower = st["leader"], next(b for b in st["isr"] if b != st["leader"])
     k.c.kill_broker(follower)
     recorded = read_high_watermarks(k.c.brokers[follower].data_dir).get(("kip101", 0), 0)
     assert recorded < len(acked)  # truncating to it would cut acknowledged records
