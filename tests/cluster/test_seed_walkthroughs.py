@@ -169,10 +169,10 @@ def _duplicate_walkthrough(k: Cluster, topic: str, batch_for) -> list[bytes]:
     return k.values(2, topic)
 
 
-def create_topic_assigned(k: Cluster, topic: str, replicas: list[int]) -> None:
+def create_topic_assigned(k: Cluster, topic: str, replicas: list[int], min_insync: str = "2") -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     admin = AdminClient({"bootstrap.servers": k.c.bootstrap_servers})
-    new = NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config={"min.insync.replicas": "2"})
+    new = NewTopic(topic, num_partitions=1, replica_assignment=[replicas], config={"min.insync.replicas": min_insync})
     for f in admin.create_topics([new], request_timeout=20).values():
         f.result(30)
     wait_until(f"{topic}-0 led by {replicas[0]} with a full ISR", lambda: (
@@ -213,13 +213,15 @@ def test_a_restarted_follower_keeps_acknowledged_records_above_its_recorded_high
     recorded. Its recorded HW lags (the leader's HW reaches a follower only on its next fetch, and the
     checkpoint is written every replica.high.watermark.checkpoint.interval.ms), so that cut can remove
     records the leader already acknowledged; if the leader then dies, the follower becomes leader without
-    them. With leader epochs the follower asks the leader where its epoch ended instead, and keeps them."""
-    k = make_cluster(2, **{"unclean.leader.election.enable": "true",
+    them. With leader epochs the follower asks the leader where its epoch ended instead, and keeps them.
+    The partition lives on the two brokers that are not the controller, so the controller stays up to make
+    the restarted broker a follower and, once the leader is gone, its leader."""
+    k = make_cluster(3, **{"unclean.leader.election.enable": "true",
                            "replica.high.watermark.checkpoint.interval.ms": "3600000"})
-    create_topic(k.c, "kip101", 1, 2, **{"min.insync.replicas": "2"})
+    controller = json.loads(k.zk.get("/controller")[0])["brokerid"]
+    leader, follower = sorted(b for b in (1, 2, 3) if b != controller)
+    create_topic_assigned(k, "kip101", [leader, follower], min_insync="2")
     acked = produce(k.c, "kip101", 200, idempotent=False)  # acks=all: both replicas have them
-    st = k.state("kip101")
-    leader, follower = st["leader"], next(b for b in st["isr"] if b != st["leader"])
     k.c.kill_broker(follower)
     recorded = read_high_watermarks(k.c.brokers[follower].data_dir).get(("kip101", 0), 0)
     assert recorded < len(acked)  # truncating to it would cut acknowledged records
@@ -228,6 +230,9 @@ def test_a_restarted_follower_keeps_acknowledged_records_above_its_recorded_high
     k.c.signal_broker(leader, signal.SIGSTOP)
     try:
         k.c.start_broker(follower)
+        log = k.c.brokers[follower].log_path
+        wait_until("the restarted broker to follow the stopped leader", lambda: (
+            f"broker {follower}: follower of kip101-0 (leader {leader}" in log.read_text()), 30)
         k.c.kill_broker(leader)
     finally:
         k.c.signal_broker(leader, signal.SIGCONT)
