@@ -6,7 +6,7 @@ kill -9 trials and planned moves (controlled shutdown), every record checked.
 ZooKeeper and three `tidelake broker start` processes (`LocalCluster`); one topic of 3 partitions,
 replication factor 3, min.insync.replicas=2. A confluent-kafka idempotent producer (acks=all) writes
 numbered records at a fixed rate the whole time; a consumer at read_uncommitted reads along and notes
-what it saw at every offset. Each kill trial waits a random 1-3 s, kill -9s the leader of one partition,
+what it saw at every offset. Each kill trial waits a random 0.5-2 s, kill -9s the leader of one partition,
 waits for the controller's new leader and for writes to that partition to go on, then restarts the
 killed broker and waits until it is back in every ISR (so each trial starts with three brokers). Each
 planned move stops the leader with SIGTERM (controlled shutdown moves its leaderships first) and
@@ -180,7 +180,7 @@ def _back_in_every_isr(zk: KazooClient, broker_id: int) -> bool:
 
 def _run_trial(cluster: LocalCluster, zk: KazooClient, producer: NumberedProducer, kind: str, partition: int,
                rng: random.Random) -> Trial:
-    time.sleep(rng.uniform(1.0, 3.0))
+    time.sleep(rng.uniform(0.5, 2.0))
     st = _zk_state(zk, partition)
     trial = Trial(kind, partition, st["leader"], st["leader_epoch"], time.monotonic())
     if kind == "kill":
