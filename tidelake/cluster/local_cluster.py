@@ -166,8 +166,8 @@ class LocalCluster:
         (self.root / STATE_FILE).write_text(json.dumps({
             "zookeeper": self.zookeeper.connect_string,
             "zookeeper_pid": self.zookeeper.process.pid if self.zookeeper.process is not None else None,
-            "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port, "pid": b.pid, "data_dir": str(b.data_dir)}
-                        for b in self.brokers.values()]}, indent=1))
+            "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port, "pid": b.pid,
+                         "data_dir": str(b.data_dir)} for b in self.brokers.values()]}, indent=1))
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
