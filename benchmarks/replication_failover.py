@@ -355,8 +355,11 @@ def main() -> None:
     ap.add_argument("--no-results", action="store_true", help="do not write benchmarks/RESULTS.md")
     ap.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     args = ap.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tidelake-failover-") as tmp:
-        outcome = run(args.trials, args.planned, args.session_timeout_ms, args.rate, args.seed, Path(tmp))
+    try:
+        with tempfile.TemporaryDirectory(prefix="tidelake-failover-") as tmp:
+            outcome = run(args.trials, args.planned, args.session_timeout_ms, args.rate, args.seed, Path(tmp))
+    except (TimeoutError, RuntimeError) as e:  # the cluster did not do what a trial waits for
+        sys.exit(f"replication_failover: {e}")
     s = summary(outcome, args.session_timeout_ms)
     shown = [a for a in sys.argv[1:] if a not in ("--json", "--no-results")]
     command = ".venv/bin/python benchmarks/replication_failover.py " + " ".join(shown)
