@@ -141,8 +141,9 @@ def test_acks_1_loses_a_confirmed_record_when_the_leader_dies_before_a_follower_
 
 def _duplicate_walkthrough(k: Cluster, topic: str, batch_for) -> list[bytes]:
     """Leader 1, followers 2 and 3, all in the ISR. Follower 3 is stopped (still in the ISR: a long
-    replica.lag.time.max.ms), so an acks=-1 batch cannot be answered; once follower 2 holds the batch as
-    the leader does, the leader is killed before answering. Follower 2 (first live ISR member in assignment
+    replica.lag.time.max.ms): the leader's answer to its pending fetch, carrying the batch, waits unread and no
+    next fetch reports it copied, so an acks=-1 batch cannot be answered; once follower 2 holds the batch as the
+    leader does (both followers synced, in the seed's words), the leader is killed before answering. Follower 2 (first live ISR member in assignment
     order) becomes leader and the producer sends the batch again there. Returns the new leader's values."""
     create_topic_assigned(k, topic, [1, 2, 3])
     batch = batch_for(k)
@@ -155,7 +156,7 @@ def _duplicate_walkthrough(k: Cluster, topic: str, batch_for) -> list[bytes]:
             wait_until("the leader to write the batch", lambda: leader_log.stat().st_size >= len(batch), 30)
             wait_until("follower 2 to hold what the leader holds",
                        lambda: follower_log.stat().st_size == leader_log.stat().st_size, 30)
-            # the walk-through needs the leader not to have answered: follower 3 has not fetched the batch
+            # the walk-through needs the leader not to have answered: follower 3 has not reported the batch
             assert not select.select([c.sock], [], [], 0)[0], "the leader answered before it was killed"
             k.c.kill_broker(1)
     finally:
