@@ -76,7 +76,27 @@ def values_of(cluster: LocalCluster, broker_id: int, topic: str) -> list[bytes]:
             for r in decode_records(data, 0)]
 
 
-def test_a_leader_cut_off_by_its_network_namespace_stops_acknowledging_and_loses_nothing(tmp_path):
+def controller(zk) -> int:
+    return json.loads(zk.get("/controller")[0])["brokerid"]
+
+
+def start_with_controller(cluster: LocalCluster, zk, first: int) -> None:
+    """ZooKeeper, then broker ``first`` alone until it is the controller, then the others."""
+    cluster.root.mkdir(parents=True, exist_ok=True)
+    cluster.zookeeper.start()
+    zk.start(10)
+    cluster.start_broker(first, timeout_s=90)
+    wait_until(f"broker {first} to be the controller", lambda: controller(zk) == first, 60)
+    for b in cluster.brokers:
+        if b != first:
+            cluster.start_broker(b, timeout_s=90)
+
+
+@pytest.mark.parametrize("controller_isolated", [False, True], ids=["leader", "leader-and-controller"])
+def test_a_leader_cut_off_by_its_network_namespace_stops_acknowledging_and_loses_nothing(tmp_path,
+                                                                                        controller_isolated):
+    """Broker 3 leads the partition; the controller is broker 1, or broker 3 itself (then the others must also
+    elect a new controller, and the deposed one's writes are fenced by the controller epoch)."""
     reason = unavailable()
     if reason is not None:
         pytest.skip(f"{reason}: no network namespaces here; "
@@ -88,10 +108,9 @@ def test_a_leader_cut_off_by_its_network_namespace_stops_acknowledging_and_loses
         # ZooKeeper and brokers 1 and 2 on the outside end of the veth, broker 3 alone inside
         cluster = LocalCluster(tmp_path / "c", 3, configs=SETTINGS, host=ns.outside,
                                namespaces={3: (ns.name, ns.inside)})
-        cluster.start()
         zk = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
         try:
-            zk.start(10)
+            start_with_controller(cluster, zk, 3 if controller_isolated else 1)
             wait_until("three registered brokers", lambda: len(zk.get_children("/brokers/ids")) == 3, 90)
             wait_until("every broker to know the controller and the others", lambda: knows_the_cluster(cluster), 90)
             create_led_by(cluster, zk, "iso", [3, 1, 2])
@@ -113,6 +132,8 @@ def test_a_leader_cut_off_by_its_network_namespace_stops_acknowledging_and_loses
                 # a new ZooKeeper session, LeaderAndIsr as a follower: it truncates and catches up
                 wait_until("the old leader back in the ISR", lambda: 3 in state(zk, "iso")["isr"], 90)
                 assert state(zk, "iso")["leader"] == new
+                if controller_isolated:
+                    assert controller(zk) != 3
             finally:
                 load.stop()
             assert not load.failed, load.failed[:3]
