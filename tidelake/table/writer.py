@@ -85,35 +85,46 @@ class DeltaWriter:
         if rows.num_rows == 0:
             return []
         pk = self.primary_key
+        # the smallest integer type holding a bucket number: numpy's stable sort of 8/16-bit values
+        # is a radix sort, one pass per byte
+        small = np.uint8 if self.bucket_num <= 256 else np.uint16 if self.bucket_num <= 65536 else np.int32
         # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
-        buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num),
+        buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num, small),
                                               range(0, rows.num_rows, step)))
-        # a stable (radix) sort by bucket groups the rows of each bucket, still in arrival order;
-        # each bucket is then sorted by key, deduplicated and written in the writer threads
-        small = np.int16 if self.bucket_num <= np.iinfo(np.int16).max else np.int32
-        order = np.argsort(buckets.astype(small), kind="stable")
+        # a stable sort by bucket groups the rows of each bucket, still in arrival order; each bucket
+        # is then sorted by key, deduplicated and written in the writer threads
+        order = np.argsort(buckets, kind="stable")
         counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
         int_keys = (rows.column(pk[0]).to_numpy() if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
                     else None)   # (once: a key column of several chunks is copied by every to_numpy)
-        return parallel_map(lambda job: self._write_bucket(rows, int_keys, job[0], job[1]), jobs)
+        # keys already strictly increasing (an ordered load, say): every bucket's rows are in key order
+        # and unique as they arrived, so there is nothing to sort or deduplicate
+        in_key_order = int_keys is not None and bool(np.all(int_keys[1:] > int_keys[:-1]))
+        return parallel_map(lambda job: self._write_bucket(rows, None if in_key_order else int_keys, job[0], job[1],
+                                                           in_key_order), jobs)
 
-    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray) -> DataFile:
+    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray,
+                      in_key_order: bool = False) -> DataFile:
         """One bucket's rows (indices in arrival order): the last change per key, in key order.
-        ``int_keys``: the key column as numpy, when it is one integer column."""
+        ``int_keys``: the key column as numpy, when it is one integer column. ``in_key_order``: the
+        rows arrive in strictly increasing key order already."""
         pk = self.primary_key
-        if int_keys is not None:
+        if in_key_order:
+            chosen = arrival
+        elif int_keys is not None:
             keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
             by_key = np.argsort(keys, kind="stable")
             keep = _last_of_each_key(keys[by_key], pk)
+            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
         else:
             key_rows = rows.select(pk).take(arrival)
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
             keep = _last_of_each_key(key_rows.take(by_key), pk)
-        chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
         return write_parquet(self.storage, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
