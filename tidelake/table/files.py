@@ -47,10 +47,14 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
-def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS) -> list[R]:
-    """``map`` over a few threads (pyarrow releases the GIL while decoding and encoding files)."""
+def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS,
+                 pool: ThreadPoolExecutor | None = None) -> list[R]:
+    """``map`` over a few threads (pyarrow releases the GIL while decoding and encoding files): a
+    new pool of up to ``threads``, or ``pool`` (which must not be running the caller)."""
     if len(items) <= 1:
         return [fn(x) for x in items]
+    if pool is not None:
+        return list(pool.map(fn, items))
     with ThreadPoolExecutor(max_workers=min(threads, len(items))) as ex:
         return list(ex.map(fn, items))
 

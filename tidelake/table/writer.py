@@ -6,6 +6,9 @@ bucket by the key and writes one Parquet file per bucket. A commit (``commit.py`
 """
 from __future__ import annotations
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -22,6 +25,20 @@ _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
 # 'changes': the operation is per row, in the data's own ``_op`` column (int8: 0 upsert, 1 delete)
 CHANGES = "changes"
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def writer_pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool of ``threads`` writer threads (made on first use)."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tidelake-writer")
+        return pool
 
 
 def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[str]) -> np.ndarray:
@@ -91,10 +108,10 @@ class DeltaWriter:
         # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
         buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num, small),
-                                              range(0, rows.num_rows, step)))
+                                              range(0, rows.num_rows, step), pool=self._threads()))
         # a stable sort by bucket groups the rows of each bucket, still in arrival order; each bucket
         # is then sorted by key, deduplicated and written in the writer threads
-        order = np.argsort(buckets, kind="stable")
+        order = pc.sort_indices(pa.array(buckets)).to_numpy()   # (a counting sort, into reused memory)
         counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
@@ -104,7 +121,7 @@ class DeltaWriter:
         # and unique as they arrived, so there is nothing to sort or deduplicate
         in_key_order = int_keys is not None and bool(np.all(int_keys[1:] > int_keys[:-1]))
         return parallel_map(lambda job: self._write_bucket(rows, None if in_key_order else int_keys, job[0], job[1],
-                                                           in_key_order), jobs)
+                                                           in_key_order), jobs, pool=self._threads())
 
     def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray,
                       in_key_order: bool = False) -> DataFile:
@@ -125,7 +142,17 @@ class DeltaWriter:
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
             keep = _last_of_each_key(key_rows.take(by_key), pk)
             chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
-        return write_parquet(self.storage, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
+        # the indices come from this batch's own sort: no bounds to check
+        return write_parquet(self.storage, pc.take(rows, pa.array(chosen), boundscheck=False), kind="delta",
+                             bucket=bucket, level=0, primary_key=pk)
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The writer threads: one pool per process (a forked child makes its own), so the threads
+        and the memory their allocator keeps for them are reused from one batch to the next. As
+        many threads as cores for a local disk (encoding is CPU work); IO_THREADS for an object
+        store, whose PUTs wait on the network."""
+        threads = IO_THREADS if self.storage.local_path("") is None else max(2, min(IO_THREADS, os.cpu_count() or 1))
+        return writer_pool(threads)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
