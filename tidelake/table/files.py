@@ -47,6 +47,22 @@ T = TypeVar("T")
 R = TypeVar("R")
 
 
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(threads: int) -> ThreadPoolExecutor:
+    """This process's pool of ``threads`` threads for reading and writing data files, made on first
+    use (a forked child makes its own): the threads, and the memory their allocator keeps for them,
+    are reused from one batch or scan to the next. Its tasks never wait on its other tasks."""
+    key = (os.getpid(), threads)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tidelake-io")
+        return pool
+
+
 def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THREADS,
                  pool: ThreadPoolExecutor | None = None) -> list[R]:
     """``map`` over a few threads (pyarrow releases the GIL while decoding and encoding files): a

@@ -20,8 +20,8 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage, StorageError
 
 from .errors import CorruptDataFile, VersionExpired
-from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
-                    conform, is_string, parallel_map, read_parquet)
+from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
+                    DataFile, conform, is_string, parallel_map, read_parquet, shared_pool)
 from .metadata import FileEntry
 from .scan import BucketPlan
 
@@ -250,7 +250,7 @@ class MergeOnReadReader:
                      (set(schema.names) if expression is not None else set())]
         out_schema = pa.schema([schema.field(c) for c in read_cols])
         parts = parallel_map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
-                             .cast(out_schema), list(plans))
+                             .cast(out_schema), list(plans), pool=shared_pool(IO_THREADS))
         out = pa.concat_tables(parts) if parts else out_schema.empty_table()
         if expression is not None and out.num_rows:
             out = out.filter(expression)
@@ -270,7 +270,8 @@ class MergeOnReadReader:
         read_cols = [c for c in schema.names if c in needed]
         # L0 files: every row's version and time is its file's commit's, so they are not read but
         # built once for the whole result; strings stay dictionary-encoded until the end
-        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files)
+        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files,
+                             pool=shared_pool(IO_THREADS))
         t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         counts = [p.num_rows for p in parts]
         versions = np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64), counts)

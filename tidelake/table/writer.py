@@ -7,7 +7,6 @@ bucket by the key and writes one Parquet file per bucket. A commit (``commit.py`
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
@@ -18,27 +17,13 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage
 
 from .errors import SchemaError
-from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
-                    write_parquet)
+from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, shared_pool,
+                    to_arrow, write_parquet)
 
 _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
 # 'changes': the operation is per row, in the data's own ``_op`` column (int8: 0 upsert, 1 delete)
 CHANGES = "changes"
-
-
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-_POOLS_LOCK = threading.Lock()
-
-
-def writer_pool(threads: int) -> ThreadPoolExecutor:
-    """This process's pool of ``threads`` writer threads (made on first use)."""
-    key = (os.getpid(), threads)
-    with _POOLS_LOCK:
-        pool = _POOLS.get(key)
-        if pool is None:
-            pool = _POOLS[key] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="tidelake-writer")
-        return pool
 
 
 def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[str]) -> np.ndarray:
@@ -147,12 +132,10 @@ class DeltaWriter:
                              bucket=bucket, level=0, primary_key=pk)
 
     def _threads(self) -> ThreadPoolExecutor:
-        """The writer threads: one pool per process (a forked child makes its own), so the threads
-        and the memory their allocator keeps for them are reused from one batch to the next. As
-        many threads as cores for a local disk (encoding is CPU work); IO_THREADS for an object
-        store, whose PUTs wait on the network."""
+        """The writer threads: as many as cores for a local disk (encoding is CPU work), IO_THREADS
+        for an object store, whose PUTs wait on the network."""
         threads = IO_THREADS if self.storage.local_path("") is None else max(2, min(IO_THREADS, os.cpu_count() or 1))
-        return writer_pool(threads)
+        return shared_pool(threads)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
