@@ -317,10 +317,11 @@ def write_parquet(storage: Storage, table: pa.Table, *, kind: str, bucket: int, 
     # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file.
     # Dictionary encoding only for strings/binary (tried on numbers it is mostly wasted work and
     # bigger files); integers delta-encoded (sorted keys, versions and small values shrink to a few
-    # bits, so there is less to decompress on every read); min/max statistics on the key, which is
-    # what pruning reads.
+    # bits, so there is less to decompress on every read) except ``_op``, one or two values that LZ4
+    # shrinks as well at a fraction of the delta encoder's cost; min/max statistics on the key,
+    # which is what pruning reads.
     dictionary = [f.name for f in table.schema if is_string(f.type)]
-    encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type)}
+    encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type) and f.name != OP}
     options = dict(compression=_codecs(table, primary_key), sorting_columns=sorting, use_dictionary=dictionary,
                    column_encoding=encodings or None, write_statistics=list(primary_key), row_group_size=128 * 1024)
     full = storage.local_path(rel)
