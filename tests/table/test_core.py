@@ -93,6 +93,27 @@ def test_files_are_plain_sorted_bucketed_parquet(tmp_path):
     assert pq.read_table(os.path.join(t.path, f.path)).to_pylist() == [{"id": 5, "name": None, "amount": None, "_op": 1}]
 
 
+def test_columns_without_nulls_are_stored_required(tmp_path):
+    """A file's column holding no null is a REQUIRED Parquet column (cheaper to write and decode);
+    one holding nulls stays OPTIONAL. Reads mix both and return the table's own schema."""
+    t = make(tmp_path)
+    t.insert_into(data([1, 2, 3]))
+    t.upsert(pa.table({"id": pa.array([2], pa.int64()), "name": pa.array([None], pa.string()),
+                       "amount": pa.array([7], pa.int64())}))
+    seen = {}
+    for f in t.plan():
+        columns = pq.read_metadata(os.path.join(t.path, f.path)).schema
+        for i in range(len(columns)):
+            seen.setdefault((f.min_version, columns[i].name), set()).add(columns[i].max_definition_level)
+    assert seen[(1, "name")] == {0} and seen[(1, "amount")] == {0} and seen[(1, "id")] == {0}
+    assert seen[(2, "name")] == {1} and seen[(2, "amount")] == {0}
+    assert as_dict(t.scan()) == {1: ("n1", 0), 2: (None, 7), 3: ("n3", 0)}
+    assert t.scan().schema == pa.schema([SCHEMA.field("id").with_nullable(False), SCHEMA.field("name"),
+                                         SCHEMA.field("amount")])
+    t.compact()
+    assert as_dict(t.scan()) == {1: ("n1", 0), 2: (None, 7), 3: ("n3", 0)}
+
+
 def test_batch_writes_insert_overwrite_update_delete(tmp_path):
     t = make(tmp_path)
     t.insert_into(data([1, 2, 3, 4], 10))
