@@ -359,7 +359,9 @@ def test_bucket_hash_matches_the_whole_array_formula_across_blocks():
     for buckets in (7, 16, 300):
         expected = (h % np.uint64(buckets)).astype(np.int64)
         assert (bucket_ids(t, ["a", "b"], buckets).astype(np.int64) == expected).all()
-        assert (bucket_ids(t, ["a", "b"], buckets, np.uint16).astype(np.int64) == expected).all()
+        counts = np.zeros(buckets, np.int64)
+        assert (bucket_ids(t, ["a", "b"], buckets, np.uint16, counts).astype(np.int64) == expected).all()
+        assert (counts == np.bincount(expected, minlength=buckets)).all()
 
 
 @pytest.mark.parametrize("ids", [list(range(0, 3000, 3)), list(range(3000, 0, -1)), [1, 2, 2, 3] * 200 + [4],

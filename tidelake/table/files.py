@@ -153,8 +153,10 @@ def _hash_input(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, bool]:
     return pd.util.hash_array(arr, categorize=False).astype(np.uint64, copy=False), False
 
 
-def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: Any = np.int32) -> np.ndarray:
+def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: Any = np.int32,
+               counts: np.ndarray | None = None) -> np.ndarray:
     """Bucket of every row: stable hash of the primary key mod ``bucket_num`` (``dtype`` array).
+    ``counts`` (int64, ``bucket_num`` long): the rows of each bucket are added to it.
 
     Per row, ``h = fmix(h * 31 + hash(column))`` over the key columns, h starting at 0, where an
     integer's hash is ``fmix(value)``; the bucket is ``h mod bucket_num``. Computed block by block."""
@@ -162,6 +164,8 @@ def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: A
     n = keys.num_rows
     out = np.zeros(n, dtype=dtype)
     if not inputs or n == 0:
+        if counts is not None and n:
+            counts[0] += n
         return out
     size = min(n, _HASH_BLOCK)
     h_buf, col_buf, tmp_buf = (np.empty(size, np.uint64) for _ in range(3))
@@ -186,6 +190,8 @@ def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: A
             else:
                 np.remainder(h, mod, out=h)
             out[start:end] = h
+            if counts is not None:   # (a block's bucket numbers, still in the cache)
+                counts += np.bincount(h.view(np.int64), minlength=bucket_num)
     return out
 
 

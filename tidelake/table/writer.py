@@ -92,12 +92,15 @@ class DeltaWriter:
         small = np.uint8 if self.bucket_num <= 256 else np.uint16 if self.bucket_num <= 65536 else np.int32
         # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
-        buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num, small),
-                                              range(0, rows.num_rows, step), pool=self._threads()))
+        starts = range(0, rows.num_rows, step)
+        slice_counts = [np.zeros(self.bucket_num, np.int64) for _ in starts]
+        buckets = np.concatenate(parallel_map(
+            lambda i: bucket_ids(rows.slice(starts[i], step), pk, self.bucket_num, small, slice_counts[i]),
+            range(len(starts)), pool=self._threads()))
+        counts = np.sum(slice_counts, axis=0)
         # a stable sort by bucket groups the rows of each bucket, still in arrival order; each bucket
         # is then sorted by key, deduplicated and written in the writer threads
         order = pc.sort_indices(pa.array(buckets)).to_numpy()   # (a counting sort, into reused memory)
-        counts = np.bincount(buckets, minlength=self.bucket_num)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
         int_keys = (rows.column(pk[0]).to_numpy() if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
