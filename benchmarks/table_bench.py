@@ -289,8 +289,9 @@ def versus_runs(runs: int, scale: float, write: bool) -> None:
     """``--runs N``: the side-by-side comparison N times (same data, a fresh pair of tables each
     time), one column per run, written between the RUNS markers inside the Table section."""
     import deltalake
-    results = []
+    results, loads = [], []
     for i in range(runs):
+        loads.append(os.getloadavg()[0])   # the other jobs on the machine, for reading the figures
         work = tempfile.mkdtemp(prefix="tidelake-bench-")
         try:
             results.append(bench_versus_delta(work, int(2_000_000 * scale), int(200_000 * scale), 5,
@@ -303,7 +304,9 @@ def versus_runs(runs: int, scale: float, write: bool) -> None:
     lines = [f"### Side by side with deltalake {deltalake.__version__}, {runs} runs: {fmt(int(2_000_000 * scale))}-row load, "
              f"5 x {fmt(int(200_000 * scale))}-row upserts (50 % updates), {fmt(int(20_000 * scale))} deletes, 16 buckets",
              "", f"Command: `{command}` (pyarrow {pa.__version__}). Cells: delta-rs / tidelake "
-             "(above 1x: tidelake faster), then delta-rs s vs tidelake s.", "", *versus_runs_table(results)]
+             "(above 1x: tidelake faster), then delta-rs s vs tidelake s. Machine load average (1 min) when each "
+             "run started: " + ", ".join(f"{x:.1f}" for x in loads) + f" ({os.cpu_count()} cores).", "",
+             *versus_runs_table(results)]
     print("\n".join(lines))
     if write:
         replace_marked(RUNS_START, RUNS_END, lines)
