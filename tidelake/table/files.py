@@ -75,6 +75,25 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THR
         return list(ex.map(fn, items))
 
 
+def map_in_groups(fn: Callable[[T], R], items: Sequence[T], pool: ThreadPoolExecutor, groups: int) -> list[R]:
+    """``[fn(x) for x in items]`` as ``groups`` tasks on ``pool``, each mapping every ``groups``-th
+    item in turn: the caller then waits for a few tasks, not one per item (each finished task wakes
+    it up to contend for the GIL with the workers: ~10 % of a snapshot read's CPU with 16 buckets)."""
+    groups = max(1, min(groups, len(items)))
+    if groups == 1:
+        return [fn(x) for x in items]
+    done = list(pool.map(lambda g: [fn(x) for x in items[g::groups]], range(groups)))
+    out: list = [None] * len(items)
+    for g, results in enumerate(done):
+        out[g::groups] = results
+    return out
+
+
+def local_threads() -> int:
+    """Threads for work on a local disk, which is CPU work: one per core, at least 2, at most IO_THREADS."""
+    return max(2, min(IO_THREADS, os.cpu_count() or 1))
+
+
 @dataclass(frozen=True)
 class DataFile:
     """One data file as recorded in the metadata log. JSON-safe via to_dict()/from_dict().

@@ -21,7 +21,8 @@ from tidelake.storage import Storage, StorageError
 
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
-                    DataFile, conform, is_string, parallel_map, read_parquet, shared_pool)
+                    DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
+                    shared_pool)
 from .metadata import FileEntry
 from .scan import BucketPlan
 
@@ -139,12 +140,16 @@ class MergeOnReadReader:
         self.primary_key = list(primary_key)
 
     def _map(self, fn, items: list, rows: int) -> list:
-        """``fn`` over ``items`` in the I/O threads; on a local disk, a read of fewer than
-        PARALLEL_MIN_ROWS rows runs in the calling thread (handing small pieces of work between
-        threads costs more CPU than it saves: ~30 % of a 124,000-row snapshot read)."""
-        if rows < PARALLEL_MIN_ROWS and self.storage.local_path("") is not None:
+        """``fn`` over ``items``, in order. On an object store in the I/O threads; on a local disk in
+        one group of items per core, or in the calling thread for fewer than PARALLEL_MIN_ROWS rows
+        (handing small pieces of work between threads costs more CPU than it saves: ~30 % of a
+        124,000-row snapshot read)."""
+        if self.storage.local_path("") is None:   # an object store: one GET per task, as many as can wait
+            return parallel_map(fn, items, pool=shared_pool(IO_THREADS))
+        if rows < PARALLEL_MIN_ROWS:
             return [fn(x) for x in items]
-        return parallel_map(fn, items, pool=shared_pool(IO_THREADS))
+        threads = local_threads()
+        return map_in_groups(fn, items, shared_pool(threads), threads)
 
     # ------------------------------------------------------------ one file
     def read_file(self, f: DataFile, columns: list[str], schema: pa.Schema, key_filter: pc.Expression | None = None,

@@ -6,8 +6,6 @@ bucket by the key and writes one Parquet file per bucket. A commit (``commit.py`
 """
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -17,8 +15,8 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage
 
 from .errors import SchemaError
-from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, shared_pool,
-                    to_arrow, write_parquet)
+from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, local_threads,
+                    map_in_groups, parallel_map, shared_pool, to_arrow, write_parquet)
 
 _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
@@ -94,9 +92,9 @@ class DeltaWriter:
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
         starts = range(0, rows.num_rows, step)
         slice_counts = [np.zeros(self.bucket_num, np.int64) for _ in starts]
-        buckets = np.concatenate(parallel_map(
+        buckets = np.concatenate(self._map(
             lambda i: bucket_ids(rows.slice(starts[i], step), pk, self.bucket_num, small, slice_counts[i]),
-            range(len(starts)), pool=self._threads()))
+            range(len(starts))))
         counts = np.sum(slice_counts, axis=0)
         # a stable sort by bucket groups the rows of each bucket, still in arrival order; each bucket
         # is then sorted by key, deduplicated and written in the writer threads
@@ -108,8 +106,8 @@ class DeltaWriter:
         # keys already strictly increasing (an ordered load, say): every bucket's rows are in key order
         # and unique as they arrived, so there is nothing to sort or deduplicate
         in_key_order = int_keys is not None and bool(np.all(int_keys[1:] > int_keys[:-1]))
-        return parallel_map(lambda job: self._write_bucket(rows, None if in_key_order else int_keys, job[0], job[1],
-                                                           in_key_order), jobs, pool=self._threads())
+        return self._map(lambda job: self._write_bucket(rows, None if in_key_order else int_keys, job[0], job[1],
+                                                        in_key_order), jobs)
 
     def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray,
                       in_key_order: bool = False) -> DataFile:
@@ -134,11 +132,14 @@ class DeltaWriter:
         return write_parquet(self.storage, pc.take(rows, pa.array(chosen), boundscheck=False), kind="delta",
                              bucket=bucket, level=0, primary_key=pk)
 
-    def _threads(self) -> ThreadPoolExecutor:
-        """The writer threads: as many as cores for a local disk (encoding is CPU work), IO_THREADS
-        for an object store, whose PUTs wait on the network."""
-        threads = IO_THREADS if self.storage.local_path("") is None else max(2, min(IO_THREADS, os.cpu_count() or 1))
-        return shared_pool(threads)
+    def _map(self, fn, items: Sequence) -> list:
+        """``fn`` over ``items``, in order, in the writer threads: on a local disk (encoding is CPU
+        work) one group of items per core; on an object store, whose PUTs wait on the network, one
+        task per item in IO_THREADS threads."""
+        if self.storage.local_path("") is None:
+            return parallel_map(fn, items, pool=shared_pool(IO_THREADS))
+        threads = local_threads()
+        return map_in_groups(fn, items, shared_pool(threads), threads)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
