@@ -338,6 +338,14 @@ def test_bucket_hash_is_stable():
                       ["r", "d"], 8).tolist() == [2, 6, 5]
 
 
+def test_map_in_groups_keeps_the_order_of_the_items():
+    from concurrent.futures import ThreadPoolExecutor
+    from tidelake.table.files import map_in_groups
+    with ThreadPoolExecutor(3) as pool:
+        for n, groups in [(16, 2), (7, 3), (2, 5), (1, 2), (0, 2), (5, 1)]:
+            assert map_in_groups(lambda x: x * 10, list(range(n)), pool, groups) == [x * 10 for x in range(n)]
+
+
 def _fmix(h):
     with np.errstate(over="ignore"):
         h = h ^ (h >> np.uint64(33))
