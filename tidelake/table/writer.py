@@ -85,8 +85,7 @@ class DeltaWriter:
         if rows.num_rows == 0:
             return []
         pk = self.primary_key
-        # the smallest integer type holding a bucket number: numpy's stable sort of 8/16-bit values
-        # is a radix sort, one pass per byte
+        # bucket numbers in the smallest integer type that holds them: less to write, count and sort
         small = np.uint8 if self.bucket_num <= 256 else np.uint16 if self.bucket_num <= 65536 else np.int32
         # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
