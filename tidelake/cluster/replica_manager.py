@@ -45,6 +45,7 @@ class Replica:
     follower_leo: dict[int, int] = field(default_factory=dict)
     caught_up_ms: dict[int, int] = field(default_factory=dict)
     isr_write_pending: bool = False
+    adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding (KIP-455), not yet counted
 
 
 class ReplicaManager:
@@ -93,9 +94,11 @@ class ReplicaManager:
         if current is not None and ps.leader_epoch == current.leader_epoch:
             # the same epoch again (a controller failover re-sends everything): refresh, no role change
             current.isr, current.replicas, current.zk_version = list(ps.isr), list(ps.replicas), ps.zk_version
+            current.adding = list(getattr(ps, "adding_replicas", None) or [])  # (LeaderAndIsr v3+)
             return errors.NONE
         replica = Replica(topic, ps.partition_index, ps.leader, ps.leader_epoch, list(ps.replicas), list(ps.isr),
-                          ps.zk_version, ps.controller_epoch)
+                          ps.zk_version, ps.controller_epoch,
+                          adding=list(getattr(ps, "adding_replicas", None) or []))
         self.replicas[key] = replica
         if ps.leader == self.broker_id:
             self._become_leader(replica, plog)
@@ -130,8 +133,9 @@ class ReplicaManager:
 
     def under_replicated(self) -> int:
         """Partitions this broker leads whose ISR lacks some of their replicas (Kafka's
-        UnderReplicatedPartitions)."""
-        return sum(1 for r in self.replicas.values() if r.leader == self.broker_id and len(r.isr) < len(r.replicas))
+        UnderReplicatedPartitions; while a reassignment adds replicas, the original replication factor counts)."""
+        return sum(1 for r in self.replicas.values()
+                   if r.leader == self.broker_id and len(r.isr) < len(r.replicas) - len(r.adding))
 
     def high_watermarks(self) -> dict[tuple[str, int], int]:
         """What ``replication-offset-checkpoint`` keeps: each hosted replica's high watermark."""
