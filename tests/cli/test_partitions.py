@@ -25,11 +25,12 @@ def test_kafkas_reassignment_json_is_read():
     ('{"version": 2, "partitions": []}', "f.json: unsupported version 2"),
     ('{"partitions": []}', "f.json: no partitions to reassign"),
     ('{"partitions": [{"partition": 0, "replicas": [1]}]}', "f.json: partitions[0]: topic must be a non-empty string"),
-    ('{"partitions": [{"topic": "a", "partition": -1, "replicas": [1]}]}', "partitions[0]: partition must be a non-neg"),
-    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": []}]}', "partitions[0]: replicas must be a non-empty"),
+    ('{"partitions": [{"topic": "a", "partition": -1, "replicas": [1]}]}', "partition must be a non-negative"),
+    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": []}]}', "partitions[0]: replicas must be a non-"),
     ('{"partitions": [{"topic": "a", "partition": 0, "replicas": [1, 1]}]}', "duplicate broker ids in replicas [1, 1]"),
-    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}', 'log_dirs must be "any"'),
-    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}, {"topic": "a", "partition": 0, "replicas": [2]}]}',
+    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": [1], "log_dirs": ["/d"]}]}', 'must be "any"'),
+    ('{"partitions": [{"topic": "a", "partition": 0, "replicas": [1]}, '
+     '{"topic": "a", "partition": 0, "replicas": [2]}]}',
      "f.json: partitions[1]: a-0 is listed twice"),
 ])
 def test_a_malformed_file_is_one_error_naming_the_entry(doc, message):

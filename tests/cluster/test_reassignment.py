@@ -39,8 +39,8 @@ def _zk_json(cluster, path: str) -> dict:
 
 def _create(cluster, name: str, assignment: list[list[int]], **configs: str) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    for f in admin.create_topics([NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=configs)],
-                                 request_timeout=20).values():
+    new = NewTopic(name, num_partitions=len(assignment), replica_assignment=assignment, config=configs)
+    for f in admin.create_topics([new], request_timeout=20).values():
         f.result(30)
     wait_until(f"every broker to know the leaders of {name}", lambda: all(
         all(p.leader_id > 0 for p in metadata(b, [name]).topics[0].partitions) and
@@ -188,10 +188,12 @@ def test_only_the_controller_reassigns_and_a_cancel_reverts_to_the_original_repl
             during = wait_until("the leader to take the new epoch", lambda: (
                 m := scrape(leader_url), value(m, "tidelake_leader_elections_total") > elections and m)[1])
             assert value(during, "tidelake_under_replicated_partitions") == 0
-            r = CliRunner().invoke(cli, ["cluster", "status", "--zookeeper", cluster.zookeeper.connect_string, "--json"])
+            r = CliRunner().invoke(cli, ["cluster", "status", "--zookeeper", cluster.zookeeper.connect_string,
+                                         "--json"])
             assert r.exit_code == 0, r.output
             (row,) = json.loads(r.output)["reassigning"]
-            assert (row["topic"], row["partition"], row["adding"], row["removing"]) == ("stay", 0, [paused], [controller])
+            assert (row["topic"], row["partition"], row["adding"], row["removing"]) == \
+                ("stay", 0, [paused], [controller])
 
             # (a raw request: an admin client may pick the paused broker for its metadata and wait for it)
             r = _alter(cluster.brokers[controller], "stay", 0, None)
@@ -239,7 +241,8 @@ def test_the_replication_factor_grows_and_shrinks_unless_the_request_forbids_it(
     state = _zk_json(cluster, "/brokers/topics/grow/partitions/0/state")
     assert (state["leader"], state["isr"]) == (2, [2])
     for b in (1, 3):
-        wait_until(f"broker {b} to delete its replica", lambda b=b: not (cluster.brokers[b].data_dir / "grow-0").exists())
+        wait_until(f"broker {b} to delete its replica",
+                   lambda b=b: not (cluster.brokers[b].data_dir / "grow-0").exists())
     records = consume_all(cluster, "grow", 1, len(acked))
     assert {(p, o): v for p, o, v in records} == acked
 
@@ -441,5 +444,6 @@ def test_the_zookeeper_reassignment_znode_is_kafkas_json():
     data = encode_reassignment({("b", 1): [3, 1], ("a", 0): [2]})
     assert json.loads(data) == {"version": 1, "partitions": [{"topic": "a", "partition": 0, "replicas": [2]},
                                                              {"topic": "b", "partition": 1, "replicas": [3, 1]}]}
-    kafka_written = b'{"version":1,"partitions":[{"topic":"t","partition":2,"replicas":[1,2],"log_dirs":["any","any"]}]}'
+    kafka_written = (b'{"version":1,"partitions":[{"topic":"t","partition":2,"replicas":[1,2],'
+                     b'"log_dirs":["any","any"]}]}')
     assert decode_reassignment(kafka_written) == {("t", 2): [1, 2]}

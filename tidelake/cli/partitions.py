@@ -92,7 +92,8 @@ def _admin_call(conn: BrokerConnection, what: str, fn, *args):
 @partitions.command()
 @broker_options
 @click.option("--reassignment-json-file", "json_file", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Kafka's reassignment JSON: {\"version\":1,\"partitions\":[{\"topic\",\"partition\",\"replicas\"}]}.")
+              help="Kafka's reassignment JSON: "
+                   "{\"version\":1,\"partitions\":[{\"topic\",\"partition\",\"replicas\"}]}.")
 @click.option("--execute", "action", flag_value="execute", help="Start the reassignment.")
 @click.option("--verify", "action", flag_value="verify", help="Say whether each partition's reassignment is done.")
 @click.option("--cancel", "action", flag_value="cancel", help="Cancel the reassignments in progress (back to the "
