@@ -55,8 +55,9 @@ class LocalCluster:
                  base_port: int | None = None, configs: dict[str, str] | None = None, log_level: str = "INFO",
                  metrics: bool = False):
         self.root = Path(root)
-        # Kafka's default of 3 replicas for the offsets topic, within what the cluster has
-        self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)), **(configs or {})}
+        # Kafka's default of 3 replicas for the internal topics, within what the cluster has
+        self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)),
+                        "transaction.state.log.replication.factor": str(min(3, brokers)), **(configs or {})}
         self.log_level = log_level
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper", zookeeper_port)
         self.brokers: dict[int, BrokerProcess] = {}
