@@ -103,3 +103,183 @@ def test_a_zombie_is_fenced_across_the_cluster(txn_cluster):
         old.commit_transaction(30)
     got = _read_committed(c.bootstrap_servers, "fenced", 3, 9)
     assert sorted(got) == sorted(b"new-%d" % i for i in range(9))
+
+
+class TxnRun:
+    """A transactional producer that keeps going across coordinator failures, as an application
+    would: a retriable error retries the same call, an abortable one aborts, a fatal one (or
+    PRODUCER_FENCED) starts a new producer with the same transactional id. Every transaction gets
+    values of its own; the outcome of each is recorded: committed (commit acknowledged), aborted
+    (abort acknowledged, or the open transaction a new session aborted) or unknown (a commit whose
+    answer was lost: all of it or none of it may be visible, never part)."""
+
+    def __init__(self, bootstrap: str, txn_id: str, topic: str, partitions: int):
+        self.bootstrap, self.txn_id, self.topic, self.partitions = bootstrap, txn_id, topic, partitions
+        self.committed: dict[int, list[bytes]] = {}
+        self.aborted: dict[int, list[bytes]] = {}
+        self.unknown: dict[int, list[bytes]] = {}
+        self.new_sessions = 0
+        self.producer = self._new_producer()
+        self.next_txn = 0
+
+    def _new_producer(self) -> Producer:
+        p = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id, "linger.ms": 5,
+                      "transaction.timeout.ms": 60000, "message.timeout.ms": 60000})
+        self._retry(lambda: p.init_transactions(30), "init_transactions")
+        return p
+
+    @staticmethod
+    def _retry(call, what: str, attempts: int = 10):
+        for attempt in range(attempts):
+            try:
+                return call()
+            except KafkaException as e:
+                err = e.args[0]
+                if not err.retriable() or attempt == attempts - 1:
+                    raise
+        raise AssertionError(f"{what} kept failing")
+
+    def values(self, txn: int, n: int) -> list[bytes]:
+        return [b"%s-t%04d-r%03d" % (self.txn_id.encode(), txn, i) for i in range(n)]
+
+    def begin_and_produce(self, n: int) -> int:
+        txn = self.next_txn
+        self.next_txn += 1
+        self.producer.begin_transaction()
+        for i, v in enumerate(self.values(txn, n)):
+            self.producer.produce(self.topic, value=v, partition=i % self.partitions)
+        self.producer.flush(60)
+        return txn
+
+    def finish(self, txn: int, n: int, commit: bool = True) -> None:
+        values = self.values(txn, n)
+        try:
+            if commit:
+                self._retry(lambda: self.producer.commit_transaction(30), "commit_transaction")
+                self.committed[txn] = values
+            else:
+                self._retry(lambda: self.producer.abort_transaction(30), "abort_transaction")
+                self.aborted[txn] = values
+        except KafkaException as e:
+            err = e.args[0]
+            if err.txn_requires_abort():
+                self._retry(lambda: self.producer.abort_transaction(30), "abort_transaction")
+                self.aborted[txn] = values
+                return
+            # fatal (fenced, or an unknown outcome): a new session; it aborts what is still open
+            (self.unknown if commit else self.aborted)[txn] = values
+            self.new_sessions += 1
+            self.producer = self._new_producer()
+
+    def transaction(self, n: int, commit: bool = True) -> None:
+        for _attempt in range(5):
+            try:
+                txn = self.begin_and_produce(n)
+            except KafkaException as e:
+                if e.args[0].txn_requires_abort():
+                    self._retry(lambda: self.producer.abort_transaction(30), "abort_transaction")
+                else:
+                    self.new_sessions += 1
+                    self.producer = self._new_producer()
+                continue
+            self.finish(txn, n, commit)
+            if not commit or txn in self.committed:
+                return
+        raise AssertionError(f"{self.txn_id}: no transaction committed in 5 attempts")
+
+    def check(self, visible: list[bytes]) -> None:
+        """Committed transactions visible exactly once, aborted ones not at all, unknown ones whole or not."""
+        assert len(visible) == len(set(visible)), "a record is visible twice"
+        seen = set(visible)
+        for txn, values in self.committed.items():
+            assert set(values) <= seen, f"committed transaction {txn} is missing records"
+        for txn, values in self.aborted.items():
+            assert not set(values) & seen, f"aborted transaction {txn} is visible"
+        for txn, values in self.unknown.items():
+            assert set(values) <= seen or not set(values) & seen, f"transaction {txn} is partly visible"
+        known = {v for vs in (*self.committed.values(), *self.unknown.values()) for v in vs}
+        assert seen <= known, "records of no transaction are visible"
+
+    def expected_visible(self) -> int:
+        return sum(map(len, self.committed.values()))
+
+
+def _coordinator(zk: KazooClient, txn_id: str) -> int:
+    return _state(zk, "__transaction_state", partition_for(txn_id, TXN_PARTITIONS))["leader"]
+
+
+def _new_coordinator(zk: KazooClient, txn_id: str, dead: int) -> int:
+    return wait_until(f"a new coordinator of {txn_id}",
+                      lambda: (lambda leader: leader if leader not in (dead, -1) else None)(_coordinator(zk, txn_id)),
+                      60)
+
+
+@pytest.fixture
+def zk(txn_cluster):
+    client = KazooClient(hosts=txn_cluster.zookeeper.connect_string, timeout=10)
+    client.start(10)
+    yield client
+    client.stop()
+    client.close()
+
+
+def _survivors(cluster, dead: int) -> str:
+    return ",".join(b.bootstrap for b in cluster.brokers.values() if b.broker_id != dead)
+
+
+@pytest.mark.slow_faults
+def test_producer_keeps_going_when_the_coordinator_is_killed_between_transactions(txn_cluster, zk):
+    c = txn_cluster
+    create_topic(c, "ledger", 3, 3, **{"min.insync.replicas": "2"})
+    run = TxnRun(c.bootstrap_servers, "between", "ledger", 3)
+    for i in range(4):
+        run.transaction(20, commit=i != 2)
+    coordinator = _coordinator(zk, "between")
+    c.kill_broker(coordinator)
+    for i in range(4):
+        run.transaction(20, commit=i != 1)
+    new = _new_coordinator(zk, "between", coordinator)
+    assert new != coordinator
+    visible = _read_committed(_survivors(c, coordinator), "ledger", 3, run.expected_visible())
+    run.check(visible)
+    assert len(run.committed) >= 6  # the transactions after the kill committed too
+
+
+@pytest.mark.slow_faults
+def test_a_transaction_in_flight_survives_the_kill_of_its_coordinator(txn_cluster, zk):
+    c = txn_cluster
+    create_topic(c, "inflight", 3, 3, **{"min.insync.replicas": "2"})
+    run = TxnRun(c.bootstrap_servers, "in-flight", "inflight", 3)
+    run.transaction(20)
+    committing = run.begin_and_produce(30)  # open, its records on every partition's ISR
+    coordinator = _coordinator(zk, "in-flight")
+    c.kill_broker(coordinator)
+    run.finish(committing, 30)  # the new coordinator loaded the open transaction and commits it
+    aborting = run.begin_and_produce(30)
+    run.finish(aborting, 30, commit=False)
+    run.transaction(20)
+    visible = _read_committed(_survivors(c, coordinator), "inflight", 3, run.expected_visible())
+    run.check(visible)
+    assert committing in run.committed or committing in run.unknown
+    assert aborting in run.aborted
+
+
+@pytest.mark.slow_faults
+def test_an_open_transaction_is_aborted_by_the_new_coordinator_when_the_producer_dies_too(txn_cluster, zk):
+    """The coordinator and the producer die together mid-transaction: the next session's
+    InitProducerId at the new coordinator aborts the open transaction, whose records never show."""
+    c = txn_cluster
+    create_topic(c, "orphans", 3, 3, **{"min.insync.replicas": "2"})
+    first = TxnRun(c.bootstrap_servers, "orphan", "orphans", 3)
+    first.transaction(15)
+    orphan = first.begin_and_produce(15)
+    coordinator = _coordinator(zk, "orphan")
+    c.kill_broker(coordinator)
+    del first.producer  # the application is gone with its open transaction
+    second = TxnRun(_survivors(c, coordinator), "orphan", "orphans", 3)
+    second.next_txn = 100  # values of its own
+    second.transaction(15)
+    second.committed.update(first.committed)
+    second.aborted[orphan] = first.values(orphan, 15)
+    visible = _read_committed(_survivors(c, coordinator), "orphans", 3, second.expected_visible())
+    second.check(visible)
