@@ -10,14 +10,12 @@ import threading
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
-from kafka.protocol.metadata import FindCoordinatorRequest
 from kazoo.client import KazooClient
 
 from clients import java_build
-from cluster_fixtures import create_topic, start_cluster, wait_until
+from cluster_fixtures import create_topic, find_coordinator, start_cluster, wait_until
 from conftest import java_classpath
 from tidelake.coordinator.record_codec import partition_for
-from tidelake.protocol.wire_client import WireClient
 
 pytestmark = [pytest.mark.java, pytest.mark.slow_faults]
 
@@ -27,16 +25,6 @@ TXN_ID = "java-ctp"
 
 def _leader(zk: KazooClient, topic: str, partition: int) -> int:
     return json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0])["leader"]
-
-
-def _find_coordinator(cluster, key_type: int, key: str) -> int:
-    """FindCoordinator until it names a broker (the first one creates the internal topic)."""
-    def ask():
-        with WireClient("127.0.0.1", next(iter(cluster.brokers.values())).port) as c:
-            r = c.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), 4)
-        (coordinator,) = r.coordinators
-        return coordinator.node_id if coordinator.error_code == 0 else None
-    return wait_until(f"a coordinator for {key}", ask, 60)
 
 
 def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
@@ -70,8 +58,8 @@ def test_java_consume_transform_produce_survives_the_kill_of_its_coordinator(tmp
     try:
         create_topic(c, "in", PARTITIONS, 3)
         create_topic(c, "out", PARTITIONS, 3)
-        coordinator = _find_coordinator(c, 1, TXN_ID)
-        _find_coordinator(c, 0, "any-group")
+        coordinator = find_coordinator(c, 1, TXN_ID)
+        find_coordinator(c, 0, "any-group")
         assert coordinator == _leader(zk, "__transaction_state", partition_for(TXN_ID, PARTITIONS))
         # a group coordinated by the same broker: one kill takes both coordinators away
         group = next(g for g in (f"java-group-{i}" for i in range(200))

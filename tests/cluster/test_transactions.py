@@ -4,12 +4,14 @@ brokers) through WriteTxnMarkers; a read_committed consumer sees exactly the com
 from __future__ import annotations
 
 import json
+import signal
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from cluster_fixtures import create_topic, metadata, start_cluster, wait_until
+from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until
 from tidelake.coordinator.record_codec import partition_for
 
 TXN_PARTITIONS = 3
@@ -283,3 +285,38 @@ def test_an_open_transaction_is_aborted_by_the_new_coordinator_when_the_producer
     second.aborted[orphan] = first.values(orphan, 15)
     visible = _read_committed(_survivors(c, coordinator), "orphans", 3, second.expected_visible())
     second.check(visible)
+
+
+@pytest.mark.slow_faults
+def test_a_commit_left_in_prepare_is_completed_by_the_next_coordinator(txn_cluster, zk):
+    """EndTxn(commit) is acknowledged once PrepareCommit is on the in-sync replicas; the markers cannot
+    reach the data partition's leader (stopped), and the coordinator is killed before they do. The
+    next coordinator finds the transaction in PrepareCommit when it loads the partition and writes the
+    markers itself: the committed records become visible."""
+    c = txn_cluster
+    a = find_coordinator(c, 1, "prepared")
+    b, spare = [bid for bid in c.brokers if bid != a]
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    (f,) = admin.create_topics([NewTopic("held", 1, replica_assignment=[[b, spare, a]],
+                                         config={"min.insync.replicas": "1"})], request_timeout=20).values()
+    f.result(30)
+    wait_until("the leader of held-0 to be known", lambda: _leaders(c, "held").get(0) == b)
+    p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "prepared", "linger.ms": 5})
+    p.init_transactions(60)
+    p.begin_transaction()
+    values = [b"held-%02d" % i for i in range(20)]
+    for v in values:
+        p.produce("held", value=v, partition=0)
+    assert p.flush(30) == 0
+    c.signal_broker(b, signal.SIGSTOP)  # the marker for held-0 cannot be written now
+    try:
+        p.commit_transaction(60)  # answered once PrepareCommit is replicated (to the spare broker)
+        c.kill_broker(a)
+    finally:
+        c.signal_broker(b, signal.SIGCONT)
+    new = _new_coordinator(zk, "prepared", a)
+    got = _read_committed(_survivors(c, a), "held", 1, len(values))
+    assert sorted(got) == values
+    log = c.brokers[new].log_path.read_text()
+    assert "completing the transactions found in Prepare* in __transaction_state-" in log
+    assert "['prepared']" in log

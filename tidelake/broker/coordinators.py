@@ -141,9 +141,11 @@ def coordinator_leadership(groups: GroupCoordinator, transactions: TransactionCo
         n = transactions.load_partition(partition, epoch, _state_records(plog))
         log.info("coordinating the transactions of %s-%d in coordinator epoch %d (%d records loaded)",
                  TRANSACTION_STATE_TOPIC, partition, epoch, n)
-        done = transactions.complete_prepared()
-        if done:
-            log.info("completed transactions found in Prepare*: %s", done)
+        prepared = transactions.prepared_ids(partition)
+        if prepared:
+            log.info("completing the transactions found in Prepare* in %s-%d: %s", TRANSACTION_STATE_TOPIC,
+                     partition, prepared)
+            transactions.complete_prepared()
     return changed
 
 

@@ -473,6 +473,11 @@ class TransactionCoordinator:
         self._persist(done)
         self.counts["committed" if commit else "aborted"] += 1
 
+    def prepared_ids(self, partition: int) -> list[str]:
+        """Transactional ids of ``partition`` in PrepareCommit/PrepareAbort (markers still to write)."""
+        return sorted(t for t, m in self.transactions.items() if self.partition_for(t) == partition
+                      and m.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT))
+
     def complete_prepared(self) -> list[str]:
         """Finish every transaction in PrepareCommit/PrepareAbort (after a reload or a failed marker write)."""
         finished = []
