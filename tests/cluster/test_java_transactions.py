@@ -34,6 +34,19 @@ def _produce(bootstrap: str, topic: str, values: list[str]) -> None:
     assert p.flush(60) == 0
 
 
+def _produce_slowly(bootstrap: str, topic: str, values: list[str], unsent: list[int], per_round: int = 20) -> None:
+    """Produce in small rounds (about ten a second) through an idempotent acks=all producer that rides
+    through a broker's death; ``unsent`` gets the count of records not acknowledged."""
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+    failed = []
+    for start in range(0, len(values), per_round):
+        for i in range(start, min(start + per_round, len(values))):
+            p.produce(topic, values[i].encode(), key=b"k%d" % i, partition=i % PARTITIONS,
+                      on_delivery=lambda err, _m: err is not None and failed.append(err))
+        p.poll(0.1)
+    unsent.append(p.flush(90) + len(failed))
+
+
 def _read_committed(bootstrap: str, topic: str, expected: int) -> list[str]:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
@@ -65,7 +78,7 @@ def test_java_consume_transform_produce_survives_the_kill_of_its_coordinator(tmp
         group = next(g for g in (f"java-group-{i}" for i in range(200))
                      if _leader(zk, "__consumer_offsets", partition_for(g, PARTITIONS)) == coordinator)
         inputs = [f"record-{i:05d}" for i in range(600)]
-        _produce(c.bootstrap_servers, "in", inputs[:300])
+        _produce(c.bootstrap_servers, "in", inputs[:100])
 
         java = subprocess.Popen(["java", "-cp", f"{java_build()}:{java_classpath()}", "ClusterCtpClient",
                                  c.bootstrap_servers, "in", "out", group, TXN_ID, str(len(inputs)), "100000"],
@@ -77,10 +90,17 @@ def test_java_consume_transform_produce_survives_the_kill_of_its_coordinator(tmp
 
         def progress() -> int:
             return max((int(f[1]) for f in list(lines) if f[0] == "progress"), default=0)
-        wait_until("the Java application to commit 100 records", lambda: progress() >= 100, 90)
+        wait_until("the Java application to commit its first records", lambda: progress() >= 40, 90)
+        # the rest arrives while the application runs, so the kill lands mid-stream
+        unsent: list[int] = []
+        feeder = threading.Thread(target=_produce_slowly, args=(c.bootstrap_servers, "in", inputs[100:], unsent),
+                                  daemon=True)
+        feeder.start()
+        wait_until("the Java application to commit 150 records", lambda: progress() >= 150, 90)
         c.kill_broker(coordinator)
         survivors = ",".join(b.bootstrap for b in c.brokers.values() if b.broker_id != coordinator)
-        _produce(survivors, "in", inputs[300:])
+        feeder.join(90)
+        assert unsent == [0]  # every input acknowledged
         assert java.wait(120) == 0, lines[-5:]
         reader.join(10)
         assert ["done", str(len(inputs))] in lines
