@@ -9,10 +9,12 @@ import signal
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.producer import InitProducerIdRequest
 from kazoo.client import KazooClient
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until
 from tidelake.coordinator.record_codec import partition_for
+from tidelake.protocol.wire_client import WireClient
 
 TXN_PARTITIONS = 3
 
@@ -84,6 +86,19 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster
     finally:
         zk.stop()
         zk.close()
+
+
+def test_only_the_leader_of_the_state_partition_coordinates_a_transactional_id(txn_cluster):
+    c = txn_cluster
+    coordinator = find_coordinator(c, 1, "owned")
+    answers = {}
+    for bid, b in c.brokers.items():
+        with WireClient("127.0.0.1", b.port) as w:
+            r = w.request(InitProducerIdRequest(transactional_id="owned", transaction_timeout_ms=60000,
+                                                producer_id=-1, producer_epoch=-1), 3)
+        answers[bid] = (r.error_code, r.producer_epoch)
+    assert answers.pop(coordinator) == (0, 0)
+    assert set(answers.values()) == {(16, -1)}  # NOT_COORDINATOR: the client asks FindCoordinator again
 
 
 def test_a_zombie_is_fenced_across_the_cluster(txn_cluster):
