@@ -10,7 +10,8 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from clients import poll_messages
 from metrics_scrape import health, scrape, value
 from tidelake.broker import EmbeddedBroker
-from tidelake.broker.config import BrokerConfig, ConfigError
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config_definitions import ConfigError
 
 
 @pytest.fixture(scope="module")

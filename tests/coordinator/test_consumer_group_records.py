@@ -13,7 +13,9 @@ from tidelake import errors
 from tidelake.coordinator.assignors import TopicPartition as TP
 from tidelake.coordinator import consumer_group as consumer_group_module
 from tidelake.coordinator.consumer_group import ConsumerGroup
-from tidelake.coordinator.group import ClassicGroup, GroupConfig, GroupCoordinator
+from tidelake.coordinator.group import ClassicGroup
+from tidelake.coordinator.group_config import GroupConfig
+from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import (
     CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, CONSUMER_GROUP_MEMBER_METADATA, CONSUMER_GROUP_METADATA,
     CONSUMER_GROUP_PARTITION_METADATA, CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,

@@ -4,9 +4,8 @@ from __future__ import annotations
 import asyncio
 
 from tidelake import errors
-from tidelake.coordinator.group import (
-    COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup, GroupConfig,
-)
+from tidelake.coordinator.group import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE, ClassicGroup
+from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.offsets import decode_group_value, group_metadata_value
 
 PROTOS = [("range", b"sub-range"), ("roundrobin", b"sub-rr")]
@@ -179,7 +178,7 @@ def test_pending_member_that_never_rejoins_does_not_block_the_rebalance():
 
 
 def test_offsets_of_empty_groups_expire_after_retention():
-    from tidelake.coordinator.group import GroupCoordinator
+    from tidelake.coordinator.group_coordinator import GroupCoordinator
     from tidelake.coordinator.offsets import OffsetAndMetadata, OffsetStore
     log: list = []
     config = GroupConfig(initial_rebalance_delay_ms=0, offsets_retention_ms=1000,
@@ -211,7 +210,7 @@ def test_offsets_of_empty_groups_expire_after_retention():
 def test_a_group_whose_last_member_left_keeps_its_protocol_type():
     """Kafka keeps an emptied group's protocol type: ListGroups / DescribeGroups show ``consumer``
     (an empty one reads as a "simple" group to clients), and the persisted record keeps it."""
-    from tidelake.coordinator.group import GroupCoordinator
+    from tidelake.coordinator.group_coordinator import GroupCoordinator
     log: list = []
     gc = GroupCoordinator(NO_DELAY, write=lambda p, recs: log.extend(recs), partitions_of=lambda t: 1)
 

@@ -17,7 +17,7 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.cluster.member import ClusterMember
-from tidelake.coordinator.group import GroupCoordinator
+from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC

@@ -23,7 +23,8 @@ from tidelake.broker.config import BrokerConfig
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import ClusterMember
-from tidelake.coordinator.group import GroupConfig, GroupCoordinator
+from tidelake.coordinator.group_config import GroupConfig
+from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import OffsetRecord, TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Mapping
 
 from tidelake.broker.cluster_topics import MetadataTopicTable
-from tidelake.broker.config import BrokerConfig, ConfigError
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           coordinator_leadership, load_transactions)

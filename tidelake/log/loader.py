@@ -15,7 +15,6 @@ On open:
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -27,7 +26,6 @@ from tidelake.log.producer_state import ProducerStateManager
 from tidelake.log.segment import Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
-from tidelake.protocol.records import CorruptRecordError
 
 _INDEX_EXTENSIONS = (".index", ".timeindex", ".txnindex")
 
@@ -171,14 +169,12 @@ def rebuild_producer_state(ps: ProducerStateManager, segments: list[Segment], *,
                 continue
             if h.producer_id < 0:
                 continue
-            try:
-                rec = rb.decode_records(view, 0, h)[0]
-                kind = rb.control_type(rec)
-                coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
-            except (CorruptRecordError, struct.error, IndexError):
+            marker = rb.transaction_marker(view, 0, h)
+            if marker is None:
                 continue
+            is_abort, coordinator_epoch = marker
             done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                   kind == rb.CONTROL_ABORT, h.max_timestamp)
+                                   is_abort, h.max_timestamp)
             if done is not None and done.is_aborted and not seg.txn_index.contains_marker(done.last_offset):
                 first_unstable = ps.first_unstable_offset()
                 lso = high_watermark if first_unstable is None else min(high_watermark, first_unstable)

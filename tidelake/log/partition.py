@@ -21,7 +21,6 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
-import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,6 @@ from typing import Callable, Iterator
 from tidelake.clock import wall_ms
 from tidelake.errors import (
     CorruptMessage,
-    MessageTooLarge,
     NotLeaderOrFollower,
     OffsetOutOfRange,
     OutOfOrderSequenceNumber,
@@ -38,14 +36,14 @@ from tidelake.errors import (
 from tidelake.fsutil import fsync_dir
 from tidelake.log.checkpoint import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, write_offset
 from tidelake.log.cleaner import SWAP_SUFFIX, CompactionStats, LogCleaner
+from tidelake.log.batch_validation import validate_client_batches, whole_replicated_batches
 from tidelake.log.config import LogConfig
 from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
 from tidelake.log.producer_state import BatchMetadata
-from tidelake.log.record_errors import keyless_records, keyless_records_error
 from tidelake.log.segment import SCAN_CHUNK, Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
-from tidelake.protocol.records import BatchHeader, CorruptRecordError
+from tidelake.protocol.records import BatchHeader
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
 
@@ -170,35 +168,8 @@ class PartitionLog:
         else:
             buf = bytearray(data)
         n = len(buf)
-        if n == 0:
-            raise CorruptMessage("empty record set")
-        headers: list[tuple[int, BatchHeader]] = []
-        pos = 0
-        max_message_bytes = self.config.max_message_bytes
-        keys_required = self._keys_required
-        keyless: list[int] = []  # record indexes across the request's batches (KIP-467's batch_index)
-        first_record = 0
-        while pos < n:
-            try:
-                h = rb.validate_batch(buf, pos)
-            except CorruptRecordError as e:
-                raise CorruptMessage(str(e)) from None
-            if h.size > max_message_bytes:
-                raise MessageTooLarge(f"batch of {h.size} bytes exceeds max.message.bytes={max_message_bytes}")
-            if h.records_count != h.last_offset_delta + 1:
-                raise CorruptMessage("inconsistent batch: record count does not match the offset range")
-            if h.is_control:
-                raise CorruptMessage("clients may not produce control batches")
-            if keys_required:
-                try:
-                    keyless += [first_record + i for i in keyless_records(buf, pos, h)]
-                except CorruptRecordError as e:
-                    raise CorruptMessage(str(e)) from None
-                first_record += h.records_count
-            headers.append((pos, h))
-            pos += h.size
-        if keyless:
-            raise keyless_records_error(keyless, self.directory.name)
+        headers = validate_client_batches(buf, self.config.max_message_bytes, self._keys_required,
+                                          self.directory.name)
         with self._lock:
             self._check_open()
             dup = self._check_producers(headers)
@@ -313,17 +284,8 @@ class PartitionLog:
         if now_ms is None:
             now_ms = self.clock_ms()
         buf = data if isinstance(data, bytearray) else bytearray(data)
-        headers: list[tuple[int, BatchHeader]] = []
-        pos, n = 0, len(buf)
-        while pos + rb.HEADER_SIZE <= n:
-            try:
-                if pos + rb.parse_header(buf, pos).size > n:  # a partial batch ends a fetch: not yet whole
-                    break
-                h = rb.validate_batch(buf, pos)
-            except CorruptRecordError as e:
-                raise CorruptMessage(str(e)) from None
-            headers.append((pos, h))
-            pos += h.size
+        n = len(buf)
+        headers, pos = whole_replicated_batches(buf)
         if not headers:
             return self.log_end_offset
         with self._lock:
@@ -347,14 +309,12 @@ class PartitionLog:
                 if not h.is_control:
                     ps.update(h)
                     continue
-                try:
-                    rec = rb.decode_records(buf, p, h)[0]
-                    kind = rb.control_type(rec)
-                    coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
-                except (CorruptRecordError, struct.error, IndexError):
+                marker = rb.transaction_marker(buf, p, h)
+                if marker is None:
                     continue
+                is_abort, coordinator_epoch = marker
                 done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                       kind == rb.CONTROL_ABORT, h.max_timestamp)
+                                       is_abort, h.max_timestamp)
                 if done is not None and done.is_aborted:
                     seg.txn_index.append(AbortedTxn(h.producer_id, done.first_offset, h.base_offset,
                                                     self._lso_value()))

@@ -342,3 +342,15 @@ def control_type(record: Record) -> int:
     if record.key is None or len(record.key) < 4:
         raise CorruptRecordError("bad control record key")
     return struct.unpack_from(">hh", record.key)[1]
+
+
+def transaction_marker(buf, pos: int, header: BatchHeader) -> tuple[bool, int] | None:
+    """(is it an ABORT, the coordinator epoch) of the control batch at ``pos``; None when its record
+    cannot be read (such a batch is skipped, as Kafka skips unknown control records)."""
+    try:
+        rec = decode_records(buf, pos, header)[0]
+        kind = control_type(rec)
+        coordinator_epoch = struct.unpack_from(">hi", rec.value)[1] if rec.value else -1
+    except (CorruptRecordError, struct.error, IndexError):
+        return None
+    return kind == CONTROL_ABORT, coordinator_epoch

@@ -13,7 +13,7 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.config import validate_topic_configs
+from tidelake.broker.config_definitions import validate_topic_configs
 from tidelake.broker.handlers.common import error_code, per_partition
 from tidelake.broker.topics import validate_topic_name
 from tidelake.broker.registry import api
@@ -62,12 +62,7 @@ async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
         except Exception as e:
             fail(error_code(e), str(e))
             continue
-        describe = broker.config.describe_topic(info.configs) if version >= 5 else []
-        results.append(_CTRTopic(
-            name=t.name, topic_id=info.topic_id, error_code=NONE, error_message=None,
-            num_partitions=info.partitions, replication_factor=1,
-            configs=[_CTRConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                                is_sensitive=False) for e in describe]))
+        results.append(_created(broker, t.name, info.topic_id, info.partitions, 1, info.configs, version))
     if created:
         await broker.metadata.save_async()  # durable before acknowledged, without blocking the loop
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
@@ -95,12 +90,19 @@ async def _create_in_cluster(broker: BrokerContext, t, validate_only: bool, time
     except Exception as e:
         fail(error_code(e), str(e))
         return
-    describe = broker.config.describe_topic(topic.configs) if version >= 5 else []
-    results.append(_CTRTopic(
-        name=t.name, topic_id=topic.topic_id, error_code=NONE, error_message=None,
-        num_partitions=topic.partitions, replication_factor=topic.replication_factor,
+    results.append(_created(broker, t.name, topic.topic_id, topic.partitions, topic.replication_factor,
+                            topic.configs, version))
+
+
+def _created(broker: BrokerContext, name: str, topic_id, partitions: int, replication_factor: int,
+             configs: dict, version: int):
+    """A created topic's CreateTopics result; v5+ describes its configs, as Kafka's answer does."""
+    describe = broker.config.describe_topic(configs) if version >= 5 else []
+    return _CTRTopic(
+        name=name, topic_id=topic_id, error_code=NONE, error_message=None,
+        num_partitions=partitions, replication_factor=replication_factor,
         configs=[_CTRConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
-                            is_sensitive=False) for e in describe]))
+                            is_sensitive=False) for e in describe])
 
 
 _DTRTopic = DeleteTopicsResponse.DeletableTopicResult

@@ -2,7 +2,7 @@
 Heartbeat, LeaveGroup), offsets (OffsetCommit, OffsetFetch, OffsetDelete), ListGroups,
 DescribeGroups, DeleteGroups, and KIP-848's ConsumerGroupHeartbeat / ConsumerGroupDescribe.
 
-This module only translates between wire messages and ``tidelake.coordinator.group.GroupCoordinator``
+This module only translates between wire messages and ``tidelake.coordinator.group_coordinator.GroupCoordinator``
 (state machines, no sockets). Single node: this broker is the coordinator of every group and every
 transactional id; in a cluster, the leader of the key's internal-topic partition is.
 """
