@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -19,11 +21,12 @@ from tidelake.protocol.wire_client import WireClient
 TXN_PARTITIONS = 3
 
 
-def _read_committed(bootstrap: str, topic: str, partitions: int, expected: int, *, settle_s: float = 2.0) -> list:
+def _read_committed(bootstrap: str, topic: str, partitions: int, expected: int, *, settle_s: float = 2.0,
+                    isolation: str = "read_committed") -> list:
     """Every record a read_committed consumer sees, once it has ``expected`` of them and nothing more
     arrives for ``settle_s`` (a later, unexpected record would show up as extra)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": "checker", "enable.auto.commit": False,
-                  "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+                  "auto.offset.reset": "earliest", "isolation.level": isolation})
     c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out = []
     try:
@@ -65,6 +68,7 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster
         values = [b"t%d-r%03d" % (txn, i) for i in range(30)]
         for i, v in enumerate(values):
             p.produce("payments", value=v, partition=i % 3)
+        assert p.flush(30) == 0  # in the logs (and so to be hidden by the ABORT markers) before the outcome
         if txn % 3 == 2:
             p.abort_transaction(60)
             aborted.extend(values)
@@ -75,6 +79,10 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster
     got = _read_committed(c.bootstrap_servers, "payments", 3, len(committed))
     assert sorted(got) == sorted(committed)
     assert not set(got) & set(aborted)
+    # the aborted records are in the logs: only the ABORT markers hide them
+    everything = _read_committed(c.bootstrap_servers, "payments", 3, len(committed) + len(aborted),
+                                 isolation="read_uncommitted")
+    assert sorted(everything) == sorted(committed + aborted)
     # the coordinator is the leader of the id's __transaction_state partition, replicated to all three
     zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
     zk.start(10)
@@ -86,6 +94,18 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster
     finally:
         zk.stop()
         zk.close()
+    # the operator's view: each broker lists the transactional ids it coordinates
+    described = _cli(c, "transactions", "describe", "payer-1")
+    assert (described["coordinator"], described["state"]) == (st["leader"], "CompleteAbort")  # the last one aborted
+    listed = _cli(c, "transactions", "list")
+    assert [(t["transactional_id"], t["coordinator"]) for t in listed] == [("payer-1", st["leader"])]
+
+
+def _cli(cluster, *args: str):
+    r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", *args, "-b", cluster.bootstrap_servers, "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def test_only_the_leader_of_the_state_partition_coordinates_a_transactional_id(txn_cluster):
