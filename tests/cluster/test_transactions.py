@@ -11,7 +11,9 @@ import sys
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.producer import InitProducerIdRequest
+from kafka.protocol.consumer import OffsetFetchRequest
+from kafka.protocol.producer import (AddOffsetsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
+                                     TxnOffsetCommitRequest)
 from kazoo.client import KazooClient
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until
@@ -119,6 +121,49 @@ def test_only_the_leader_of_the_state_partition_coordinates_a_transactional_id(t
         answers[bid] = (r.error_code, r.producer_epoch)
     assert answers.pop(coordinator) == (0, 0)
     assert set(answers.values()) == {(16, -1)}  # NOT_COORDINATOR: the client asks FindCoordinator again
+
+
+def test_transactional_offsets_reach_a_group_coordinated_by_another_broker(txn_cluster):
+    """The wire steps of sendOffsetsToTransaction when the group's coordinator is not the transaction's:
+    TxnOffsetCommit at the group coordinator is checked with the transaction coordinator (refused before
+    AddOffsetsToTxn), and the offsets become visible there when the COMMIT marker arrives through
+    WriteTxnMarkers."""
+    c = txn_cluster
+    create_topic(c, "source", 3, 3)
+    txn_coordinator = find_coordinator(c, 1, "offsets-txn")
+    group = next(g for g in (f"remote-group-{i}" for i in range(100)) if find_coordinator(c, 0, g) != txn_coordinator)
+    group_coordinator = find_coordinator(c, 0, group)
+
+    def ask(broker_id: int, request, version: int):
+        with WireClient("127.0.0.1", c.brokers[broker_id].port) as w:
+            return w.request(request, version)
+    r = ask(txn_coordinator, InitProducerIdRequest(transactional_id="offsets-txn", transaction_timeout_ms=60000,
+                                                   producer_id=-1, producer_epoch=-1), 3)
+    pid, epoch = r.producer_id, r.producer_epoch
+    T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
+    commit = TxnOffsetCommitRequest(
+        transactional_id="offsets-txn", group_id=group, producer_id=pid, producer_epoch=epoch, generation_id=-1,
+        member_id="", group_instance_id=None, topics=[T(name="source", partitions=[
+            T.TxnOffsetCommitRequestPartition(partition_index=1, committed_offset=42, committed_leader_epoch=-1,
+                                              committed_metadata="m")])])
+
+    def commit_codes():
+        return [p.error_code for t in ask(group_coordinator, commit, 3).topics for p in t.partitions]
+    assert commit_codes() == [48]  # INVALID_TXN_STATE: the group is not in the transaction yet
+    assert ask(txn_coordinator, AddOffsetsToTxnRequest(transactional_id="offsets-txn", producer_id=pid,
+                                                       producer_epoch=epoch, group_id=group), 3).error_code == 0
+    assert commit_codes() == [0]
+    fetch = OffsetFetchRequest(group_id=group, topics=[OffsetFetchRequest.OffsetFetchRequestTopic(
+        name="source", partition_indexes=[1])], require_stable=True)
+
+    def fetched():
+        (t,) = ask(group_coordinator, fetch, 7).topics
+        (p,) = t.partitions
+        return p.error_code, p.committed_offset
+    assert fetched() == (88, -1)  # UNSTABLE_OFFSET_COMMIT: pending until the transaction ends
+    assert ask(txn_coordinator, EndTxnRequest(transactional_id="offsets-txn", producer_id=pid, producer_epoch=epoch,
+                                              committed=True), 3).error_code == 0
+    wait_until("the committed offset at the group coordinator", lambda: fetched() == (0, 42))
 
 
 def test_a_zombie_is_fenced_across_the_cluster(txn_cluster):
