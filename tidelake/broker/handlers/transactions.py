@@ -6,8 +6,9 @@ This module translates between wire messages and ``tidelake.coordinator.transact
 .TransactionCoordinator`` (a state machine; the broker gives it its outputs, see
 ``tidelake.broker.coordinators``). In a cluster a transactional id's requests are served only by the
 leader of its ``__transaction_state`` partition (NOT_COORDINATOR elsewhere), each answered once the
-state record is on the in-sync replicas; TxnOffsetCommit is served by the group's coordinator, and
-WriteTxnMarkers by the leaders of the transaction's partitions (the coordinator sends it).
+state record is on the in-sync replicas; TxnOffsetCommit is served by the group's coordinator (which
+asks the transaction's coordinator whether the group is in the transaction when that is another broker),
+and WriteTxnMarkers by the leaders of the transaction's partitions (the coordinator sends it).
 """
 from __future__ import annotations
 
