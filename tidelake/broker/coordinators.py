@@ -199,17 +199,18 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
         for key, value in records:
             groups.offsets.apply_record(key, value)
 
-    send_markers = None
-    if cluster is not None:
-        def send_markers(transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                         coordinator_epoch: int, tps: list[tuple[str, int]], done) -> None:
-            state_partition = coordinator.partition_for(transactional_id)
-            cluster.txn_markers.send(
-                producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
-                still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
+    def send_markers(transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, tps: list[tuple[str, int]], done) -> None:
+        """In a cluster: WriteTxnMarkers to the partitions' leaders, given up once this coordinator no
+        longer owns the id's partition in that epoch."""
+        state_partition = coordinator.partition_for(transactional_id)
+        cluster.txn_markers.send(
+            producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
+            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
 
     coordinator = TransactionCoordinator(
-        write_state=write_state, write_markers=write_markers, write_offsets=write_offsets, send_markers=send_markers,
+        write_state=write_state, write_markers=write_markers, write_offsets=write_offsets,
+        send_markers=send_markers if cluster is not None else None,
         apply_offsets=apply_offsets, allocate_producer_id=allocate_producer_id, clock_ms=partitions.clock_ms,
         max_timeout_ms=config.get_int("transaction.max.timeout.ms", 900000),
         num_partitions=state_partitions, offsets_partitions=groups.config.offsets_partitions,
