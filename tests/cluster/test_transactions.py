@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.protocol.consumer import OffsetFetchRequest
 from kafka.protocol.producer import (AddOffsetsToTxnRequest, EndTxnRequest, InitProducerIdRequest,
                                      TxnOffsetCommitRequest)
@@ -400,3 +401,44 @@ def test_a_commit_left_in_prepare_is_completed_by_the_next_coordinator(txn_clust
     log = c.brokers[new].log_path.read_text()
     assert "completing the transactions found in Prepare* in __transaction_state-" in log
     assert "['prepared']" in log
+
+
+def _describe_at(cluster, broker_id: int, txn_id: str):
+    with WireClient("127.0.0.1", cluster.brokers[broker_id].port) as w:
+        (st,) = w.request(DescribeTransactionsRequest(transactional_ids=[txn_id]), 0).transaction_states
+    return st
+
+
+@pytest.mark.slow_faults
+def test_coordination_moves_back_with_a_preferred_leader_election(txn_cluster, zk):
+    """The coordinator's broker is killed and restarted: the interim leader coordinates, the restarted
+    broker answers NOT_COORDINATOR; a preferred leader election gives the partition back, the interim
+    broker unloads (NOT_COORDINATOR) and the restarted one loads the same state. The producer follows."""
+    c = txn_cluster
+    create_topic(c, "moves", 3, 3, **{"min.insync.replicas": "2"})
+    state_partition = partition_for("mover", TXN_PARTITIONS)
+    first = find_coordinator(c, 1, "mover")
+    run = TxnRun(c.bootstrap_servers, "mover", "moves", 3)
+    run.transaction(10)
+    c.kill_broker(first)
+    interim = _new_coordinator(zk, "mover", first)
+    run.transaction(10)
+    c.start_broker(first)
+    wait_until(f"broker {first} back in the ISR of the state partition",
+               lambda: first in _state(zk, "__transaction_state", state_partition)["isr"], 60)
+    assert _describe_at(c, first, "mover").error_code == 16  # NOT_COORDINATOR: a follower now
+    before = _describe_at(c, interim, "mover")
+    assert (before.error_code, before.transaction_state) == (0, "CompleteCommit")
+    admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+    admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("__transaction_state", state_partition)]).result(60)
+    assert _state(zk, "__transaction_state", state_partition)["leader"] == first
+    wait_until(f"broker {interim} to unload the transactional id",
+               lambda: _describe_at(c, interim, "mover").error_code == 16)
+    after = wait_until(f"broker {first} to load the transactional id",
+                       lambda: (lambda st: st if st.error_code == 0 else None)(_describe_at(c, first, "mover")))
+    assert (after.producer_id, after.producer_epoch, after.transaction_state) == \
+        (before.producer_id, before.producer_epoch, "CompleteCommit")
+    run.transaction(10)
+    visible = _read_committed(c.bootstrap_servers, "moves", 3, run.expected_visible())
+    run.check(visible)
+    assert len(run.committed) == 3
