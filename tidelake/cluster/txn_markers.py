@@ -28,6 +28,7 @@ log = logging.getLogger("tidelake.cluster.txn_markers")
 WRITE_TXN_MARKERS_VERSION = 1
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
+CLOSE_WAIT_S = 2.0
 # errors after which the same marker is sent again (to the partition's leader of the moment)
 RETRIABLE = {errors.NotLeaderOrFollower.code, errors.UnknownTopicOrPartition.code, errors.NotEnoughReplicas.code,
              errors.NotEnoughReplicasAfterAppend.code, errors.RequestTimedOut.code,
@@ -45,6 +46,7 @@ class TxnMarkerSender:
         self.give_up_s = give_up_s
         self._channels: dict[int, BrokerChannel] = {}
         self._tasks: set[asyncio.Task] = set()
+        self._closed = False
 
     def send(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
              partitions: list[TopicPartition], done: Callable[[bool], None],
@@ -61,6 +63,8 @@ class TxnMarkerSender:
         remaining = set(partitions)
         deadline = time.monotonic() + self.give_up_s
         while remaining:
+            if self._closed:  # the broker is stopping (checked too in case a cancellation was swallowed)
+                return
             if not still_owner():
                 log.info("%s: no longer the coordinator, %d partition(s) left to the next one", what,
                          len(remaining))
@@ -131,9 +135,12 @@ class TxnMarkerSender:
         return out
 
     async def close(self) -> None:
+        self._closed = True
         for task in list(self._tasks):
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:
+            # bounded: Python 3.11's asyncio.wait_for can swallow a cancellation racing with a response
+            await asyncio.wait(list(self._tasks), timeout=CLOSE_WAIT_S)
         self._tasks.clear()
         for ch in self._channels.values():
             ch.close()
