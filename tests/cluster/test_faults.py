@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
-import time
 
 import pytest
 from confluent_kafka import Producer
@@ -14,6 +12,7 @@ from kazoo.client import KazooClient
 
 from cluster_fixtures import (consume_all, create_topic, metadata, produce, replica_batches, start_cluster,
                               wait_until)
+from fault_load import LoadProducer, check_exactly_once_in_order
 from tidelake import errors
 from tidelake.protocol.records import Record, build_batch
 from tidelake.protocol.wire_client import WireClient
@@ -36,62 +35,6 @@ def state(zk, topic: str, partition: int) -> dict:
 
 def controller(zk) -> int:
     return json.loads(zk.get("/controller")[0])["brokerid"]
-
-
-class LoadProducer:
-    """An idempotent acks=all producer writing numbered records in a thread until stopped, at most
-    ``rate`` records a second (so that reading them all back stays quick on a fast machine)."""
-
-    def __init__(self, cluster, topic: str, rate: int = 3000):
-        self._rate = rate
-        self.acked: dict[tuple[int, int], bytes] = {}
-        self.failed: list = []
-        self._stop = threading.Event()
-        self._producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
-                                   "enable.idempotence": True, "linger.ms": 2, "message.timeout.ms": 120000,
-                                   "topic.metadata.refresh.interval.ms": 1000})
-        self._topic = topic
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _on_delivery(self, err, m) -> None:
-        if err is None:
-            self.acked[(m.partition(), m.offset())] = m.value()
-        else:
-            self.failed.append(err)
-
-    def _run(self) -> None:
-        i = 0
-        start = time.monotonic()
-        while not self._stop.is_set():
-            if i >= self._rate * (time.monotonic() - start):
-                self._producer.poll(0.005)
-                continue
-            try:
-                self._producer.produce(self._topic, key=b"k%d" % (i % 31), value=b"v-%08d" % i,
-                                       on_delivery=self._on_delivery)
-                i += 1
-            except BufferError:
-                pass
-            self._producer.poll(0.001 if i % 50 == 0 else 0)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        assert self._producer.flush(120) == 0
-
-
-def check_exactly_once_in_order(got: list, acked: dict) -> None:
-    """Every acknowledged record read back at its offset, none twice, and per partition in the order
-    the single producer sent them (its values are numbered)."""
-    values = [v for _p, _o, v in got]
-    assert len(values) == len(set(values)), "a record was written twice"
-    at = {(p, o): v for p, o, v in got}
-    missing = [k for k in acked if at.get(k) != acked[k]]
-    assert not missing, f"{len(missing)} acknowledged records lost, e.g. {missing[:3]}"
-    for partition in {p for p, _o, _v in got}:
-        seq = [v for p, _o, v in sorted(got) if p == partition]
-        assert seq == sorted(seq), f"partition {partition} out of order"
 
 
 def test_kill_9_of_a_leader_under_load_keeps_every_acknowledged_record_once_in_order(cluster, zk):
@@ -341,3 +284,25 @@ def test_a_follower_back_after_the_leaders_log_start_moved_past_it_starts_over_t
         assert 50 <= plog.log_start_offset <= 120 and plog.log_end_offset == 150
     finally:
         plog.close()
+
+
+def test_three_kill_9_trials_and_a_planned_move_lose_duplicate_and_reorder_nothing():
+    """The failover benchmark's trials, fewer of them: kill -9 of a partition's leader at a random moment
+    (three times, each broker restarted before the next) and one controlled shutdown, under an idempotent
+    acks=all producer and a read_uncommitted consumer; every record is checked at the end."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "replication_failover.py"
+    run = subprocess.run([sys.executable, str(script), "--trials", "3", "--planned", "1", "--no-results", "--json"],
+                         capture_output=True, text=True, timeout=600)
+    lines = run.stdout.strip().splitlines()
+    assert lines and lines[-1].startswith("{"), f"no summary (exit {run.returncode}): {run.stderr[-2000:]}"
+    s = json.loads(lines[-1])
+    assert s["kill_trials"] == 3 and s["planned_trials"] == 1
+    assert s["acked"] > 1000
+    assert (s["lost"], s["duplicated"], s["out_of_order"], s["visible_then_disappeared"], s["failed"],
+            s["unacknowledged"]) == (0, 0, 0, 0, 0, 0), s
+    # every trial saw its new leader acknowledge a write
+    assert s["kill_measured"] == 3 and s["planned_measured"] == 1
+    assert run.returncode == 0

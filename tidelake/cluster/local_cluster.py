@@ -7,6 +7,11 @@ and data directory under one root (``tidelake cluster start`` and the cluster te
     <root>/cluster.json          ZooKeeper address and each broker's id, port and pid (``cluster status``)
 
 Processes are started and stopped by their own pid (SIGTERM, then SIGKILL after a grace period).
+
+Everything listens on 127.0.0.1 unless ``host`` names another local address; a broker given a network
+namespace (``namespaces={id: (netns, address)}``, made beforehand with ``ip netns``) runs there through
+``ip netns exec`` and listens on that namespace's ``address`` (which must reach ``host``: the fault tests
+isolate a broker by cutting its namespace's link).
 """
 from __future__ import annotations
 
@@ -33,14 +38,16 @@ class BrokerProcess:
     log_path: Path
     process: subprocess.Popen | None = None
     metrics_port: int | None = None  # metrics.listen (with LocalCluster(metrics=True))
+    host: str = "127.0.0.1"  # where it listens (and what it advertises)
+    netns: str | None = None  # the network namespace it runs in (``ip netns exec``), None: this one
 
     @property
     def metrics_url(self) -> str | None:
-        return f"http://127.0.0.1:{self.metrics_port}" if self.metrics_port else None
+        return f"http://{self.host}:{self.metrics_port}" if self.metrics_port else None
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def pid(self) -> int | None:
@@ -53,18 +60,22 @@ class BrokerProcess:
 class LocalCluster:
     def __init__(self, root: str | Path, brokers: int = 3, *, zookeeper_port: int | None = None,
                  base_port: int | None = None, configs: dict[str, str] | None = None, log_level: str = "INFO",
-                 metrics: bool = False):
+                 metrics: bool = False, host: str = "127.0.0.1",
+                 namespaces: dict[int, tuple[str, str]] | None = None):
         self.root = Path(root)
         # Kafka's default of 3 replicas for the internal topics, within what the cluster has
         self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)),
                         "transaction.state.log.replication.factor": str(min(3, brokers)), **(configs or {})}
         self.log_level = log_level
-        self.zookeeper = ZooKeeperServer(self.root / "zookeeper", zookeeper_port)
+        self.zookeeper = ZooKeeperServer(self.root / "zookeeper", zookeeper_port, host=host)
         self.brokers: dict[int, BrokerProcess] = {}
         for i in range(1, brokers + 1):
-            port = base_port + i - 1 if base_port else free_port()
+            # (a port free here is as good as any inside a namespace of its own)
+            port = base_port + i - 1 if base_port else free_port(host)
+            netns, address = (namespaces or {}).get(i, (None, host))
             self.brokers[i] = BrokerProcess(i, port, self.root / f"broker-{i}", self.root / f"broker-{i}.log",
-                                            metrics_port=free_port() if metrics else None)
+                                            metrics_port=free_port(host) if metrics else None, host=address,
+                                            netns=netns)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -91,12 +102,14 @@ class LocalCluster:
         for key, value in self.configs.items():
             sets += ["--set", f"{key}={value}"]
         if b.metrics_port:
-            sets += ["--set", f"metrics.listen=127.0.0.1:{b.metrics_port}"]
+            sets += ["--set", f"metrics.listen={b.host}:{b.metrics_port}"]
         log_file = open(b.log_path, "ab")
+        # ``ip netns exec`` execs the broker in place: the child's pid is the broker's
+        prefix = ["ip", "netns", "exec", b.netns] if b.netns else []
         b.process = subprocess.Popen(
-            [sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--broker-id", str(broker_id),
+            [*prefix, sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--broker-id", str(broker_id),
              "--zookeeper", self.zookeeper.connect_string, "--data-dir", str(b.data_dir),
-             "--listen", f"127.0.0.1:{b.port}", "--log-level", self.log_level, *sets],
+             "--listen", f"{b.host}:{b.port}", "--log-level", self.log_level, *sets],
             stdout=log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         log_file.close()
         if wait:
@@ -111,11 +124,11 @@ class LocalCluster:
             if not b.alive():
                 raise RuntimeError(f"broker {broker_id} exited with {b.process.returncode}; see {b.log_path}")
             try:
-                with socket.create_connection(("127.0.0.1", b.port), timeout=0.5):
+                with socket.create_connection((b.host, b.port), timeout=0.5):
                     return
             except OSError:
                 time.sleep(0.05)
-        raise TimeoutError(f"broker {broker_id} not listening on 127.0.0.1:{b.port} after {timeout_s:g} s")
+        raise TimeoutError(f"broker {broker_id} not listening on {b.bootstrap} after {timeout_s:g} s")
 
     def signal_broker(self, broker_id: int, sig: int) -> None:
         b = self.brokers[broker_id]
@@ -154,8 +167,8 @@ class LocalCluster:
         (self.root / STATE_FILE).write_text(json.dumps({
             "zookeeper": self.zookeeper.connect_string,
             "zookeeper_pid": self.zookeeper.process.pid if self.zookeeper.process is not None else None,
-            "brokers": [{"id": b.broker_id, "port": b.port, "pid": b.pid, "data_dir": str(b.data_dir)}
-                        for b in self.brokers.values()]}, indent=1))
+            "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port, "pid": b.pid,
+                         "data_dir": str(b.data_dir)} for b in self.brokers.values()]}, indent=1))
 
     def __enter__(self) -> "LocalCluster":
         return self.start()

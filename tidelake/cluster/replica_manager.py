@@ -20,6 +20,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kazoo.exceptions import KazooException
+
 from tidelake import errors
 from tidelake.cluster.znodes import NO_LEADER, PartitionState
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
@@ -236,6 +238,10 @@ class ReplicaManager:
         except StaleWrite:
             log.info("broker %d: ISR update of %s-%d lost to a newer state; waiting for the controller",
                      self.broker_id, replica.topic, replica.partition)
+            return
+        except KazooException as e:  # cut off from ZooKeeper: the ISR stays as it is (no acks=all below it)
+            log.warning("broker %d: ISR update of %s-%d failed: ZooKeeper %s", self.broker_id, replica.topic,
+                        replica.partition, type(e).__name__)
             return
         except Exception:
             log.exception("ISR update of %s-%d failed", replica.topic, replica.partition)
