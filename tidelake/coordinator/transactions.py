@@ -68,8 +68,8 @@ class MarkerWriter(Protocol):
 
 
 class MarkerSender(Protocol):
-    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                 partitions: list[TopicPartition], done: Callable[[bool], None]) -> None:
+    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int, partitions: list[TopicPartition], done: Callable[[bool], None]) -> None:
         """Start writing a COMMIT/ABORT marker to each partition (on their leaders); call
         ``done(True)`` once all are written, ``done(False)`` if the sender gave up."""
 
@@ -117,7 +117,8 @@ class TransactionMetadata:
 
 
 class TransactionCoordinator:
-    """Kafka's transaction coordinator for a single node (it owns every ``__transaction_state`` partition)."""
+    """Kafka's transaction coordinator: of every ``__transaction_state`` partition on a single node, of the
+    partitions loaded with ``load_partition`` in a cluster."""
 
     def __init__(self, *, write_state: StateWriter, write_markers: MarkerWriter,
                  allocate_producer_id: Callable[[], int], clock_ms: Callable[[], int],
