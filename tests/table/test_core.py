@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -90,6 +91,27 @@ def test_files_are_plain_sorted_bucketed_parquet(tmp_path):
     t.delete([5])
     f = [x for x in t.plan() if x.min_version == t.version][0]
     assert pq.read_table(os.path.join(t.path, f.path)).to_pylist() == [{"id": 5, "name": None, "amount": None, "_op": 1}]
+
+
+def test_columns_without_nulls_are_stored_required(tmp_path):
+    """A file's column holding no null is a REQUIRED Parquet column (cheaper to write and decode);
+    one holding nulls stays OPTIONAL. Reads mix both and return the table's own schema."""
+    t = make(tmp_path)
+    t.insert_into(data([1, 2, 3]))
+    t.upsert(pa.table({"id": pa.array([2], pa.int64()), "name": pa.array([None], pa.string()),
+                       "amount": pa.array([7], pa.int64())}))
+    seen = {}
+    for f in t.plan():
+        columns = pq.read_metadata(os.path.join(t.path, f.path)).schema
+        for i in range(len(columns)):
+            seen.setdefault((f.min_version, columns[i].name), set()).add(columns[i].max_definition_level)
+    assert seen[(1, "name")] == {0} and seen[(1, "amount")] == {0} and seen[(1, "id")] == {0}
+    assert seen[(2, "name")] == {1} and seen[(2, "amount")] == {0}
+    assert as_dict(t.scan()) == {1: ("n1", 0), 2: (None, 7), 3: ("n3", 0)}
+    assert t.scan().schema == pa.schema([SCHEMA.field("id").with_nullable(False), SCHEMA.field("name"),
+                                         SCHEMA.field("amount")])
+    t.compact()
+    assert as_dict(t.scan()) == {1: ("n1", 0), 2: (None, 7), 3: ("n3", 0)}
 
 
 def test_batch_writes_insert_overwrite_update_delete(tmp_path):
@@ -311,6 +333,63 @@ def test_bucket_hash_is_stable():
     assert bucket_ids(pa.table({"id": pa.array([0, 1, 2, 3, -1, 10**12], pa.int64())}), ["id"], 16).tolist() == [0, 2, 8, 12, 13, 1]
     assert bucket_ids(pa.table({"id": pa.array([0, 1, 2, 3], pa.int32())}), ["id"], 16).tolist() == [0, 2, 8, 12]
     assert bucket_ids(pa.table({"s": ["a", "b", "tidelake"]}), ["s"], 16).tolist() == [6, 12, 7]
+    assert bucket_ids(pa.table({"a": [1, 2, 3], "b": [7, 7, 9]}), ["a", "b"], 10).tolist() == [3, 9, 7]
+    assert bucket_ids(pa.table({"r": ["eu", "us", "eu"], "d": pa.array([19723, 19724, 19724], pa.int32()).cast(pa.date32())}),
+                      ["r", "d"], 8).tolist() == [2, 6, 5]
+
+
+def test_map_in_groups_keeps_the_order_of_the_items():
+    from concurrent.futures import ThreadPoolExecutor
+    from tidelake.table.files import map_in_groups
+    with ThreadPoolExecutor(3) as pool:
+        for n, groups in [(16, 2), (7, 3), (2, 5), (1, 2), (0, 2), (5, 1)]:
+            assert map_in_groups(lambda x: x * 10, list(range(n)), pool, groups) == [x * 10 for x in range(n)]
+
+
+def _fmix(h):
+    with np.errstate(over="ignore"):
+        h = h ^ (h >> np.uint64(33))
+        h = h * np.uint64(0xFF51AFD7ED558CCD)
+        h = h ^ (h >> np.uint64(33))
+        h = h * np.uint64(0xC4CEB9FE1A85EC53)
+        return h ^ (h >> np.uint64(33))
+
+
+def test_bucket_hash_matches_the_whole_array_formula_across_blocks():
+    """bucket_ids works block by block; on 40,000 rows (several blocks) it gives what the formula
+    h = fmix(h * 31 + fmix(int64 value)) computed on whole arrays gives, in any integer dtype."""
+    rng = np.random.default_rng(7)
+    n = 40_000
+    t = pa.table({"a": pa.array(rng.integers(-10**12, 10**12, n)), "b": pa.array(rng.integers(0, 100, n).astype(np.int16))})
+    with np.errstate(over="ignore"):
+        h = _fmix(_fmix(t.column("a").to_numpy().view(np.uint64)))
+        h = _fmix(h * np.uint64(31) + _fmix(t.column("b").to_numpy().astype(np.int64).view(np.uint64)))
+    for buckets in (7, 16, 300):
+        expected = (h % np.uint64(buckets)).astype(np.int64)
+        assert (bucket_ids(t, ["a", "b"], buckets).astype(np.int64) == expected).all()
+        counts = np.zeros(buckets, np.int64)
+        assert (bucket_ids(t, ["a", "b"], buckets, np.uint16, counts).astype(np.int64) == expected).all()
+        assert (counts == np.bincount(expected, minlength=buckets)).all()
+
+
+@pytest.mark.parametrize("ids", [list(range(0, 3000, 3)), list(range(3000, 0, -1)), [1, 2, 2, 3] * 200 + [4],
+                                 sorted([5, 1, 3] * 50)])
+def test_staged_files_are_key_sorted_and_unique_whatever_the_arrival_order(tmp_path, ids):
+    """Keys arriving in strictly increasing order are written as they come; any other order (or a
+    repeated key) is sorted and deduplicated per bucket. Both give the same files' contents."""
+    t = make(tmp_path)
+    t.insert_into(pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in range(len(ids))],
+                            "amount": pa.array(range(len(ids)), pa.int64())}))
+    last = {k: i for i, k in enumerate(ids)}
+    seen = []
+    for f in t.plan():
+        tbl = pq.read_table(os.path.join(t.path, f.path))
+        keys = tbl.column("id").to_pylist()
+        assert keys == sorted(set(keys))
+        assert set(bucket_ids(tbl, ["id"], 4).tolist()) == {f.bucket}
+        assert tbl.column("amount").to_pylist() == [last[k] for k in keys]   # the last row of each key
+        seen += keys
+    assert sorted(seen) == sorted(last)
 
 
 def test_composite_key_string_and_date(tmp_path):

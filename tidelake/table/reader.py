@@ -20,11 +20,13 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage, StorageError
 
 from .errors import CorruptDataFile, VersionExpired
-from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES, OP_UPSERT, DataFile,
-                    conform, is_string, parallel_map, read_parquet)
+from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
+                    DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
+                    shared_pool)
 from .metadata import FileEntry
 from .scan import BucketPlan
 
+PARALLEL_MIN_ROWS = 200_000   # below this a local read runs in one thread (see MergeOnReadReader._map)
 _OP_LABELS = pa.array([OP_NAMES[OP_UPSERT], OP_NAMES[OP_DELETE]], pa.string())
 
 
@@ -136,6 +138,18 @@ class MergeOnReadReader:
     def __init__(self, storage: Storage, primary_key: Sequence[str]):
         self.storage = storage
         self.primary_key = list(primary_key)
+
+    def _map(self, fn, items: list, rows: int) -> list:
+        """``fn`` over ``items``, in order. On an object store in the I/O threads; on a local disk in
+        one group of items per core, or in the calling thread for fewer than PARALLEL_MIN_ROWS rows
+        (handing small pieces of work between threads costs more CPU than it saves: ~30 % of a
+        124,000-row snapshot read)."""
+        if self.storage.local_path("") is None:   # an object store: one GET per task, as many as can wait
+            return parallel_map(fn, items, pool=shared_pool(IO_THREADS))
+        if rows < PARALLEL_MIN_ROWS:
+            return [fn(x) for x in items]
+        threads = local_threads()
+        return map_in_groups(fn, items, shared_pool(threads), threads)
 
     # ------------------------------------------------------------ one file
     def read_file(self, f: DataFile, columns: list[str], schema: pa.Schema, key_filter: pc.Expression | None = None,
@@ -249,8 +263,8 @@ class MergeOnReadReader:
         read_cols = [c for c in schema.names if c in set(self.primary_key) | set(columns) |
                      (set(schema.names) if expression is not None else set())]
         out_schema = pa.schema([schema.field(c) for c in read_cols])
-        parts = parallel_map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
-                             .cast(out_schema), list(plans))
+        parts = self._map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
+                          .cast(out_schema), list(plans), sum(fe.file.rows for p in plans for fe in p.files))
         out = pa.concat_tables(parts) if parts else out_schema.empty_table()
         if expression is not None and out.num_rows:
             out = out.filter(expression)
@@ -270,7 +284,8 @@ class MergeOnReadReader:
         read_cols = [c for c in schema.names if c in needed]
         # L0 files: every row's version and time is its file's commit's, so they are not read but
         # built once for the whole result; strings stay dictionary-encoded until the end
-        parts = parallel_map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files)
+        parts = self._map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files,
+                          sum(fe.file.rows for fe in files))
         t = pa.concat_tables(parts) if len(parts) > 1 else parts[0]
         counts = [p.num_rows for p in parts]
         versions = np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64), counts)

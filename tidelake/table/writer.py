@@ -15,8 +15,8 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage
 
 from .errors import SchemaError
-from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, parallel_map, to_arrow,
-                    write_parquet)
+from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, local_threads,
+                    map_in_groups, parallel_map, shared_pool, to_arrow, write_parquet)
 
 _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
@@ -85,36 +85,60 @@ class DeltaWriter:
         if rows.num_rows == 0:
             return []
         pk = self.primary_key
+        # bucket numbers in the smallest integer type that holds them: less to write, count and sort
+        small = np.uint8 if self.bucket_num <= 256 else np.uint16 if self.bucket_num <= 65536 else np.int32
         # hashing is numpy work that releases the GIL: big batches hash in slices, one per thread
         step = max(_HASH_SLICE_ROWS, -(-rows.num_rows // IO_THREADS))
-        buckets = np.concatenate(parallel_map(lambda start: bucket_ids(rows.slice(start, step), pk, self.bucket_num),
-                                              range(0, rows.num_rows, step)))
-        # a stable (radix) sort by bucket groups the rows of each bucket, still in arrival order;
-        # each bucket is then sorted by key, deduplicated and written in the writer threads
-        small = np.int16 if self.bucket_num <= np.iinfo(np.int16).max else np.int32
-        order = np.argsort(buckets.astype(small), kind="stable")
-        counts = np.bincount(buckets, minlength=self.bucket_num)
+        starts = range(0, rows.num_rows, step)
+        slice_counts = [np.zeros(self.bucket_num, np.int64) for _ in starts]
+        buckets = np.concatenate(self._map(
+            lambda i: bucket_ids(rows.slice(starts[i], step), pk, self.bucket_num, small, slice_counts[i]),
+            range(len(starts))))
+        counts = np.sum(slice_counts, axis=0)
+        # a stable sort by bucket groups the rows of each bucket, still in arrival order; each bucket
+        # is then sorted by key, deduplicated and written in the writer threads
+        order = pc.sort_indices(pa.array(buckets)).to_numpy()   # (a counting sort, into reused memory)
         offsets = np.concatenate([[0], np.cumsum(counts)])
         jobs = [(b, order[offsets[b]:offsets[b + 1]]) for b in range(self.bucket_num) if counts[b]]
         int_keys = (rows.column(pk[0]).to_numpy() if len(pk) == 1 and pa.types.is_integer(rows.schema.field(pk[0]).type)
                     else None)   # (once: a key column of several chunks is copied by every to_numpy)
-        return parallel_map(lambda job: self._write_bucket(rows, int_keys, job[0], job[1]), jobs)
+        # keys already strictly increasing (an ordered load, say): every bucket's rows are in key order
+        # and unique as they arrived, so there is nothing to sort or deduplicate
+        in_key_order = int_keys is not None and bool(np.all(int_keys[1:] > int_keys[:-1]))
+        return self._map(lambda job: self._write_bucket(rows, None if in_key_order else int_keys, job[0], job[1],
+                                                        in_key_order), jobs)
 
-    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray) -> DataFile:
+    def _write_bucket(self, rows: pa.Table, int_keys: np.ndarray | None, bucket: int, arrival: np.ndarray,
+                      in_key_order: bool = False) -> DataFile:
         """One bucket's rows (indices in arrival order): the last change per key, in key order.
-        ``int_keys``: the key column as numpy, when it is one integer column."""
+        ``int_keys``: the key column as numpy, when it is one integer column. ``in_key_order``: the
+        rows arrive in strictly increasing key order already."""
         pk = self.primary_key
-        if int_keys is not None:
+        if in_key_order:
+            chosen = arrival
+        elif int_keys is not None:
             keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
             by_key = np.argsort(keys, kind="stable")
             keep = _last_of_each_key(keys[by_key], pk)
+            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
         else:
             key_rows = rows.select(pk).take(arrival)
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
             keep = _last_of_each_key(key_rows.take(by_key), pk)
-        chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
-        return write_parquet(self.storage, rows.take(chosen), kind="delta", bucket=bucket, level=0, primary_key=pk)
+            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+        # the indices come from this batch's own sort: no bounds to check
+        return write_parquet(self.storage, pc.take(rows, pa.array(chosen), boundscheck=False), kind="delta",
+                             bucket=bucket, level=0, primary_key=pk)
+
+    def _map(self, fn, items: Sequence) -> list:
+        """``fn`` over ``items``, in order, in the writer threads: on a local disk (encoding is CPU
+        work) one group of items per core; on an object store, whose PUTs wait on the network, one
+        task per item in IO_THREADS threads."""
+        if self.storage.local_path("") is None:
+            return parallel_map(fn, items, pool=shared_pool(IO_THREADS))
+        threads = local_threads()
+        return map_in_groups(fn, items, shared_pool(threads), threads)
 
     def prepare_changes(self, changes: pa.Table, schema: pa.Schema) -> pa.Table:
         """Rows of ``schema``'s columns plus ``_op`` (int8, 0 upsert / 1 delete), in the order they
