@@ -157,3 +157,49 @@ def test_missing_bucket_is_a_storage_error_not_a_missing_file(s3_server):
         with pytest.raises(StorageError) as e:
             call()
         assert str(e.value).startswith("s3://no-such-bucket/t") and "NoSuchBucket" in str(e.value), str(e.value)
+
+
+def _fsynced_inodes(monkeypatch) -> set[int]:
+    """The inodes os.fsync is called on from now (the real fsync still runs)."""
+    import os
+    seen: set[int] = set()
+    real = os.fsync
+
+    def spy(fd):
+        seen.add(os.fstat(fd).st_ino)
+        return real(fd)
+    monkeypatch.setattr(os, "fsync", spy)
+    return seen
+
+
+def test_a_tables_data_files_and_log_entries_are_fsynced_before_the_commit(tmp_path, monkeypatch):
+    """A commit's log entry is fsynced, so the data files it names must be too: a version that survives a
+    power loss finds its files whole. Also each new bucket folder's entry in data/."""
+    import pyarrow as pa
+    from tidelake.table import Table
+    t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("v", pa.string())]), ["id"],
+                     {"write.bucket.num": "2"})
+    seen = _fsynced_inodes(monkeypatch)
+    t.upsert(pa.table({"id": [1, 2, 3, 4], "v": list("abcd")}))
+    data = list((tmp_path / "t" / "data").rglob("*.parquet"))
+    assert data and all(f.stat().st_ino in seen for f in data)
+    assert all(f.parent.stat().st_ino in seen for f in data)
+    assert (tmp_path / "t" / "data").stat().st_ino in seen
+    log = sorted((tmp_path / "t" / "_tidelake_log").glob("*.json"))[-1]
+    assert log.stat().st_ino in seen
+
+
+def test_fsync_false_is_a_local_option_that_skips_every_fsync_and_pickles(tmp_path, monkeypatch):
+    import pyarrow as pa
+    from tidelake.table import Table
+    s = open_storage(str(tmp_path / "t"), {"fsync": "false"})
+    assert pickle.loads(pickle.dumps(s)).options == {"fsync": "false"}
+    seen = _fsynced_inodes(monkeypatch)
+    t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]), ["id"],
+                     storage_options={"fsync": "false"})
+    t.upsert(pa.table({"id": [1, 2]}))
+    assert seen == set() and t.scan().num_rows == 2
+    with pytest.raises(ValueError, match="fsync='maybe'.*expected true or false"):
+        open_storage(str(tmp_path / "u"), {"fsync": "maybe"})
+    with pytest.raises(ValueError, match="a local disk takes only fsync"):
+        open_storage(str(tmp_path / "u"), {"region": "x"})

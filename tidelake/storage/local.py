@@ -2,7 +2,8 @@
 
 Written with the operating system's calls, not an object-store client, for two reasons: a whole-file
 write and a put-if-absent are fsynced (the temporary file, then its directory after the rename or
-link), so a commit survives a power loss; and pyarrow reads and writes Parquet on the real files
+link), and so is a data file pyarrow wrote (``written``), so a commit survives a power loss (unless
+opened with the storage option ``fsync=false``, for throwaway tables); and pyarrow reads and writes Parquet on the real files
 (``local_path``), which is faster than going through bytes in memory.
 """
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import uuid
 
-from tidelake.fsutil import fsync_dir
+from tidelake.fsutil import fsync_dir, fsync_file
 
 from .storage import FileInfo, Storage
 
@@ -18,9 +19,19 @@ TMP_PREFIX = ".tmp-"      # a write in progress (or abandoned by a killed proces
 
 
 class LocalStorage(Storage):
-    def __init__(self, root: str):
+    def __init__(self, root: str, *, fsync: bool = True):
         self.url = root
-        self.options = {}
+        self.fsync = fsync
+        self.options = {} if fsync else {"fsync": "false"}
+
+    def written(self, path: str) -> None:
+        if not self.fsync:
+            return
+        full = self.local_path(path)
+        fsync_file(full)
+        # its directory (the new name) and that directory's parent (a bucket folder may be new too)
+        fsync_dir(os.path.dirname(full))
+        fsync_dir(os.path.dirname(os.path.dirname(full)))
 
     def local_path(self, path: str) -> str:
         return os.path.join(self.url, path)
@@ -41,13 +52,15 @@ class LocalStorage(Storage):
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if self.fsync:
+                os.fsync(fh.fileno())
         return d, tmp
 
     def write(self, path: str, data: bytes) -> None:
         d, tmp = self._staged(path, data)
         os.replace(tmp, self.local_path(path))   # atomic: the old or the new file, whole
-        fsync_dir(d)
+        if self.fsync:
+            fsync_dir(d)
 
     def create(self, path: str, data: bytes) -> bool:
         d, tmp = self._staged(path, data)
@@ -59,7 +72,8 @@ class LocalStorage(Storage):
         finally:
             os.unlink(tmp)
         if won:
-            fsync_dir(d)
+            if self.fsync:
+                fsync_dir(d)
             return True
         try:
             return self.read(path) == bytes(data)   # the interface's rule for a retried create (see Storage)

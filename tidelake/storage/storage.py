@@ -65,6 +65,10 @@ class Storage:
         a file was removed (an object store cannot tell: True)."""
         raise NotImplementedError
 
+    def written(self, path: str) -> None:
+        """A file just written through ``local_path`` (by pyarrow) is made as durable as ``write``
+        makes its files, before a commit names it. An object store's PUT already is: nothing to do."""
+
     def local_path(self, path: str) -> str | None:
         """The file's path on a local disk, for readers and writers that are faster on a real file
         (pyarrow's Parquet I/O); None on an object store or in memory."""
@@ -95,7 +99,9 @@ def _scheme(url: str) -> str:
 def open_storage(url: "str | Storage", options: Mapping[str, str] | None = None) -> Storage:
     """The storage at ``url``:
 
-    - a bare path or ``file://``: files on a local disk (``LocalStorage``);
+    - a bare path or ``file://``: files on a local disk (``LocalStorage``); option ``fsync`` (default
+      true; false keeps written files in the page cache only, as object_store's local store does by
+      default: a power loss can then lose committed versions);
     - ``s3://bucket[/prefix]``: S3 or an S3-compatible server; ``options`` (endpoint, region,
       access_key_id, secret_access_key, session_token, allow_http) win over AWS's environment
       variables (AWS_ENDPOINT_URL, AWS_REGION / AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, ...);
@@ -108,9 +114,13 @@ def open_storage(url: "str | Storage", options: Mapping[str, str] | None = None)
     scheme = _scheme(url)
     if scheme in ("", "file"):
         from .local import LocalStorage
+        fsync = options.pop("fsync", "true").lower()
         if options:
-            raise ValueError(f"storage options {sorted(options)} given for the local path {url!r} (they are for s3://)")
-        return LocalStorage(os.path.abspath(urlparse(url).path if scheme == "file" else url))
+            raise ValueError(f"storage options {sorted(options)} given for the local path {url!r} (a local disk "
+                             "takes only fsync; the others are for s3://)")
+        if fsync not in ("true", "false"):
+            raise ValueError(f"storage option fsync={fsync!r} for {url!r}: expected true or false")
+        return LocalStorage(os.path.abspath(urlparse(url).path if scheme == "file" else url), fsync=fsync == "true")
     from .objects import memory_storage, s3_storage
     if scheme == "s3":
         return s3_storage(url, options)

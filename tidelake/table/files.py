@@ -355,6 +355,7 @@ def write_parquet(storage: Storage, table: pa.Table, *, kind: str, bucket: int, 
         os.makedirs(os.path.dirname(full), exist_ok=True)
         pq.write_table(table, full, **options)
         size = os.path.getsize(full)
+        storage.written(rel)   # durable before the commit that names it
     else:                  # an object store: the file in memory, then one PUT
         out = pa.BufferOutputStream()
         pq.write_table(table, out, **options)
