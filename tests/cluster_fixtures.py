@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.metadata import MetadataRequest
+from kafka.protocol.metadata import FindCoordinatorRequest, MetadataRequest
 
 from tidelake.cluster.local_cluster import BrokerProcess, LocalCluster
 from tidelake.log import LogConfig, PartitionLog
@@ -135,3 +135,14 @@ def replica_batches(cluster, broker_id: int, topic: str, partition: int) -> list
                 for h, data in plog.iter_batches(0)]
     finally:
         plog.close()
+
+
+def find_coordinator(cluster, key_type: int, key: str, timeout_s: float = 60) -> int:
+    """The coordinator's broker id for a group (key type 0) or a transactional id (1), asked until one is
+    named (the first FindCoordinator creates the internal topic)."""
+    def ask():
+        with WireClient("127.0.0.1", next(b for b in cluster.brokers.values() if b.alive()).port) as c:
+            r = c.request(FindCoordinatorRequest(key_type=key_type, coordinator_keys=[key]), 4)
+        (coordinator,) = r.coordinators
+        return coordinator.node_id if coordinator.error_code == 0 else None
+    return wait_until(f"a coordinator for {key}", ask, timeout_s)

@@ -162,10 +162,13 @@ def _duplicate_walkthrough(k: Cluster, topic: str, batch_for) -> list[bytes]:
     finally:
         k.c.signal_broker(3, signal.SIGCONT)
     wait_until(f"follower 2 to lead {topic}-0", lambda: k.state(topic)["leader"] == 2, 60)
-    # the producer saw no answer: it retries at the new leader
+    # the producer saw no answer: it retries at the new leader (again while that one has not yet been told
+    # it leads: NOT_LEADER_OR_FOLLOWER appends nothing, and a producer retries it)
     with WireClient("127.0.0.1", k.port(2)) as c:
-        code, _ = partition_result(c.request(produce_request(topic, batch, acks=-1), PRODUCE_VERSION))
-    assert code == errors.NONE
+        code = wait_until("the new leader to answer the retried batch", lambda: (
+            (code := partition_result(c.request(produce_request(topic, batch, acks=-1), PRODUCE_VERSION))[0])
+            != errors.NotLeaderOrFollower.code and [code]), 30)[0]
+    assert code == errors.NONE, code
     k.c.stop_broker(2)
     return k.values(2, topic)
 

@@ -72,6 +72,7 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     5: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # StopReplica
     6: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # UpdateMetadata
     7: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # ControlledShutdown
+    27: lambda r, v: [(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)],  # WriteTxnMarkers (a coordinator to leaders)
     8: lambda r, v: [(O.READ, GROUP, r.group_id)],  # OffsetCommit
     9: lambda r, v: [] if v >= 8 else [(O.DESCRIBE, GROUP, r.group_id)],  # OffsetFetch (v8+: per group, below)
     10: lambda r, v: [(O.DESCRIBE, TXN if (r.key_type if v >= 1 else 0) == 1 else GROUP, k)

@@ -188,6 +188,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("transaction.state.log.num.partitions", 50, TYPE_INT, "partitions of __transaction_state", read_only=True),
     _d("transaction.state.log.replication.factor", 1, TYPE_SHORT, "replication of __transaction_state",
        read_only=True),
+    _d("transaction.state.log.min.isr", 2, TYPE_INT, "min.insync.replicas of __transaction_state (at most its "
+       "replication factor)", read_only=True),
     _d("transaction.max.timeout.ms", 900000, TYPE_INT, "largest transaction.timeout.ms allowed"),
     _d("transactional.id.expiration.ms", 604800000, TYPE_INT, "transactional id expiry"),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, TYPE_INT, "txn timeout check period"),
@@ -366,7 +368,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "ssl.protocol", "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
     "ssl.truststore.certificates", "ssl.truststore.type", "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.remove.expired.transaction.cleanup.interval.ms",
-    "transaction.state.log.load.buffer.size", "transaction.state.log.min.isr",
+    "transaction.state.log.load.buffer.size",
     "transaction.state.log.segment.bytes", "unstable.api.versions.enable", "unstable.feature.versions.enable",
     "zookeeper.clientCnxnSocket", "zookeeper.max.in.flight.requests",
     "zookeeper.metadata.migration.enable", "zookeeper.metadata.migration.min.batch.size",

@@ -20,6 +20,7 @@ from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import LogManager
 from tidelake.observability.broker_stats import BrokerStats
 from tidelake.protocol.framing import RequestHeader
@@ -86,6 +87,34 @@ class BrokerContext:
             except errors.KafkaApiError:
                 raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of group {group_id} "
                                             f"({OFFSETS_TOPIC}-{partition})") from None
+
+    def check_transaction_coordinator(self, transactional_id: str) -> None:
+        """In a cluster, this broker coordinates a transactional id only while it leads the id's
+        ``__transaction_state`` partition (and has loaded it): otherwise NotCoordinator."""
+        if self.cluster is None:
+            return
+        partition = self.transactions.partition_for(transactional_id)
+        if partition not in self.transactions.partition_epochs:
+            raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of transactional id "
+                                        f"{transactional_id} ({TRANSACTION_STATE_TOPIC}-{partition})")
+
+    async def transaction_state_replicated(self, transactional_id: str) -> None:
+        """In a cluster, wait until the in-sync replicas of the id's ``__transaction_state`` partition have
+        everything written to it so far (acks=all for the coordinator's writes). Raises NotCoordinator
+        (leadership lost) or CoordinatorNotAvailable (too few replicas, timeout), Kafka's mapping."""
+        if self.cluster is None:
+            return
+        partition = self.transactions.partition_for(transactional_id)
+        plog = self.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        if plog is None:
+            raise errors.NotCoordinator(f"no {TRANSACTION_STATE_TOPIC}-{partition} here")
+        code = await self.cluster.wait_for_acks(TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
+                                                self.config.get_int("request.timeout.ms", 30000))
+        if code == errors.NotLeaderOrFollower.code:
+            raise errors.NotCoordinator(f"broker {self.node_id} lost {TRANSACTION_STATE_TOPIC}-{partition}")
+        if code:
+            raise errors.CoordinatorNotAvailable(f"{TRANSACTION_STATE_TOPIC}-{partition} write not replicated "
+                                                 f"(error {code})")
 
     def missing_log_code(self, topic: str | None, partition: int) -> int:
         """The error for a partition with no log here: in a cluster, one hosted by other brokers is

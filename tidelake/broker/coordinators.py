@@ -9,6 +9,11 @@ are their only outputs, and the replay of their state at start.
 
 Both coordinators count the ``__consumer_offsets`` partitions the same way: the existing topic's
 partition count, else ``offsets.topic.num.partitions``.
+
+In a cluster both coordinators follow the leadership of their internal topics' partitions
+(``coordinator_leadership``): the leader of a partition loads its groups / transactions, a former
+leader forgets them. Transaction-state appends are leader-only (a deposed coordinator gets
+NOT_COORDINATOR) and markers go to the partitions' leaders through the cluster's WriteTxnMarkers sender.
 """
 from __future__ import annotations
 
@@ -17,13 +22,14 @@ import logging
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
+from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import OffsetRecord, TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.coordinator.txn_offsets import resolve_transactional_records
-from tidelake.errors import TopicAlreadyExists, UnknownTopicOrPartition
+from tidelake.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists, UnknownTopicOrPartition
 from tidelake.log import LogManager
 from tidelake.protocol.records import Record, build_batch, decode_records
 
@@ -83,15 +89,32 @@ def load_groups(groups: GroupCoordinator, topics: TopicManager, logs: LogManager
     log.info("group coordinator loaded %d __consumer_offsets records: %d groups", n, len(groups.known_group_ids()))
 
 
-def offsets_leadership(groups: GroupCoordinator, logs: LogManager, clock_ms):
+def transaction_state_configs(config: BrokerConfig) -> dict[str, str]:
+    """``__transaction_state``'s topic configs: compacted, min.insync.replicas from
+    ``transaction.state.log.min.isr`` (Kafka's default 2), never above the replication factor, so a
+    smaller cluster still acknowledges its writes."""
+    rf = config.get_int("transaction.state.log.replication.factor", 1)
+    min_isr = max(1, min(config.get_int("transaction.state.log.min.isr", 2), rf))
+    return {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
+
+
+def coordinator_leadership(groups: GroupCoordinator, transactions: TransactionCoordinator, logs: LogManager,
+                           cluster: ClusterMember, clock_ms):
     """In a cluster, the hook run when this broker becomes or stops being the leader of a partition:
-    for ``__consumer_offsets`` the groups hashed to it are loaded from its log (this broker now
-    coordinates them) or forgotten (another broker does)."""
+    for ``__consumer_offsets`` the groups hashed to it (and the offsets of transactions still open in
+    it) are loaded from its log or forgotten; for ``__transaction_state`` the transactional ids hashed
+    to it, with its leader epoch as the coordinator epoch, and transactions found in Prepare* are
+    completed (their markers sent), as Kafka's coordinator does on load."""
     def changed(topic: str, partition: int, leader: bool) -> None:
-        if topic != OFFSETS_TOPIC:
-            return
+        if topic == OFFSETS_TOPIC:
+            offsets_changed(partition, leader)
+        elif topic == TRANSACTION_STATE_TOPIC:
+            transactions_changed(partition, leader)
+
+    def offsets_changed(partition: int, leader: bool) -> None:
         if not leader:
             gone = groups.unload_partition(partition)
+            transactions.unload_pending_offsets(partition)
             if gone:
                 log.info("no longer coordinating %d group(s) of %s-%d", len(gone), OFFSETS_TOPIC, partition)
             return
@@ -99,17 +122,55 @@ def offsets_leadership(groups: GroupCoordinator, logs: LogManager, clock_ms):
         if plog is None:
             return
         groups.unload_partition(partition)
-        records, _open = resolve_transactional_records(plog.iter_batches(0))
+        transactions.unload_pending_offsets(partition)
+        records, open_transactions = resolve_transactional_records(plog.iter_batches(0))
         n = groups.load(records, clock_ms(), partition=partition)
+        transactions.load_pending_offsets(partition, open_transactions)
         log.info("coordinating the groups of %s-%d (%d records loaded)", OFFSETS_TOPIC, partition, n)
+
+    def transactions_changed(partition: int, leader: bool) -> None:
+        if not leader:
+            gone = transactions.unload_partition(partition)
+            if gone:
+                log.info("no longer coordinating %d transactional id(s) of %s-%d", len(gone),
+                         TRANSACTION_STATE_TOPIC, partition)
+            return
+        plog = logs.get(TRANSACTION_STATE_TOPIC, partition)
+        if plog is None:
+            return
+        epoch = cluster.check_leader(TRANSACTION_STATE_TOPIC, partition)
+        n = transactions.load_partition(partition, epoch, _state_records(plog))
+        log.info("coordinating the transactions of %s-%d in coordinator epoch %d (%d records loaded)",
+                 TRANSACTION_STATE_TOPIC, partition, epoch, n)
+        prepared = transactions.prepared_ids(partition)
+        if prepared:
+            log.info("completing the transactions found in Prepare* in %s-%d: %s", TRANSACTION_STATE_TOPIC,
+                     partition, prepared)
+            transactions.complete_prepared()
     return changed
 
 
+def _state_records(plog) -> list[tuple[bytes, bytes | None]]:
+    records = []
+    for header, data in plog.iter_batches(0):
+        if not header.is_control:
+            records.extend((r.key, r.value) for r in decode_records(data, 0, header))
+    return records
+
+
 def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
-                                  groups: GroupCoordinator, allocate_producer_id) -> TransactionCoordinator:
+                                  groups: GroupCoordinator, allocate_producer_id,
+                                  cluster: ClusterMember | None = None) -> TransactionCoordinator:
     state_partitions = config.get_int("transaction.state.log.num.partitions", 50)
 
     def write_state(partition: int, key: bytes, value: bytes | None) -> None:
+        if cluster is not None:  # the leader of the partition appends (created by FindCoordinator)
+            now = partitions.clock_ms()
+            try:
+                partitions.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
+            except (NotLeaderOrFollower, UnknownTopicOrPartition):
+                raise NotCoordinator(f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{partition}") from None
+            return
         if topics.get(TRANSACTION_STATE_TOPIC) is None:
             try:
                 topics.create(TRANSACTION_STATE_TOPIC, state_partitions, INTERNAL_TOPIC_CONFIGS, internal=True)
@@ -138,12 +199,23 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
         for key, value in records:
             groups.offsets.apply_record(key, value)
 
-    return TransactionCoordinator(
+    def send_markers(transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, tps: list[tuple[str, int]], done) -> None:
+        """In a cluster: WriteTxnMarkers to the partitions' leaders, given up once this coordinator no
+        longer owns the id's partition in that epoch."""
+        state_partition = coordinator.partition_for(transactional_id)
+        cluster.txn_markers.send(
+            producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
+            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
+
+    coordinator = TransactionCoordinator(
         write_state=write_state, write_markers=write_markers, write_offsets=write_offsets,
+        send_markers=send_markers if cluster is not None else None,
         apply_offsets=apply_offsets, allocate_producer_id=allocate_producer_id, clock_ms=partitions.clock_ms,
         max_timeout_ms=config.get_int("transaction.max.timeout.ms", 900000),
         num_partitions=state_partitions, offsets_partitions=groups.config.offsets_partitions,
         id_expiration_ms=config.get_int("transactional.id.expiration.ms", 604800000))
+    return coordinator
 
 
 def load_transactions(transactions: TransactionCoordinator, logs: LogManager) -> None:

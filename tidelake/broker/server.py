@@ -22,7 +22,7 @@ from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
-                                          load_transactions, offsets_leadership)
+                                          coordinator_leadership, load_transactions)
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.fetch_session import FetchSessionCache
@@ -112,11 +112,11 @@ class Broker:
             groups=groups,
             transactions=build_transaction_coordinator(
                 config, topics, partitions, groups,
-                cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id),
+                cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster),
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster)
         if cluster is not None:
             partitions.cluster = cluster
-            cluster.on_leadership = offsets_leadership(groups, logs, wall_ms)
+            cluster.on_leadership = coordinator_leadership(groups, self.context.transactions, logs, cluster, wall_ms)
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
         self.connections: set[KafkaTransport] = set()

@@ -43,7 +43,11 @@ class ControllerChannels:
         ch = self._channels.pop(broker_id, None)
         if ch is not None:
             ch.close()
-        self._queues.pop(broker_id, None)
+        q = self._queues.pop(broker_id, None)
+        if q is not None:
+            # Python 3.11's asyncio.wait_for can swallow a cancellation that races with the response: the
+            # sender then finds this end mark (and no channel) instead of waiting on its queue for ever
+            q.put_nowait(None)
 
     def send(self, broker_id: int, message: Any, version: int) -> None:
         q = self._queues.get(broker_id)
@@ -53,8 +57,11 @@ class ControllerChannels:
     async def _send_loop(self, broker_id: int) -> None:
         q, ch = self._queues[broker_id], self._channels[broker_id]
         while True:
-            message, version = await q.get()
-            while True:
+            item = await q.get()
+            if item is None:
+                return
+            message, version = item
+            while self._channels.get(broker_id) is ch:  # retried until the broker leaves
                 try:
                     response = await ch.request(message, version)
                     code = response.error_code  # LeaderAndIsr, UpdateMetadata and StopReplica all have one

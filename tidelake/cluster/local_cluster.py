@@ -63,8 +63,9 @@ class LocalCluster:
                  metrics: bool = False, host: str = "127.0.0.1",
                  namespaces: dict[int, tuple[str, str]] | None = None):
         self.root = Path(root)
-        # Kafka's default of 3 replicas for the offsets topic, within what the cluster has
-        self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)), **(configs or {})}
+        # Kafka's default of 3 replicas for the internal topics, within what the cluster has
+        self.configs = {"offsets.topic.replication.factor": str(min(3, brokers)),
+                        "transaction.state.log.replication.factor": str(min(3, brokers)), **(configs or {})}
         self.log_level = log_level
         self.zookeeper = ZooKeeperServer(self.root / "zookeeper", zookeeper_port, host=host)
         self.brokers: dict[int, BrokerProcess] = {}

@@ -28,6 +28,8 @@ from tidelake.cluster.replica_manager import ReplicaManager
 from tidelake.cluster.requests import (leader_and_isr_topics, stop_replica_partitions, update_metadata_brokers,
                                        update_metadata_topics)
 from tidelake.cluster.settings import ClusterSettings, ClusterTopic, TopicTable
+from tidelake.cluster.txn_markers import TxnMarkerSender
+from tidelake.cluster.txn_verification import TxnVerifier
 from tidelake.cluster.znodes import BrokerEndpoint, BrokerRegistration, TopicAssignment
 from tidelake.cluster.zk_store import ClusterStore, new_topic_id
 from tidelake.log import LogConfig, LogManager, PartitionLog
@@ -74,6 +76,10 @@ class ClusterMember:
                                      rebalance_interval_s=settings.leader_imbalance_check_interval_s,
                                      imbalance_percentage=settings.leader_imbalance_per_broker_percentage)
         self.fetchers: ReplicaFetchers | None = None
+        # the transaction coordinator's WriteTxnMarkers to partition leaders
+        self.txn_markers = TxnMarkerSender(broker_id, self.cache, lambda: self.inter_broker_listener)
+        # a partition leader's KIP-890 check of a transactional Produce, at the transaction's coordinator
+        self.txn_verifier = TxnVerifier(broker_id, self.cache, lambda: self.inter_broker_listener)
         # the broker's hook: this broker became (True) or stopped being (False) a partition's leader
         self.on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
         self.replicas.on_role = lambda topic, partition, leader: self.on_leadership(topic, partition, leader)
@@ -167,6 +173,8 @@ class ClusterMember:
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
         self._tasks = []
+        await self.txn_markers.close()
+        self.txn_verifier.close()
         await self.controller.stop()
         if self.fetchers is not None:
             await self.fetchers.close()

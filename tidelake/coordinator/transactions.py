@@ -12,10 +12,17 @@ States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x an
     Empty/Complete* --InitProducerId--> Empty (epoch + 1)
 
 COMMIT/ABORT control markers are written to every partition of the transaction (including the
-``__consumer_offsets`` partition of a group added by AddOffsetsToTxn) through ``write_markers``.
-This broker is a single node, so markers are written synchronously before EndTxn answers; a
-failure leaves the transaction in Prepare* and ``complete_prepared()`` (called by the periodic
-check and after a reload) finishes it — the same recovery as after a crash.
+``__consumer_offsets`` partition of a group added by AddOffsetsToTxn). On a single node they are
+written synchronously through ``write_markers`` before EndTxn answers. In a cluster the partitions
+are led by other brokers: ``send_markers`` hands them to a sender (WriteTxnMarkers to each leader)
+and calls back when all are written; EndTxn answers once Prepare* is written, the transaction stays
+in Prepare* meanwhile (a new AddPartitions gets CONCURRENT_TRANSACTIONS, as in Kafka) and becomes
+Complete* in the callback. A failure leaves the transaction in Prepare* and ``complete_prepared()``
+(called by the periodic check and after a reload) finishes it — the same recovery as after a crash.
+
+In a cluster a coordinator owns only the ``__transaction_state`` partitions its broker leads:
+``load_partition`` / ``unload_partition`` follow the leadership, and the partition's leader epoch
+is the coordinator epoch its markers carry (partition leaders fence older coordinators with it).
 
 Transactional offset commits (TxnOffsetCommit, KIP-98/447) go through the coordinator too: it
 checks the group was added to the transaction, writes the records as a transactional batch to the
@@ -58,6 +65,13 @@ class MarkerWriter(Protocol):
     def __call__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                  partitions: list[TopicPartition]) -> None:
         """Append a COMMIT/ABORT control batch to each partition (raise on failure; re-tried)."""
+
+
+class MarkerSender(Protocol):
+    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                 coordinator_epoch: int, partitions: list[TopicPartition], done: Callable[[bool], None]) -> None:
+        """Start writing a COMMIT/ABORT marker to each partition (on their leaders); call
+        ``done(True)`` once all are written, ``done(False)`` if the sender gave up."""
 
 
 class OffsetsWriter(Protocol):
@@ -103,15 +117,20 @@ class TransactionMetadata:
 
 
 class TransactionCoordinator:
-    """Kafka's transaction coordinator for a single node (it owns every ``__transaction_state`` partition)."""
+    """Kafka's transaction coordinator: of every ``__transaction_state`` partition on a single node, of the
+    partitions loaded with ``load_partition`` in a cluster."""
 
     def __init__(self, *, write_state: StateWriter, write_markers: MarkerWriter,
                  allocate_producer_id: Callable[[], int], clock_ms: Callable[[], int],
                  max_timeout_ms: int = 900_000, num_partitions: int = 50, offsets_partitions: int = 50,
                  id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0,
-                 write_offsets: OffsetsWriter | None = None, apply_offsets: OffsetsApplier | None = None):
+                 write_offsets: OffsetsWriter | None = None, apply_offsets: OffsetsApplier | None = None,
+                 send_markers: MarkerSender | None = None):
         self._write_state = write_state
         self._write_markers = write_markers
+        self._send_markers = send_markers  # a cluster's: markers on other brokers, completed later
+        self._completing: set[str] = set()  # transactional ids whose markers are being sent
+        self.partition_epochs: dict[int, int] = {}  # in a cluster: owned partition -> coordinator epoch
         self._write_offsets = write_offsets  # TxnOffsetCommit needs both (a coordinator without
         self._apply_offsets = apply_offsets  # them serves everything else)
         self.pending_offsets = PendingTxnOffsets()
@@ -134,6 +153,29 @@ class TransactionCoordinator:
 
     def offsets_partition_for(self, group_id: str) -> TopicPartition:
         return OFFSETS_TOPIC, partition_for(group_id, self.offsets_partitions)
+
+    def coordinator_epoch_for(self, transactional_id: str) -> int:
+        return self.partition_epochs.get(self.partition_for(transactional_id), self.coordinator_epoch)
+
+    def load_partition(self, partition: int, coordinator_epoch: int,
+                       records: Iterable[tuple[bytes, bytes | None]]) -> int:
+        """In a cluster: this coordinator now owns ``__transaction_state``-``partition`` (its broker
+        became the leader in ``coordinator_epoch``): replay its records. Call ``complete_prepared()``
+        afterwards. Returns the number of records applied."""
+        self.unload_partition(partition)
+        self.partition_epochs[partition] = coordinator_epoch
+        return self.load((k, v) for k, v in records
+                         if k is not None and self.partition_for(decode_key(k)) == partition)
+
+    def unload_partition(self, partition: int) -> list[str]:
+        """In a cluster: another broker coordinates ``partition`` now; forget its transactions (a
+        marker send still running for one of them ends without writing Complete*)."""
+        self.partition_epochs.pop(partition, None)
+        gone = [t for t in self.transactions if self.partition_for(t) == partition]
+        for t in gone:
+            del self.transactions[t]
+            self._completing.discard(t)
+        return gone
 
     def _persist(self, new: TransactionMetadata) -> None:
         """Write the new state, then make it the in-memory state (write-ahead)."""
@@ -318,6 +360,14 @@ class TransactionCoordinator:
         """TxnOffsetCommit: write the group's offset records into the open transaction; they stay
         pending (invisible to OffsetFetch) until the COMMIT marker, and are dropped on ABORT."""
         self.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
+        self.write_txn_offsets(producer_id, producer_epoch, group_id, records)
+
+    def write_txn_offsets(self, producer_id: int, producer_epoch: int, group_id: str,
+                          records: list[OffsetRecord]) -> None:
+        """The group coordinator's half of TxnOffsetCommit: the transactional batch and the pending
+        offsets. In a cluster the group's coordinator may not be the transaction's, so it does not
+        check the transaction (Kafka's does not either): the log fences a stale producer epoch and the
+        marker that WriteTxnMarkers brings settles the offsets (``complete_offsets``)."""
         if not records:
             return
         if self._write_offsets is None:
@@ -325,6 +375,11 @@ class TransactionCoordinator:
         _, partition = self.offsets_partition_for(group_id)
         self._write_offsets(partition, producer_id, producer_epoch, records)
         self.pending_offsets.add(producer_id, partition, group_id, records)
+
+    def unload_pending_offsets(self, partition: int) -> None:
+        """In a cluster: another broker coordinates the groups of ``__consumer_offsets``-``partition``."""
+        for key in [k for k in self.pending_offsets.pending if k[1] == partition]:
+            del self.pending_offsets.pending[key]
 
     def load_pending_offsets(self, partition: int, open_transactions: dict[int, list[OffsetRecord]]) -> None:
         """At load: offset records of transactions still open in ``__consumer_offsets``-``partition``
@@ -336,6 +391,10 @@ class TransactionCoordinator:
         """Whether an open transaction holds an offset for the group's topic-partition (OffsetFetch
         with require_stable answers UNSTABLE_OFFSET_COMMIT then)."""
         return self.pending_offsets.has_pending(group_id, topic, partition)
+
+    def complete_offsets(self, producer_id: int, partition: int, commit: bool) -> None:
+        """A marker was written to ``__consumer_offsets``-``partition`` (WriteTxnMarkers, in a cluster)."""
+        self._complete_offsets(producer_id, [(OFFSETS_TOPIC, partition)], commit)
 
     def _complete_offsets(self, producer_id: int, partitions: Iterable[TopicPartition], commit: bool) -> None:
         """The markers are written: apply (commit) or drop (abort) the transaction's pending offsets."""
@@ -371,23 +430,54 @@ class TransactionCoordinator:
             f"{transactional_id}: cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
 
     def _complete(self, meta: TransactionMetadata) -> bool:
-        """Write the markers of a Prepare* transaction, then persist Complete*. False if markers failed."""
+        """Write the markers of a Prepare* transaction, then persist Complete*. False if markers failed
+        or (in a cluster) are still being sent."""
         commit = meta.state == TxnStatus.PREPARE_COMMIT
+        if self._send_markers is not None and meta.partitions:
+            txn_id = meta.transactional_id
+            if txn_id not in self._completing:
+                self._completing.add(txn_id)
+                self._send_markers(txn_id, meta.producer_id, meta.producer_epoch, commit,
+                                   self.coordinator_epoch_for(txn_id), sorted(meta.partitions),
+                                   lambda ok: self._markers_sent(meta, ok))
+            return self.transactions.get(txn_id) is not meta  # completed at once (a synchronous sender)
         try:
             if meta.partitions:
-                self._write_markers(meta.producer_id, meta.producer_epoch, commit, self.coordinator_epoch,
-                                    sorted(meta.partitions))
+                self._write_markers(meta.producer_id, meta.producer_epoch, commit,
+                                    self.coordinator_epoch_for(meta.transactional_id), sorted(meta.partitions))
         except Exception:  # noqa: BLE001 - stays in Prepare*; complete_prepared() retries
             log.exception("writing %s markers for %s failed; will retry",
                           "COMMIT" if commit else "ABORT", meta.transactional_id)
             return False
         self._complete_offsets(meta.producer_id, meta.partitions, commit)
+        self._persist_completion(meta)
+        return True
+
+    def _markers_sent(self, meta: TransactionMetadata, ok: bool) -> None:
+        """The cluster's marker sender is done with ``meta``: persist Complete* unless the transaction
+        changed or moved meanwhile (the pending offsets were settled by the group coordinators that
+        received the markers)."""
+        txn_id = meta.transactional_id
+        self._completing.discard(txn_id)
+        if not ok or self.transactions.get(txn_id) is not meta:
+            return  # stays Prepare*: complete_prepared() (or the next coordinator) sends again
+        try:
+            self._persist_completion(meta)
+        except Exception as e:  # noqa: BLE001 - e.g. no longer the leader: the new coordinator completes it
+            log.info("transaction %s: markers written, Complete* not persisted (%s)", txn_id, e)
+
+    def _persist_completion(self, meta: TransactionMetadata) -> None:
+        commit = meta.state == TxnStatus.PREPARE_COMMIT
         done = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
                                    TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
                                    meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
         self._persist(done)
         self.counts["committed" if commit else "aborted"] += 1
-        return True
+
+    def prepared_ids(self, partition: int) -> list[str]:
+        """Transactional ids of ``partition`` in PrepareCommit/PrepareAbort (markers still to write)."""
+        return sorted(t for t, m in self.transactions.items() if self.partition_for(t) == partition
+                      and m.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT))
 
     def complete_prepared(self) -> list[str]:
         """Finish every transaction in PrepareCommit/PrepareAbort (after a reload or a failed marker write)."""

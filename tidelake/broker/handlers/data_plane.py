@@ -22,6 +22,7 @@ from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import error_code, per_partition
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.broker.registry import api
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
 from tidelake.protocol.framing import FramingError
@@ -43,12 +44,26 @@ WRITE, READ, TOPIC, TRANSACTIONAL_ID = Operation.WRITE, Operation.READ, Resource
 # ------------------------------------------------------------------------------------------------
 # Produce
 # ------------------------------------------------------------------------------------------------
-def _verify_transaction(broker: BrokerContext, transactional_id: str, topic: str, partition: int, records) -> None:
+async def _verify_transaction(broker: BrokerContext, transactional_id: str, topic: str, partition: int, records,
+                              plog) -> None:
     """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
-    transaction; the leader asks the transaction coordinator (Kafka 3.9 answers INVALID_TXN_STATE)."""
+    transaction; the leader asks the transaction coordinator (Kafka 3.9 answers INVALID_TXN_STATE). In a
+    cluster the coordinator may be another broker, asked (AddPartitionsToTxn verify_only) only for the
+    batch that starts the transaction here, as Kafka's leader does."""
     h = parse_header(records, 0)
-    if h.is_transactional:
-        broker.transactions.verify_produce(transactional_id, h.producer_id, h.producer_epoch, (topic, partition))
+    if not h.is_transactional:
+        return
+    transactions = broker.transactions
+    state_partition = transactions.partition_for(transactional_id)
+    if broker.cluster is None or state_partition in transactions.partition_epochs:
+        transactions.verify_produce(transactional_id, h.producer_id, h.producer_epoch, (topic, partition))
+        return
+    entry = plog.producer_state.producers.get(h.producer_id)
+    if entry is not None and entry.epoch == h.producer_epoch and entry.current_txn_first_offset is not None:
+        return  # this transaction already began here, verified then
+    await broker.cluster.txn_verifier.verify(TRANSACTION_STATE_TOPIC, state_partition, transactional_id,
+                                             h.producer_id, h.producer_epoch, topic, partition)
+    broker.cluster.check_leader(topic, partition)  # still the leader after the wait
 
 
 @api(ProduceRequest, ProduceResponse, 3, 13)
@@ -123,7 +138,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                 if records is None or not len(records):
                     raise errors.InvalidRequest("produce request without records")
                 if transactional_id is not None:
-                    _verify_transaction(broker, transactional_id, name, index, records)
+                    await _verify_transaction(broker, transactional_id, name, index, records, plog)
                 result = plog.append(records, now_ms=now, leader_epoch=leader_epoch)
             except errors.InvalidRecord as e:
                 parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))

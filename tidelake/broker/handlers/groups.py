@@ -4,7 +4,7 @@ DescribeGroups, DeleteGroups, and KIP-848's ConsumerGroupHeartbeat / ConsumerGro
 
 This module only translates between wire messages and ``tidelake.coordinator.group_coordinator.GroupCoordinator``
 (state machines, no sockets). Single node: this broker is the coordinator of every group and every
-transactional id.
+transactional id; in a cluster, the leader of the key's internal-topic partition is.
 """
 from __future__ import annotations
 
@@ -22,13 +22,14 @@ from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorRespo
 from tidelake import errors
 from tidelake.broker.authorization import Check
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
+from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
 from tidelake.broker.handlers.common import authorized_operations
 from tidelake.broker.registry import api
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
@@ -39,7 +40,7 @@ log = logging.getLogger("tidelake.broker.groups")
 
 
 # ---------------------------------------------------------------------------------------------
-# FindCoordinator: key type 0 (group) and 1 (transaction); always this broker
+# FindCoordinator: key type 0 (group) and 1 (transaction)
 # ---------------------------------------------------------------------------------------------
 @api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
 async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
@@ -68,15 +69,21 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
 
 async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_type: int, key: str) -> tuple:
     """In a cluster a group's coordinator is the leader of its __consumer_offsets partition (created
-    with offsets.topic.replication.factor replicas on first use). Transactions are not yet coordinated
-    in a cluster: COORDINATOR_NOT_AVAILABLE."""
-    if key_type != GROUP_KEY:
-        return key, -1, "", -1, errors.CoordinatorNotAvailable.code
+    with offsets.topic.replication.factor replicas on first use), a transactional id's the leader of its
+    __transaction_state partition (transaction.state.log.replication.factor replicas, min.insync.replicas
+    from transaction.state.log.min.isr)."""
+    if key_type == GROUP_KEY:
+        topic, partitions, configs = OFFSETS_TOPIC, broker.groups.config.offsets_partitions, INTERNAL_TOPIC_CONFIGS
+        rf = broker.config.get_int("offsets.topic.replication.factor", 1)
+        partition = broker.groups.partition_for(key)
+    else:
+        topic, partitions = TRANSACTION_STATE_TOPIC, broker.transactions.num_partitions
+        configs = transaction_state_configs(broker.config)
+        rf = broker.config.get_int("transaction.state.log.replication.factor", 1)
+        partition = broker.transactions.partition_for(key)
     try:
-        leader = await broker.cluster.internal_topic_leader(
-            OFFSETS_TOPIC, broker.groups.config.offsets_partitions,
-            broker.config.get_int("offsets.topic.replication.factor", 1), INTERNAL_TOPIC_CONFIGS,
-            broker.groups.partition_for(key), ctx.session.listener)
+        leader = await broker.cluster.internal_topic_leader(topic, partitions, rf, configs, partition,
+                                                            ctx.session.listener)
     except errors.KafkaApiError as e:
         return key, -1, "", -1, e.code
     return key, leader.broker_id, leader.host, leader.port, 0

@@ -1,12 +1,18 @@
 """Transaction APIs: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
-DescribeTransactions, ListTransactions. FindCoordinator (key type 1) is served with the group APIs.
+DescribeTransactions, ListTransactions, and the inter-broker WriteTxnMarkers. FindCoordinator (key
+type 1) is served with the group APIs.
 
 This module translates between wire messages and ``tidelake.coordinator.transactions
 .TransactionCoordinator`` (a state machine; the broker gives it its outputs, see
-``tidelake.broker.coordinators``).
+``tidelake.broker.coordinators``). In a cluster a transactional id's requests are served only by the
+leader of its ``__transaction_state`` partition (NOT_COORDINATOR elsewhere), each answered once the
+state record is on the in-sync replicas; TxnOffsetCommit is served by the group's coordinator (which
+asks the transaction's coordinator whether the group is in the transaction when that is another broker),
+and WriteTxnMarkers by the leaders of the transaction's partitions (the coordinator sends it).
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 
@@ -16,7 +22,7 @@ from kafka.protocol.admin import (
 from kafka.protocol.producer import (
     AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse,
     EndTxnRequest, EndTxnResponse, InitProducerIdRequest, InitProducerIdResponse, TxnOffsetCommitRequest,
-    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponse, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 )
 
 from tidelake import errors
@@ -24,7 +30,8 @@ from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import error_code
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
-from tidelake.coordinator.offsets import OffsetAndMetadata, offset_records
+from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +56,10 @@ async def init_producer_id(broker: BrokerContext, ctx: RequestContext, request):
         return InitProducerIdResponse(throttle_time_ms=0, error_code=errors.NONE,
                                       producer_id=broker.allocate_producer_id(), producer_epoch=0)
     try:
+        broker.check_transaction_coordinator(request.transactional_id)
         pid, epoch = broker.transactions.init_producer_id(request.transactional_id, request.transaction_timeout_ms,
                                                           request.producer_id, request.producer_epoch)
+        await broker.transaction_state_replicated(request.transactional_id)
     except Exception as e:
         code = error_code(e)
         if code == errors.UnknownServerError.code:
@@ -62,23 +71,28 @@ async def init_producer_id(broker: BrokerContext, ctx: RequestContext, request):
 # ---------------------------------------------------------------------------------------------
 # AddPartitionsToTxn (v0-3 client form, v4+ batched / verify-only form)
 # ---------------------------------------------------------------------------------------------
-def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int, topics,
-                            verify_only: bool, version: int) -> list:
+async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_id: int, producer_epoch: int,
+                                  topics, verify_only: bool, version: int) -> list:
     R = AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult
     P = R.AddPartitionsToTxnPartitionResult
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int]
-    unknown = {tp for tp in wanted if broker.logs.get(*tp) is None}
+    if broker.cluster is None:
+        unknown = {tp for tp in wanted if broker.logs.get(*tp) is None}
+    else:  # the partitions of a transaction are anywhere in the cluster
+        unknown = {tp for tp in wanted if broker.cluster.partition(*tp) is None}
     if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
         codes = {tp: errors.UnknownTopicOrPartition.code if tp in unknown else errors.OperationNotAttempted.code
                  for tp in wanted}
     else:
         coordinator = broker.transactions
         try:
+            broker.check_transaction_coordinator(txn_id)
             if verify_only:
                 codes = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
             else:
                 coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted)
+                await broker.transaction_state_replicated(txn_id)
                 codes = {tp: errors.NONE for tp in wanted}
         except errors.KafkaApiError as e:
             codes = {tp: _client_code(e.code, version) for tp in wanted}
@@ -92,12 +106,12 @@ def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_id: int
 async def add_partitions_to_txn(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     if v <= 3:
-        results = _add_partitions_results(broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+        results = await _add_partitions_results(broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
                                           req.v3_and_below_producer_epoch, req.v3_and_below_topics, False, v)
         return AddPartitionsToTxnResponse(throttle_time_ms=0, results_by_topic_v3_and_below=results)
     out = [AddPartitionsToTxnResponse.AddPartitionsToTxnResult(
         transactional_id=t.transactional_id,
-        topic_results=_add_partitions_results(broker, t.transactional_id, t.producer_id, t.producer_epoch,
+        topic_results=await _add_partitions_results(broker, t.transactional_id, t.producer_id, t.producer_epoch,
                                               t.topics, t.verify_only, v))
         for t in req.transactions]
     return AddPartitionsToTxnResponse(throttle_time_ms=0, error_code=errors.NONE, results_by_transaction=out)
@@ -109,7 +123,9 @@ async def add_partitions_to_txn(broker: BrokerContext, ctx: RequestContext, req)
 @api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4)
 async def add_offsets_to_txn(broker: BrokerContext, ctx: RequestContext, req):
     try:
+        broker.check_transaction_coordinator(req.transactional_id)
         broker.transactions.add_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+        await broker.transaction_state_replicated(req.transactional_id)
         code = errors.NONE
     except errors.KafkaApiError as e:
         code = _client_code(e.code, ctx.api_version)
@@ -140,21 +156,50 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     now = broker.clock_ms()
     transactions = broker.transactions
     try:
-        # The group's partition must be in this producer's open transaction (AddOffsetsToTxn first).
-        transactions.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id)
+        if broker.cluster is not None:
+            broker.check_group_coordinator(req.group_id)
+        # The group's partition must be in this producer's open transaction (AddOffsetsToTxn first); in a
+        # cluster the transaction's coordinator may be another broker, asked as a partition leader asks
+        # it about a transactional Produce (KIP-890).
+        state_partition = transactions.partition_for(req.transactional_id)
+        if broker.cluster is None or state_partition in transactions.partition_epochs:
+            transactions.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                 req.group_id)
+        else:
+            offsets_partition = broker.groups.partition_for(req.group_id)
+            try:
+                await broker.cluster.txn_verifier.verify(
+                    TRANSACTION_STATE_TOPIC, state_partition, req.transactional_id, req.producer_id,
+                    req.producer_epoch, OFFSETS_TOPIC, offsets_partition)
+            except errors.NotEnoughReplicas as e:  # the transaction's coordinator is moving: the client retries
+                raise errors.CoordinatorNotAvailable(str(e)) from None
+            broker.check_group_coordinator(req.group_id)  # still, after the wait
         _check_group_member(broker, req, v)
         commits = [(t.name, p.partition_index,
                     OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
                                       p.committed_metadata or "", now))
                    for t in req.topics for p in t.partitions]
-        transactions.commit_offsets(req.transactional_id, req.producer_id, req.producer_epoch, req.group_id,
-                                    list(offset_records(req.group_id, commits)))
+        transactions.write_txn_offsets(req.producer_id, req.producer_epoch, req.group_id,
+                                       list(offset_records(req.group_id, commits)))
+        if broker.cluster is not None:
+            await _offsets_replicated(broker, req.group_id)
         code = errors.NONE
     except errors.KafkaApiError as e:
         code = _client_code(e.code, v)
     return TxnOffsetCommitResponse(throttle_time_ms=0, topics=[
         T(name=t.name, partitions=[P(partition_index=p.partition_index, error_code=code) for p in t.partitions])
         for t in req.topics])
+
+
+async def _offsets_replicated(broker: BrokerContext, group_id: str) -> None:
+    partition = broker.groups.partition_for(group_id)
+    plog = broker.logs.get(OFFSETS_TOPIC, partition)
+    code = await broker.cluster.wait_for_acks(OFFSETS_TOPIC, partition, plog.log_end_offset - 1,
+                                              broker.config.get_int("offsets.commit.timeout.ms", 5000))
+    if code == errors.NotLeaderOrFollower.code:
+        raise errors.NotCoordinator(f"no longer the coordinator of group {group_id}")
+    if code:
+        raise errors.CoordinatorNotAvailable(f"offsets of group {group_id} not replicated (error {code})")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,7 +210,9 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
 @api(EndTxnRequest, EndTxnResponse, 0, 4)
 async def end_txn(broker: BrokerContext, ctx: RequestContext, req):
     try:
+        broker.check_transaction_coordinator(req.transactional_id)
         broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+        await broker.transaction_state_replicated(req.transactional_id)
         code = errors.NONE
     except errors.KafkaApiError as e:
         code = _client_code(e.code, ctx.api_version)
@@ -181,6 +228,7 @@ async def describe_transactions(broker: BrokerContext, ctx: RequestContext, req)
     out = []
     for txn_id in req.transactional_ids:
         try:
+            broker.check_transaction_coordinator(txn_id)
             m = broker.transactions.describe(txn_id)
         except errors.KafkaApiError as e:
             out.append(S(error_code=e.code, transactional_id=txn_id, transaction_state="",
@@ -210,3 +258,57 @@ async def list_transactions(broker: BrokerContext, ctx: RequestContext, req):
                                     transaction_states=[S(transactional_id=m.transactional_id,
                                                           producer_id=m.producer_id,
                                                           transaction_state=m.state.kafka_name) for m in txns])
+
+
+# ---------------------------------------------------------------------------------------------
+# WriteTxnMarkers (inter-broker: the transaction coordinator to the leaders of its partitions)
+# ---------------------------------------------------------------------------------------------
+@api(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 0, 2)
+async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
+    """Append each COMMIT/ABORT marker as this partition's leader (replicated like any append, and
+    answered once the in-sync replicas have it, as Kafka's acks=-1 append of markers); a marker in
+    ``__consumer_offsets`` also settles the transaction's pending offsets of the groups there."""
+    cluster = broker.cluster
+    codes: dict[tuple[int, str, int], int] = {}
+    waits = []  # (key, topic, partition, marker offset)
+    for marker in req.markers:
+        pid = marker.producer_id
+        for topic in marker.topics:
+            for p in topic.partition_indexes:
+                key = (pid, topic.name, p)
+                plog = broker.logs.get(topic.name, p)
+                if plog is None:
+                    codes[key] = broker.missing_log_code(topic.name, p)
+                    continue
+                try:
+                    leader_epoch = broker.leader_epoch(topic.name, p)
+                    offset = plog.append_marker(producer_id=pid, producer_epoch=marker.producer_epoch,
+                                                commit=marker.transaction_result,
+                                                coordinator_epoch=marker.coordinator_epoch,
+                                                now_ms=broker.clock_ms(), leader_epoch=leader_epoch)
+                except Exception as e:
+                    codes[key] = error_code(e)
+                    if codes[key] == errors.UnknownServerError.code:
+                        log.exception("marker for producer %d in %s-%d failed", pid, topic.name, p)
+                    continue
+                broker.partitions.notify(topic.name, p)
+                if topic.name == OFFSETS_TOPIC:
+                    broker.transactions.complete_offsets(pid, p, marker.transaction_result)
+                codes[key] = errors.NONE
+                if cluster is not None:
+                    cluster.leader_appended(topic.name, p, plog)
+                    waits.append((key, topic.name, p, offset))
+    if waits:
+        timeout_ms = broker.config.get_int("request.timeout.ms", 30000) // 2
+        results = await asyncio.gather(*(cluster.wait_for_acks(t, p, offset, timeout_ms)
+                                         for _key, t, p, offset in waits))
+        for (key, _t, _p, _o), code in zip(waits, results):
+            codes[key] = code
+    R = WriteTxnMarkersResponse.WritableTxnMarkerResult
+    T = R.WritableTxnMarkerTopicResult
+    P = T.WritableTxnMarkerPartitionResult
+    return WriteTxnMarkersResponse(markers=[
+        R(producer_id=m.producer_id, topics=[
+            T(name=t.name, partitions=[P(partition_index=p, error_code=codes[(m.producer_id, t.name, p)])
+                                       for p in t.partition_indexes]) for t in m.topics])
+        for m in req.markers])
