@@ -4,7 +4,8 @@ cluster's asynchronous changes."""
 from __future__ import annotations
 
 import time
-from typing import Callable, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterator, TypeVar
 
 import pytest
 from kazoo.client import KazooClient
@@ -71,14 +72,21 @@ def metadata(broker: BrokerProcess, topics: list[str] | None = None):
         return c.request(req, 9)
 
 
-def registered(cluster: LocalCluster) -> list[str]:
+@contextmanager
+def zookeeper_client(cluster: LocalCluster) -> Iterator[KazooClient]:
+    """A kazoo client of the cluster's ZooKeeper, stopped and closed on exit."""
     client = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
     client.start(10)
     try:
-        return client.get_children("/brokers/ids")
+        yield client
     finally:
         client.stop()
         client.close()
+
+
+def registered(cluster: LocalCluster) -> list[str]:
+    with zookeeper_client(cluster) as client:
+        return client.get_children("/brokers/ids")
 
 
 def create_topic(cluster, name: str, partitions: int, rf: int, **configs: str) -> None:

@@ -11,7 +11,7 @@ from kafka.protocol.producer import ProduceRequest
 from kazoo.client import KazooClient
 
 from cluster_fixtures import (consume_all, create_topic, metadata, produce, replica_batches, start_cluster,
-                              wait_until)
+                              wait_until, zookeeper_client)
 from fault_load import LoadProducer, check_exactly_once_in_order
 from tidelake import errors
 from tidelake.protocol.records import Record, build_batch
@@ -22,11 +22,8 @@ pytestmark = pytest.mark.slow_faults
 
 @pytest.fixture
 def zk(cluster):
-    client = KazooClient(hosts=cluster.zookeeper.connect_string, timeout=10)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
+    with zookeeper_client(cluster) as client:
+        yield client
 
 
 def state(zk, topic: str, partition: int) -> dict:

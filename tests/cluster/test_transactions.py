@@ -17,7 +17,7 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, EndTxnRequest, Init
                                      TxnOffsetCommitRequest)
 from kazoo.client import KazooClient
 
-from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until
+from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until, zookeeper_client
 from tidelake.coordinator.record_codec import partition_for
 from tidelake.protocol.wire_client import WireClient
 
@@ -299,11 +299,8 @@ def _new_coordinator(zk: KazooClient, txn_id: str, dead: int) -> int:
 
 @pytest.fixture
 def zk(txn_cluster):
-    client = KazooClient(hosts=txn_cluster.zookeeper.connect_string, timeout=10)
-    client.start(10)
-    yield client
-    client.stop()
-    client.close()
+    with zookeeper_client(txn_cluster) as client:
+        yield client
 
 
 def _survivors(cluster, dead: int) -> str:
