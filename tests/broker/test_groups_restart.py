@@ -64,6 +64,22 @@ def _settle(group, consumers: list[Consumer], members: int, timeout: float = 60)
     raise AssertionError(f"group did not settle: {_group_view(group)} state {group.state}")
 
 
+def _heard_twice(group, consumer: Consumer, timeout: float = 60) -> None:
+    """Poll ``consumer`` until the coordinator has had two more heartbeats from it. A client has one
+    heartbeat in flight at a time, so by the second it has read the answer to the first, which carries
+    the current epoch / generation: a restart now cannot catch it still holding the previous one (a
+    client that comes back with a stale epoch and no owned partitions is fenced and rejoins, in Kafka
+    too, which is not what this test is about)."""
+    deadline = time.monotonic() + timeout
+    for _ in range(2):
+        member_id = next(iter(group.members))
+        seen = group.members[member_id].last_heartbeat_ms
+        while group.members[member_id].last_heartbeat_ms == seen:
+            assert time.monotonic() < deadline, "no heartbeat from the consumer"
+            m = consumer.poll(0.05)
+            assert m is None or m.error() is not None
+
+
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
 def test_group_survives_broker_restart(tmp_path, protocol):
     data, port = tmp_path / "data", free_port()
@@ -95,6 +111,7 @@ def test_group_survives_broker_restart(tmp_path, protocol):
             finally:
                 c2.close()
             _settle(group, [c], members=1)
+            _heard_twice(group, c)
             before = _group_view(group)
             if protocol == "consumer":
                 assert before["group_epoch"] >= 3
