@@ -27,10 +27,10 @@ from kazoo.exceptions import KazooException
 
 from tidelake import errors
 from tidelake.cluster import znodes
-from tidelake.cluster.controller_channels import ControllerChannels
-from tidelake.cluster.reassignment import ReassignmentSteps
-from tidelake.cluster.requests import leader_and_isr_request, stop_replica_request, update_metadata_request
-from tidelake.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
+from tidelake.cluster.controller_context import ControllerContext
+from tidelake.cluster.controller_requests import ControllerRequests
+from tidelake.cluster.reassignment import PartitionReassigner, ReplicaAssignment
+from tidelake.cluster.znodes import BrokerRegistration, PartitionState
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
 log = logging.getLogger("tidelake.cluster.controller")
@@ -40,7 +40,8 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 @dataclass
 class _Event:
-    # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown", "reassign", "zk_reassign"
+    # "elect"; while active "brokers", "topics", "partitions", "delete", "isr", "rebalance", "zk_reassign";
+    # requests that answer through a future: "elect_leaders", "shutdown", "reassign"
     kind: str
     topic: str | None = None  # "partitions": the topic whose assignment changed
     # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future);
@@ -48,7 +49,7 @@ class _Event:
     request: tuple | None = None
 
 
-class Controller(ReassignmentSteps):
+class Controller:
     def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
                  unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
                  rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
@@ -59,19 +60,18 @@ class Controller(ReassignmentSteps):
         self._auto_rebalance = auto_rebalance  # auto.leader.rebalance.enable
         self._rebalance_interval_s = rebalance_interval_s  # leader.imbalance.check.interval.seconds
         self._imbalance_percentage = imbalance_percentage  # leader.imbalance.per.broker.percentage
-        self.active = False
-        self.epoch = 0
-        self._epoch_version = -1
-        self.live: dict[int, BrokerRegistration] = {}
-        self.assignments: dict[str, TopicAssignment] = {}
-        self.states: dict[tuple[str, int], PartitionState] = {}
-        self.deleting: set[str] = set()
-        self.shutting_down: set[int] = set()  # brokers in controlled shutdown: never elected, leaving the ISRs
-        self.channels: ControllerChannels | None = None
+        self.context = ControllerContext(broker_id)
+        self.requests = ControllerRequests(self.context)
+        self.reassigner = PartitionReassigner(self.context, store, self.requests, self._still_controller)
         self._queue: asyncio.Queue[_Event] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
         self._rebalance_task: asyncio.Task | None = None
+
+    @property
+    def active(self) -> bool:
+        """Whether this broker is the elected controller."""
+        return self.context.active
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -90,7 +90,7 @@ class Controller(ReassignmentSteps):
                 await task
             except (asyncio.CancelledError, Exception):
                 pass
-        channels = self.channels
+        channels = self.requests.channels
         self._resign()
         if channels is not None:
             await channels.wait_closed()
@@ -98,13 +98,13 @@ class Controller(ReassignmentSteps):
     async def _rebalance_clock(self) -> None:
         while True:
             await asyncio.sleep(self._rebalance_interval_s)
-            if self.active and self._auto_rebalance():
+            if self.context.active and self._auto_rebalance():
                 self._enqueue("rebalance")
 
     def session_renewed(self) -> None:
         """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
         watch are gone. Resign and run the election again."""
-        if self.active:
+        if self.context.active:
             log.info("broker %d resigns as controller: its ZooKeeper session expired", self.broker_id)
             self._resign()
         self._enqueue("elect")
@@ -151,7 +151,7 @@ class Controller(ReassignmentSteps):
     async def _process(self, kind: str, topic: str | None = None) -> None:
         if kind == "elect":
             await self._elect()
-        elif not self.active:
+        elif not self.context.active:
             return
         elif kind == "brokers":
             await self._on_brokers_changed()
@@ -166,38 +166,31 @@ class Controller(ReassignmentSteps):
         elif kind == "rebalance":
             await self._rebalance_leaders()
         elif kind == "zk_reassign":
-            await self._on_zk_reassignment()
+            await self.reassigner.on_zk_reassignment(self._watch("zk_reassign"))
 
     # -- election ------------------------------------------------------------------------------------
     async def _elect(self) -> None:
         store = self.store
         current = await asyncio.to_thread(store.controller_id, self._watch("elect"))
-        if current == self.broker_id and self.active:
+        if current == self.broker_id and self.context.active:
             return
         if current != -1:
-            if self.active:  # someone else holds /controller now: we lost it
+            if self.context.active:  # someone else holds /controller now: we lost it
                 log.info("broker %d is no longer the controller (broker %d is)", self.broker_id, current)
                 self._resign()
             return
         if not await asyncio.to_thread(store.try_elect, self.broker_id):
             await asyncio.to_thread(store.controller_id, self._watch("elect"))
             return
-        self.epoch, self._epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
-        log.info("broker %d elected controller (epoch %d)", self.broker_id, self.epoch)
-        self.active = True
-        self.channels = ControllerChannels(self.broker_id)
+        self.context.epoch, self.context.epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
+        log.info("broker %d elected controller (epoch %d)", self.broker_id, self.context.epoch)
+        self.context.active = True
+        self.requests.open(self.listener)
         await self._failover()
 
     def _resign(self) -> None:
-        self.active = False
-        if self.channels is not None:
-            self.channels.close()
-            self.channels = None
-        self.live.clear()
-        self.assignments.clear()
-        self.states.clear()
-        self.deleting.clear()
-        self.shutting_down.clear()
+        self.requests.close()
+        self.context.resign()
 
     async def _failover(self) -> None:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
@@ -205,36 +198,35 @@ class Controller(ReassignmentSteps):
         names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
         for name in names:
             await self._load_topic(name)
-        for (topic, p) in sorted(self.states):
+        for (topic, p) in sorted(self.context.states):
             await self._repair(topic, p)
         for topic in names:
-            for p in self.assignments[topic].partitions:
-                if (topic, p) not in self.states:
+            for p in self.context.assignments[topic].partitions:
+                if (topic, p) not in self.context.states:
                     await self._init_partition(topic, p)
-        self._send_leader_and_isr(list(self.states))
-        self._send_update_metadata()
+        self.requests.leader_and_isr(list(self.context.states))
+        self.requests.update_metadata()
         await self._on_delete_requests()
         await self._on_isr_changes()
-        await self._resume_reassignments()  # a reassignment the previous controller left half-way
-        await self._on_zk_reassignment()  # and any written to /admin/reassign_partitions (watched from now on)
+        await self.reassigner.resume()  # a reassignment the previous controller left half-way
+        # and any written to /admin/reassign_partitions (watched from now on)
+        await self.reassigner.on_zk_reassignment(self._watch("zk_reassign"))
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
         ids = await asyncio.to_thread(self.store.live_broker_ids, self._watch("brokers"))
-        before = set(self.live)
+        before = set(self.context.live)
         now: dict[int, BrokerRegistration] = {}
         for bid in ids:
-            reg = self.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
+            reg = self.context.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
             if reg is not None:
                 now[bid] = reg
-        self.live = now
+        self.context.live = now
         for bid in set(now) - before:
-            ep = now[bid].endpoint(self.listener) if any(e.listener == self.listener for e in now[bid].endpoints) \
-                else now[bid].endpoint()
-            self.channels.add_broker(bid, ep.host, ep.port)
+            self.requests.add_broker(bid, now[bid])
         for bid in before - set(now):
-            self.channels.remove_broker(bid)
-            self.shutting_down.discard(bid)
+            self.requests.remove_broker(bid)
+            self.context.shutting_down.discard(bid)
         return set(now) - before, before - set(now)
 
     async def _on_brokers_changed(self) -> None:
@@ -244,29 +236,28 @@ class Controller(ReassignmentSteps):
         if new:
             log.info("controller: brokers %s joined", sorted(new))
         changed = []
-        for key in sorted(self.states):
+        for key in sorted(self.context.states):
             if await self._repair(*key):
                 changed.append(key)
         # the new brokers learn every partition they host; the changed partitions go to their replicas
-        self._send_update_metadata()
-        self._send_leader_and_isr(changed)
+        self.requests.update_metadata()
+        self.requests.leader_and_isr(changed)
         for bid in new:
-            self._send_leader_and_isr([k for k in self.states if bid in self.assignments[k[0]].partitions[k[1]]],
-                                      only=bid)
+            self.requests.leader_and_isr([k for k in self.context.states if bid in self.context.replicas(k)], only=bid)
 
     async def _repair(self, topic: str, partition: int) -> bool:
         """Elect a leader for a partition whose leader is gone (or that has none) and drop dead
         replicas from its ISR. Returns whether the state changed."""
-        if topic in self.deleting:
+        if topic in self.context.deleting:
             return False
-        replicas = self.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.live]
+        replicas = self.context.assignments[topic].partitions[partition]
+        live = [r for r in replicas if r in self.context.live]
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
-            st = self.states[(topic, partition)]
-            isr = [r for r in st.isr if r in self.live]
+            st = self.context.states[(topic, partition)]
+            isr = [r for r in st.isr if r in self.context.live]
             leader = st.leader
-            if leader not in self.live:
-                candidates = [r for r in replicas if r in isr and r not in self.shutting_down]
+            if leader not in self.context.live:
+                candidates = [r for r in replicas if r in isr and r not in self.context.shutting_down]
                 if candidates:
                     leader = candidates[0]
                 elif live and await self._unclean_allowed(topic):
@@ -280,10 +271,10 @@ class Controller(ReassignmentSteps):
                 isr = list(st.isr[-1:])  # Kafka keeps the last ISR member so it can return as leader
             if leader == st.leader and isr == st.isr:
                 return False
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.context.epoch)
             try:
-                self.states[(topic, partition)] = await asyncio.to_thread(
-                    self.store.update_partition_state, topic, partition, new, st.zk_version, self._epoch_version)
+                self.context.states[(topic, partition)] = await asyncio.to_thread(
+                    self.store.update_partition_state, topic, partition, new, st.zk_version, self.context.epoch_version)
                 log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, leader,
                          new.leader_epoch, isr)
                 return True
@@ -293,12 +284,12 @@ class Controller(ReassignmentSteps):
                 fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
                 if fresh is None:
                     return False
-                self.states[(topic, partition)] = fresh
+                self.context.states[(topic, partition)] = fresh
         return False
 
     async def _still_controller(self) -> bool:
         epoch = await asyncio.to_thread(self.store.controller_epoch)
-        if epoch != self.epoch:
+        if epoch != self.context.epoch:
             log.info("controller epoch moved to %d: broker %d resigns", epoch, self.broker_id)
             self._resign()
             self._enqueue("elect")
@@ -314,101 +305,101 @@ class Controller(ReassignmentSteps):
         assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
         if assignment is None:
             return
-        self.assignments[name] = assignment
+        self.context.assignments[name] = assignment
         for p in assignment.partitions:
             st = await asyncio.to_thread(self.store.partition_state, name, p)
             if st is not None:
-                self.states[(name, p)] = st
+                self.context.states[(name, p)] = st
 
     async def _init_partition(self, topic: str, partition: int) -> None:
-        replicas = self.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.live]
-        st = PartitionState(live[0] if live else znodes.NO_LEADER, 0, live or replicas[:1], self.epoch)
+        replicas = self.context.assignments[topic].partitions[partition]
+        live = [r for r in replicas if r in self.context.live]
+        st = PartitionState(live[0] if live else znodes.NO_LEADER, 0, live or replicas[:1], self.context.epoch)
         try:
-            self.states[(topic, partition)] = await asyncio.to_thread(
-                self.store.create_partition_state, topic, partition, st, self._epoch_version)
+            self.context.states[(topic, partition)] = await asyncio.to_thread(
+                self.store.create_partition_state, topic, partition, st, self.context.epoch_version)
         except StaleWrite:  # it exists already (an earlier controller), or we were deposed
             if await self._still_controller():
                 fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
                 if fresh is not None:
-                    self.states[(topic, partition)] = fresh
+                    self.context.states[(topic, partition)] = fresh
                     await self._repair(topic, partition)
 
     async def _on_topics_changed(self) -> None:
         names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
-        new = [n for n in names if n not in self.assignments]
+        new = [n for n in names if n not in self.context.assignments]
         created = []
         for name in new:
             await self._load_topic(name)
-            if name not in self.assignments:
+            if name not in self.context.assignments:
                 continue
-            for p in sorted(self.assignments[name].partitions):
-                if (name, p) not in self.states:
+            for p in sorted(self.context.assignments[name].partitions):
+                if (name, p) not in self.context.states:
                     await self._init_partition(name, p)
-                if (name, p) in self.states:
+                if (name, p) in self.context.states:
                     created.append((name, p))
             log.info("controller: new topic %s", name)
-        for name in [n for n in self.assignments if n not in names]:  # removed behind our back
+        for name in [n for n in self.context.assignments if n not in names]:  # removed behind our back
             self._forget_topic(name)
         if created:
-            self._send_leader_and_isr(created, is_new=True)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(created, is_new=True)
+            self.requests.update_metadata()
 
     async def _on_partitions_added(self, name: str) -> None:
         """A topic's assignment changed (CreatePartitions): start its new partitions."""
-        if name not in self.assignments or name in self.deleting:
+        if name not in self.context.assignments or name in self.context.deleting:
             return
         assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
         if assignment is None:
             return
-        added = sorted(set(assignment.partitions) - set(self.assignments[name].partitions))
-        self.assignments[name] = assignment
+        added = sorted(set(assignment.partitions) - set(self.context.assignments[name].partitions))
+        self.context.assignments[name] = assignment
         for p in added:
             await self._init_partition(name, p)
-        started = [(name, p) for p in added if (name, p) in self.states]
+        started = [(name, p) for p in added if (name, p) in self.context.states]
         if started:
             log.info("controller: topic %s has new partitions %s", name, added)
-            self._send_leader_and_isr(started, is_new=True)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(started, is_new=True)
+            self.requests.update_metadata()
 
     def _forget_topic(self, name: str) -> None:
-        self.assignments.pop(name, None)
-        for key in [k for k in self.states if k[0] == name]:
-            del self.states[key]
-        self.deleting.discard(name)
+        self.context.assignments.pop(name, None)
+        for key in [k for k in self.context.states if k[0] == name]:
+            del self.context.states[key]
+        self.context.deleting.discard(name)
 
     async def _on_delete_requests(self) -> None:
         names = await asyncio.to_thread(self.store.topics_to_delete, self._watch("delete"))
         for name in names:
-            if name not in self.assignments:
+            if name not in self.context.assignments:
                 await asyncio.to_thread(self.store.delete_topic_nodes, name)
                 continue
-            self.deleting.add(name)
-            parts = sorted(self.assignments[name].partitions.items())
+            self.context.deleting.add(name)
+            parts = sorted(self.context.assignments[name].partitions.items())
             # brokers first hear the topic is going (leader -2), then drop its replicas and files
-            self._send_update_metadata(deleting={name})
-            for bid in self.live:
+            self.requests.update_metadata(deleting={name})
+            for bid in self.context.live:
                 hosted = [p for p, replicas in parts if bid in replicas]
                 if hosted:
-                    self.channels.send(bid, *stop_replica_request(self.broker_id, self.epoch, name, hosted))
+                    self.requests.stop_replica(bid, name, hosted, delete=True)
             await asyncio.to_thread(self.store.delete_topic_nodes, name)
             self._forget_topic(name)
             log.info("controller: deleted topic %s", name)
         if names:
-            self._send_update_metadata()
+            self.requests.update_metadata()
 
     async def _on_isr_changes(self) -> None:
         changed = await asyncio.to_thread(self.store.take_isr_changes, self._watch("isr"))
         fresh = []
         for topic, p in set(changed):
-            if (topic, p) in self.states:
+            if (topic, p) in self.context.states:
                 st = await asyncio.to_thread(self.store.partition_state, topic, p)
                 if st is not None:
-                    self.states[(topic, p)] = st
+                    self.context.states[(topic, p)] = st
                     fresh.append((topic, p))
         if fresh:
-            self._send_update_metadata()
-            await self._resume_reassignments(sorted(fresh))  # new replicas may have joined the ISR
+            self.requests.update_metadata()
+            await self.reassigner.resume(sorted(fresh))  # new replicas may have joined the ISR
 
     # -- ElectLeaders (KIP-460) ---------------------------------------------------------------------------
     async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
@@ -422,33 +413,33 @@ class Controller(ReassignmentSteps):
     async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         changed = []
-        for key in (sorted(self.states) if partitions is None else partitions):
-            if not self.active:
+        for key in (sorted(self.context.states) if partitions is None else partitions):
+            if not self.context.active:
                 results[key] = (errors.NotController.code, "no longer the controller")
                 continue
-            if key not in self.states or key[0] in self.deleting:
+            if key not in self.context.states or key[0] in self.context.deleting:
                 results[key] = (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist")
                 continue
             fresh = await asyncio.to_thread(self.store.partition_state, *key)  # leaders change ISRs too
             if fresh is not None:
-                self.states[key] = fresh
-            st = self.states[key]
-            replicas = self.assignments[key[0]].partitions[key[1]]
+                self.context.states[key] = fresh
+            st = self.context.states[key]
+            replicas = self.context.assignments[key[0]].partitions[key[1]]
             isr = list(st.isr)
             if not unclean:
                 leader = replicas[0]
                 if st.leader == leader:
                     results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
                     continue
-                if leader not in self.live or leader not in st.isr or leader in self.shutting_down:
+                if leader not in self.context.live or leader not in st.isr or leader in self.context.shutting_down:
                     results[key] = (errors.PreferredLeaderNotAvailable.code,
                                     f"preferred replica {leader} is not alive and in the ISR {st.isr}")
                     continue
             else:
-                if st.leader in self.live:
+                if st.leader in self.context.live:
                     results[key] = (errors.ElectionNotNeeded.code, "the partition has a live leader")
                     continue
-                live = [r for r in replicas if r in self.live]
+                live = [r for r in replicas if r in self.context.live]
                 if not live:
                     results[key] = (errors.EligibleLeadersNotAvailable.code, "no replica is alive")
                     continue
@@ -456,10 +447,10 @@ class Controller(ReassignmentSteps):
                 leader = in_isr[0] if in_isr else live[0]
                 if not in_isr:
                     isr = [leader]
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            new = PartitionState(leader, st.leader_epoch + 1, isr, self.context.epoch)
             try:
-                self.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+                self.context.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self.context.epoch_version)
             except StaleWrite:
                 results[key] = (errors.NotController.code if not await self._still_controller()
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
@@ -469,12 +460,12 @@ class Controller(ReassignmentSteps):
             results[key] = (errors.NONE, None)
             changed.append(key)
         if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(changed)
+            self.requests.update_metadata()
         if not fut.done():
             fut.set_result(results)
 
-    # -- AlterPartitionReassignments (KIP-455; the steps are in reassignment.py) -----------------------------
+    # -- Alter/ListPartitionReassignments (KIP-455; the steps are the reassigner's) --------------------------
     async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool = True
                                   ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Start (a list of replicas) or cancel (None) the reassignment of each partition; (error code,
@@ -482,6 +473,22 @@ class Controller(ReassignmentSteps):
         fut = asyncio.get_running_loop().create_future()
         self._queue.put_nowait(_Event("reassign", request=(wanted, allow_rf_change, fut)))
         return await fut
+
+    async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
+                                   fut: asyncio.Future) -> None:
+        try:
+            results = await self.reassigner.alter(wanted, allow_rf_change)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            raise
+        if not fut.done():
+            fut.set_result(results)
+
+    def ongoing_reassignments(self, partitions: list[tuple[str, int]] | None
+                              ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions (None: all) being reassigned."""
+        return self.reassigner.ongoing(partitions)
 
     # -- controlled shutdown ------------------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
@@ -492,39 +499,39 @@ class Controller(ReassignmentSteps):
         return await fut
 
     async def _controlled_shutdown(self, broker_id: int, fut: asyncio.Future) -> None:
-        if not self.active:
+        if not self.context.active:
             fut.set_exception(errors.NotController(f"broker {self.broker_id} is no longer the controller"))
             return
-        if broker_id not in self.live:
+        if broker_id not in self.context.live:
             fut.set_exception(errors.BrokerNotAvailable(f"broker {broker_id} is not registered"))
             return
-        self.shutting_down.add(broker_id)
+        self.context.shutting_down.add(broker_id)
         remaining, changed, followed = [], [], []
-        for key in sorted(self.states):
-            if key[0] in self.deleting or broker_id not in self.assignments[key[0]].partitions[key[1]]:
+        for key in sorted(self.context.states):
+            if key[0] in self.context.deleting or broker_id not in self.context.assignments[key[0]].partitions[key[1]]:
                 continue
             fresh = await asyncio.to_thread(self.store.partition_state, *key)
             if fresh is not None:
-                self.states[key] = fresh
-            st = self.states[key]
-            replicas = self.assignments[key[0]].partitions[key[1]]
-            others = [r for r in replicas if r in st.isr and r != broker_id and r in self.live
-                      and r not in self.shutting_down]
+                self.context.states[key] = fresh
+            st = self.context.states[key]
+            replicas = self.context.assignments[key[0]].partitions[key[1]]
+            others = [r for r in replicas if r in st.isr and r != broker_id and r in self.context.live
+                      and r not in self.context.shutting_down]
             if st.leader == broker_id:
                 if not others:
                     remaining.append(key)
                     continue
                 new = PartitionState(others[0], st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.epoch)
+                                     self.context.epoch)
             elif broker_id in st.isr and len(st.isr) > 1:
                 new = PartitionState(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.epoch)
+                                     self.context.epoch)
             else:
                 followed.append(key)
                 continue
             try:
-                self.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+                self.context.states[key] = await asyncio.to_thread(
+                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self.context.epoch_version)
             except StaleWrite:
                 if not await self._still_controller():
                     break
@@ -534,15 +541,14 @@ class Controller(ReassignmentSteps):
             changed.append(key)
             followed.append(key)
         if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(changed)
+            self.requests.update_metadata()
         # the stopping broker stops fetching (it must not rejoin an ISR on its way out)
         by_topic: dict[str, list[int]] = {}
         for topic, p in followed:
             by_topic.setdefault(topic, []).append(p)
         for topic, parts in by_topic.items():
-            self.channels.send(broker_id, *stop_replica_request(self.broker_id, self.epoch, topic, parts,
-                                                                delete=False))
+            self.requests.stop_replica(broker_id, topic, parts, delete=False)
         log.info("controller: controlled shutdown of broker %d moved %d partition(s); %d still led by it",
                  broker_id, len(changed), len(remaining))
         if not fut.done():
@@ -553,50 +559,17 @@ class Controller(ReassignmentSteps):
         leader.imbalance.per.broker.percentage % of the partitions it is the preferred replica of gets
         those back where it is in the ISR."""
         preferred: dict[int, list[tuple[str, int]]] = {}
-        for key, st in self.states.items():
-            if key[0] not in self.deleting and not self.assignments[key[0]].reassigning(key[1]):
-                preferred.setdefault(self.assignments[key[0]].partitions[key[1]][0], []).append(key)
+        for key, st in self.context.states.items():
+            if key[0] not in self.context.deleting and not self.context.assignments[key[0]].reassigning(key[1]):
+                preferred.setdefault(self.context.assignments[key[0]].partitions[key[1]][0], []).append(key)
         wanted = []
         for broker, keys in preferred.items():
-            if broker not in self.live or broker in self.shutting_down:
+            if broker not in self.context.live or broker in self.context.shutting_down:
                 continue
-            not_led = [k for k in keys if self.states[k].leader != broker]
+            not_led = [k for k in keys if self.context.states[k].leader != broker]
             if not_led and 100 * len(not_led) / len(keys) > self._imbalance_percentage:
-                wanted += [k for k in not_led if broker in self.states[k].isr]
+                wanted += [k for k in not_led if broker in self.context.states[k].isr]
         if wanted:
             log.info("controller: leader imbalance; moving %d partition(s) back to their preferred replica",
                      len(wanted))
             await self._elect_leaders(sorted(wanted), False, asyncio.get_running_loop().create_future())
-
-    # -- requests to brokers -------------------------------------------------------------------------
-    def _send_leader_and_isr(self, partitions: list[tuple[str, int]], *, is_new: bool = False,
-                             only: int | None = None) -> None:
-        by_broker: dict[int, list] = {}
-        for key in partitions:
-            st = self.states.get(key)
-            if st is None or key[0] in self.deleting:
-                continue
-            assignment = self.assignments[key[0]]
-            replicas = assignment.partitions[key[1]]
-            adding, removing = assignment.adding.get(key[1], []), assignment.removing.get(key[1], [])
-            for bid in replicas:
-                # a broker in controlled shutdown is told nothing more (it would fetch and rejoin an ISR)
-                if bid in self.live and bid not in self.shutting_down and (only is None or bid == only):
-                    by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas, adding, removing))
-        for bid, states in by_broker.items():
-            leaders = {s[2].leader for s in states if s[2].leader in self.live}
-            self.channels.send(bid, *leader_and_isr_request(self.broker_id, self.epoch, states, is_new,
-                                                            [(b, self.live[b], self.listener) for b in leaders]))
-
-    def _send_update_metadata(self, deleting: set[str] = frozenset()) -> None:
-        partitions = []
-        for (topic, p), st in sorted(self.states.items()):
-            replicas = self.assignments[topic].partitions[p]
-            offline = [r for r in replicas if r not in self.live]
-            if topic in deleting:
-                st = PartitionState(znodes.LEADER_DURING_DELETE, st.leader_epoch, st.isr, st.controller_epoch,
-                                    st.zk_version)
-            partitions.append((topic, p, st, replicas, offline))
-        message = update_metadata_request(self.broker_id, self.epoch, partitions, list(self.live.values()))
-        for bid in self.live:
-            self.channels.send(bid, *message)
