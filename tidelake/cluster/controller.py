@@ -11,10 +11,11 @@ On election the controller bumps ``/controller_epoch``; every partition-state wr
 that epoch's znode version in the same ZooKeeper transaction, and every request it sends carries the
 epoch, so a controller that lost its session (and was replaced) can neither write nor be obeyed.
 
-Leader election is Kafka's: the first replica in assignment order that is alive and in the ISR; if
-none, with ``unclean.leader.election.enable`` the first live replica (data may be lost), else the
-partition stays offline (leader -1) until an ISR member returns. A leader or ISR change bumps the
-leader epoch.
+Leaders are chosen by ``election.py`` (Kafka's: the first replica in assignment order that is alive and in
+the ISR; if none, with ``unclean.leader.election.enable`` the first live replica, else the partition stays
+offline until an ISR member returns); the controller writes the choice in a new leader epoch
+(``partition_states.py``) and tells the brokers (``controller_requests.py``). Partition reassignment is its
+``PartitionReassigner``'s (``reassignment.py``).
 """
 from __future__ import annotations
 
@@ -26,11 +27,13 @@ from typing import Callable
 from kazoo.exceptions import KazooException
 
 from tidelake import errors
-from tidelake.cluster import znodes
+from tidelake.cluster import election
 from tidelake.cluster.controller_context import ControllerContext
 from tidelake.cluster.controller_requests import ControllerRequests
+from tidelake.cluster.election import Refused
+from tidelake.cluster.partition_states import PartitionStates
 from tidelake.cluster.reassignment import PartitionReassigner, ReplicaAssignment
-from tidelake.cluster.znodes import BrokerRegistration, PartitionState
+from tidelake.cluster.znodes import BrokerRegistration
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
 log = logging.getLogger("tidelake.cluster.controller")
@@ -61,8 +64,10 @@ class Controller:
         self._rebalance_interval_s = rebalance_interval_s  # leader.imbalance.check.interval.seconds
         self._imbalance_percentage = imbalance_percentage  # leader.imbalance.per.broker.percentage
         self.context = ControllerContext(broker_id)
+        self.partition_states = PartitionStates(self.context, store)
         self.requests = ControllerRequests(self.context)
-        self.reassigner = PartitionReassigner(self.context, store, self.requests, self._still_controller)
+        self.reassigner = PartitionReassigner(self.context, store, self.partition_states, self.requests,
+                                              self._still_controller)
         self._queue: asyncio.Queue[_Event] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task | None = None
@@ -248,43 +253,27 @@ class Controller:
     async def _repair(self, topic: str, partition: int) -> bool:
         """Elect a leader for a partition whose leader is gone (or that has none) and drop dead
         replicas from its ISR. Returns whether the state changed."""
-        if topic in self.context.deleting:
+        ctx, key = self.context, (topic, partition)
+        if topic in ctx.deleting:
             return False
-        replicas = self.context.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.context.live]
+        replicas = ctx.replicas(key)
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
-            st = self.context.states[(topic, partition)]
-            isr = [r for r in st.isr if r in self.context.live]
-            leader = st.leader
-            if leader not in self.context.live:
-                candidates = [r for r in replicas if r in isr and r not in self.context.shutting_down]
-                if candidates:
-                    leader = candidates[0]
-                elif live and await self._unclean_allowed(topic):
-                    leader = live[0]
-                    isr = [leader]
-                    log.warning("controller: unclean election of broker %d for %s-%d (data may be lost)",
-                                leader, topic, partition)
-                else:
-                    leader = znodes.NO_LEADER
-            if not isr:
-                isr = list(st.isr[-1:])  # Kafka keeps the last ISR member so it can return as leader
-            if leader == st.leader and isr == st.isr:
+            st = ctx.states[key]
+            choice = election.offline_election(replicas, st, ctx.live, ctx.shutting_down)
+            if election.unclean_would_elect(choice, replicas, ctx.live) and await self._unclean_allowed(topic):
+                choice = election.offline_election(replicas, st, ctx.live, ctx.shutting_down, unclean=True)
+                log.warning("controller: unclean election of broker %d for %s-%d (data may be lost)",
+                            choice.leader, topic, partition)
+            if choice.leader == st.leader and choice.isr == st.isr:
                 return False
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.context.epoch)
             try:
-                self.context.states[(topic, partition)] = await asyncio.to_thread(
-                    self.store.update_partition_state, topic, partition, new, st.zk_version, self.context.epoch_version)
-                log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, leader,
-                         new.leader_epoch, isr)
+                new = await self.partition_states.write(key, st, choice)
+                log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, new.leader,
+                         new.leader_epoch, new.isr)
                 return True
             except StaleWrite:
-                if not await self._still_controller():
+                if not await self._still_controller() or await self.partition_states.refresh(key) is None:
                     return False
-                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
-                if fresh is None:
-                    return False
-                self.context.states[(topic, partition)] = fresh
         return False
 
     async def _still_controller(self) -> bool:
@@ -307,23 +296,16 @@ class Controller:
             return
         self.context.assignments[name] = assignment
         for p in assignment.partitions:
-            st = await asyncio.to_thread(self.store.partition_state, name, p)
-            if st is not None:
-                self.context.states[(name, p)] = st
+            await self.partition_states.refresh((name, p))
 
     async def _init_partition(self, topic: str, partition: int) -> None:
-        replicas = self.context.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.context.live]
-        st = PartitionState(live[0] if live else znodes.NO_LEADER, 0, live or replicas[:1], self.context.epoch)
+        key = (topic, partition)
         try:
-            self.context.states[(topic, partition)] = await asyncio.to_thread(
-                self.store.create_partition_state, topic, partition, st, self.context.epoch_version)
+            await self.partition_states.create(key, election.new_partition_election(self.context.replicas(key),
+                                                                                    self.context.live))
         except StaleWrite:  # it exists already (an earlier controller), or we were deposed
-            if await self._still_controller():
-                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
-                if fresh is not None:
-                    self.context.states[(topic, partition)] = fresh
-                    await self._repair(topic, partition)
+            if await self._still_controller() and await self.partition_states.refresh(key) is not None:
+                await self._repair(topic, partition)
 
     async def _on_topics_changed(self) -> None:
         names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
@@ -391,12 +373,9 @@ class Controller:
     async def _on_isr_changes(self) -> None:
         changed = await asyncio.to_thread(self.store.take_isr_changes, self._watch("isr"))
         fresh = []
-        for topic, p in set(changed):
-            if (topic, p) in self.context.states:
-                st = await asyncio.to_thread(self.store.partition_state, topic, p)
-                if st is not None:
-                    self.context.states[(topic, p)] = st
-                    fresh.append((topic, p))
+        for key in set(changed):
+            if key in self.context.states and await self.partition_states.refresh(key) is not None:
+                fresh.append(key)
         if fresh:
             self.requests.update_metadata()
             await self.reassigner.resume(sorted(fresh))  # new replicas may have joined the ISR
@@ -411,51 +390,30 @@ class Controller:
         return await fut
 
     async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
+        ctx = self.context
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         changed = []
-        for key in (sorted(self.context.states) if partitions is None else partitions):
-            if not self.context.active:
+        for key in (sorted(ctx.states) if partitions is None else partitions):
+            if not ctx.active:
                 results[key] = (errors.NotController.code, "no longer the controller")
                 continue
-            if key not in self.context.states or key[0] in self.context.deleting:
+            if key not in ctx.states or key[0] in ctx.deleting:
                 results[key] = (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist")
                 continue
-            fresh = await asyncio.to_thread(self.store.partition_state, *key)  # leaders change ISRs too
-            if fresh is not None:
-                self.context.states[key] = fresh
-            st = self.context.states[key]
-            replicas = self.context.assignments[key[0]].partitions[key[1]]
-            isr = list(st.isr)
-            if not unclean:
-                leader = replicas[0]
-                if st.leader == leader:
-                    results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
-                    continue
-                if leader not in self.context.live or leader not in st.isr or leader in self.context.shutting_down:
-                    results[key] = (errors.PreferredLeaderNotAvailable.code,
-                                    f"preferred replica {leader} is not alive and in the ISR {st.isr}")
-                    continue
-            else:
-                if st.leader in self.context.live:
-                    results[key] = (errors.ElectionNotNeeded.code, "the partition has a live leader")
-                    continue
-                live = [r for r in replicas if r in self.context.live]
-                if not live:
-                    results[key] = (errors.EligibleLeadersNotAvailable.code, "no replica is alive")
-                    continue
-                in_isr = [r for r in live if r in st.isr]
-                leader = in_isr[0] if in_isr else live[0]
-                if not in_isr:
-                    isr = [leader]
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.context.epoch)
+            await self.partition_states.refresh(key)
+            st = ctx.states[key]
+            choice = election.unclean_election(ctx.replicas(key), st, ctx.live) if unclean \
+                else election.preferred_election(ctx.replicas(key), st, ctx.live, ctx.shutting_down)
+            if isinstance(choice, Refused):
+                results[key] = (choice.code, choice.message)
+                continue
             try:
-                self.context.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self.context.epoch_version)
+                new = await self.partition_states.write(key, st, choice)
             except StaleWrite:
                 results[key] = (errors.NotController.code if not await self._still_controller()
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
                 continue
-            log.info("controller: elected %d for %s-%d (%s), epoch %d", leader, key[0], key[1],
+            log.info("controller: elected %d for %s-%d (%s), epoch %d", new.leader, key[0], key[1],
                      "unclean" if unclean else "preferred", new.leader_epoch)
             results[key] = (errors.NONE, None)
             changed.append(key)
@@ -505,33 +463,21 @@ class Controller:
         if broker_id not in self.context.live:
             fut.set_exception(errors.BrokerNotAvailable(f"broker {broker_id} is not registered"))
             return
-        self.context.shutting_down.add(broker_id)
+        ctx = self.context
+        ctx.shutting_down.add(broker_id)
         remaining, changed, followed = [], [], []
-        for key in sorted(self.context.states):
-            if key[0] in self.context.deleting or broker_id not in self.context.assignments[key[0]].partitions[key[1]]:
+        for key in sorted(ctx.states):
+            if key[0] in ctx.deleting or broker_id not in ctx.replicas(key):
                 continue
-            fresh = await asyncio.to_thread(self.store.partition_state, *key)
-            if fresh is not None:
-                self.context.states[key] = fresh
-            st = self.context.states[key]
-            replicas = self.context.assignments[key[0]].partitions[key[1]]
-            others = [r for r in replicas if r in st.isr and r != broker_id and r in self.context.live
-                      and r not in self.context.shutting_down]
-            if st.leader == broker_id:
-                if not others:
-                    remaining.append(key)
-                    continue
-                new = PartitionState(others[0], st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.context.epoch)
-            elif broker_id in st.isr and len(st.isr) > 1:
-                new = PartitionState(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.context.epoch)
-            else:
-                followed.append(key)
+            await self.partition_states.refresh(key)
+            st = ctx.states[key]
+            choice = election.controlled_shutdown_election(ctx.replicas(key), st, ctx.live, ctx.shutting_down,
+                                                           broker_id)
+            if choice is None:  # it leads with no one to take over, or it is in no ISR it can leave
+                (remaining if st.leader == broker_id else followed).append(key)
                 continue
             try:
-                self.context.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self.context.epoch_version)
+                await self.partition_states.write(key, st, choice)
             except StaleWrite:
                 if not await self._still_controller():
                     break
@@ -557,19 +503,13 @@ class Controller:
     async def _rebalance_leaders(self) -> None:
         """Kafka's auto leader rebalance: a live broker that does not lead more than
         leader.imbalance.per.broker.percentage % of the partitions it is the preferred replica of gets
-        those back where it is in the ISR."""
-        preferred: dict[int, list[tuple[str, int]]] = {}
-        for key, st in self.context.states.items():
-            if key[0] not in self.context.deleting and not self.context.assignments[key[0]].reassigning(key[1]):
-                preferred.setdefault(self.context.assignments[key[0]].partitions[key[1]][0], []).append(key)
-        wanted = []
-        for broker, keys in preferred.items():
-            if broker not in self.context.live or broker in self.context.shutting_down:
-                continue
-            not_led = [k for k in keys if self.context.states[k].leader != broker]
-            if not_led and 100 * len(not_led) / len(keys) > self._imbalance_percentage:
-                wanted += [k for k in not_led if broker in self.context.states[k].isr]
+        those back where it is in the ISR (partitions being deleted or reassigned stay as they are)."""
+        ctx = self.context
+        movable = {k: ctx.replicas(k) for k in ctx.states
+                   if k[0] not in ctx.deleting and not ctx.assignments[k[0]].reassigning(k[1])}
+        wanted = election.imbalanced_partitions(movable, ctx.states, ctx.live, ctx.shutting_down,
+                                                self._imbalance_percentage)
         if wanted:
             log.info("controller: leader imbalance; moving %d partition(s) back to their preferred replica",
                      len(wanted))
-            await self._elect_leaders(sorted(wanted), False, asyncio.get_running_loop().create_future())
+            await self._elect_leaders(wanted, False, asyncio.get_running_loop().create_future())

@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from tidelake import errors
-from tidelake.cluster import znodes
+from tidelake.cluster import election
 from tidelake.cluster.controller_context import ControllerContext
 from tidelake.cluster.controller_requests import ControllerRequests
-from tidelake.cluster.znodes import PartitionState, TopicAssignment
+from tidelake.cluster.partition_states import PartitionStates
+from tidelake.cluster.znodes import TopicAssignment
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
 log = logging.getLogger("tidelake.cluster.controller")
@@ -86,13 +87,15 @@ def invalid_target(target: list[int], current: ReplicaAssignment, live: set[int]
 
 class PartitionReassigner:
     """The controller's reassignment steps, run on its event queue: they read and update the controller's
-    context, write ZooKeeper through ``store`` (checking the controller epoch) and tell the brokers through
-    ``requests``; ``still_controller`` says (after a write lost a race) whether the controller still is one."""
+    context, write topic assignments through ``store`` and partition states through ``partition_states`` (both
+    checking the controller epoch), and tell the brokers through ``requests``; ``still_controller`` says (after
+    a write lost a race) whether the controller still is one."""
 
-    def __init__(self, context: ControllerContext, store: ClusterStore, requests: ControllerRequests,
-                 still_controller: Callable[[], Awaitable[bool]]):
+    def __init__(self, context: ControllerContext, store: ClusterStore, partition_states: PartitionStates,
+                 requests: ControllerRequests, still_controller: Callable[[], Awaitable[bool]]):
         self.context = context
         self.store = store
+        self.partition_states = partition_states
         self.requests = requests
         self._still_controller = still_controller
 
@@ -226,9 +229,7 @@ class PartitionReassigner:
                          "ISR change", *key)
 
     async def _reassignment_complete(self, key: tuple[str, int], ra: ReplicaAssignment) -> bool:
-        fresh = await asyncio.to_thread(self.store.partition_state, *key)
-        if fresh is not None:
-            self.context.states[key] = fresh
+        await self.partition_states.refresh(key)
         st = self.context.states[key]
         # (a target replica left alive to lead it: one that died while still in the ISR cannot take over)
         return all(r in st.isr for r in ra.target) and any(
@@ -271,31 +272,19 @@ class PartitionReassigner:
                                    leader_from: list[int] | None = None) -> None:
         """A new leader epoch for the partition: the ISR without ``removed``; the leader kept if it is still a
         live replica (in ``leader_from``, default ``replicas``), else the first of those alive and in the ISR."""
-        pool = replicas if leader_from is None else leader_from
+        ctx = self.context
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
-            st = self.context.states[key]
-            isr = [r for r in st.isr if r not in removed and r in replicas]
-            leader = st.leader
-            if leader not in pool or leader not in self.context.live or leader in self.context.shutting_down:
-                candidates = [r for r in pool
-                              if r in isr and r in self.context.live and r not in self.context.shutting_down]
-                leader = candidates[0] if candidates else znodes.NO_LEADER
-            if not isr:
-                isr = list(st.isr[-1:])
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.context.epoch)
+            st = ctx.states[key]
+            choice = election.reassignment_election(replicas, replicas if leader_from is None else leader_from,
+                                                    removed, st, ctx.live, ctx.shutting_down)
             try:
-                self.context.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self.context.epoch_version)
-                log.info("controller: %s-%d leader %d epoch %d isr %s (reassignment)", *key, leader,
-                         new.leader_epoch, isr)
+                new = await self.partition_states.write(key, st, choice)
+                log.info("controller: %s-%d leader %d epoch %d isr %s (reassignment)", *key, new.leader,
+                         new.leader_epoch, new.isr)
                 return
             except StaleWrite:
-                if not await self._still_controller():
+                if not await self._still_controller() or await self.partition_states.refresh(key) is None:
                     raise
-                fresh = await asyncio.to_thread(self.store.partition_state, *key)
-                if fresh is None:
-                    raise
-                self.context.states[key] = fresh
         raise StaleWrite(f"{key[0]}-{key[1]}: the partition state kept changing")
 
     def _stop_removed(self, key: tuple[str, int], removed: list[int]) -> None:
