@@ -2,10 +2,11 @@
 creating the ephemeral ``/controller`` znode, that decides partition leadership and tells the brokers.
 
 Every broker runs a ``Controller``; only the elected one acts. Its work is a queue of events
-processed one at a time on the broker's event loop (ZooKeeper watches fire on kazoo's thread and
-only enqueue): the election itself, brokers joining or leaving ``/brokers/ids``, topics appearing
-under ``/brokers/topics``, deletion requests under ``/admin/delete_topics`` and ISR changes that
-leaders report under ``/isr_change_notification``.
+processed one at a time on the broker's event loop (``controller_events.py``): the election itself,
+brokers joining or leaving ``/brokers/ids``, topics appearing under ``/brokers/topics``, deletion
+requests under ``/admin/delete_topics``, ISR changes that leaders report under
+``/isr_change_notification``, and the requests only the controller answers (ElectLeaders,
+ControlledShutdown, AlterPartitionReassignments).
 
 On election the controller bumps ``/controller_epoch``; every partition-state write it makes checks
 that epoch's znode version in the same ZooKeeper transaction, and every request it sends carries the
@@ -21,14 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Callable
-
-from kazoo.exceptions import KazooException
 
 from tidelake import errors
 from tidelake.cluster import election
 from tidelake.cluster.controller_context import ControllerContext
+from tidelake.cluster.controller_events import ControllerEvent, ControllerEventQueue
 from tidelake.cluster.controller_requests import ControllerRequests
 from tidelake.cluster.election import Refused
 from tidelake.cluster.partition_states import PartitionStates
@@ -39,17 +38,6 @@ from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 log = logging.getLogger("tidelake.cluster.controller")
 
 MAX_STATE_WRITE_ATTEMPTS = 10
-
-
-@dataclass
-class _Event:
-    # "elect"; while active "brokers", "topics", "partitions", "delete", "isr", "rebalance", "zk_reassign";
-    # requests that answer through a future: "elect_leaders", "shutdown", "reassign"
-    kind: str
-    topic: str | None = None  # "partitions": the topic whose assignment changed
-    # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future);
-    # "reassign": ({partition: target replicas or None}, allow replication factor change, future)
-    request: tuple | None = None
 
 
 class Controller:
@@ -68,9 +56,9 @@ class Controller:
         self.requests = ControllerRequests(self.context)
         self.reassigner = PartitionReassigner(self.context, store, self.partition_states, self.requests,
                                               self._still_controller)
-        self._queue: asyncio.Queue[_Event] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
+        # "elect" (retried until it succeeds); while active "brokers", "topics", "partitions" (of event.topic),
+        # "delete", "isr", "rebalance", "zk_reassign"; requests: "elect_leaders", "shutdown", "reassign"
+        self.events = ControllerEventQueue(self._process, retried=frozenset({"elect"}))
         self._rebalance_task: asyncio.Task | None = None
 
     @property
@@ -80,19 +68,16 @@ class Controller:
 
     # -- lifecycle -----------------------------------------------------------------------------------
     def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._queue = asyncio.Queue()
-        self._task = self._loop.create_task(self._run())
-        self._rebalance_task = self._loop.create_task(self._rebalance_clock())
-        self._enqueue("elect")
+        self.events.start()
+        self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_clock())
+        self.events.put("elect")
 
     async def stop(self) -> None:
-        for task in (self._task, self._rebalance_task):
-            if task is None:
-                continue
-            task.cancel()
+        await self.events.stop()
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
             try:
-                await task
+                await self._rebalance_task
             except (asyncio.CancelledError, Exception):
                 pass
         channels = self.requests.channels
@@ -104,7 +89,7 @@ class Controller:
         while True:
             await asyncio.sleep(self._rebalance_interval_s)
             if self.context.active and self._auto_rebalance():
-                self._enqueue("rebalance")
+                self.events.put("rebalance")
 
     def session_renewed(self) -> None:
         """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
@@ -112,49 +97,17 @@ class Controller:
         if self.context.active:
             log.info("broker %d resigns as controller: its ZooKeeper session expired", self.broker_id)
             self._resign()
-        self._enqueue("elect")
+        self.events.put("elect")
 
-    def _enqueue(self, kind: str, topic: str | None = None) -> None:
-        self._queue.put_nowait(_Event(kind, topic))
-
-    def _watch(self, kind: str, topic: str | None = None):
-        """A kazoo watch callback (kazoo's thread) that enqueues ``kind`` on the broker's loop."""
-        loop = self._loop
-
-        def fire(_event=None) -> None:
-            try:
-                loop.call_soon_threadsafe(self._enqueue, kind, topic)
-            except RuntimeError:  # the broker's loop is closed: it is shutting down
-                pass
-        return fire
-
-    async def _run(self) -> None:
-        while True:
-            event = await self._queue.get()
-            try:
-                if event.kind == "elect_leaders":
-                    await self._elect_leaders(*event.request)
-                elif event.kind == "shutdown":
-                    await self._controlled_shutdown(event.request[0], event.request[2])
-                elif event.kind == "reassign":
-                    await self._alter_reassignments(*event.request)
-                else:
-                    await self._process(event.kind, event.topic)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                if isinstance(e, KazooException):  # e.g. our session expired mid-call: the new one re-elects
-                    log.warning("controller event %s failed: ZooKeeper %s", event.kind, type(e).__name__)
-                else:
-                    log.exception("controller event %s failed", event.kind)
-                if event.request is not None and not event.request[2].done():
-                    event.request[2].set_exception(e)
-                if event.kind == "elect":  # try again rather than be left without a controller
-                    await asyncio.sleep(0.5)
-                    self._enqueue("elect")
-
-    async def _process(self, kind: str, topic: str | None = None) -> None:
-        if kind == "elect":
+    async def _process(self, event: ControllerEvent) -> None:
+        kind = event.kind
+        if kind == "elect_leaders":
+            await self._elect_leaders(*event.args, event.future)
+        elif kind == "shutdown":
+            await self._controlled_shutdown(*event.args, event.future)
+        elif kind == "reassign":
+            await self._alter_reassignments(*event.args, event.future)
+        elif kind == "elect":
             await self._elect()
         elif not self.context.active:
             return
@@ -163,7 +116,7 @@ class Controller:
         elif kind == "topics":
             await self._on_topics_changed()
         elif kind == "partitions":
-            await self._on_partitions_added(topic)
+            await self._on_partitions_added(event.topic)
         elif kind == "delete":
             await self._on_delete_requests()
         elif kind == "isr":
@@ -171,12 +124,12 @@ class Controller:
         elif kind == "rebalance":
             await self._rebalance_leaders()
         elif kind == "zk_reassign":
-            await self.reassigner.on_zk_reassignment(self._watch("zk_reassign"))
+            await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
 
-    # -- election ------------------------------------------------------------------------------------
+    # -- controller election ---------------------------------------------------------------------------
     async def _elect(self) -> None:
         store = self.store
-        current = await asyncio.to_thread(store.controller_id, self._watch("elect"))
+        current = await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
         if current == self.broker_id and self.context.active:
             return
         if current != -1:
@@ -185,7 +138,7 @@ class Controller:
                 self._resign()
             return
         if not await asyncio.to_thread(store.try_elect, self.broker_id):
-            await asyncio.to_thread(store.controller_id, self._watch("elect"))
+            await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
             return
         self.context.epoch, self.context.epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
         log.info("broker %d elected controller (epoch %d)", self.broker_id, self.context.epoch)
@@ -200,7 +153,7 @@ class Controller:
     async def _failover(self) -> None:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
         await self._refresh_brokers()
-        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
+        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
         for name in names:
             await self._load_topic(name)
         for (topic, p) in sorted(self.context.states):
@@ -215,11 +168,11 @@ class Controller:
         await self._on_isr_changes()
         await self.reassigner.resume()  # a reassignment the previous controller left half-way
         # and any written to /admin/reassign_partitions (watched from now on)
-        await self.reassigner.on_zk_reassignment(self._watch("zk_reassign"))
+        await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
-        ids = await asyncio.to_thread(self.store.live_broker_ids, self._watch("brokers"))
+        ids = await asyncio.to_thread(self.store.live_broker_ids, self.events.watch("brokers"))
         before = set(self.context.live)
         now: dict[int, BrokerRegistration] = {}
         for bid in ids:
@@ -281,7 +234,7 @@ class Controller:
         if epoch != self.context.epoch:
             log.info("controller epoch moved to %d: broker %d resigns", epoch, self.broker_id)
             self._resign()
-            self._enqueue("elect")
+            self.events.put("elect")
             return False
         return True
 
@@ -291,7 +244,7 @@ class Controller:
 
     # -- topics --------------------------------------------------------------------------------------
     async def _load_topic(self, name: str) -> None:
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
         if assignment is None:
             return
         self.context.assignments[name] = assignment
@@ -308,7 +261,7 @@ class Controller:
                 await self._repair(topic, partition)
 
     async def _on_topics_changed(self) -> None:
-        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
+        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
         new = [n for n in names if n not in self.context.assignments]
         created = []
         for name in new:
@@ -331,7 +284,7 @@ class Controller:
         """A topic's assignment changed (CreatePartitions): start its new partitions."""
         if name not in self.context.assignments or name in self.context.deleting:
             return
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
         if assignment is None:
             return
         added = sorted(set(assignment.partitions) - set(self.context.assignments[name].partitions))
@@ -351,7 +304,7 @@ class Controller:
         self.context.deleting.discard(name)
 
     async def _on_delete_requests(self) -> None:
-        names = await asyncio.to_thread(self.store.topics_to_delete, self._watch("delete"))
+        names = await asyncio.to_thread(self.store.topics_to_delete, self.events.watch("delete"))
         for name in names:
             if name not in self.context.assignments:
                 await asyncio.to_thread(self.store.delete_topic_nodes, name)
@@ -371,7 +324,7 @@ class Controller:
             self.requests.update_metadata()
 
     async def _on_isr_changes(self) -> None:
-        changed = await asyncio.to_thread(self.store.take_isr_changes, self._watch("isr"))
+        changed = await asyncio.to_thread(self.store.take_isr_changes, self.events.watch("isr"))
         fresh = []
         for key in set(changed):
             if key in self.context.states and await self.partition_states.refresh(key) is not None:
@@ -385,9 +338,7 @@ class Controller:
                             ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Elect the preferred replica (or, ``unclean``, any live replica of a leaderless partition) of
         ``partitions`` (None: all); (error code, message) per partition. Only on the active controller."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("elect_leaders", request=(partitions, unclean, fut)))
-        return await fut
+        return await self.events.request("elect_leaders", partitions, unclean)
 
     async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
         ctx = self.context
@@ -428,9 +379,7 @@ class Controller:
                                   ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Start (a list of replicas) or cancel (None) the reassignment of each partition; (error code,
         message) per partition once it has started, not finished. Only on the active controller."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("reassign", request=(wanted, allow_rf_change, fut)))
-        return await fut
+        return await self.events.request("reassign", wanted, allow_rf_change)
 
     async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
                                    fut: asyncio.Future) -> None:
@@ -452,9 +401,7 @@ class Controller:
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """A broker about to stop asks the controller to move its leaderships and take it out of the
         ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member)."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("shutdown", request=(broker_id, None, fut)))
-        return await fut
+        return await self.events.request("shutdown", broker_id)
 
     async def _controlled_shutdown(self, broker_id: int, fut: asyncio.Future) -> None:
         if not self.context.active:
