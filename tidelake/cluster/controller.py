@@ -41,12 +41,11 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 
 class Controller:
-    def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
-                 unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
+    def __init__(self, broker_id: int, store: ClusterStore, *, unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
                  rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
         self.broker_id = broker_id
         self.store = store
-        self.listener = inter_broker_listener
+        self.listener = ""  # the inter-broker listener, given at start: the brokers' endpoints the channels use
         self._unclean_default = unclean_default
         self._auto_rebalance = auto_rebalance  # auto.leader.rebalance.enable
         self._rebalance_interval_s = rebalance_interval_s  # leader.imbalance.check.interval.seconds
@@ -67,7 +66,8 @@ class Controller:
         return self.context.active
 
     # -- lifecycle -----------------------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, inter_broker_listener: str) -> None:
+        self.listener = inter_broker_listener
         self.events.start()
         self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_clock())
         self.events.put("elect")
