@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 from tidelake.storage import Storage
 from tidelake.table import Snapshot
-from tidelake.table.reader import MergeOnReadReader, sort_indices_by_key
+from tidelake.table.key_order import sort_indices_by_key
+from tidelake.table.reader import MergeOnReadReader
 from tidelake.table.scan import BucketPlan, ScanPlanner
 
 VIEW_DIR = "_lakeview"

@@ -34,9 +34,10 @@ from tidelake.storage import Storage
 from .commit import DATA_OPERATIONS, Committer
 from .errors import CommitConflict, TableError
 from .files import COMMIT_VERSION, DataFile, parallel_map, remove_files, write_parquet
+from .key_order import sort_indices_by_key
 from .log import CurrentMetadata
 from .metadata import FileEntry, TableMetadata
-from .reader import MergeOnReadReader, sort_indices_by_key
+from .reader import MergeOnReadReader
 from .scan import ScanPlanner
 from .versions import HOUR_MS, VersionResolver
 

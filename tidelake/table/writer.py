@@ -17,6 +17,7 @@ from tidelake.storage import Storage
 from .errors import SchemaError
 from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, local_threads,
                     map_in_groups, parallel_map, shared_pool, to_arrow, write_parquet)
+from .key_order import stable_argsort
 
 _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
@@ -119,7 +120,7 @@ class DeltaWriter:
         elif int_keys is not None:
             keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
-            by_key = np.argsort(keys, kind="stable")
+            by_key = stable_argsort(keys)
             keep = _last_of_each_key(keys[by_key], pk)
             chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
         else:
