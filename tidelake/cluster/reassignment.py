@@ -179,8 +179,7 @@ class PartitionReassigner:
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
         return results
 
-    def ongoing(self, partitions: list[tuple[str, int]] | None
-                              ) -> dict[tuple[str, int], ReplicaAssignment]:
+    def ongoing(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], ReplicaAssignment]:
         """ListPartitionReassignments: the partitions (None: all) being reassigned, from the controller's view."""
         out = {}
         keys = sorted((t, p) for t, a in self.context.assignments.items() for p in a.partitions) if partitions is None \
