@@ -23,7 +23,7 @@ from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
                     DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
                     shared_pool)
-from .key_order import first_indices, int_key, sort_indices_by_key
+from .key_order import first_indices, first_of_each_key, int_key, sort_indices_by_key
 from .metadata import FileEntry
 from .scan import BucketPlan
 
@@ -45,15 +45,6 @@ def _ordered(deltas: Sequence[FileEntry]) -> bool:
         if fb.min_version <= fa.max_version and not same_commit:
             return False
     return True
-
-
-def _take_keys(keys: pa.Table, indices: np.ndarray, primary_key: Sequence[str]) -> pa.Table:
-    """``keys.take(indices)``; an integer key gathered in numpy (Arrow's gather across the chunks of
-    a concatenation resolves the chunk of every index, several times slower)."""
-    ints = int_key(keys, primary_key)
-    if ints is not None:
-        return pa.table({primary_key[0]: ints[indices]})
-    return keys.take(indices)
 
 
 def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
@@ -227,9 +218,14 @@ class MergeOnReadReader:
             live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
                     _upserts(newer[0][1], columns, newer[0][0])]
         else:   # the first row of every key in newest-first order: one mask over all newer parts
-            firsts = np.asarray(first_indices(newer_keys, pk))
-            live = [_upserts(without_keys(oldest, _take_keys(newer_keys, firsts, pk), pk, keys_sorted=True), columns,
-                             has_deletes)]
+            ints = int_key(newer_keys, pk)   # (a copy of the concatenation's keys: made once)
+            if ints is not None:
+                firsts = first_of_each_key(ints)
+                changed = pa.table({pk[0]: ints[firsts]})   # (in key order)
+            else:
+                firsts = np.asarray(first_indices(newer_keys, pk))
+                changed = newer_keys.take(firsts)
+            live = [_upserts(without_keys(oldest, changed, pk, keys_sorted=True), columns, has_deletes)]
             keep = np.zeros(newer_keys.num_rows, dtype=bool)
             keep[firsts] = True
             if any(deletes for deletes, _ in newer):
