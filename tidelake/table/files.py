@@ -235,9 +235,10 @@ def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: A
 def conform(data: pa.Table, schema: pa.Schema, *, extra: Iterable[pa.Field] = ()) -> pa.Table:
     """Columns of ``schema`` (+ ``extra``) in order, cast; missing columns become nulls."""
     fields = list(schema) + list(extra)
+    names = data.schema.names
     cols = []
     for f in fields:
-        if f.name in data.column_names:
+        if f.name in names:
             c = data.column(f.name)
             cols.append(c if c.type == f.type else _cast(c, f.type))
         else:
