@@ -346,6 +346,42 @@ def test_map_in_groups_keeps_the_order_of_the_items():
             assert map_in_groups(lambda x: x * 10, list(range(n)), pool, groups) == [x * 10 for x in range(n)]
 
 
+def test_map_in_groups_raises_the_first_failure_and_stops_claiming():
+    from concurrent.futures import ThreadPoolExecutor
+    from tidelake.table.files import map_in_groups
+    seen = []
+
+    def fn(x):
+        seen.append(x)
+        if x == 3:
+            raise ValueError("item 3")
+        return x
+    with ThreadPoolExecutor(2) as pool:
+        with pytest.raises(ValueError, match="item 3"):
+            map_in_groups(fn, list(range(1000)), pool, 2)
+    assert len(seen) < 1000     # the other thread stopped claiming once one failed
+
+
+def test_map_in_groups_runs_on_the_caller_when_the_pool_is_busy():
+    """With every pool thread busy, the caller maps every item itself and does not wait for the
+    queued helper task (which would deadlock a caller that is itself on the pool)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+    from tidelake.table.files import map_in_groups
+    release = threading.Event()
+    result = []
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(release.wait, 120)
+        caller = threading.Thread(target=lambda: result.append(map_in_groups(lambda x: x + 1, [1, 2, 3], pool, 2)))
+        caller.start()
+        caller.join(20)          # a bound on the wait, not a timing: it finishes at once or never
+        finished = not caller.is_alive()
+        release.set()
+        caller.join()
+    assert finished, "map_in_groups waited for a helper task queued behind a busy pool"
+    assert result == [[2, 3, 4]]
+
+
 def _fmix(h):
     with np.errstate(over="ignore"):
         h = h ^ (h >> np.uint64(33))

@@ -16,6 +16,7 @@ Base files hold only the user columns.
 """
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import uuid
@@ -76,16 +77,31 @@ def parallel_map(fn: Callable[[T], R], items: Sequence[T], threads: int = IO_THR
 
 
 def map_in_groups(fn: Callable[[T], R], items: Sequence[T], pool: ThreadPoolExecutor, groups: int) -> list[R]:
-    """``[fn(x) for x in items]`` as ``groups`` tasks on ``pool``, each mapping every ``groups``-th
-    item in turn: the caller then waits for a few tasks, not one per item (each finished task wakes
-    it up to contend for the GIL with the workers: ~10 % of a snapshot read's CPU with 16 buckets)."""
-    groups = max(1, min(groups, len(items)))
-    if groups == 1:
-        return [fn(x) for x in items]
-    done = list(pool.map(lambda g: [fn(x) for x in items[g::groups]], range(groups)))
-    out: list = [None] * len(items)
-    for g, results in enumerate(done):
-        out[g::groups] = results
+    """``[fn(x) for x in items]`` on ``groups`` threads: the caller and ``groups - 1`` tasks on
+    ``pool``, each claiming the next item until none is left. Claiming, rather than a fixed share
+    each, keeps the work even when one thread is slowed by other work on the machine; a few long
+    tasks rather than one per item keep the wake-ups few (each finished task wakes the caller up to
+    contend for the GIL: ~10 % of a snapshot read's CPU with 16 buckets)."""
+    n = len(items)
+    groups = max(1, min(groups, n))
+    out: list = [None] * n
+    claim = itertools.count()          # (its next() is atomic under the GIL)
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            while not failed and (i := next(claim)) < n:
+                out[i] = fn(items[i])
+        except BaseException as e:
+            failed.append(e)
+
+    helpers = [pool.submit(work) for _ in range(groups - 1)]
+    work()
+    for h in helpers:
+        if not h.cancel():             # (not started yet: nothing is left for it, so it need not run)
+            h.result()
+    if failed:
+        raise failed[0]
     return out
 
 
@@ -219,9 +235,10 @@ def bucket_ids(keys: pa.Table, primary_key: list[str], bucket_num: int, dtype: A
 def conform(data: pa.Table, schema: pa.Schema, *, extra: Iterable[pa.Field] = ()) -> pa.Table:
     """Columns of ``schema`` (+ ``extra``) in order, cast; missing columns become nulls."""
     fields = list(schema) + list(extra)
+    names = data.schema.names
     cols = []
     for f in fields:
-        if f.name in data.column_names:
+        if f.name in names:
             c = data.column(f.name)
             cols.append(c if c.type == f.type else _cast(c, f.type))
         else:

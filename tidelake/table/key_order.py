@@ -49,14 +49,19 @@ def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Ar
     order)."""
     keys = int_key(t, primary_key)
     if keys is not None:
-        order = stable_argsort(keys)
-        ordered = keys[order]
-        starts = np.ones(len(order), dtype=bool)
-        starts[1:] = ordered[1:] != ordered[:-1]
-        return order[starts]
+        return first_of_each_key(keys)
     idx = "__row"
     rows = t.select(list(primary_key)).append_column(idx, pa.array(np.arange(t.num_rows, dtype=np.int64)))
     return rows.group_by(list(primary_key), use_threads=False).aggregate([(idx, "min")]).column(f"{idx}_min")
+
+
+def first_of_each_key(keys: np.ndarray) -> np.ndarray:
+    """Index of the first of every integer key, in key order."""
+    order = stable_argsort(keys)
+    ordered = keys[order]
+    starts = np.ones(len(order), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    return order[starts]
 
 
 def sort_indices_by_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:

@@ -11,6 +11,7 @@ An incremental read concatenates the L0 delta files of the range, ordered by com
 """
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
                     DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
                     shared_pool)
-from .key_order import first_indices, int_key, sort_indices_by_key
+from .key_order import first_indices, first_of_each_key, int_key, sort_indices_by_key
 from .metadata import FileEntry
 from .scan import BucketPlan
 
@@ -47,19 +48,17 @@ def _ordered(deltas: Sequence[FileEntry]) -> bool:
     return True
 
 
-def _take_keys(keys: pa.Table, indices: np.ndarray, primary_key: Sequence[str]) -> pa.Table:
-    """``keys.take(indices)``; an integer key gathered in numpy (Arrow's gather across the chunks of
-    a concatenation resolves the chunk of every index, several times slower)."""
-    ints = int_key(keys, primary_key)
-    if ints is not None:
-        return pa.table({primary_key[0]: ints[indices]})
-    return keys.take(indices)
-
-
 def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
     """``schema`` with its string columns dictionary-encoded (as they are stored)."""
     return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if is_string(f.type) else f
                       for f in schema])
+
+
+@functools.lru_cache(maxsize=256)
+def _layout(schema: pa.Schema, columns: tuple[str, ...]) -> tuple[pa.Schema, list[str]]:
+    """The schema of ``columns`` and the string columns among them: worked out once per read rather
+    than once per file (a table of many small files spends a tenth of its read on such per-file work)."""
+    return pa.schema([schema.field(c) for c in columns]), [c for c in columns if _stringish(schema.field(c).type)]
 
 
 def _is_sorted(a: np.ndarray) -> bool:
@@ -156,9 +155,9 @@ class MergeOnReadReader:
         wanted = columns + ([OP] if ops and f.kind == "delta" else [])
         if f.kind == "delta" and (versions or timestamps is not None):
             wanted += [COMMIT_VERSION, COMMIT_TIME]
+        target, strings = _layout(schema, tuple(columns))
         try:
-            t = read_parquet(self.storage, f, wanted, key_filter,
-                             strings=[c for c in columns if _stringish(schema.field(c).type)])
+            t = read_parquet(self.storage, f, wanted, key_filter, strings=strings)
         except FileNotFoundError:
             raise VersionExpired(f"data file {f.path} is missing: removed by retention cleanup (read a newer "
                                  f"version) or lost (`tidelake table check` tells which)") from None
@@ -179,7 +178,7 @@ class MergeOnReadReader:
                 ts = np.full(n, timestamps[f.min_version], dtype="datetime64[ms]")
                 t = t.append_column(COMMIT_TIME, pa.array(ts).cast(COMMIT_TIME_TYPE))
             extra.append(pa.field(COMMIT_TIME, COMMIT_TIME_TYPE))
-        return conform(t, pa.schema([schema.field(c) for c in columns]), extra=extra)
+        return conform(t, target, extra=extra)
 
     # ------------------------------------------------------------ snapshot
     def merge_bucket(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
@@ -227,9 +226,14 @@ class MergeOnReadReader:
             live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
                     _upserts(newer[0][1], columns, newer[0][0])]
         else:   # the first row of every key in newest-first order: one mask over all newer parts
-            firsts = np.asarray(first_indices(newer_keys, pk))
-            live = [_upserts(without_keys(oldest, _take_keys(newer_keys, firsts, pk), pk, keys_sorted=True), columns,
-                             has_deletes)]
+            ints = int_key(newer_keys, pk)   # (a copy of the concatenation's keys: made once)
+            if ints is not None:
+                firsts = first_of_each_key(ints)
+                changed = pa.table({pk[0]: ints[firsts]})   # (in key order)
+            else:
+                firsts = np.asarray(first_indices(newer_keys, pk))
+                changed = newer_keys.take(firsts)
+            live = [_upserts(without_keys(oldest, changed, pk, keys_sorted=True), columns, has_deletes)]
             keep = np.zeros(newer_keys.num_rows, dtype=bool)
             keep[firsts] = True
             if any(deletes for deletes, _ in newer):
