@@ -109,7 +109,7 @@ class ClusterMember:
         loop = asyncio.get_running_loop()
         # a process paused past its session (SIGSTOP, a long GC) comes back to a new session: register again
         # and let the controller election look again (Kafka's broker does the same on a new session)
-        self.store.session_renewed = lambda: self._call_soon(loop, self._on_new_session, registration)
+        self.store.on_session_renewed(lambda: self._call_soon(loop, self._on_new_session, registration))
         self.controller.start(inter_broker_listener)
         self._config_changes_seen: set[str] | None = None
         self.store.watch_config_changes(lambda children: self._call_soon(loop, self._on_config_changes, children))
@@ -335,7 +335,8 @@ class ClusterMember:
                 if len(set(replicas)) != len(replicas) or not set(replicas) <= set(live):
                     raise errors.InvalidReplicaAssignment(
                         f"partition {p}: replicas {replicas} must be distinct live brokers (live: {live})")
-        info = ClusterTopic(name, new_topic_id(), len(assignment), dict(overrides), replication_factor=len(assignment[0]))
+        info = ClusterTopic(name, new_topic_id(), len(assignment), dict(overrides),
+                            replication_factor=len(assignment[0]))
         if validate_only:
             return info
         await asyncio.to_thread(self.store.create_topic, TopicAssignment(name, info.topic_id, assignment), overrides)

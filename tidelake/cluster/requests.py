@@ -23,7 +23,8 @@ _STopic = StopReplicaRequest.StopReplicaTopic
 
 def leader_and_isr_request(controller_id: int, controller_epoch: int,
                            states: Iterable[tuple[str, int, PartitionState, list[int], list[int], list[int]]],
-                           is_new: bool, live_leaders: Iterable[tuple[int, BrokerRegistration, str]]) -> tuple[Any, int]:
+                           is_new: bool, live_leaders: Iterable[tuple[int, BrokerRegistration, str]]
+                           ) -> tuple[Any, int]:
     """``states``: (topic, partition, state, replicas, adding replicas, removing replicas) — the last two
     non-empty while the partition is being reassigned (KIP-455)."""
     by_topic: dict[str, list] = {}

@@ -38,10 +38,7 @@ class ClusterStore:
         self.connect_string = connect
         self.zk = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000)
         self._connection_timeout_s = connection_timeout_ms / 1000
-        # called on kazoo's thread: the session expired (ephemeral znodes and watches are gone), and a
-        # new session was established after that
-        self.session_lost: Callable[[], None] | None = None
-        self.session_renewed: Callable[[], None] | None = None
+        self._session_renewed: Callable[[], None] | None = None  # see on_session_renewed
         self._lost = False
         self._closing = False
 
@@ -65,13 +62,16 @@ class ClusterStore:
         if state == KazooState.LOST:
             self._lost = True
             log.warning("ZooKeeper session lost")
-            if self.session_lost is not None:
-                self.session_lost()
         elif state == KazooState.CONNECTED and self._lost:
             self._lost = False
             log.warning("new ZooKeeper session after the last one expired")
-            if self.session_renewed is not None:
-                self.session_renewed()
+            if self._session_renewed is not None:
+                self._session_renewed()
+
+    def on_session_renewed(self, callback: Callable[[], None]) -> None:
+        """``callback()`` (kazoo's thread) whenever a new session begins after the last one expired: its ephemeral
+        znodes and watches are gone. One callback; a later registration replaces it."""
+        self._session_renewed = callback
 
     def stop(self) -> None:
         self._closing = True  # a deliberate close is not a loss

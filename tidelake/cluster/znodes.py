@@ -12,7 +12,8 @@ with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, ka
     /config/topics/<topic>                        {"version":1,"config":{"min.insync.replicas":"2"}}
     /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
     /admin/delete_topics/<topic>                  (a request to delete, handled by the controller)
-    /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}
+    /admin/reassign_partitions                    {"version":1,"partitions":
+                                                   [{"topic":..,"partition":..,"replicas":[..]}]}
     /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":..,"partition":..}]}
     /latest_producer_id_block                     {"version":1,"broker":1,"block_start":"0","block_end":"999"}
 """
