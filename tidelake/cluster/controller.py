@@ -15,8 +15,9 @@ epoch, so a controller that lost its session (and was replaced) can neither writ
 Leaders are chosen by ``election.py`` (Kafka's: the first replica in assignment order that is alive and in
 the ISR; if none, with ``unclean.leader.election.enable`` the first live replica, else the partition stays
 offline until an ISR member returns); the controller writes the choice in a new leader epoch
-(``partition_states.py``) and tells the brokers (``controller_requests.py``). Partition reassignment is its
-``PartitionReassigner``'s (``reassignment.py``).
+(``partition_states.py``) and tells the brokers (``controller_requests.py``). New topics and partitions are its
+``TopicCreator``'s (``topic_creation.py``), topic deletion its ``TopicDeletionManager``'s (``topic_deletion.py``)
+and partition reassignment its ``PartitionReassigner``'s (``reassignment.py``).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from tidelake.cluster.controller_requests import ControllerRequests
 from tidelake.cluster.election import Refused
 from tidelake.cluster.partition_states import PartitionStates
 from tidelake.cluster.reassignment import PartitionReassigner, ReplicaAssignment
+from tidelake.cluster.topic_creation import TopicCreator
+from tidelake.cluster.topic_deletion import TopicDeletionManager
 from tidelake.cluster.znodes import BrokerRegistration
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
@@ -41,8 +44,9 @@ MAX_STATE_WRITE_ATTEMPTS = 10
 
 
 class Controller:
-    def __init__(self, broker_id: int, store: ClusterStore, *, unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
-                 rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
+    def __init__(self, broker_id: int, store: ClusterStore, *, unclean_default: Callable[[], bool],
+                 auto_rebalance: Callable[[], bool] = lambda: False, rebalance_interval_s: float = 300.0,
+                 imbalance_percentage: int = 10):
         self.broker_id = broker_id
         self.store = store
         self.listener = ""  # the inter-broker listener, given at start: the brokers' endpoints the channels use
@@ -55,6 +59,10 @@ class Controller:
         self.requests = ControllerRequests(self.context)
         self.reassigner = PartitionReassigner(self.context, store, self.partition_states, self.requests,
                                               self._still_controller)
+        self.topic_creator = TopicCreator(self.context, store, self.partition_states, self.requests,
+                                          lambda topic: self.events.watch("partitions", topic),
+                                          self._still_controller, self._repair)
+        self.topic_deletion = TopicDeletionManager(self.context, store, self.requests)
         # "elect" (retried until it succeeds); while active "brokers", "topics", "partitions" (of event.topic),
         # "delete", "isr", "rebalance", "zk_reassign"; requests: "elect_leaders", "shutdown", "reassign"
         self.events = ControllerEventQueue(self._process, retried=frozenset({"elect"}))
@@ -114,11 +122,11 @@ class Controller:
         elif kind == "brokers":
             await self._on_brokers_changed()
         elif kind == "topics":
-            await self._on_topics_changed()
+            await self.topic_creator.on_topics_changed(self.events.watch("topics"))
         elif kind == "partitions":
-            await self._on_partitions_added(event.topic)
+            await self.topic_creator.on_partitions_added(event.topic)
         elif kind == "delete":
-            await self._on_delete_requests()
+            await self.topic_deletion.on_delete_requests(self.events.watch("delete"))
         elif kind == "isr":
             await self._on_isr_changes()
         elif kind == "rebalance":
@@ -155,16 +163,16 @@ class Controller:
         await self._refresh_brokers()
         names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
         for name in names:
-            await self._load_topic(name)
+            await self.topic_creator.load(name)
         for (topic, p) in sorted(self.context.states):
             await self._repair(topic, p)
         for topic in names:
             for p in self.context.assignments[topic].partitions:
                 if (topic, p) not in self.context.states:
-                    await self._init_partition(topic, p)
+                    await self.topic_creator.init_partition(topic, p)
         self.requests.leader_and_isr(list(self.context.states))
         self.requests.update_metadata()
-        await self._on_delete_requests()
+        await self.topic_deletion.on_delete_requests(self.events.watch("delete"))
         await self._on_isr_changes()
         await self.reassigner.resume()  # a reassignment the previous controller left half-way
         # and any written to /admin/reassign_partitions (watched from now on)
@@ -242,87 +250,7 @@ class Controller:
         value = (await asyncio.to_thread(self.store.topic_config, topic)).get("unclean.leader.election.enable")
         return self._unclean_default() if value is None else value.strip().lower() == "true"
 
-    # -- topics --------------------------------------------------------------------------------------
-    async def _load_topic(self, name: str) -> None:
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
-        if assignment is None:
-            return
-        self.context.assignments[name] = assignment
-        for p in assignment.partitions:
-            await self.partition_states.refresh((name, p))
-
-    async def _init_partition(self, topic: str, partition: int) -> None:
-        key = (topic, partition)
-        try:
-            await self.partition_states.create(key, election.new_partition_election(self.context.replicas(key),
-                                                                                    self.context.live))
-        except StaleWrite:  # it exists already (an earlier controller), or we were deposed
-            if await self._still_controller() and await self.partition_states.refresh(key) is not None:
-                await self._repair(topic, partition)
-
-    async def _on_topics_changed(self) -> None:
-        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
-        new = [n for n in names if n not in self.context.assignments]
-        created = []
-        for name in new:
-            await self._load_topic(name)
-            if name not in self.context.assignments:
-                continue
-            for p in sorted(self.context.assignments[name].partitions):
-                if (name, p) not in self.context.states:
-                    await self._init_partition(name, p)
-                if (name, p) in self.context.states:
-                    created.append((name, p))
-            log.info("controller: new topic %s", name)
-        for name in [n for n in self.context.assignments if n not in names]:  # removed behind our back
-            self._forget_topic(name)
-        if created:
-            self.requests.leader_and_isr(created, is_new=True)
-            self.requests.update_metadata()
-
-    async def _on_partitions_added(self, name: str) -> None:
-        """A topic's assignment changed (CreatePartitions): start its new partitions."""
-        if name not in self.context.assignments or name in self.context.deleting:
-            return
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
-        if assignment is None:
-            return
-        added = sorted(set(assignment.partitions) - set(self.context.assignments[name].partitions))
-        self.context.assignments[name] = assignment
-        for p in added:
-            await self._init_partition(name, p)
-        started = [(name, p) for p in added if (name, p) in self.context.states]
-        if started:
-            log.info("controller: topic %s has new partitions %s", name, added)
-            self.requests.leader_and_isr(started, is_new=True)
-            self.requests.update_metadata()
-
-    def _forget_topic(self, name: str) -> None:
-        self.context.assignments.pop(name, None)
-        for key in [k for k in self.context.states if k[0] == name]:
-            del self.context.states[key]
-        self.context.deleting.discard(name)
-
-    async def _on_delete_requests(self) -> None:
-        names = await asyncio.to_thread(self.store.topics_to_delete, self.events.watch("delete"))
-        for name in names:
-            if name not in self.context.assignments:
-                await asyncio.to_thread(self.store.delete_topic_nodes, name)
-                continue
-            self.context.deleting.add(name)
-            parts = sorted(self.context.assignments[name].partitions.items())
-            # brokers first hear the topic is going (leader -2), then drop its replicas and files
-            self.requests.update_metadata(deleting={name})
-            for bid in self.context.live:
-                hosted = [p for p, replicas in parts if bid in replicas]
-                if hosted:
-                    self.requests.stop_replica(bid, name, hosted, delete=True)
-            await asyncio.to_thread(self.store.delete_topic_nodes, name)
-            self._forget_topic(name)
-            log.info("controller: deleted topic %s", name)
-        if names:
-            self.requests.update_metadata()
-
+    # -- ISR changes leaders reported ------------------------------------------------------------------
     async def _on_isr_changes(self) -> None:
         changed = await asyncio.to_thread(self.store.take_isr_changes, self.events.watch("isr"))
         fresh = []

@@ -26,6 +26,13 @@ class ControllerContext:
     def replicas(self, key: tuple[str, int]) -> list[int]:
         return self.assignments[key[0]].partitions[key[1]]
 
+    def forget_topic(self, name: str) -> None:
+        """A topic deleted, or removed from ZooKeeper behind the controller's back."""
+        self.assignments.pop(name, None)
+        for key in [k for k in self.states if k[0] == name]:
+            del self.states[key]
+        self.deleting.discard(name)
+
     def resign(self) -> None:
         """Forget everything but the epoch: a new election reads the cluster again."""
         self.active = False
