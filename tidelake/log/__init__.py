@@ -9,7 +9,8 @@ from tidelake.log.cleaner import CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig
 from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.manager import LogManager, partition_dir_name
-from tidelake.log.partition import AppendResult, OffsetPosition, PartitionLog, ReadResult
+from tidelake.log.local_log import OffsetPosition
+from tidelake.log.partition import AppendResult, PartitionLog, ReadResult
 from tidelake.log.producer_state import ProducerStateManager
 from tidelake.errors import InvalidRecord
 
