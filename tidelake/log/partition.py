@@ -28,19 +28,13 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from tidelake.clock import wall_ms
-from tidelake.errors import (
-    CorruptMessage,
-    NotLeaderOrFollower,
-    OffsetOutOfRange,
-    OutOfOrderSequenceNumber,
-)
+from tidelake.errors import CorruptMessage, NotLeaderOrFollower, OffsetOutOfRange
 from tidelake.log.checkpoint import LOG_START_FILE, write_offset
 from tidelake.log.cleaner import CompactionStats, LogCleaner
-from tidelake.log.batch_validation import validate_client_batches, whole_replicated_batches
+from tidelake.log.batch_validation import assign_offsets, validate_client_batches, whole_replicated_batches
 from tidelake.log.config import LogConfig
 from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
 from tidelake.log.local_log import LocalLog, OffsetPosition
-from tidelake.log.producer_state import BatchMetadata
 from tidelake.log.segment import Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
@@ -166,7 +160,7 @@ class PartitionLog:
                                           self.directory.name)
         with self._lock:
             self._check_open()
-            dup = self._check_producers(headers)
+            dup = self.producer_state.check_request(headers)
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset,
                                     dup.timestamp if self.config.log_append_time else -1,
@@ -175,19 +169,10 @@ class PartitionLog:
             max_ts = max(h.max_timestamp for _, h in headers)
             self._maybe_roll_for_append(n, total_delta, max_ts, now_ms)
             seg = self.active_segment
-            offset = seg.next_offset
-            first_offset = offset
+            first_offset = seg.next_offset
+            offset = first_offset + total_delta
             log_append_time = self.config.log_append_time
-            batches = []
-            for pos, h in headers:
-                rb.set_base_offset(buf, pos, offset)
-                rb.set_partition_leader_epoch(buf, pos, leader_epoch)
-                bmax = h.max_timestamp
-                if log_append_time:
-                    rb.set_log_append_time(buf, pos, h.size, now_ms)
-                    bmax = now_ms
-                batches.append((pos, offset, offset + h.last_offset_delta, bmax))
-                offset += h.last_offset_delta + 1
+            batches = assign_offsets(buf, headers, first_offset, leader_epoch, now_ms if log_append_time else None)
             seg.append(buf, batches, now_ms)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
@@ -199,25 +184,6 @@ class PartitionLog:
             self._local.count_appended(total_delta)
             return AppendResult(first_offset, offset - 1, now_ms if log_append_time else -1,
                                 self.log_start_offset)
-
-    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
-        ps = self.producer_state
-        seen: dict[int, BatchHeader] = {}
-        for _pos, h in headers:
-            if h.producer_id < 0:
-                continue
-            prev = seen.get(h.producer_id)
-            if prev is not None:
-                # several batches of one producer in one request must follow each other
-                if h.producer_epoch != prev.producer_epoch or (
-                        h.base_sequence >= 0 and h.base_sequence != (prev.last_sequence + 1) & 0x7FFFFFFF):
-                    raise OutOfOrderSequenceNumber("batches of one producer out of order within a request")
-            else:
-                dup = ps.check(h)
-                if dup is not None:
-                    return dup
-            seen[h.producer_id] = h
-        return None
 
     def append_marker(self, *, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, now_ms: int | None = None, leader_epoch: int = 0) -> int:

@@ -86,7 +86,8 @@ class CompletedTxn:
 class ProducerStateManager:
     """Validates producer id / epoch / sequence on append and tracks open transactions.
 
-    Usage on append: ``check(header)`` per batch (raises, or returns the duplicate's metadata), then,
+    Usage on append: ``check_request(headers)`` (or ``check(header)`` per batch; raises, or returns the
+    duplicate's metadata), then,
     once the batch is written, ``update(header)`` with its assigned offsets."""
 
     def __init__(self, directory: Path):
@@ -122,6 +123,25 @@ class ProducerStateManager:
             raise OutOfOrderSequenceNumber(
                 f"producer {h.producer_id}: new epoch {h.producer_epoch} must start at sequence 0, "
                 f"got {h.base_sequence}")
+        return None
+
+    def check_request(self, headers: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
+        """``check`` for the (position, header) batches of one Produce request, where several batches
+        of one producer must also follow each other. Returns a retried duplicate's metadata or None."""
+        seen: dict[int, BatchHeader] = {}
+        for _pos, h in headers:
+            if h.producer_id < 0:
+                continue
+            prev = seen.get(h.producer_id)
+            if prev is not None:
+                if h.producer_epoch != prev.producer_epoch or (
+                        h.base_sequence >= 0 and h.base_sequence != (prev.last_sequence + 1) & 0x7FFFFFFF):
+                    raise OutOfOrderSequenceNumber("batches of one producer out of order within a request")
+            else:
+                dup = self.check(h)
+                if dup is not None:
+                    return dup
+            seen[h.producer_id] = h
         return None
 
     # ------------------------------------------------------------------ updates
