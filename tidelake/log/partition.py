@@ -3,22 +3,19 @@
 Directory ``<data-dir>/<topic>-<partition>/`` holds the segments (``<20-digit base>.log`` / ``.index``
 / ``.timeindex`` / ``.txnindex``), ``leader-epoch-checkpoint``, producer ``<offset>.snapshot`` files,
 ``log-start-offset`` and ``recovery-point`` checkpoints and, after a clean close, ``.clean-shutdown``.
-Opening it (and recovery after a crash) is LogLoader's job; the segments are LocalLog's (locate, read,
-roll, flush, remove, truncate); compaction is LogCleaner's. This class keeps what sits above the
-segments: append validation and producer state (idempotence, transactions, markers), leader epochs,
-the high watermark, last stable offset and log start, and the retention, DeleteRecords, truncation
-and compaction decisions.
+LogLoader opens and recovers it; its LocalLog holds the segments (locate, read, roll, flush, remove,
+truncate); LogCleaner compacts. This class keeps what sits above the segments: append validation and
+producer state (idempotence, transactions), leader epochs, the high watermark, last stable offset
+and log start, and the retention, DeleteRecords, truncation and compaction decisions.
 
 Hot path: client batches stay opaque. ``append`` reads only each batch's 61-byte header, CRC-checks
 it, patches the base offset (and leader epoch) in place and writes the request's bytes with one
-``os.write``; ``read`` finds a position with a binary search over segment bases and
-``Segment.find_batch``, then returns whole batches from one ``os.pread``.
+``os.write``; ``read`` returns whole batches from one ``os.pread``.
 
 Threads: every public method takes the partition's lock, which its LocalLog shares, so the broker's
-event loop and the maintenance thread (LogMaintenance) can share a log. The slow maintenance work
-runs without the lock: fsyncs (``maybe_flush``) and compaction passes (``compact``/``maybe_compact``)
-work on private file descriptors and take the lock only for short steps, so an append never waits for
-them for long; a cleaned segment is swapped in under the lock, atomically for readers.
+event loop and the maintenance thread (LogMaintenance) can share a log. Slow work runs without the
+lock: fsyncs (``maybe_flush``) and compaction passes work on private file descriptors and take the
+lock only for short steps; a cleaned segment is swapped in under the lock, atomically for readers.
 """
 from __future__ import annotations
 
@@ -242,17 +239,7 @@ class PartitionLog:
             for p, h in headers:
                 if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                     self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                if h.producer_id < 0:
-                    continue
-                if not h.is_control:
-                    ps.update(h)
-                    continue
-                marker = rb.transaction_marker(buf, p, h)
-                if marker is None:
-                    continue
-                is_abort, coordinator_epoch = marker
-                done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                       is_abort, h.max_timestamp)
+                done = ps.replay(buf, p, h)
                 if done is not None and done.is_aborted:
                     seg.txn_index.append(AbortedTxn(h.producer_id, done.first_offset, h.base_offset,
                                                     self._lso_value()))

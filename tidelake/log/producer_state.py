@@ -20,6 +20,7 @@ from tidelake.errors import (
     OutOfOrderSequenceNumber,
     TransactionCoordinatorFenced,
 )
+from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
 
 NO_PRODUCER_EPOCH = -1
@@ -194,6 +195,22 @@ class ProducerStateManager:
         entry.current_txn_first_offset = None
         self.ongoing.pop(first, None)
         return CompletedTxn(producer_id, first, marker_offset, is_abort)
+
+    def replay(self, buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> CompletedTxn | None:
+        """Apply a batch already written with its offsets (a follower's fetched batch, or the log
+        replayed after a snapshot): a data batch updates its producer, a COMMIT/ABORT marker at
+        ``pos`` in ``buf`` completes the producer's transaction, which is returned."""
+        if not h.is_control:
+            self.update(h)
+            return None
+        if h.producer_id < 0:
+            return None
+        marker = rb.transaction_marker(buf, pos, h)
+        if marker is None:
+            return None
+        is_abort, coordinator_epoch = marker
+        return self.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
+                                 is_abort, h.max_timestamp)
 
     def describe(self) -> list[dict]:
         """Active producers for DescribeProducers."""
