@@ -16,7 +16,6 @@ import bisect
 import os
 import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -24,21 +23,12 @@ from tidelake.fsutil import fsync_dir
 from tidelake.log.checkpoint import CLEAN_SHUTDOWN_FILE, RECOVERY_POINT_FILE, write_offset
 from tidelake.log.cleaner import SWAP_SUFFIX
 from tidelake.log.config import LogConfig
+from tidelake.log.results import OffsetPosition
 from tidelake.log.segment import SCAN_CHUNK, Segment
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
 
 _MAX_RELATIVE_OFFSET = 2**31 - 1
-
-
-@dataclass
-class OffsetPosition:
-    """Where ``locate`` found an offset: the seed-004 lookup made visible (for tests and tools)."""
-
-    segment_base_offset: int
-    index_entry: tuple[int, int] | None  # (relative offset, position) from the sparse index
-    position: int  # start of the batch containing the offset
-    batch_base_offset: int
 
 
 class LocalLog:

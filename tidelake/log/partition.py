@@ -20,7 +20,6 @@ lock only for short steps; a cleaned segment is swapped in under the lock, atomi
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -31,30 +30,12 @@ from tidelake.log.cleaner import CompactionStats, LogCleaner
 from tidelake.log.batch_validation import assign_offsets, validate_client_batches, whole_replicated_batches
 from tidelake.log.config import LogConfig
 from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
-from tidelake.log.local_log import LocalLog, OffsetPosition
+from tidelake.log.local_log import LocalLog
+from tidelake.log.results import AppendResult, OffsetPosition, ReadResult
 from tidelake.log.segment import Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
-
-
-@dataclass
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 for CreateTime
-    log_start_offset: int
-    duplicate: bool = False
-
-
-@dataclass
-class ReadResult:
-    data: bytes
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    first_offset: int = 0  # base offset of the first batch in data
-    next_offset: int = 0  # the offset after the last batch in data (equal to first_offset when data is empty)
 
 
 class PartitionLog:
@@ -365,14 +346,12 @@ class PartitionLog:
                     return now_ms - newest > cfg.retention_ms
                 doomed += self._local.remove_oldest_segments(expired, delete_files=False)
             if cfg.retention_bytes >= 0:
-                total = self.size_bytes
+                excess = self.size_bytes - cfg.retention_bytes
 
                 def over_size(seg: Segment, _next: Segment) -> bool:
-                    nonlocal total
-                    if total - seg.size < cfg.retention_bytes:
-                        return False
-                    total -= seg.size
-                    return True
+                    nonlocal excess
+                    excess -= seg.size
+                    return excess >= 0
                 doomed += self._local.remove_oldest_segments(over_size, delete_files=False)
             if doomed:
                 self._set_log_start(self.segments[0].base_offset)
