@@ -3,7 +3,8 @@
 Public API: LogConfig, PartitionLog (+ AppendResult, ReadResult, OffsetPosition), LogManager,
 ProducerStateManager, LeaderEpochCache, LogCleaner (+ CompactionStats), InvalidRecord. The storage
 shapes are Kafka's: PartitionLog (UnifiedLog) over a LocalLog of Segments, each with its OffsetIndex,
-TimeIndex and TransactionIndex; LogLoader opens and recovers a partition directory; LogMaintenance is the background thread. See each module's docstring.
+TimeIndex and TransactionIndex; LogLoader opens and recovers a partition directory; LogMaintenance
+is the background thread. See each module's docstring.
 """
 from tidelake.log.cleaner import CompactionStats, LogCleaner
 from tidelake.log.config import LogConfig

@@ -1,7 +1,7 @@
 """What a batch must be before a partition writes it (Kafka's LogValidator, for RecordBatch v2).
 
 Client batches (Produce) are checked whole before anything is written, so an append is
-all-or-nothing. Batches a follower fetched from its leader were checked by the leader; here they are
+all-or-nothing; then their offsets are assigned in place. Batches a follower fetched from its leader were checked by the leader; here they are
 only CRC-checked and cut at the last whole batch (a fetch may end inside one).
 """
 from __future__ import annotations
