@@ -40,7 +40,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 from tidelake.spark.changes import ORDER_COLUMNS, changes_schema  # noqa: E402
-from tidelake.spark.runner import Pipeline, _parse_task  # noqa: E402
+from tidelake.spark.runner import Pipeline, _ListAccumulator, _parse_task  # noqa: E402
 from tidelake.table import Table  # noqa: E402
 from tidelake.table.files import OP  # noqa: E402
 
@@ -129,7 +129,9 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
         df = spark.read.parquet(str(src))
         if batches > 1:
             df = df.where(f"offset >= {b * batch} and offset < {(b + 1) * batch}")
-        parsed = df.mapInArrow(_parse_task(schema, "debezium-json", ["id"]), parsed_schema)
+        # as the pipeline parses with on_error=fail: no skipped records; truncate events collected
+        truncates = spark.sparkContext.accumulator([], _ListAccumulator())
+        parsed = df.mapInArrow(_parse_task(schema, "debezium-json", ["id"], None, truncates), parsed_schema)
         parsed = parsed.repartition(spark.sparkContext.defaultParallelism, "id")
         parsed.drop(OP, *ORDER_COLUMNS).write.mode("append").parquet(str(out))
     return time.monotonic() - began, batches

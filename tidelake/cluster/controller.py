@@ -2,35 +2,37 @@
 creating the ephemeral ``/controller`` znode, that decides partition leadership and tells the brokers.
 
 Every broker runs a ``Controller``; only the elected one acts. Its work is a queue of events
-processed one at a time on the broker's event loop (ZooKeeper watches fire on kazoo's thread and
-only enqueue): the election itself, brokers joining or leaving ``/brokers/ids``, topics appearing
-under ``/brokers/topics``, deletion requests under ``/admin/delete_topics`` and ISR changes that
-leaders report under ``/isr_change_notification``.
+processed one at a time on the broker's event loop (``controller_events.py``): the election itself,
+brokers joining or leaving ``/brokers/ids``, topics appearing under ``/brokers/topics``, deletion
+requests under ``/admin/delete_topics``, ISR changes that leaders report under
+``/isr_change_notification``, and the requests only the controller answers (ElectLeaders,
+ControlledShutdown, AlterPartitionReassignments).
 
 On election the controller bumps ``/controller_epoch``; every partition-state write it makes checks
 that epoch's znode version in the same ZooKeeper transaction, and every request it sends carries the
 epoch, so a controller that lost its session (and was replaced) can neither write nor be obeyed.
 
-Leader election is Kafka's: the first replica in assignment order that is alive and in the ISR; if
-none, with ``unclean.leader.election.enable`` the first live replica (data may be lost), else the
-partition stays offline (leader -1) until an ISR member returns. A leader or ISR change bumps the
-leader epoch.
+Leaders are chosen by ``election.py`` (Kafka's: the first replica in assignment order that is alive and in
+the ISR; if none, with ``unclean.leader.election.enable`` the first live replica, else the partition stays
+offline until an ISR member returns); the controller writes the choice in a new leader epoch
+(``partition_states.py``) and tells the brokers (``controller_requests.py``). Partition reassignment is its
+``PartitionReassigner``'s (``reassignment.py``).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 from typing import Callable
 
-from kazoo.exceptions import KazooException
-
 from tidelake import errors
-from tidelake.cluster import znodes
-from tidelake.cluster.controller_channels import ControllerChannels
-from tidelake.cluster.reassignment import ReassignmentSteps
-from tidelake.cluster.requests import leader_and_isr_request, stop_replica_request, update_metadata_request
-from tidelake.cluster.znodes import BrokerRegistration, PartitionState, TopicAssignment
+from tidelake.cluster import election
+from tidelake.cluster.controller_context import ControllerContext
+from tidelake.cluster.controller_events import ControllerEvent, ControllerEventQueue
+from tidelake.cluster.controller_requests import ControllerRequests
+from tidelake.cluster.election import Refused
+from tidelake.cluster.partition_states import PartitionStates
+from tidelake.cluster.reassignment import PartitionReassigner, ReplicaAssignment
+from tidelake.cluster.znodes import BrokerRegistration
 from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
 log = logging.getLogger("tidelake.cluster.controller")
@@ -38,59 +40,47 @@ log = logging.getLogger("tidelake.cluster.controller")
 MAX_STATE_WRITE_ATTEMPTS = 10
 
 
-@dataclass
-class _Event:
-    # "elect", "brokers", "topics", "partitions", "delete", "isr", "elect_leaders", "shutdown", "reassign", "zk_reassign"
-    kind: str
-    topic: str | None = None  # "partitions": the topic whose assignment changed
-    # "elect_leaders": (partitions or None, unclean, future for the results); "shutdown": (broker id, None, future);
-    # "reassign": ({partition: target replicas or None}, allow replication factor change, future)
-    request: tuple | None = None
-
-
-class Controller(ReassignmentSteps):
-    def __init__(self, broker_id: int, store: ClusterStore, *, inter_broker_listener: str,
-                 unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
+class Controller:
+    def __init__(self, broker_id: int, store: ClusterStore, *, unclean_default: Callable[[], bool], auto_rebalance: Callable[[], bool] = lambda: False,
                  rebalance_interval_s: float = 300.0, imbalance_percentage: int = 10):
         self.broker_id = broker_id
         self.store = store
-        self.listener = inter_broker_listener
+        self.listener = ""  # the inter-broker listener, given at start: the brokers' endpoints the channels use
         self._unclean_default = unclean_default
         self._auto_rebalance = auto_rebalance  # auto.leader.rebalance.enable
         self._rebalance_interval_s = rebalance_interval_s  # leader.imbalance.check.interval.seconds
         self._imbalance_percentage = imbalance_percentage  # leader.imbalance.per.broker.percentage
-        self.active = False
-        self.epoch = 0
-        self._epoch_version = -1
-        self.live: dict[int, BrokerRegistration] = {}
-        self.assignments: dict[str, TopicAssignment] = {}
-        self.states: dict[tuple[str, int], PartitionState] = {}
-        self.deleting: set[str] = set()
-        self.shutting_down: set[int] = set()  # brokers in controlled shutdown: never elected, leaving the ISRs
-        self.channels: ControllerChannels | None = None
-        self._queue: asyncio.Queue[_Event] | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._task: asyncio.Task | None = None
+        self.context = ControllerContext(broker_id)
+        self.partition_states = PartitionStates(self.context, store)
+        self.requests = ControllerRequests(self.context)
+        self.reassigner = PartitionReassigner(self.context, store, self.partition_states, self.requests,
+                                              self._still_controller)
+        # "elect" (retried until it succeeds); while active "brokers", "topics", "partitions" (of event.topic),
+        # "delete", "isr", "rebalance", "zk_reassign"; requests: "elect_leaders", "shutdown", "reassign"
+        self.events = ControllerEventQueue(self._process, retried=frozenset({"elect"}))
         self._rebalance_task: asyncio.Task | None = None
 
+    @property
+    def active(self) -> bool:
+        """Whether this broker is the elected controller."""
+        return self.context.active
+
     # -- lifecycle -----------------------------------------------------------------------------------
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._queue = asyncio.Queue()
-        self._task = self._loop.create_task(self._run())
-        self._rebalance_task = self._loop.create_task(self._rebalance_clock())
-        self._enqueue("elect")
+    def start(self, inter_broker_listener: str) -> None:
+        self.listener = inter_broker_listener
+        self.events.start()
+        self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_clock())
+        self.events.put("elect")
 
     async def stop(self) -> None:
-        for task in (self._task, self._rebalance_task):
-            if task is None:
-                continue
-            task.cancel()
+        await self.events.stop()
+        if self._rebalance_task is not None:
+            self._rebalance_task.cancel()
             try:
-                await task
+                await self._rebalance_task
             except (asyncio.CancelledError, Exception):
                 pass
-        channels = self.channels
+        channels = self.requests.channels
         self._resign()
         if channels is not None:
             await channels.wait_closed()
@@ -98,67 +88,35 @@ class Controller(ReassignmentSteps):
     async def _rebalance_clock(self) -> None:
         while True:
             await asyncio.sleep(self._rebalance_interval_s)
-            if self.active and self._auto_rebalance():
-                self._enqueue("rebalance")
+            if self.context.active and self._auto_rebalance():
+                self.events.put("rebalance")
 
     def session_renewed(self) -> None:
         """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
         watch are gone. Resign and run the election again."""
-        if self.active:
+        if self.context.active:
             log.info("broker %d resigns as controller: its ZooKeeper session expired", self.broker_id)
             self._resign()
-        self._enqueue("elect")
+        self.events.put("elect")
 
-    def _enqueue(self, kind: str, topic: str | None = None) -> None:
-        self._queue.put_nowait(_Event(kind, topic))
-
-    def _watch(self, kind: str, topic: str | None = None):
-        """A kazoo watch callback (kazoo's thread) that enqueues ``kind`` on the broker's loop."""
-        loop = self._loop
-
-        def fire(_event=None) -> None:
-            try:
-                loop.call_soon_threadsafe(self._enqueue, kind, topic)
-            except RuntimeError:  # the broker's loop is closed: it is shutting down
-                pass
-        return fire
-
-    async def _run(self) -> None:
-        while True:
-            event = await self._queue.get()
-            try:
-                if event.kind == "elect_leaders":
-                    await self._elect_leaders(*event.request)
-                elif event.kind == "shutdown":
-                    await self._controlled_shutdown(event.request[0], event.request[2])
-                elif event.kind == "reassign":
-                    await self._alter_reassignments(*event.request)
-                else:
-                    await self._process(event.kind, event.topic)
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                if isinstance(e, KazooException):  # e.g. our session expired mid-call: the new one re-elects
-                    log.warning("controller event %s failed: ZooKeeper %s", event.kind, type(e).__name__)
-                else:
-                    log.exception("controller event %s failed", event.kind)
-                if event.request is not None and not event.request[2].done():
-                    event.request[2].set_exception(e)
-                if event.kind == "elect":  # try again rather than be left without a controller
-                    await asyncio.sleep(0.5)
-                    self._enqueue("elect")
-
-    async def _process(self, kind: str, topic: str | None = None) -> None:
-        if kind == "elect":
+    async def _process(self, event: ControllerEvent) -> None:
+        kind = event.kind
+        if kind == "elect_leaders":
+            await self._elect_leaders(*event.args, event.future)
+        elif kind == "shutdown":
+            await self._controlled_shutdown(*event.args, event.future)
+        elif kind == "reassign":
+            await self._alter_reassignments(*event.args, event.future)
+        elif kind == "elect":
             await self._elect()
-        elif not self.active:
+        elif not self.context.active:
             return
         elif kind == "brokers":
             await self._on_brokers_changed()
         elif kind == "topics":
             await self._on_topics_changed()
         elif kind == "partitions":
-            await self._on_partitions_added(topic)
+            await self._on_partitions_added(event.topic)
         elif kind == "delete":
             await self._on_delete_requests()
         elif kind == "isr":
@@ -166,75 +124,67 @@ class Controller(ReassignmentSteps):
         elif kind == "rebalance":
             await self._rebalance_leaders()
         elif kind == "zk_reassign":
-            await self._on_zk_reassignment()
+            await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
 
-    # -- election ------------------------------------------------------------------------------------
+    # -- controller election ---------------------------------------------------------------------------
     async def _elect(self) -> None:
         store = self.store
-        current = await asyncio.to_thread(store.controller_id, self._watch("elect"))
-        if current == self.broker_id and self.active:
+        current = await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
+        if current == self.broker_id and self.context.active:
             return
         if current != -1:
-            if self.active:  # someone else holds /controller now: we lost it
+            if self.context.active:  # someone else holds /controller now: we lost it
                 log.info("broker %d is no longer the controller (broker %d is)", self.broker_id, current)
                 self._resign()
             return
         if not await asyncio.to_thread(store.try_elect, self.broker_id):
-            await asyncio.to_thread(store.controller_id, self._watch("elect"))
+            await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
             return
-        self.epoch, self._epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
-        log.info("broker %d elected controller (epoch %d)", self.broker_id, self.epoch)
-        self.active = True
-        self.channels = ControllerChannels(self.broker_id)
+        self.context.epoch, self.context.epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
+        log.info("broker %d elected controller (epoch %d)", self.broker_id, self.context.epoch)
+        self.context.active = True
+        self.requests.open(self.listener)
         await self._failover()
 
     def _resign(self) -> None:
-        self.active = False
-        if self.channels is not None:
-            self.channels.close()
-            self.channels = None
-        self.live.clear()
-        self.assignments.clear()
-        self.states.clear()
-        self.deleting.clear()
-        self.shutting_down.clear()
+        self.requests.close()
+        self.context.resign()
 
     async def _failover(self) -> None:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
         await self._refresh_brokers()
-        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
+        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
         for name in names:
             await self._load_topic(name)
-        for (topic, p) in sorted(self.states):
+        for (topic, p) in sorted(self.context.states):
             await self._repair(topic, p)
         for topic in names:
-            for p in self.assignments[topic].partitions:
-                if (topic, p) not in self.states:
+            for p in self.context.assignments[topic].partitions:
+                if (topic, p) not in self.context.states:
                     await self._init_partition(topic, p)
-        self._send_leader_and_isr(list(self.states))
-        self._send_update_metadata()
+        self.requests.leader_and_isr(list(self.context.states))
+        self.requests.update_metadata()
         await self._on_delete_requests()
         await self._on_isr_changes()
-        await self._resume_reassignments()  # a reassignment the previous controller left half-way
-        await self._on_zk_reassignment()  # and any written to /admin/reassign_partitions (watched from now on)
+        await self.reassigner.resume()  # a reassignment the previous controller left half-way
+        # and any written to /admin/reassign_partitions (watched from now on)
+        await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
-        ids = await asyncio.to_thread(self.store.live_broker_ids, self._watch("brokers"))
-        before = set(self.live)
+        ids = await asyncio.to_thread(self.store.live_broker_ids, self.events.watch("brokers"))
+        before = set(self.context.live)
         now: dict[int, BrokerRegistration] = {}
         for bid in ids:
-            reg = self.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
+            reg = self.context.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
             if reg is not None:
                 now[bid] = reg
-        self.live = now
+        self.context.live = now
         for bid in set(now) - before:
-            ep = now[bid].endpoint(self.listener) if any(e.listener == self.listener for e in now[bid].endpoints) \
-                else now[bid].endpoint()
-            self.channels.add_broker(bid, ep.host, ep.port)
+            self.requests.add_broker(bid, now[bid])
         for bid in before - set(now):
-            self.channels.remove_broker(bid)
-            self.shutting_down.discard(bid)
+            self.requests.remove_broker(bid)
+            self.context.shutting_down.discard(bid)
         return set(now) - before, before - set(now)
 
     async def _on_brokers_changed(self) -> None:
@@ -244,64 +194,47 @@ class Controller(ReassignmentSteps):
         if new:
             log.info("controller: brokers %s joined", sorted(new))
         changed = []
-        for key in sorted(self.states):
+        for key in sorted(self.context.states):
             if await self._repair(*key):
                 changed.append(key)
         # the new brokers learn every partition they host; the changed partitions go to their replicas
-        self._send_update_metadata()
-        self._send_leader_and_isr(changed)
+        self.requests.update_metadata()
+        self.requests.leader_and_isr(changed)
         for bid in new:
-            self._send_leader_and_isr([k for k in self.states if bid in self.assignments[k[0]].partitions[k[1]]],
-                                      only=bid)
+            self.requests.leader_and_isr([k for k in self.context.states if bid in self.context.replicas(k)], only=bid)
 
     async def _repair(self, topic: str, partition: int) -> bool:
         """Elect a leader for a partition whose leader is gone (or that has none) and drop dead
         replicas from its ISR. Returns whether the state changed."""
-        if topic in self.deleting:
+        ctx, key = self.context, (topic, partition)
+        if topic in ctx.deleting:
             return False
-        replicas = self.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.live]
+        replicas = ctx.replicas(key)
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
-            st = self.states[(topic, partition)]
-            isr = [r for r in st.isr if r in self.live]
-            leader = st.leader
-            if leader not in self.live:
-                candidates = [r for r in replicas if r in isr and r not in self.shutting_down]
-                if candidates:
-                    leader = candidates[0]
-                elif live and await self._unclean_allowed(topic):
-                    leader = live[0]
-                    isr = [leader]
-                    log.warning("controller: unclean election of broker %d for %s-%d (data may be lost)",
-                                leader, topic, partition)
-                else:
-                    leader = znodes.NO_LEADER
-            if not isr:
-                isr = list(st.isr[-1:])  # Kafka keeps the last ISR member so it can return as leader
-            if leader == st.leader and isr == st.isr:
+            st = ctx.states[key]
+            choice = election.offline_election(replicas, st, ctx.live, ctx.shutting_down)
+            if election.unclean_would_elect(choice, replicas, ctx.live) and await self._unclean_allowed(topic):
+                choice = election.offline_election(replicas, st, ctx.live, ctx.shutting_down, unclean=True)
+                log.warning("controller: unclean election of broker %d for %s-%d (data may be lost)",
+                            choice.leader, topic, partition)
+            if choice.leader == st.leader and choice.isr == st.isr:
                 return False
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
             try:
-                self.states[(topic, partition)] = await asyncio.to_thread(
-                    self.store.update_partition_state, topic, partition, new, st.zk_version, self._epoch_version)
-                log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, leader,
-                         new.leader_epoch, isr)
+                new = await self.partition_states.write(key, st, choice)
+                log.info("controller: %s-%d leader %d epoch %d isr %s", topic, partition, new.leader,
+                         new.leader_epoch, new.isr)
                 return True
             except StaleWrite:
-                if not await self._still_controller():
+                if not await self._still_controller() or await self.partition_states.refresh(key) is None:
                     return False
-                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
-                if fresh is None:
-                    return False
-                self.states[(topic, partition)] = fresh
         return False
 
     async def _still_controller(self) -> bool:
         epoch = await asyncio.to_thread(self.store.controller_epoch)
-        if epoch != self.epoch:
+        if epoch != self.context.epoch:
             log.info("controller epoch moved to %d: broker %d resigns", epoch, self.broker_id)
             self._resign()
-            self._enqueue("elect")
+            self.events.put("elect")
             return False
         return True
 
@@ -311,220 +244,187 @@ class Controller(ReassignmentSteps):
 
     # -- topics --------------------------------------------------------------------------------------
     async def _load_topic(self, name: str) -> None:
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
         if assignment is None:
             return
-        self.assignments[name] = assignment
+        self.context.assignments[name] = assignment
         for p in assignment.partitions:
-            st = await asyncio.to_thread(self.store.partition_state, name, p)
-            if st is not None:
-                self.states[(name, p)] = st
+            await self.partition_states.refresh((name, p))
 
     async def _init_partition(self, topic: str, partition: int) -> None:
-        replicas = self.assignments[topic].partitions[partition]
-        live = [r for r in replicas if r in self.live]
-        st = PartitionState(live[0] if live else znodes.NO_LEADER, 0, live or replicas[:1], self.epoch)
+        key = (topic, partition)
         try:
-            self.states[(topic, partition)] = await asyncio.to_thread(
-                self.store.create_partition_state, topic, partition, st, self._epoch_version)
+            await self.partition_states.create(key, election.new_partition_election(self.context.replicas(key),
+                                                                                    self.context.live))
         except StaleWrite:  # it exists already (an earlier controller), or we were deposed
-            if await self._still_controller():
-                fresh = await asyncio.to_thread(self.store.partition_state, topic, partition)
-                if fresh is not None:
-                    self.states[(topic, partition)] = fresh
-                    await self._repair(topic, partition)
+            if await self._still_controller() and await self.partition_states.refresh(key) is not None:
+                await self._repair(topic, partition)
 
     async def _on_topics_changed(self) -> None:
-        names = await asyncio.to_thread(self.store.topic_names, self._watch("topics"))
-        new = [n for n in names if n not in self.assignments]
+        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
+        new = [n for n in names if n not in self.context.assignments]
         created = []
         for name in new:
             await self._load_topic(name)
-            if name not in self.assignments:
+            if name not in self.context.assignments:
                 continue
-            for p in sorted(self.assignments[name].partitions):
-                if (name, p) not in self.states:
+            for p in sorted(self.context.assignments[name].partitions):
+                if (name, p) not in self.context.states:
                     await self._init_partition(name, p)
-                if (name, p) in self.states:
+                if (name, p) in self.context.states:
                     created.append((name, p))
             log.info("controller: new topic %s", name)
-        for name in [n for n in self.assignments if n not in names]:  # removed behind our back
+        for name in [n for n in self.context.assignments if n not in names]:  # removed behind our back
             self._forget_topic(name)
         if created:
-            self._send_leader_and_isr(created, is_new=True)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(created, is_new=True)
+            self.requests.update_metadata()
 
     async def _on_partitions_added(self, name: str) -> None:
         """A topic's assignment changed (CreatePartitions): start its new partitions."""
-        if name not in self.assignments or name in self.deleting:
+        if name not in self.context.assignments or name in self.context.deleting:
             return
-        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self._watch("partitions", name))
+        assignment = await asyncio.to_thread(self.store.topic_assignment, name, self.events.watch("partitions", name))
         if assignment is None:
             return
-        added = sorted(set(assignment.partitions) - set(self.assignments[name].partitions))
-        self.assignments[name] = assignment
+        added = sorted(set(assignment.partitions) - set(self.context.assignments[name].partitions))
+        self.context.assignments[name] = assignment
         for p in added:
             await self._init_partition(name, p)
-        started = [(name, p) for p in added if (name, p) in self.states]
+        started = [(name, p) for p in added if (name, p) in self.context.states]
         if started:
             log.info("controller: topic %s has new partitions %s", name, added)
-            self._send_leader_and_isr(started, is_new=True)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(started, is_new=True)
+            self.requests.update_metadata()
 
     def _forget_topic(self, name: str) -> None:
-        self.assignments.pop(name, None)
-        for key in [k for k in self.states if k[0] == name]:
-            del self.states[key]
-        self.deleting.discard(name)
+        self.context.assignments.pop(name, None)
+        for key in [k for k in self.context.states if k[0] == name]:
+            del self.context.states[key]
+        self.context.deleting.discard(name)
 
     async def _on_delete_requests(self) -> None:
-        names = await asyncio.to_thread(self.store.topics_to_delete, self._watch("delete"))
+        names = await asyncio.to_thread(self.store.topics_to_delete, self.events.watch("delete"))
         for name in names:
-            if name not in self.assignments:
+            if name not in self.context.assignments:
                 await asyncio.to_thread(self.store.delete_topic_nodes, name)
                 continue
-            self.deleting.add(name)
-            parts = sorted(self.assignments[name].partitions.items())
+            self.context.deleting.add(name)
+            parts = sorted(self.context.assignments[name].partitions.items())
             # brokers first hear the topic is going (leader -2), then drop its replicas and files
-            self._send_update_metadata(deleting={name})
-            for bid in self.live:
+            self.requests.update_metadata(deleting={name})
+            for bid in self.context.live:
                 hosted = [p for p, replicas in parts if bid in replicas]
                 if hosted:
-                    self.channels.send(bid, *stop_replica_request(self.broker_id, self.epoch, name, hosted))
+                    self.requests.stop_replica(bid, name, hosted, delete=True)
             await asyncio.to_thread(self.store.delete_topic_nodes, name)
             self._forget_topic(name)
             log.info("controller: deleted topic %s", name)
         if names:
-            self._send_update_metadata()
+            self.requests.update_metadata()
 
     async def _on_isr_changes(self) -> None:
-        changed = await asyncio.to_thread(self.store.take_isr_changes, self._watch("isr"))
+        changed = await asyncio.to_thread(self.store.take_isr_changes, self.events.watch("isr"))
         fresh = []
-        for topic, p in set(changed):
-            if (topic, p) in self.states:
-                st = await asyncio.to_thread(self.store.partition_state, topic, p)
-                if st is not None:
-                    self.states[(topic, p)] = st
-                    fresh.append((topic, p))
+        for key in set(changed):
+            if key in self.context.states and await self.partition_states.refresh(key) is not None:
+                fresh.append(key)
         if fresh:
-            self._send_update_metadata()
-            await self._resume_reassignments(sorted(fresh))  # new replicas may have joined the ISR
+            self.requests.update_metadata()
+            await self.reassigner.resume(sorted(fresh))  # new replicas may have joined the ISR
 
     # -- ElectLeaders (KIP-460) ---------------------------------------------------------------------------
     async def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
                             ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Elect the preferred replica (or, ``unclean``, any live replica of a leaderless partition) of
         ``partitions`` (None: all); (error code, message) per partition. Only on the active controller."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("elect_leaders", request=(partitions, unclean, fut)))
-        return await fut
+        return await self.events.request("elect_leaders", partitions, unclean)
 
     async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
+        ctx = self.context
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         changed = []
-        for key in (sorted(self.states) if partitions is None else partitions):
-            if not self.active:
+        for key in (sorted(ctx.states) if partitions is None else partitions):
+            if not ctx.active:
                 results[key] = (errors.NotController.code, "no longer the controller")
                 continue
-            if key not in self.states or key[0] in self.deleting:
+            if key not in ctx.states or key[0] in ctx.deleting:
                 results[key] = (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist")
                 continue
-            fresh = await asyncio.to_thread(self.store.partition_state, *key)  # leaders change ISRs too
-            if fresh is not None:
-                self.states[key] = fresh
-            st = self.states[key]
-            replicas = self.assignments[key[0]].partitions[key[1]]
-            isr = list(st.isr)
-            if not unclean:
-                leader = replicas[0]
-                if st.leader == leader:
-                    results[key] = (errors.ElectionNotNeeded.code, "the preferred replica leads already")
-                    continue
-                if leader not in self.live or leader not in st.isr or leader in self.shutting_down:
-                    results[key] = (errors.PreferredLeaderNotAvailable.code,
-                                    f"preferred replica {leader} is not alive and in the ISR {st.isr}")
-                    continue
-            else:
-                if st.leader in self.live:
-                    results[key] = (errors.ElectionNotNeeded.code, "the partition has a live leader")
-                    continue
-                live = [r for r in replicas if r in self.live]
-                if not live:
-                    results[key] = (errors.EligibleLeadersNotAvailable.code, "no replica is alive")
-                    continue
-                in_isr = [r for r in live if r in st.isr]
-                leader = in_isr[0] if in_isr else live[0]
-                if not in_isr:
-                    isr = [leader]
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            await self.partition_states.refresh(key)
+            st = ctx.states[key]
+            choice = election.unclean_election(ctx.replicas(key), st, ctx.live) if unclean \
+                else election.preferred_election(ctx.replicas(key), st, ctx.live, ctx.shutting_down)
+            if isinstance(choice, Refused):
+                results[key] = (choice.code, choice.message)
+                continue
             try:
-                self.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+                new = await self.partition_states.write(key, st, choice)
             except StaleWrite:
                 results[key] = (errors.NotController.code if not await self._still_controller()
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
                 continue
-            log.info("controller: elected %d for %s-%d (%s), epoch %d", leader, key[0], key[1],
+            log.info("controller: elected %d for %s-%d (%s), epoch %d", new.leader, key[0], key[1],
                      "unclean" if unclean else "preferred", new.leader_epoch)
             results[key] = (errors.NONE, None)
             changed.append(key)
         if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(changed)
+            self.requests.update_metadata()
         if not fut.done():
             fut.set_result(results)
 
-    # -- AlterPartitionReassignments (KIP-455; the steps are in reassignment.py) -----------------------------
+    # -- Alter/ListPartitionReassignments (KIP-455; the steps are the reassigner's) --------------------------
     async def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool = True
                                   ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Start (a list of replicas) or cancel (None) the reassignment of each partition; (error code,
         message) per partition once it has started, not finished. Only on the active controller."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("reassign", request=(wanted, allow_rf_change, fut)))
-        return await fut
+        return await self.events.request("reassign", wanted, allow_rf_change)
+
+    async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
+                                   fut: asyncio.Future) -> None:
+        try:
+            results = await self.reassigner.alter(wanted, allow_rf_change)
+        except BaseException as e:
+            if not fut.done():
+                fut.set_exception(e)
+            raise
+        if not fut.done():
+            fut.set_result(results)
+
+    def ongoing_reassignments(self, partitions: list[tuple[str, int]] | None
+                              ) -> dict[tuple[str, int], ReplicaAssignment]:
+        """ListPartitionReassignments: the partitions (None: all) being reassigned."""
+        return self.reassigner.ongoing(partitions)
 
     # -- controlled shutdown ------------------------------------------------------------------------------
     async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
         """A broker about to stop asks the controller to move its leaderships and take it out of the
         ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member)."""
-        fut = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait(_Event("shutdown", request=(broker_id, None, fut)))
-        return await fut
+        return await self.events.request("shutdown", broker_id)
 
     async def _controlled_shutdown(self, broker_id: int, fut: asyncio.Future) -> None:
-        if not self.active:
+        if not self.context.active:
             fut.set_exception(errors.NotController(f"broker {self.broker_id} is no longer the controller"))
             return
-        if broker_id not in self.live:
+        if broker_id not in self.context.live:
             fut.set_exception(errors.BrokerNotAvailable(f"broker {broker_id} is not registered"))
             return
-        self.shutting_down.add(broker_id)
+        ctx = self.context
+        ctx.shutting_down.add(broker_id)
         remaining, changed, followed = [], [], []
-        for key in sorted(self.states):
-            if key[0] in self.deleting or broker_id not in self.assignments[key[0]].partitions[key[1]]:
+        for key in sorted(ctx.states):
+            if key[0] in ctx.deleting or broker_id not in ctx.replicas(key):
                 continue
-            fresh = await asyncio.to_thread(self.store.partition_state, *key)
-            if fresh is not None:
-                self.states[key] = fresh
-            st = self.states[key]
-            replicas = self.assignments[key[0]].partitions[key[1]]
-            others = [r for r in replicas if r in st.isr and r != broker_id and r in self.live
-                      and r not in self.shutting_down]
-            if st.leader == broker_id:
-                if not others:
-                    remaining.append(key)
-                    continue
-                new = PartitionState(others[0], st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.epoch)
-            elif broker_id in st.isr and len(st.isr) > 1:
-                new = PartitionState(st.leader, st.leader_epoch + 1, [r for r in st.isr if r != broker_id],
-                                     self.epoch)
-            else:
-                followed.append(key)
+            await self.partition_states.refresh(key)
+            st = ctx.states[key]
+            choice = election.controlled_shutdown_election(ctx.replicas(key), st, ctx.live, ctx.shutting_down,
+                                                           broker_id)
+            if choice is None:  # it leads with no one to take over, or it is in no ISR it can leave
+                (remaining if st.leader == broker_id else followed).append(key)
                 continue
             try:
-                self.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
+                await self.partition_states.write(key, st, choice)
             except StaleWrite:
                 if not await self._still_controller():
                     break
@@ -534,15 +434,14 @@ class Controller(ReassignmentSteps):
             changed.append(key)
             followed.append(key)
         if changed:
-            self._send_leader_and_isr(changed)
-            self._send_update_metadata()
+            self.requests.leader_and_isr(changed)
+            self.requests.update_metadata()
         # the stopping broker stops fetching (it must not rejoin an ISR on its way out)
         by_topic: dict[str, list[int]] = {}
         for topic, p in followed:
             by_topic.setdefault(topic, []).append(p)
         for topic, parts in by_topic.items():
-            self.channels.send(broker_id, *stop_replica_request(self.broker_id, self.epoch, topic, parts,
-                                                                delete=False))
+            self.requests.stop_replica(broker_id, topic, parts, delete=False)
         log.info("controller: controlled shutdown of broker %d moved %d partition(s); %d still led by it",
                  broker_id, len(changed), len(remaining))
         if not fut.done():
@@ -551,52 +450,13 @@ class Controller(ReassignmentSteps):
     async def _rebalance_leaders(self) -> None:
         """Kafka's auto leader rebalance: a live broker that does not lead more than
         leader.imbalance.per.broker.percentage % of the partitions it is the preferred replica of gets
-        those back where it is in the ISR."""
-        preferred: dict[int, list[tuple[str, int]]] = {}
-        for key, st in self.states.items():
-            if key[0] not in self.deleting and not self.assignments[key[0]].reassigning(key[1]):
-                preferred.setdefault(self.assignments[key[0]].partitions[key[1]][0], []).append(key)
-        wanted = []
-        for broker, keys in preferred.items():
-            if broker not in self.live or broker in self.shutting_down:
-                continue
-            not_led = [k for k in keys if self.states[k].leader != broker]
-            if not_led and 100 * len(not_led) / len(keys) > self._imbalance_percentage:
-                wanted += [k for k in not_led if broker in self.states[k].isr]
+        those back where it is in the ISR (partitions being deleted or reassigned stay as they are)."""
+        ctx = self.context
+        movable = {k: ctx.replicas(k) for k in ctx.states
+                   if k[0] not in ctx.deleting and not ctx.assignments[k[0]].reassigning(k[1])}
+        wanted = election.imbalanced_partitions(movable, ctx.states, ctx.live, ctx.shutting_down,
+                                                self._imbalance_percentage)
         if wanted:
             log.info("controller: leader imbalance; moving %d partition(s) back to their preferred replica",
                      len(wanted))
-            await self._elect_leaders(sorted(wanted), False, asyncio.get_running_loop().create_future())
-
-    # -- requests to brokers -------------------------------------------------------------------------
-    def _send_leader_and_isr(self, partitions: list[tuple[str, int]], *, is_new: bool = False,
-                             only: int | None = None) -> None:
-        by_broker: dict[int, list] = {}
-        for key in partitions:
-            st = self.states.get(key)
-            if st is None or key[0] in self.deleting:
-                continue
-            assignment = self.assignments[key[0]]
-            replicas = assignment.partitions[key[1]]
-            adding, removing = assignment.adding.get(key[1], []), assignment.removing.get(key[1], [])
-            for bid in replicas:
-                # a broker in controlled shutdown is told nothing more (it would fetch and rejoin an ISR)
-                if bid in self.live and bid not in self.shutting_down and (only is None or bid == only):
-                    by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas, adding, removing))
-        for bid, states in by_broker.items():
-            leaders = {s[2].leader for s in states if s[2].leader in self.live}
-            self.channels.send(bid, *leader_and_isr_request(self.broker_id, self.epoch, states, is_new,
-                                                            [(b, self.live[b], self.listener) for b in leaders]))
-
-    def _send_update_metadata(self, deleting: set[str] = frozenset()) -> None:
-        partitions = []
-        for (topic, p), st in sorted(self.states.items()):
-            replicas = self.assignments[topic].partitions[p]
-            offline = [r for r in replicas if r not in self.live]
-            if topic in deleting:
-                st = PartitionState(znodes.LEADER_DURING_DELETE, st.leader_epoch, st.isr, st.controller_epoch,
-                                    st.zk_version)
-            partitions.append((topic, p, st, replicas, offline))
-        message = update_metadata_request(self.broker_id, self.epoch, partitions, list(self.live.values()))
-        for bid in self.live:
-            self.channels.send(bid, *message)
+            await self._elect_leaders(wanted, False, asyncio.get_running_loop().create_future())

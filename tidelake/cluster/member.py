@@ -70,8 +70,7 @@ class ClusterMember:
         self.replicas = ReplicaManager(
             broker_id, logs, self.store, clock_ms=clock_ms, lag_time_max_ms=settings.lag_time_max_ms,
             min_insync=self.min_insync_replicas, create_log=self._create_log, notify=notify)
-        self.controller = Controller(broker_id, self.store, inter_broker_listener=self.inter_broker_listener,
-                                     unclean_default=settings.unclean_default,
+        self.controller = Controller(broker_id, self.store, unclean_default=settings.unclean_default,
                                      auto_rebalance=settings.auto_leader_rebalance,
                                      rebalance_interval_s=settings.leader_imbalance_check_interval_s,
                                      imbalance_percentage=settings.leader_imbalance_per_broker_percentage)
@@ -92,7 +91,6 @@ class ClusterMember:
                     ) -> str:
         """Join the cluster: ZooKeeper session, cluster id (returned), registration, controller candidacy."""
         self.inter_broker_listener = inter_broker_listener
-        self.controller.listener = inter_broker_listener
         await asyncio.to_thread(self.store.start)
         self.cluster_id = await asyncio.to_thread(self.store.cluster_id, proposed_cluster_id)
         # what the controller will tell us is the truth about topics; the local table only mirrors it
@@ -112,7 +110,7 @@ class ClusterMember:
         # a process paused past its session (SIGSTOP, a long GC) comes back to a new session: register again
         # and let the controller election look again (Kafka's broker does the same on a new session)
         self.store.session_renewed = lambda: self._call_soon(loop, self._on_new_session, registration)
-        self.controller.start()
+        self.controller.start(inter_broker_listener)
         self._config_changes_seen: set[str] | None = None
         self.store.watch_config_changes(lambda children: self._call_soon(loop, self._on_config_changes, children))
         self._tasks.append(asyncio.get_running_loop().create_task(self._isr_expiry_loop()))

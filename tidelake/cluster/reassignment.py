@@ -1,5 +1,6 @@
-"""Partition reassignment (KIP-455) as Kafka's ZooKeeper-mode controller runs it: the controller's side of
-AlterPartitionReassignments / ListPartitionReassignments.
+"""Partition reassignment (KIP-455) as Kafka's ZooKeeper-mode controller runs it: ``PartitionReassigner``, which
+the controller owns and calls for AlterPartitionReassignments / ListPartitionReassignments, for
+``/admin/reassign_partitions`` and on ISR changes; ``ReplicaAssignment``, one partition's replicas while it moves.
 
 A partition moving from its original replicas (ORS) to a target set (TRS) goes through Kafka's steps:
 
@@ -21,12 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from tidelake import errors
-from tidelake.cluster import znodes
-from tidelake.cluster.requests import stop_replica_request
-from tidelake.cluster.znodes import PartitionState, TopicAssignment
-from tidelake.cluster.zk_store import StaleWrite
+from tidelake.cluster import election
+from tidelake.cluster.controller_context import ControllerContext
+from tidelake.cluster.controller_requests import ControllerRequests
+from tidelake.cluster.partition_states import PartitionStates
+from tidelake.cluster.znodes import TopicAssignment
+from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 
 log = logging.getLogger("tidelake.cluster.controller")
 
@@ -81,42 +85,48 @@ def invalid_target(target: list[int], current: ReplicaAssignment, live: set[int]
     return None
 
 
-class ReassignmentSteps:
-    """The controller's reassignment steps (mixed into ``Controller``: they use its partition states,
-    assignments, channels and ZooKeeper store, on its event queue)."""
+class PartitionReassigner:
+    """The controller's reassignment steps, run on its event queue: they read and update the controller's
+    context, write topic assignments through ``store`` and partition states through ``partition_states`` (both
+    checking the controller epoch), and tell the brokers through ``requests``; ``still_controller`` says (after
+    a write lost a race) whether the controller still is one."""
 
-    async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
-                                   fut: asyncio.Future) -> None:
-        """AlterPartitionReassignments. The latest request wins: the partitions it moves leave
+    def __init__(self, context: ControllerContext, store: ClusterStore, partition_states: PartitionStates,
+                 requests: ControllerRequests, still_controller: Callable[[], Awaitable[bool]]):
+        self.context = context
+        self.store = store
+        self.partition_states = partition_states
+        self.requests = requests
+        self._still_controller = still_controller
+
+    async def alter(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool
+                    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """AlterPartitionReassignments: start (a list of replicas) or cancel (None) each partition's move; (error
+        code, message) per partition. The latest request wins: the partitions it moves leave
         /admin/reassign_partitions."""
-        try:
-            results = await self._start_reassignments(wanted, allow_rf_change)
-            started = {k for k, (code, _m) in results.items() if code == errors.NONE}
-            if started and self.active:
-                await self._remove_from_zk_reassignment(lambda key, _replicas: key in started)
-        except BaseException as e:
-            if not fut.done():
-                fut.set_exception(e)
-            raise
-        if not fut.done():
-            fut.set_result(results)
+        results = await self._start_reassignments(wanted, allow_rf_change)
+        started = {k for k, (code, _m) in results.items() if code == errors.NONE}
+        if started and self.context.active:
+            await self._remove_from_zk_reassignment(lambda key, _replicas: key in started)
+        return results
 
-    async def _on_zk_reassignment(self) -> None:
+    async def on_zk_reassignment(self, watch: Callable) -> None:
         """``/admin/reassign_partitions`` appeared or changed (a tool wrote to ZooKeeper, as kafka-reassign-partitions
         --zookeeper did): start what it lists; partitions that cannot move leave it at once, the others when
-        their move completes, and the znode goes when it is empty (Kafka's processZkPartitionReassignment)."""
-        wanted = await asyncio.to_thread(self.store.zk_reassignment, self._watch("zk_reassign"))
+        their move completes, and the znode goes when it is empty (Kafka's processZkPartitionReassignment).
+        ``watch`` fires on the next change."""
+        wanted = await asyncio.to_thread(self.store.zk_reassignment, watch)
         if wanted is None:
             return
         results = await self._start_reassignments(dict(wanted), True)
         failed = {k: m for k, (code, m) in results.items() if code != errors.NONE}
         for (topic, p), message in sorted(failed.items()):
             log.warning("controller: %s of %s-%d: %s", "/admin/reassign_partitions", topic, p, message)
-        if self.active:
+        if self.context.active:
             await self._remove_from_zk_reassignment(lambda key, replicas: key in failed or self._moved(key, replicas))
 
     def _moved(self, key: tuple[str, int], replicas: list[int]) -> bool:
-        a = self.assignments.get(key[0])
+        a = self.context.assignments.get(key[0])
         return a is not None and not a.reassigning(key[1]) and a.partitions.get(key[1]) == list(replicas)
 
     async def _remove_from_zk_reassignment(self, drop) -> None:
@@ -128,7 +138,7 @@ class ReassignmentSteps:
         if remaining == current and current:
             return
         try:
-            await asyncio.to_thread(self.store.set_zk_reassignment, remaining, self._epoch_version)
+            await asyncio.to_thread(self.store.set_zk_reassignment, remaining, self.context.epoch_version)
         except StaleWrite:
             await self._still_controller()
 
@@ -136,12 +146,12 @@ class ReassignmentSteps:
                                    ) -> dict[tuple[str, int], tuple[int, str | None]]:
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         for key, target in wanted.items():
-            if not self.active:
+            if not self.context.active:
                 results[key] = (errors.NotController.code, "no longer the controller")
                 continue
             topic, p = key
-            a = self.assignments.get(topic)
-            if a is None or p not in a.partitions or topic in self.deleting or key not in self.states:
+            a = self.context.assignments.get(topic)
+            if a is None or p not in a.partitions or topic in self.context.deleting or key not in self.context.states:
                 results[key] = (errors.UnknownTopicOrPartition.code, f"{topic}-{p} does not exist")
                 continue
             current = ReplicaAssignment.of(a, p)
@@ -152,7 +162,7 @@ class ReassignmentSteps:
                     continue
                 target = current.original
             else:
-                problem = invalid_target(list(target), current, set(self.live))
+                problem = invalid_target(list(target), current, set(self.context.live))
                 if problem is None and not allow_rf_change and len(target) != len(current.original):
                     results[key] = (errors.InvalidReplicationFactor.code,
                                     f"the replication factor of {topic}-{p} would change from "
@@ -169,14 +179,13 @@ class ReassignmentSteps:
                                 else errors.RequestTimedOut.code, "the partition changed meanwhile; retry")
         return results
 
-    def ongoing_reassignments(self, partitions: list[tuple[str, int]] | None
-                              ) -> dict[tuple[str, int], ReplicaAssignment]:
+    def ongoing(self, partitions: list[tuple[str, int]] | None) -> dict[tuple[str, int], ReplicaAssignment]:
         """ListPartitionReassignments: the partitions (None: all) being reassigned, from the controller's view."""
         out = {}
-        keys = sorted((t, p) for t, a in self.assignments.items() for p in a.partitions) if partitions is None \
+        keys = sorted((t, p) for t, a in self.context.assignments.items() for p in a.partitions) if partitions is None \
             else partitions
         for topic, p in keys:
-            a = self.assignments.get(topic)
+            a = self.context.assignments.get(topic)
             if a is not None and p in a.partitions and a.reassigning(p):
                 out[(topic, p)] = ReplicaAssignment.of(a, p)
         return out
@@ -198,15 +207,15 @@ class ReassignmentSteps:
             return
         # RS = ORS + TRS: the new replicas learn they are followers, the leader learns of them (a new epoch)
         await self._write_replica_state(key, list(new.replicas), removed=unneeded)
-        self._send_leader_and_isr([key])
+        self.requests.leader_and_isr([key])
         self._stop_removed(key, unneeded)
-        self._send_update_metadata()
+        self.requests.update_metadata()
 
-    async def _resume_reassignments(self, keys: list[tuple[str, int]] | None = None) -> None:
+    async def resume(self, keys: list[tuple[str, int]] | None = None) -> None:
         """Complete the reassignments (of ``keys``, None: all) whose target replicas are all in the ISR now."""
-        for key in (sorted(self.states) if keys is None else keys):
-            a = self.assignments.get(key[0])
-            if a is None or key[1] not in a.partitions or not a.reassigning(key[1]) or key[0] in self.deleting:
+        for key in (sorted(self.context.states) if keys is None else keys):
+            a = self.context.assignments.get(key[0])
+            if a is None or key[1] not in a.partitions or not a.reassigning(key[1]) or key[0] in self.context.deleting:
                 continue
             ra = ReplicaAssignment.of(a, key[1])
             try:
@@ -219,13 +228,11 @@ class ReassignmentSteps:
                          "ISR change", *key)
 
     async def _reassignment_complete(self, key: tuple[str, int], ra: ReplicaAssignment) -> bool:
-        fresh = await asyncio.to_thread(self.store.partition_state, *key)
-        if fresh is not None:
-            self.states[key] = fresh
-        st = self.states[key]
+        await self.partition_states.refresh(key)
+        st = self.context.states[key]
         # (a target replica left alive to lead it: one that died while still in the ISR cannot take over)
         return all(r in st.isr for r in ra.target) and any(
-            r in self.live and r not in self.shutting_down for r in ra.target)
+            r in self.context.live and r not in self.context.shutting_down for r in ra.target)
 
     async def _complete_reassignment(self, key: tuple[str, int], ra: ReplicaAssignment,
                                      also_removed: list[int] = ()) -> None:
@@ -234,20 +241,20 @@ class ReassignmentSteps:
         removed = [r for r in ra.replicas if r not in target] + [r for r in also_removed if r not in ra.replicas]
         done = ReplicaAssignment(tuple(target))
         await self._write_replica_state(key, target, removed=removed, leader_from=target)
-        self.assignments[topic].partitions[p] = list(target)
-        self.assignments[topic].adding.pop(p, None)
-        self.assignments[topic].removing.pop(p, None)
-        self._send_leader_and_isr([key])
+        self.context.assignments[topic].partitions[p] = list(target)
+        self.context.assignments[topic].adding.pop(p, None)
+        self.context.assignments[topic].removing.pop(p, None)
+        self.requests.leader_and_isr([key])
         self._stop_removed(key, removed)
         await self._write_assignment(key, done)
-        self._send_update_metadata()
+        self.requests.update_metadata()
         await self._remove_from_zk_reassignment(lambda k, replicas: k == key and list(replicas) == list(target))
         log.info("controller: reassignment of %s-%d done: replicas %s, leader %d", topic, p, target,
-                 self.states[key].leader)
+                 self.context.states[key].leader)
 
     async def _write_assignment(self, key: tuple[str, int], ra: ReplicaAssignment) -> None:
         topic, p = key
-        current = self.assignments[topic]
+        current = self.context.assignments[topic]
         updated = TopicAssignment(topic, current.topic_id, dict(current.partitions), dict(current.adding),
                                   dict(current.removing))
         updated.partitions[p] = list(ra.replicas)
@@ -258,42 +265,30 @@ class ReassignmentSteps:
         if not ra.removing:
             updated.removing.pop(p)
         await asyncio.to_thread(self.store.set_topic_assignment, updated)
-        self.assignments[topic] = updated
+        self.context.assignments[topic] = updated
 
     async def _write_replica_state(self, key: tuple[str, int], replicas: list[int], *, removed: list[int],
                                    leader_from: list[int] | None = None) -> None:
         """A new leader epoch for the partition: the ISR without ``removed``; the leader kept if it is still a
         live replica (in ``leader_from``, default ``replicas``), else the first of those alive and in the ISR."""
-        pool = replicas if leader_from is None else leader_from
+        ctx = self.context
         for _attempt in range(MAX_STATE_WRITE_ATTEMPTS):
-            st = self.states[key]
-            isr = [r for r in st.isr if r not in removed and r in replicas]
-            leader = st.leader
-            if leader not in pool or leader not in self.live or leader in self.shutting_down:
-                candidates = [r for r in pool if r in isr and r in self.live and r not in self.shutting_down]
-                leader = candidates[0] if candidates else znodes.NO_LEADER
-            if not isr:
-                isr = list(st.isr[-1:])
-            new = PartitionState(leader, st.leader_epoch + 1, isr, self.epoch)
+            st = ctx.states[key]
+            choice = election.reassignment_election(replicas, replicas if leader_from is None else leader_from,
+                                                    removed, st, ctx.live, ctx.shutting_down)
             try:
-                self.states[key] = await asyncio.to_thread(
-                    self.store.update_partition_state, key[0], key[1], new, st.zk_version, self._epoch_version)
-                log.info("controller: %s-%d leader %d epoch %d isr %s (reassignment)", *key, leader,
-                         new.leader_epoch, isr)
+                new = await self.partition_states.write(key, st, choice)
+                log.info("controller: %s-%d leader %d epoch %d isr %s (reassignment)", *key, new.leader,
+                         new.leader_epoch, new.isr)
                 return
             except StaleWrite:
-                if not await self._still_controller():
+                if not await self._still_controller() or await self.partition_states.refresh(key) is None:
                     raise
-                fresh = await asyncio.to_thread(self.store.partition_state, *key)
-                if fresh is None:
-                    raise
-                self.states[key] = fresh
         raise StaleWrite(f"{key[0]}-{key[1]}: the partition state kept changing")
 
     def _stop_removed(self, key: tuple[str, int], removed: list[int]) -> None:
         """StopReplica with delete to replicas that are no longer the partition's (a dead one learns at its
         next LeaderAndIsr that it is not a replica; its files stay, as in Kafka until it comes back)."""
         for bid in removed:
-            if bid in self.live:
-                self.channels.send(bid, *stop_replica_request(self.broker_id, self.epoch, key[0], [key[1]],
-                                                              delete=True))
+            if bid in self.context.live:
+                self.requests.stop_replica(bid, key[0], [key[1]], delete=True)
