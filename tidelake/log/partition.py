@@ -145,8 +145,10 @@ class PartitionLog:
                                     self.log_start_offset, duplicate=True)
             total_delta = sum(h.last_offset_delta + 1 for _, h in headers)
             max_ts = max(h.max_timestamp for _, h in headers)
-            self._maybe_roll_for_append(n, total_delta, max_ts, now_ms)
-            seg = self.active_segment
+            local = self._local   # (the hot path: no property or wrapper calls)
+            if local.needs_roll_for_append(n, total_delta, max_ts, now_ms):
+                self._roll_locked(now_ms)
+            seg = local.segments[-1]
             first_offset = seg.next_offset
             offset = first_offset + total_delta
             log_append_time = self.config.log_append_time
@@ -159,7 +161,7 @@ class PartitionLog:
                 if h.producer_id >= 0:
                     ps.update(h._replace(base_offset=base, max_timestamp=bmax))
             ps.map_end_offset = offset
-            self._local.count_appended(total_delta)
+            local.count_appended(total_delta)
             return AppendResult(first_offset, offset - 1, now_ms if log_append_time else -1,
                                 self.log_start_offset)
 
