@@ -41,6 +41,18 @@ def test_duplicate_is_acknowledged_with_original_offsets(tmp_path: Path):
     log.close()
 
 
+def test_batches_of_one_producer_in_one_request_must_follow_each_other(tmp_path: Path):
+    log = PartitionLog.open(tmp_path / "t-0", LogConfig())
+    for request in (pbatch(3, 0, 0, 2) + pbatch(3, 0, 5),   # a sequence gap inside the request
+                    pbatch(3, 0, 0, 2) + pbatch(3, 1, 2)):  # an epoch change inside the request
+        with pytest.raises(OutOfOrderSequenceNumber):
+            log.append(request, now_ms=NOW)
+    assert log.log_end_offset == 0 and log.active_segment.size == 0  # all-or-nothing
+    r = log.append(pbatch(3, 0, 0, 2) + plain(1) + pbatch(3, 0, 2), now_ms=NOW)
+    assert (r.base_offset, r.last_offset) == (0, 3)
+    log.close()
+
+
 def test_sequence_gap_and_epochs(tmp_path: Path):
     log = PartitionLog.open(tmp_path / "t-0", LogConfig())
     log.append(pbatch(1, 0, 0, 2), now_ms=NOW)

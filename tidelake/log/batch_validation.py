@@ -1,7 +1,7 @@
 """What a batch must be before a partition writes it (Kafka's LogValidator, for RecordBatch v2).
 
 Client batches (Produce) are checked whole before anything is written, so an append is
-all-or-nothing. Batches a follower fetched from its leader were checked by the leader; here they are
+all-or-nothing; then their offsets are assigned in place. Batches a follower fetched from its leader were checked by the leader; here they are
 only CRC-checked and cut at the last whole batch (a fetch may end inside one).
 """
 from __future__ import annotations
@@ -47,6 +47,25 @@ def validate_client_batches(buf: bytearray | memoryview, max_message_bytes: int,
     if keyless:
         raise keyless_records_error(keyless, partition_name)
     return headers
+
+
+def assign_offsets(buf: bytearray | memoryview, headers: list[tuple[int, BatchHeader]], first_offset: int,
+                   leader_epoch: int, log_append_time_ms: int | None) -> list[tuple[int, int, int, int]]:
+    """Patch validated client batches in place: consecutive offsets from ``first_offset``, the leader
+    epoch and, when given, LogAppendTime. Returns (position, base offset, last offset, max timestamp)
+    of each batch, as ``Segment.append`` takes them."""
+    batches = []
+    offset = first_offset
+    for pos, h in headers:
+        rb.set_base_offset(buf, pos, offset)
+        rb.set_partition_leader_epoch(buf, pos, leader_epoch)
+        bmax = h.max_timestamp
+        if log_append_time_ms is not None:
+            rb.set_log_append_time(buf, pos, h.size, log_append_time_ms)
+            bmax = log_append_time_ms
+        batches.append((pos, offset, offset + h.last_offset_delta, bmax))
+        offset += h.last_offset_delta + 1
+    return batches
 
 
 def whole_replicated_batches(buf: bytearray) -> tuple[list[tuple[int, BatchHeader]], int]:

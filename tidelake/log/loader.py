@@ -25,7 +25,6 @@ from tidelake.log.epoch import LeaderEpochCache
 from tidelake.log.producer_state import ProducerStateManager
 from tidelake.log.segment import Segment
 from tidelake.log.transaction_index import AbortedTxn
-from tidelake.protocol import records as rb
 
 _INDEX_EXTENSIONS = (".index", ".timeindex", ".txnindex")
 
@@ -164,17 +163,7 @@ def rebuild_producer_state(ps: ProducerStateManager, segments: list[Segment], *,
         for _pos, h, view in seg.iter_batches(pos):
             if h.base_offset + h.last_offset_delta < start:
                 continue
-            if not h.is_control:
-                ps.update(h)
-                continue
-            if h.producer_id < 0:
-                continue
-            marker = rb.transaction_marker(view, 0, h)
-            if marker is None:
-                continue
-            is_abort, coordinator_epoch = marker
-            done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                   is_abort, h.max_timestamp)
+            done = ps.replay(view, 0, h)
             if done is not None and done.is_aborted and not seg.txn_index.contains_marker(done.last_offset):
                 first_unstable = ps.first_unstable_offset()
                 lso = high_watermark if first_unstable is None else min(high_watermark, first_unstable)

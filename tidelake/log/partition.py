@@ -1,80 +1,41 @@
-"""PartitionLog: one topic-partition's segmented, indexed, recoverable log (SPEC B3, B6, B7).
+"""PartitionLog: one topic-partition's log (Kafka's UnifiedLog) (SPEC B3, B6, B7).
 
 Directory ``<data-dir>/<topic>-<partition>/`` holds the segments (``<20-digit base>.log`` / ``.index``
 / ``.timeindex`` / ``.txnindex``), ``leader-epoch-checkpoint``, producer ``<offset>.snapshot`` files,
 ``log-start-offset`` and ``recovery-point`` checkpoints and, after a clean close, ``.clean-shutdown``.
-Opening it (and recovery after a crash) is LogLoader's job; compaction is LogCleaner's.
+LogLoader opens and recovers it; its LocalLog holds the segments (locate, read, roll, flush, remove,
+truncate); LogCleaner compacts. This class keeps what sits above the segments: append validation and
+producer state (idempotence, transactions), leader epochs, the high watermark, last stable offset
+and log start, and the retention, DeleteRecords, truncation and compaction decisions.
 
 Hot path: client batches stay opaque. ``append`` reads only each batch's 61-byte header, CRC-checks
 it, patches the base offset (and leader epoch) in place and writes the request's bytes with one
-``os.write``; ``read`` finds a position with a binary search over segment bases and
-``Segment.find_batch``, then returns whole batches from one ``os.pread``.
+``os.write``; ``read`` returns whole batches from one ``os.pread``.
 
-Threads: every public method takes the partition's lock, so the broker's event loop and the
-maintenance thread (LogMaintenance) can share a log. The slow maintenance work runs without the lock:
-fsyncs (``maybe_flush``) and compaction passes (``compact``/``maybe_compact``) work on private file
-descriptors and take the lock only for short steps, so an append never waits for them for long; a
-cleaned segment is swapped in under the lock, atomically for readers.
+Threads: every public method takes the partition's lock, which its LocalLog shares, so the broker's
+event loop and the maintenance thread (LogMaintenance) can share a log. Slow work runs without the
+lock: fsyncs (``maybe_flush``) and compaction passes work on private file descriptors and take the
+lock only for short steps; a cleaned segment is swapped in under the lock, atomically for readers.
 """
 from __future__ import annotations
 
-import bisect
-import os
-import shutil
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from tidelake.clock import wall_ms
-from tidelake.errors import (
-    CorruptMessage,
-    NotLeaderOrFollower,
-    OffsetOutOfRange,
-    OutOfOrderSequenceNumber,
-)
-from tidelake.fsutil import fsync_dir
-from tidelake.log.checkpoint import CLEAN_SHUTDOWN_FILE, LOG_START_FILE, RECOVERY_POINT_FILE, write_offset
-from tidelake.log.cleaner import SWAP_SUFFIX, CompactionStats, LogCleaner
-from tidelake.log.batch_validation import validate_client_batches, whole_replicated_batches
+from tidelake.errors import CorruptMessage, NotLeaderOrFollower, OffsetOutOfRange
+from tidelake.log.checkpoint import LOG_START_FILE, write_offset
+from tidelake.log.cleaner import CompactionStats, LogCleaner
+from tidelake.log.batch_validation import assign_offsets, validate_client_batches, whole_replicated_batches
 from tidelake.log.config import LogConfig
 from tidelake.log.loader import LoadedLog, LogLoader, rebuild_producer_state
-from tidelake.log.producer_state import BatchMetadata
-from tidelake.log.segment import SCAN_CHUNK, Segment
+from tidelake.log.local_log import LocalLog
+from tidelake.log.results import AppendResult, OffsetPosition, ReadResult
+from tidelake.log.segment import Segment
 from tidelake.log.transaction_index import AbortedTxn
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
-
-_MAX_RELATIVE_OFFSET = 2**31 - 1
-
-
-@dataclass
-class AppendResult:
-    base_offset: int
-    last_offset: int
-    log_append_time_ms: int  # -1 for CreateTime
-    log_start_offset: int
-    duplicate: bool = False
-
-
-@dataclass
-class ReadResult:
-    data: bytes
-    high_watermark: int
-    last_stable_offset: int
-    log_start_offset: int
-    first_offset: int = 0  # base offset of the first batch in data
-    next_offset: int = 0  # the offset after the last batch in data (equal to first_offset when data is empty)
-
-
-@dataclass
-class OffsetPosition:
-    """Where ``locate`` found an offset: the seed-004 lookup made visible (for tests and tools)."""
-
-    segment_base_offset: int
-    index_entry: tuple[int, int] | None  # (relative offset, position) from the sparse index
-    position: int  # start of the batch containing the offset
-    batch_base_offset: int
 
 
 class PartitionLog:
@@ -84,27 +45,19 @@ class PartitionLog:
         self.directory = directory
         self.config = config
         self.clock_ms = clock_ms
-        self.segments: list[Segment] = loaded.segments
-        self._bases: list[int] = [s.base_offset for s in loaded.segments]
-        self._lock = threading.RLock()
+        self._lock = threading.RLock()  # guards this object and its LocalLog alike
         self._cleaning = threading.Lock()  # one compaction pass at a time; taken before _lock
+        self.producer_state = loaded.producer_state
+        self.leader_epoch_cache = loaded.leader_epoch_cache
+        self._local = LocalLog(directory, config, loaded.segments, loaded.recovery_point, self._lock,
+                               clock_ms, self.leader_epoch_cache.sync)
         self.log_start_offset = loaded.log_start_offset
         self._hw = self.log_end_offset
         self.replicated = False  # False: the high watermark follows the log end (single replica)
-        self.producer_state = loaded.producer_state
-        self.leader_epoch_cache = loaded.leader_epoch_cache
         self.cleaner = LogCleaner()
         self._keys_required = config.compact  # KIP-467 key check on append (cached off the hot path)
-        self._unflushed_messages = 0
-        self._last_flush_ms = clock_ms()
-        self._recovery_point = loaded.recovery_point
-        # bumped whenever segments are deleted or cut (not on append/roll/compaction): work done
-        # without the lock on a snapshot of the segments is dropped if it changed meanwhile
-        self._layout_version = 0
-        self._position_cache: dict[int, tuple[Segment, int]] = {}  # next offset -> (segment, position)
         self.recovery_report = loaded.recovery_report  # what recovery did on open (for logs and tests)
         self.recovered_segments = loaded.recovered_segments  # segments validated by a full scan on open
-        self.closed = False
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, clock_ms: Callable[[], int] | None = None
@@ -114,14 +67,31 @@ class PartitionLog:
         directory = Path(directory)
         return cls(directory, config, LogLoader(directory, config, clock).load(), clock)
 
-    # ================================================================== offsets
+    # ================================================================== segments (LocalLog's)
     @property
-    def active_segment(self) -> Segment:
-        return self.segments[-1]
+    def segments(self) -> list[Segment]:
+        return self._local.segments
 
     @property
+    def active_segment(self) -> Segment:
+        return self._local.active_segment
+
+    @property
+    def closed(self) -> bool:
+        return self._local.closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self._local.closed = value
+
+    @property
+    def size_bytes(self) -> int:
+        return self._local.size_bytes
+
+    # ================================================================== offsets
+    @property
     def log_end_offset(self) -> int:
-        return self.segments[-1].next_offset
+        return self._local.log_end_offset
 
     @property
     def high_watermark(self) -> int:
@@ -143,10 +113,6 @@ class PartitionLog:
     def last_stable_offset(self) -> int:
         """min(HW, first offset of the oldest open transaction)."""
         return self._lso_value()
-
-    @property
-    def size_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
 
     # ================================================================== append
     def append(self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None,
@@ -172,28 +138,21 @@ class PartitionLog:
                                           self.directory.name)
         with self._lock:
             self._check_open()
-            dup = self._check_producers(headers)
+            dup = self.producer_state.check_request(headers)
             if dup is not None:
                 return AppendResult(dup.first_offset, dup.last_offset,
                                     dup.timestamp if self.config.log_append_time else -1,
                                     self.log_start_offset, duplicate=True)
             total_delta = sum(h.last_offset_delta + 1 for _, h in headers)
             max_ts = max(h.max_timestamp for _, h in headers)
-            self._maybe_roll_for_append(n, total_delta, max_ts, now_ms)
-            seg = self.active_segment
-            offset = seg.next_offset
-            first_offset = offset
+            local = self._local   # (the hot path: no property or wrapper calls)
+            if local.needs_roll_for_append(n, total_delta, max_ts, now_ms):
+                self._roll_locked(now_ms)
+            seg = local.segments[-1]
+            first_offset = seg.next_offset
+            offset = first_offset + total_delta
             log_append_time = self.config.log_append_time
-            batches = []
-            for pos, h in headers:
-                rb.set_base_offset(buf, pos, offset)
-                rb.set_partition_leader_epoch(buf, pos, leader_epoch)
-                bmax = h.max_timestamp
-                if log_append_time:
-                    rb.set_log_append_time(buf, pos, h.size, now_ms)
-                    bmax = now_ms
-                batches.append((pos, offset, offset + h.last_offset_delta, bmax))
-                offset += h.last_offset_delta + 1
+            batches = assign_offsets(buf, headers, first_offset, leader_epoch, now_ms if log_append_time else None)
             seg.append(buf, batches, now_ms)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
@@ -202,48 +161,9 @@ class PartitionLog:
                 if h.producer_id >= 0:
                     ps.update(h._replace(base_offset=base, max_timestamp=bmax))
             ps.map_end_offset = offset
-            self._unflushed_messages += total_delta
-            if self._unflushed_messages >= self.config.flush_messages:
-                self._flush_locked()
+            local.count_appended(total_delta)
             return AppendResult(first_offset, offset - 1, now_ms if log_append_time else -1,
                                 self.log_start_offset)
-
-    def _check_producers(self, headers: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
-        ps = self.producer_state
-        seen: dict[int, BatchHeader] = {}
-        for _pos, h in headers:
-            if h.producer_id < 0:
-                continue
-            prev = seen.get(h.producer_id)
-            if prev is not None:
-                # several batches of one producer in one request must follow each other
-                if h.producer_epoch != prev.producer_epoch or (
-                        h.base_sequence >= 0 and h.base_sequence != (prev.last_sequence + 1) & 0x7FFFFFFF):
-                    raise OutOfOrderSequenceNumber("batches of one producer out of order within a request")
-            else:
-                dup = ps.check(h)
-                if dup is not None:
-                    return dup
-            seen[h.producer_id] = h
-        return None
-
-    def _maybe_roll_for_append(self, size: int, offset_count: int, max_ts: int, now_ms: int) -> None:
-        seg = self.active_segment
-        if seg.is_empty:
-            return
-        cfg = self.config
-        if seg.size + size > cfg.segment_bytes:
-            reason = True
-        elif seg.next_offset + offset_count - 1 - seg.base_offset > _MAX_RELATIVE_OFFSET:
-            reason = True
-        elif seg.indexes_full(cfg.segment_index_bytes):
-            reason = True  # an index is full (segment.index.bytes), as Kafka rolls
-        elif seg.first_batch_timestamp >= 0 and max_ts >= 0:
-            reason = max_ts - seg.first_batch_timestamp > cfg.segment_ms
-        else:
-            reason = seg.created_ms is not None and now_ms - seg.created_ms > cfg.segment_ms
-        if reason:
-            self._roll_locked(now_ms)
 
     def append_marker(self, *, producer_id: int, producer_epoch: int, commit: bool,
                       coordinator_epoch: int, now_ms: int | None = None, leader_epoch: int = 0) -> int:
@@ -270,9 +190,7 @@ class PartitionLog:
             ps.map_end_offset = offset + 1
             if done is not None and done.is_aborted:
                 seg.txn_index.append(AbortedTxn(producer_id, done.first_offset, offset, self._lso_value()))
-            self._unflushed_messages += 1
-            if self._unflushed_messages >= self.config.flush_messages:
-                self._flush_locked()
+            self._local.count_appended(1)
             return offset
 
     def append_replicated(self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None) -> int:
@@ -304,57 +222,20 @@ class PartitionLog:
             for p, h in headers:
                 if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
                     self.leader_epoch_cache.assign(h.partition_leader_epoch, h.base_offset)
-                if h.producer_id < 0:
-                    continue
-                if not h.is_control:
-                    ps.update(h)
-                    continue
-                marker = rb.transaction_marker(buf, p, h)
-                if marker is None:
-                    continue
-                is_abort, coordinator_epoch = marker
-                done = ps.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
-                                       is_abort, h.max_timestamp)
+                done = ps.replay(buf, p, h)
                 if done is not None and done.is_aborted:
                     seg.txn_index.append(AbortedTxn(h.producer_id, done.first_offset, h.base_offset,
                                                     self._lso_value()))
             ps.map_end_offset = end
-            self._unflushed_messages += end - headers[0][1].base_offset
-            if self._unflushed_messages >= self.config.flush_messages:
-                self._flush_locked()
+            self._local.count_appended(end - headers[0][1].base_offset)
             return end
 
     # ================================================================== read
-    def _segment_index_for(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
-
-    def _find_locked(self, offset: int) -> tuple[Segment, int, int] | None:
-        """(segment, position, base offset) of the batch holding ``offset`` or the first batch after
-        it; None past the log end."""
-        cached = self._position_cache.get(offset)
-        if cached is not None:
-            seg, pos = cached
-            if seg.fd >= 0 and pos < seg.size:
-                return seg, pos, offset  # a sequential consumer continues where it stopped
-        si = self._segment_index_for(offset)
-        segments = self.segments
-        while si < len(segments):
-            seg = segments[si]
-            found = seg.find_batch(offset)
-            if found is not None:
-                return seg, found[0], found[1]
-            si += 1  # offset fell in a gap at the end of a (compacted) segment
-        return None
-
     def locate(self, offset: int) -> OffsetPosition | None:
         """The seed-004 lookup, step by step: segment by binary search over base offsets, the sparse
         index entry by binary search, then the batch found by a short forward scan."""
         with self._lock:
-            seg = self.segments[self._segment_index_for(offset)]
-            found = seg.find_batch(offset)
-            if found is None:
-                return None
-            return OffsetPosition(seg.base_offset, seg.offset_index.lookup(offset), found[0], found[1])
+            return self._local.locate(offset)
 
     def read(self, offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one_batch: bool = True) -> ReadResult:
@@ -373,82 +254,30 @@ class PartitionLog:
             limit = leo if max_offset is None else min(max_offset, leo)
             if offset >= limit:
                 return result
-            found = self._find_locked(offset)
-            if found is None:
-                return result
-            seg, pos, base = found
-            if base >= limit:
-                return result
-            data, next_offset = seg.read_batches(pos, max_bytes, limit, min_one_batch)
-            if data:
-                if len(self._position_cache) > 256:
-                    self._position_cache.clear()
-                self._position_cache[next_offset] = (seg, pos + len(data))
-                result.data = data
-                result.first_offset, result.next_offset = base, next_offset
+            found = self._local.read(offset, max_bytes, limit, min_one_batch)
+            if found is not None:
+                result.data, result.first_offset, result.next_offset = found
             return result
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[tuple[int, int]]:
         """(producer_id, first_offset) of aborted transactions overlapping [start_offset, end_offset)."""
         with self._lock:
-            return [(t.producer_id, t.first_offset) for seg in self.segments
-                    for t in seg.txn_index.overlapping(start_offset, end_offset)]
+            return self._local.aborted_transactions(start_offset, end_offset)
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record with timestamp >= ts_ms, or None (ListOffsets)."""
         with self._lock:
-            for seg in self.segments:
-                if seg.max_timestamp < ts_ms or seg.next_offset <= self.log_start_offset:
-                    continue
-                start = seg.time_lookup(ts_ms)
-                for _pos, h, view in seg.iter_batches(start):
-                    if h.max_timestamp < ts_ms or h.base_offset + h.last_offset_delta < self.log_start_offset:
-                        continue
-                    for r in rb.decode_records(view, 0, h):
-                        if r.timestamp >= ts_ms and r.offset >= self.log_start_offset:
-                            return r.offset, r.timestamp
-            return None
+            return self._local.offset_for_timestamp(ts_ms, self.log_start_offset)
 
     def max_timestamp(self) -> tuple[int, int] | None:
         """(offset, timestamp) of the record with the largest timestamp (first such), or None."""
         with self._lock:
-            best: Segment | None = None
-            for seg in self.segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                    best = seg
-            if best is None:
-                return None
-            found = best.find_batch(best.offset_of_max_timestamp)
-            if found is None:
-                return None
-            for _pos, h, view in best.iter_batches(found[0]):
-                if h.max_timestamp == best.max_timestamp:
-                    for r in rb.decode_records(view, 0, h):
-                        if r.timestamp == best.max_timestamp:
-                            return r.offset, r.timestamp
-                    return h.base_offset + h.last_offset_delta, h.max_timestamp
-            return None
+            return self._local.max_timestamp()
 
     def iter_batches(self, start_offset: int = 0) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every batch with last offset >= start_offset, in order, up to the log end (for loaders of
-        internal topics). Each chunk is read under the lock and the next one continues from the offset
-        after the last batch returned, so compaction or retention running meanwhile is safe."""
-        offset = start_offset
-        while True:
-            with self._lock:
-                if self.closed or offset >= self.log_end_offset:
-                    return
-                found = self._find_locked(max(offset, self.segments[0].base_offset))
-                if found is None:
-                    return
-                seg, pos, _base = found
-                data, _next = seg.read_batches(pos, SCAN_CHUNK, self.log_end_offset, True)
-            if not data:
-                return
-            for p, h in rb.iter_batches(data, validate=False):
-                if h.base_offset + h.last_offset_delta >= offset:
-                    yield h, data[p:p + h.size]
-            offset = h.base_offset + h.last_offset_delta + 1
+        internal topics); safe while compaction or retention runs."""
+        return self._local.iter_batches(start_offset)
 
     # ================================================================== roll / flush
     def roll(self, now_ms: int | None = None) -> None:
@@ -457,95 +286,32 @@ class PartitionLog:
             self._roll_locked(self.clock_ms() if now_ms is None else now_ms)
 
     def _roll_locked(self, now_ms: int) -> None:
-        old = self.active_segment
-        if old.is_empty:
-            return
-        old.write_indexes()
-        new = Segment(self.directory, old.next_offset, self.config.index_interval_bytes)
-        new.next_offset = old.next_offset
-        new.created_ms = now_ms
-        self.segments.append(new)
-        self._bases.append(new.base_offset)
-        self.producer_state.map_end_offset = new.base_offset
-        self.producer_state.take_snapshot(retain=set(self._bases))
+        new = self._local.roll(now_ms)
+        if new is not None:
+            self.producer_state.map_end_offset = new.base_offset
+            self.producer_state.take_snapshot(retain=self._local.base_offsets)
+
+    def _maybe_roll_for_append(self, size: int, offset_count: int, max_ts: int, now_ms: int) -> None:
+        if self._local.needs_roll_for_append(size, offset_count, max_ts, now_ms):
+            self._roll_locked(now_ms)
 
     def maybe_roll(self, now_ms: int) -> None:
         """Roll the active segment if it has been open longer than segment.ms (wall clock)."""
         with self._lock:
-            if self.closed:
-                return
-            seg = self.active_segment
-            if not seg.is_empty and seg.created_ms is not None and now_ms - seg.created_ms > self.config.segment_ms:
+            if not self.closed and self._local.needs_time_roll(now_ms):
                 self._roll_locked(now_ms)
 
     def flush(self) -> None:
         """fsync every segment with unflushed data and advance the recovery point."""
         with self._lock:
-            self._flush_locked()
-
-    def _flush_locked(self) -> None:
-        for seg in self.segments:
-            if seg.unflushed:
-                seg.flush()
-        self.active_segment.write_indexes()
-        self.leader_epoch_cache.sync()
-        self._unflushed_messages = 0
-        self._last_flush_ms = self.clock_ms()
-        self._set_recovery_point(self.log_end_offset)
-
-    def _set_recovery_point(self, offset: int) -> None:
-        if offset != self._recovery_point:
-            self._recovery_point = offset
-            write_offset(self.directory / RECOVERY_POINT_FILE, offset, sync=False)
+            self._local.flush()
 
     def maybe_flush(self, now_ms: int) -> None:
         """The flush.ms policy, and an fsync of closed segments so that recovery after a crash stays
-        short (the recovery point moves to the active segment). For the maintenance thread: the fsyncs
-        run without the lock, on private descriptors, so appends go on meanwhile."""
-        with self._lock:
-            if self.closed:
-                return
-            if now_ms - self._last_flush_ms >= self.config.flush_ms and self._unflushed_messages:
-                targets = [s for s in self.segments if s.unflushed]
-                point = self.log_end_offset
-                self.active_segment.write_indexes()
-                self.leader_epoch_cache.sync()
-                self._unflushed_messages = 0
-                self._last_flush_ms = self.clock_ms()
-            else:
-                targets = [s for s in self.segments[:-1] if s.unflushed]
-                point = self.active_segment.base_offset
-                if not targets:
-                    return
-            fds = [seg.duplicate_fd() for seg in targets]
-            for seg in targets:
-                seg.unflushed = False  # an append after this point sets it again
-            version = self._layout_version
-        try:
-            for fd in fds:
-                os.fsync(fd)
-        except OSError:
-            with self._lock:
-                for seg in targets:
-                    seg.unflushed = True
-            raise
-        finally:
-            for fd in fds:
-                os.close(fd)
-        with self._lock:
-            if not self.closed and version == self._layout_version and point > self._recovery_point:
-                self._set_recovery_point(point)
+        short. For the maintenance thread: the fsyncs run without the lock, so appends go on meanwhile."""
+        self._local.maybe_flush(now_ms)
 
     # ================================================================== retention / delete records
-    def _remove_segment_locked(self, seg: Segment) -> None:
-        """Take ``seg`` out of the log and close it; the caller deletes its files."""
-        i = self.segments.index(seg)
-        del self.segments[i]
-        del self._bases[i]
-        seg.detach()
-        self._position_cache.clear()
-        self._layout_version += 1
-
     def _set_log_start(self, offset: int) -> None:
         if offset > self.log_start_offset:
             self.log_start_offset = offset
@@ -563,10 +329,8 @@ class PartitionLog:
             self._set_log_start(offset)
             if offset >= self.log_end_offset and not self.active_segment.is_empty:
                 self._roll_locked(self.clock_ms())
-            while len(self.segments) > 1 and self.segments[1].base_offset <= self.log_start_offset:
-                seg = self.segments[0]
-                self._remove_segment_locked(seg)
-                seg.delete_files()
+            self._local.remove_oldest_segments(lambda _seg, nxt: nxt.base_offset <= self.log_start_offset,
+                                               delete_files=True)
             self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
             return self.log_start_offset
 
@@ -579,20 +343,18 @@ class PartitionLog:
                 return 0
             cfg = self.config
             if cfg.retention_ms >= 0:
-                while len(self.segments) > 1:
-                    seg = self.segments[0]
+                def expired(seg: Segment, _next: Segment) -> bool:
                     newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
-                    if now_ms - newest <= cfg.retention_ms:
-                        break
-                    self._remove_segment_locked(seg)
-                    doomed.append(seg)
+                    return now_ms - newest > cfg.retention_ms
+                doomed += self._local.remove_oldest_segments(expired, delete_files=False)
             if cfg.retention_bytes >= 0:
-                total = self.size_bytes
-                while len(self.segments) > 1 and total - self.segments[0].size >= cfg.retention_bytes:
-                    seg = self.segments[0]
-                    total -= seg.size
-                    self._remove_segment_locked(seg)
-                    doomed.append(seg)
+                excess = self.size_bytes - cfg.retention_bytes
+
+                def over_size(seg: Segment, _next: Segment) -> bool:
+                    nonlocal excess
+                    excess -= seg.size
+                    return excess >= 0
+                doomed += self._local.remove_oldest_segments(over_size, delete_files=False)
             if doomed:
                 self._set_log_start(self.segments[0].base_offset)
                 self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
@@ -615,38 +377,23 @@ class PartitionLog:
             self._check_open()
             if offset >= self.log_end_offset:
                 return
-            self._layout_version += 1
-            self._position_cache.clear()
-            cut = self.locate(offset) if offset > self.log_start_offset else None
+            cut = self._local.locate(offset) if offset > self.log_start_offset else None
             if cut is not None and cut.batch_base_offset <= self.log_start_offset:
                 offset = self.log_start_offset  # the batch holding the log start goes: empty log there
             if offset <= self.log_start_offset:
                 # nothing below the truncation point survives: start over empty at ``offset``
                 self._start_over_locked(offset)
             else:
-                while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
-                    seg = self.segments[-1]
-                    self._remove_segment_locked(seg)
-                    seg.delete_files()
-                seg = self.active_segment
-                found = seg.find_batch(offset)
-                if found is not None:
-                    seg.truncate_to_position(found[0])
+                self._local.truncate_to(offset)
             leo = self.log_end_offset
             self._hw = min(self._hw, leo)
-            if self._recovery_point > leo:
-                self._set_recovery_point(leo)
+            if self._local.recovery_point > leo:
+                self._local.set_recovery_point(leo)
             self.leader_epoch_cache.truncate_from_end(leo)
             rebuild_producer_state(self.producer_state, self.segments, high_watermark=self.high_watermark)
 
     def _start_over_locked(self, offset: int) -> None:
-        for seg in list(self.segments):
-            self._remove_segment_locked(seg)
-            seg.delete_files()
-        seg = Segment(self.directory, offset, self.config.index_interval_bytes)
-        seg.created_ms = self.clock_ms()
-        self.segments.append(seg)
-        self._bases.append(offset)
+        self._local.start_at(offset)
         self.log_start_offset = offset
         write_offset(self.directory / LOG_START_FILE, offset)
         # no log is left to explain any producer state (as Kafka's truncateFullyAndStartAt)
@@ -658,11 +405,9 @@ class PartitionLog:
         ``truncateFullyAndStartAt``)."""
         with self._lock:
             self._check_open()
-            self._layout_version += 1
-            self._position_cache.clear()
             self._start_over_locked(offset)
             self._hw = offset
-            self._set_recovery_point(offset)
+            self._local.set_recovery_point(offset)
             self.leader_epoch_cache.clear()
             rebuild_producer_state(self.producer_state, self.segments, high_watermark=offset)
 
@@ -684,7 +429,7 @@ class PartitionLog:
                 if only_if_due and not self.cleaner.is_due(self.segments, self.config, now_ms):
                     return None
                 job = self.cleaner.plan(self.segments, self.config, now_ms)
-                version = self._layout_version
+                version = self._local.layout_version
             if job is None:
                 return CompactionStats()
             try:
@@ -692,34 +437,22 @@ class PartitionLog:
                 if result is None:
                     return CompactionStats()  # the log closed midway
                 with self._lock:
-                    if self.closed or version != self._layout_version:
+                    if self.closed or version != self._local.layout_version:
                         result.discard()  # truncated or deleted meanwhile: the pass is void
                         return CompactionStats()
-                    for old, new in result.replacements:
-                        self._replace_segment_locked(old, new)
+                    self._local.replace_segments(result.replacements)
                     self.cleaner.commit(job, result)
                 if result.replacements:
-                    fsync_dir(self.directory)  # the renames survive a power loss (outside the lock)
+                    self._local.sync_directory()  # the renames survive a power loss (outside the lock)
                 return result.stats
             finally:
                 job.close()
-
-    def _replace_segment_locked(self, old: Segment, new: Segment) -> None:
-        """Swap a cleaned segment in: its files are renamed over the old ones (the .log's rename to
-        .swap is the commit point, see LogLoader) and readers see either segment, never a mix."""
-        i = self.segments.index(old)
-        new.rename(SWAP_SUFFIX)
-        old.detach()
-        new.rename("")
-        self.segments[i] = new
-        self._position_cache.clear()
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
             self._keys_required = config.compact
-            for seg in self.segments:
-                seg.index_interval_bytes = config.index_interval_bytes
+            self._local.update_config(config)
 
     # ================================================================== lifecycle
     def _check_open(self) -> None:
@@ -731,23 +464,18 @@ class PartitionLog:
         with self._lock:
             if self.closed:
                 return
-            self._flush_locked()
+            self._local.flush()
             self.producer_state.map_end_offset = self.log_end_offset
-            self.producer_state.take_snapshot(retain=set(self._bases))
-            for seg in self.segments:
-                seg.close()
-            (self.directory / CLEAN_SHUTDOWN_FILE).touch()
-            self.closed = True
+            self.producer_state.take_snapshot(retain=self._local.base_offsets)
+            self._local.close()
 
     def delete(self) -> None:
         """Close and remove the whole partition directory (after any compaction pass has stopped, so
         that none writes into the directory being removed)."""
         with self._lock:
-            for seg in self.segments:
-                seg.detach()
-            self.closed = True
+            self._local.detach()
         with self._cleaning:
-            shutil.rmtree(self.directory, ignore_errors=True)
+            self._local.delete_directory()
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.directory.name}, start={self.log_start_offset}, "

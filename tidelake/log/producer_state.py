@@ -20,6 +20,7 @@ from tidelake.errors import (
     OutOfOrderSequenceNumber,
     TransactionCoordinatorFenced,
 )
+from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
 
 NO_PRODUCER_EPOCH = -1
@@ -86,7 +87,8 @@ class CompletedTxn:
 class ProducerStateManager:
     """Validates producer id / epoch / sequence on append and tracks open transactions.
 
-    Usage on append: ``check(header)`` per batch (raises, or returns the duplicate's metadata), then,
+    Usage on append: ``check_request(headers)`` (or ``check(header)`` per batch; raises, or returns the
+    duplicate's metadata), then,
     once the batch is written, ``update(header)`` with its assigned offsets."""
 
     def __init__(self, directory: Path):
@@ -122,6 +124,25 @@ class ProducerStateManager:
             raise OutOfOrderSequenceNumber(
                 f"producer {h.producer_id}: new epoch {h.producer_epoch} must start at sequence 0, "
                 f"got {h.base_sequence}")
+        return None
+
+    def check_request(self, headers: list[tuple[int, BatchHeader]]) -> BatchMetadata | None:
+        """``check`` for the (position, header) batches of one Produce request, where several batches
+        of one producer must also follow each other. Returns a retried duplicate's metadata or None."""
+        seen: dict[int, BatchHeader] = {}
+        for _pos, h in headers:
+            if h.producer_id < 0:
+                continue
+            prev = seen.get(h.producer_id)
+            if prev is not None:
+                if h.producer_epoch != prev.producer_epoch or (
+                        h.base_sequence >= 0 and h.base_sequence != (prev.last_sequence + 1) & 0x7FFFFFFF):
+                    raise OutOfOrderSequenceNumber("batches of one producer out of order within a request")
+            else:
+                dup = self.check(h)
+                if dup is not None:
+                    return dup
+            seen[h.producer_id] = h
         return None
 
     # ------------------------------------------------------------------ updates
@@ -174,6 +195,22 @@ class ProducerStateManager:
         entry.current_txn_first_offset = None
         self.ongoing.pop(first, None)
         return CompletedTxn(producer_id, first, marker_offset, is_abort)
+
+    def replay(self, buf: bytes | bytearray | memoryview, pos: int, h: BatchHeader) -> CompletedTxn | None:
+        """Apply a batch already written with its offsets (a follower's fetched batch, or the log
+        replayed after a snapshot): a data batch updates its producer, a COMMIT/ABORT marker at
+        ``pos`` in ``buf`` completes the producer's transaction, which is returned."""
+        if not h.is_control:
+            self.update(h)
+            return None
+        if h.producer_id < 0:
+            return None
+        marker = rb.transaction_marker(buf, pos, h)
+        if marker is None:
+            return None
+        is_abort, coordinator_epoch = marker
+        return self.complete_txn(h.producer_id, h.producer_epoch, coordinator_epoch, h.base_offset,
+                                 is_abort, h.max_timestamp)
 
     def describe(self) -> list[dict]:
         """Active producers for DescribeProducers."""

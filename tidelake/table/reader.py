@@ -115,6 +115,8 @@ def _rows_where(t: pa.Table, keep: np.ndarray) -> pa.Table:
     (gathering from it would first join its chunks)."""
     if keep.all():
         return t
+    if not keep.any():
+        return t.slice(0, 0)
     if all(c.num_chunks == 1 for c in t.columns):
         return pc.take(t, np.flatnonzero(keep), boundscheck=False)   # (the indices are the mask's own)
     return t.filter(pa.array(keep))
@@ -240,7 +242,10 @@ class MergeOnReadReader:
                 ops = np.concatenate([t.column(OP).to_numpy() if deletes else np.zeros(t.num_rows, np.int8)
                                       for deletes, t in newer])
                 keep &= ops == OP_UPSERT
-            live.append(pa.concat_tables([t.select(columns) for _, t in newer]).filter(pa.array(keep)))
+            start = 0
+            for _, t in newer:   # part by part: most keep every row (reused as read) or none (a delete file)
+                live.append(_rows_where(t.select(columns), keep[start:start + t.num_rows]))
+                start += t.num_rows
         return pa.concat_tables([oldest.select(pk), newer_keys]), pa.concat_tables(live)
 
     def _merge_by_version(self, plan: BucketPlan, columns: list[str], schema: pa.Schema,
