@@ -25,13 +25,20 @@ def int_key(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | None:
 
 def stable_argsort(keys: np.ndarray) -> np.ndarray:
     """``np.argsort(keys, kind="stable")`` of integer keys, as int64."""
+    return _packed_sort(keys)[0]
+
+
+def _packed_sort(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the stable order of integer ``keys``, the keys in that order, as int64 offsets from the
+    smallest where they were packed: only their order and equality are meaningful)."""
     n = len(keys)
     if n < 2:
-        return np.arange(n, dtype=np.int64)
+        return np.arange(n, dtype=np.int64), keys
     lo, hi = int(keys.min()), int(keys.max())
     bits = (n - 1).bit_length()
     if (hi - lo) >> (63 - bits):      # too wide a range to pack beside the row numbers
-        return np.argsort(keys, kind="stable")
+        order = np.argsort(keys, kind="stable")
+        return order, np.take(keys, order)
     if keys.dtype == np.uint64:        # (its values may not fit an int64; their distances do)
         packed = (keys - np.uint64(lo)).view(np.int64)
     else:
@@ -40,8 +47,9 @@ def stable_argsort(keys: np.ndarray) -> np.ndarray:
     np.left_shift(packed, bits, out=packed)
     np.bitwise_or(packed, np.arange(n, dtype=np.int64), out=packed)
     packed.sort()
+    ordered = packed >> bits
     np.bitwise_and(packed, (1 << bits) - 1, out=packed)
-    return packed
+    return packed, ordered
 
 
 def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Array:
@@ -57,10 +65,9 @@ def first_indices(t: pa.Table, primary_key: Sequence[str]) -> np.ndarray | pa.Ar
 
 def first_of_each_key(keys: np.ndarray) -> np.ndarray:
     """Index of the first of every integer key, in key order."""
-    order = stable_argsort(keys)
-    ordered = keys[order]
+    order, ordered = _packed_sort(keys)
     starts = np.ones(len(order), dtype=bool)
-    starts[1:] = ordered[1:] != ordered[:-1]
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
     return order[starts]
 
 

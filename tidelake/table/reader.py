@@ -231,7 +231,7 @@ class MergeOnReadReader:
             ints = int_key(newer_keys, pk)   # (a copy of the concatenation's keys: made once)
             if ints is not None:
                 firsts = first_of_each_key(ints)
-                changed = pa.table({pk[0]: ints[firsts]})   # (in key order)
+                changed = pa.table({pk[0]: np.take(ints, firsts)})   # (in key order)
             else:
                 firsts = np.asarray(first_indices(newer_keys, pk))
                 changed = newer_keys.take(firsts)
