@@ -91,7 +91,7 @@ def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, key
         if not len(theirs):
             return t
         if _is_sorted(mine):       # (a file read whole is): look their keys up in it
-            if keys_sorted:        # only those within its range can be in it (new keys often are not)
+            if _is_sorted(theirs):   # only those within its range can be in it (new keys often are not)
                 theirs = theirs[np.searchsorted(theirs, mine[0]):np.searchsorted(theirs, mine[-1], "right")]
             pos = np.minimum(np.searchsorted(mine, theirs), len(mine) - 1)
             keep = np.ones(len(mine), dtype=bool)
