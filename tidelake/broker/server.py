@@ -116,7 +116,8 @@ class Broker:
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster)
         if cluster is not None:
             partitions.cluster = cluster
-            cluster.on_leadership = coordinator_leadership(groups, self.context.transactions, logs, cluster, wall_ms)
+            cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,
+                                                                wall_ms))
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
         self.connections: set[KafkaTransport] = set()

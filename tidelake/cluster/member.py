@@ -79,9 +79,9 @@ class ClusterMember:
         self.txn_markers = TxnMarkerSender(broker_id, self.cache, lambda: self.inter_broker_listener)
         # a partition leader's KIP-890 check of a transactional Produce, at the transaction's coordinator
         self.txn_verifier = TxnVerifier(broker_id, self.cache, lambda: self.inter_broker_listener)
-        # the broker's hook: this broker became (True) or stopped being (False) a partition's leader
-        self.on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
-        self.replicas.on_role = lambda topic, partition, leader: self.on_leadership(topic, partition, leader)
+        # the broker's hook (on_leadership_change): this broker became (True) or stopped being (False) a
+        # partition's leader
+        self._on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
         self._tasks: list[asyncio.Task] = []
         self._pid_next = 0
         self._pid_end = -1  # inclusive end of the block in hand
@@ -101,9 +101,11 @@ class ClusterMember:
             self.broker_id, endpoint_of=lambda b: self.cache.endpoint(b, self.inter_broker_listener),
             max_wait_ms=self.settings.replica_fetch_wait_max_ms, max_bytes=self.settings.replica_fetch_max_bytes,
             on_replicated=lambda t, p: None)
-        self.replicas.on_become_follower = lambda r, plog: self.fetchers.follow(r.topic, r.partition, plog, r.leader,
-                                                                                r.leader_epoch)
-        self.replicas.on_stop_following = lambda t, p: self.fetchers.stop_following(t, p)
+        self.replicas.set_role_listeners(
+            on_role=lambda topic, partition, leader: self._on_leadership(topic, partition, leader),
+            on_become_follower=lambda r, plog: self.fetchers.follow(r.topic, r.partition, plog, r.leader,
+                                                                    r.leader_epoch),
+            on_stop_following=lambda t, p: self.fetchers.stop_following(t, p))
         registration = BrokerRegistration(self.broker_id, tuple(endpoints), self.settings.rack)
         await asyncio.to_thread(self.store.register_broker, registration, self.settings.session_timeout_ms / 1000 + 2)
         loop = asyncio.get_running_loop()
@@ -118,6 +120,11 @@ class ClusterMember:
         log.info("broker %d joined the cluster %s through ZooKeeper %s", self.broker_id, self.cluster_id,
                  self.store.connect_string)
         return self.cluster_id
+
+    def on_leadership_change(self, callback: Callable[[str, int, bool], None]) -> None:
+        """``callback(topic, partition, leader)`` whenever this broker becomes (True) or stops being (False)
+        a partition's leader (the broker moves its group and transaction coordinators with it)."""
+        self._on_leadership = callback
 
     @staticmethod
     def _call_soon(loop: asyncio.AbstractEventLoop, fn, *args) -> None:

@@ -64,14 +64,25 @@ class ReplicaManager:
         self.controller_epoch = 0
         self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
         self.checkpointed_hw: dict[tuple[str, int], int] = {}  # from replication-offset-checkpoint at start
-        self.on_become_follower: Callable[[Replica, PartitionLog], None] = lambda r, plog: None
-        self.on_stop_following: Callable[[str, int], None] = lambda t, p: None
-        self.on_role: Callable[[str, int, bool], None] = lambda t, p, leader: None  # leader now, or no longer
+        # who hears of role changes (set_role_listeners): nobody until the member has its fetchers
+        self._on_become_follower: Callable[[Replica, PartitionLog], None] = lambda r, plog: None
+        self._on_stop_following: Callable[[str, int], None] = lambda t, p: None
+        self._on_role: Callable[[str, int, bool], None] = lambda t, p, leader: None  # leader now, or no longer
         self._background: set[asyncio.Task] = set()
         # since start, for the metrics: ISR changes this broker wrote as leader, leaderships it took
         self.isr_shrinks = 0
         self.isr_expands = 0
         self.leader_elections = 0
+
+    def set_role_listeners(self, *, on_role: Callable[[str, int, bool], None],
+                           on_become_follower: Callable[[Replica, PartitionLog], None],
+                           on_stop_following: Callable[[str, int], None]) -> None:
+        """Who is told of this broker's role changes: ``on_role`` when it becomes (True) or stops being
+        (False) a partition's leader, ``on_become_follower`` / ``on_stop_following`` to start and stop
+        fetching from the leader."""
+        self._on_role = on_role
+        self._on_become_follower = on_become_follower
+        self._on_stop_following = on_stop_following
 
     # -- LeaderAndIsr --------------------------------------------------------------------------------
     def check_controller_epoch(self, epoch: int) -> None:
@@ -108,7 +119,7 @@ class ReplicaManager:
 
     def _become_leader(self, replica: Replica, plog: PartitionLog) -> None:
         self.leader_elections += 1
-        self.on_stop_following(replica.topic, replica.partition)
+        self._on_stop_following(replica.topic, replica.partition)
         plog.begin_leader_epoch(replica.leader_epoch)
         plog.high_watermark = plog.high_watermark  # from now on the HW is replication's, not the log end
         now = self.clock_ms()
@@ -119,17 +130,17 @@ class ReplicaManager:
         log.info("broker %d: leader of %s-%d in epoch %d, isr %s", self.broker_id, replica.topic,
                  replica.partition, replica.leader_epoch, replica.isr)
         self._maybe_advance_hw(replica, plog)
-        self.on_role(replica.topic, replica.partition, True)
+        self._on_role(replica.topic, replica.partition, True)
 
     def _become_follower(self, replica: Replica, plog: PartitionLog) -> None:
         plog.high_watermark = plog.high_watermark
         self._fail_waiters(replica.topic, replica.partition, errors.NotLeaderOrFollower.code)
-        self.on_stop_following(replica.topic, replica.partition)
-        self.on_role(replica.topic, replica.partition, False)
+        self._on_stop_following(replica.topic, replica.partition)
+        self._on_role(replica.topic, replica.partition, False)
         if replica.leader != NO_LEADER:
             log.info("broker %d: follower of %s-%d (leader %d, epoch %d)", self.broker_id, replica.topic,
                      replica.partition, replica.leader, replica.leader_epoch)
-            self.on_become_follower(replica, plog)
+            self._on_become_follower(replica, plog)
 
     def under_replicated(self) -> int:
         """Partitions this broker leads whose ISR lacks some of their replicas (Kafka's
@@ -149,8 +160,8 @@ class ReplicaManager:
     def stop_replica(self, topic: str, partition: int) -> None:
         self.replicas.pop((topic, partition), None)
         self.checkpointed_hw.pop((topic, partition), None)
-        self.on_stop_following(topic, partition)
-        self.on_role(topic, partition, False)
+        self._on_stop_following(topic, partition)
+        self._on_role(topic, partition, False)
         self._fail_waiters(topic, partition, errors.NotLeaderOrFollower.code)
 
     # -- queries -------------------------------------------------------------------------------------
