@@ -30,11 +30,6 @@ from .scan import BucketPlan
 
 PARALLEL_MIN_ROWS = 200_000   # below this a local read runs in one thread (see MergeOnReadReader._map)
 _OP_LABELS = pa.array([OP_NAMES[OP_UPSERT], OP_NAMES[OP_DELETE]], pa.string())
-# the change names as one fixed-width item per op code, when they are of one length (they are:
-# "upsert", "delete"): a column of them is then built by numpy's gather, without Arrow's string gather
-_OP_WIDTH = len(OP_NAMES[OP_UPSERT])
-_OP_ITEMS = (np.frombuffer((OP_NAMES[OP_UPSERT] + OP_NAMES[OP_DELETE]).encode(), f"V{_OP_WIDTH}")
-             if len(OP_NAMES[OP_DELETE]) == _OP_WIDTH else None)
 
 
 def _ordered(deltas: Sequence[FileEntry]) -> bool:
@@ -68,15 +63,6 @@ def _is_sorted(a: np.ndarray) -> bool:
 def _stringish(t: pa.DataType) -> bool:
     """A string column, plain or dictionary-encoded."""
     return is_string(t.value_type if pa.types.is_dictionary(t) else t)
-
-
-def _op_names(ops: pa.ChunkedArray) -> pa.Array:
-    """The ``_op`` codes as their names ('upsert'/'delete')."""
-    n = len(ops)
-    if _OP_ITEMS is None or n * _OP_WIDTH >= 2**31:   # (a string array's offsets are int32)
-        return pc.take(_OP_LABELS, ops)
-    offsets = np.arange(0, (n + 1) * _OP_WIDTH, _OP_WIDTH, dtype=np.int32)
-    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(np.take(_OP_ITEMS, ops.to_numpy())))
 
 
 def _reversed(n: int) -> pa.Array:
@@ -316,5 +302,5 @@ class MergeOnReadReader:
                 order = pc.sort_indices(t, sort_keys=[(COMMIT_VERSION, "ascending")] +
                                         [(k, "ascending") for k in self.primary_key])
             t = pc.take(t, order, boundscheck=False)
-        t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), _op_names(t.column(OP)))
+        t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), pc.take(_OP_LABELS, t.column(OP)))
         return t.select(list(columns) + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)
