@@ -202,3 +202,39 @@ def test_producer_ids_are_unique_across_brokers(cluster):
                 assert r.error_code == 0
                 ids.append(r.producer_id)
     assert len(set(ids)) == 9
+
+
+def test_a_joining_broker_answers_metadata_once_it_knows_the_cluster(tmp_path):
+    """A broker serves before the controller's first UpdateMetadata reaches it (that request comes in on the
+    same listener). A client asking in that window waits for the cluster's view rather than hearing "no
+    controller, no other brokers", which left librdkafka's admin client waiting out its whole timeout."""
+    import signal
+    import threading
+    from cluster_fixtures import metadata, registered, require_zookeeper
+    from tidelake.cluster.local_cluster import LocalCluster
+    require_zookeeper()
+    # a long session: the paused controller must keep its session (and its controllership)
+    cluster = LocalCluster(tmp_path / "cluster", 2, configs={"zookeeper.session.timeout.ms": "30000"})
+    cluster.root.mkdir(parents=True)
+    cluster.zookeeper.start()
+    answers: list = []
+    try:
+        cluster.start_broker(1)
+        wait_until("broker 1 to be the controller", lambda: metadata(cluster.brokers[1]).controller_id == 1, 60)
+        cluster.signal_broker(1, signal.SIGSTOP)
+        try:
+            cluster.start_broker(2)
+            wait_until("broker 2 registered", lambda: "2" in registered(cluster), 60)
+            asking = threading.Thread(target=lambda: answers.append(metadata(cluster.brokers[2])), daemon=True)
+            asking.start()
+            asking.join(1.0)
+            # the controller is paused: nothing can have told broker 2 who is in the cluster yet
+            assert asking.is_alive(), f"broker 2 answered before it knew the cluster: {answers}"
+        finally:
+            cluster.signal_broker(1, signal.SIGCONT)
+        asking.join(30)
+        (md,) = answers
+        assert md.controller_id == 1
+        assert sorted(b.node_id for b in md.brokers) == [1, 2]
+    finally:
+        cluster.stop()

@@ -175,6 +175,13 @@ class ClusterMember:
             await asyncio.sleep(0.02)
         return True
 
+    async def wait_for_first_metadata(self, timeout_s: float) -> None:
+        """Until the controller's first UpdateMetadata has come (at most ``timeout_s``); at once after it,
+        whatever the cluster does later."""
+        deadline = time.monotonic() + timeout_s
+        while self.cache.controller_id < 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
         self._tasks = []

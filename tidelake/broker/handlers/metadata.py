@@ -23,6 +23,11 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
 _INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # created by their coordinators only
+# A cluster broker serves before the controller's first UpdateMetadata reaches it (that request comes in on
+# the same listener). A client asking in that window would hear "no controller, no other brokers", and
+# librdkafka's admin client then waits out its whole timeout instead of asking again: such a request waits
+# (this long at most) for the cluster's view instead.
+FIRST_METADATA_WAIT_S = 10.0
 
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
@@ -71,6 +76,7 @@ def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
 
 @api(MetadataRequest, MetadataResponse, 0, 13)
 async def metadata(broker: BrokerContext, ctx: RequestContext, request):
+    await _cluster_view_known(broker)
     version = ctx.api_version
     topics_mgr = broker.topics
     guarded = broker.security.authorizer is not None
@@ -158,6 +164,11 @@ def live_brokers(broker: BrokerContext, ctx: RequestContext) -> list[LiveBroker]
     return live
 
 
+async def _cluster_view_known(broker: BrokerContext) -> None:
+    if broker.cluster is not None:
+        await broker.cluster.wait_for_first_metadata(FIRST_METADATA_WAIT_S)
+
+
 def controller_id(broker: BrokerContext) -> int:
     return broker.node_id if broker.cluster is None else broker.cluster.controller_id
 
@@ -212,6 +223,7 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
 
 @api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
+    await _cluster_view_known(broker)
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.UnsupportedEndpointType.code,
                                        error_message="only broker endpoints", endpoint_type=request.endpoint_type,
