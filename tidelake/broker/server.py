@@ -31,7 +31,7 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
 from tidelake.clock import wall_ms
-from tidelake.cluster.member import ClusterMember
+from tidelake.cluster.member import FIRST_METADATA_WAIT_S, ClusterMember
 from tidelake.cluster.settings import ClusterSettings
 from tidelake.cluster.znodes import BrokerEndpoint
 from tidelake.coordinator.group import ClassicGroup
@@ -50,7 +50,6 @@ log = logging.getLogger("tidelake.broker.server")
 
 GROUP_TICK_S = 0.1  # the group coordinator's clock resolution (session / rebalance timeouts)
 MAX_FETCH_SESSIONS = 1000
-METADATA_WAIT_S = 10  # in a cluster, how long start() waits for the controller's first UpdateMetadata
 
 
 class Broker:
@@ -280,9 +279,9 @@ class Broker:
         # the controller sends LeaderAndIsr/UpdateMetadata to our listener: serve before it is elected
         for server in self._servers:
             await server.start_serving()
-        if not await ctx.cluster.wait_for_metadata(METADATA_WAIT_S):
-            log.warning("broker %d: no metadata from a controller after %d s; serving anyway", ctx.node_id,
-                        METADATA_WAIT_S)
+        if not await ctx.cluster.wait_for_first_metadata():
+            log.warning("broker %d: no metadata from a controller after %g s; serving anyway", ctx.node_id,
+                        FIRST_METADATA_WAIT_S)
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""

@@ -42,6 +42,9 @@ log = logging.getLogger("tidelake.cluster")
 PRODUCER_ID_BLOCK_SIZE = 1000
 CONTROLLED_SHUTDOWN_VERSION = 2
 ISR_CHECK_MIN_INTERVAL_S = 0.05
+# A broker serves before the controller's first UpdateMetadata reaches it (that request comes in on the same
+# listener); start-up, and a client's Metadata in that window, wait this long at most for it.
+FIRST_METADATA_WAIT_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,7 @@ class ClusterMember:
         self._log_config = log_config
         self.cluster_id = ""
         self.cache = MetadataCache()
+        self._first_metadata = asyncio.Event()  # set by the controller's first UpdateMetadata
         self.store = ClusterStore(settings.zookeeper_connect, session_timeout_ms=settings.session_timeout_ms,
                                   connection_timeout_ms=settings.connection_timeout_ms)
         self.inter_broker_listener = "PLAINTEXT"
@@ -165,22 +169,17 @@ class ClusterMember:
             if self.topics.configs(topic) is not None:
                 self.topics.set_configs(topic, await asyncio.to_thread(self.store.topic_config, topic))
 
-    async def wait_for_metadata(self, timeout_s: float) -> bool:
-        """Wait (bounded) for the controller's first UpdateMetadata, so this broker's first Metadata
-        answers already name the controller and the live brokers; False if it did not come in time."""
-        deadline = time.monotonic() + timeout_s
-        while self.cache.controller_id < 0 or self.broker_id not in self.cache.brokers:
-            if time.monotonic() >= deadline:
+    async def wait_for_first_metadata(self, timeout_s: float = FIRST_METADATA_WAIT_S) -> bool:
+        """Until the controller's first UpdateMetadata has come (at most ``timeout_s``; False if it did not):
+        before it this broker knows neither the controller nor the other brokers. At once after it, whatever
+        the cluster does later."""
+        if not self._first_metadata.is_set():
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await self._first_metadata.wait()
+            except TimeoutError:
                 return False
-            await asyncio.sleep(0.02)
         return True
-
-    async def wait_for_first_metadata(self, timeout_s: float) -> None:
-        """Until the controller's first UpdateMetadata has come (at most ``timeout_s``); at once after it,
-        whatever the cluster does later."""
-        deadline = time.monotonic() + timeout_s
-        while self.cache.controller_id < 0 and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
 
     async def stop(self) -> None:
         await cancel_and_wait(self._tasks)
@@ -252,6 +251,7 @@ class ClusterMember:
         _new, deleted = self.cache.apply(request.controller_id, request.controller_epoch,
                                          update_metadata_brokers(request, version), topics)
         deleted |= self.cache.remove_missing(named)
+        self._first_metadata.set()
         for name in deleted:
             self.topics.remove(name)
         for name, parts in list(self.cache.partitions.items()):

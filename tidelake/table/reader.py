@@ -69,21 +69,22 @@ def _reversed(n: int) -> pa.Array:
     return pa.array(np.arange(n - 1, -1, -1, dtype=np.int64))
 
 
-def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str], *, keys_sorted: bool = False) -> pa.Table:
-    """Rows of ``t`` whose key is not in ``keys`` (``keys_sorted``: already in ascending order)."""
+def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str]) -> pa.Table:
+    """Rows of ``t`` whose key is not in ``keys``."""
     mine = int_key(t, primary_key)
     if mine is not None and len(mine):
         theirs = keys.column(primary_key[0]).to_numpy()
         if not len(theirs):
             return t
+        theirs_sorted = _is_sorted(theirs)   # (the merge's keys are: checking costs less than a sort)
         if _is_sorted(mine):       # (a file read whole is): look their keys up in it
-            if _is_sorted(theirs):   # only those within its range can be in it (new keys often are not)
+            if theirs_sorted:      # only those within its range can be in it (new keys often are not)
                 theirs = theirs[np.searchsorted(theirs, mine[0]):np.searchsorted(theirs, mine[-1], "right")]
             pos = np.minimum(np.searchsorted(mine, theirs), len(mine) - 1)
             keep = np.ones(len(mine), dtype=bool)
             keep[pos[mine[pos] == theirs]] = False
         else:
-            theirs = theirs if keys_sorted else np.sort(theirs)
+            theirs = theirs if theirs_sorted else np.sort(theirs)
             pos = np.minimum(np.searchsorted(theirs, mine), len(theirs) - 1)
             keep = theirs[pos] != mine
         return _rows_where(t, keep)
@@ -211,7 +212,7 @@ class MergeOnReadReader:
         newer_keys = pa.concat_tables([t.select(pk) for _, t in newer])
         if len(newer) == 1:
             # one file's keys: sorted (an L0 file, or a clustered one deduplicated by first_indices)
-            live = [_upserts(without_keys(oldest, newer_keys, pk, keys_sorted=True), columns, has_deletes),
+            live = [_upserts(without_keys(oldest, newer_keys, pk), columns, has_deletes),
                     _upserts(newer[0][1], columns, newer[0][0])]
         else:   # the first row of every key in newest-first order: one mask over all newer parts
             ints = int_key(newer_keys, pk)   # (a copy of the concatenation's keys: made once)
@@ -221,7 +222,7 @@ class MergeOnReadReader:
             else:
                 firsts = np.asarray(first_indices(newer_keys, pk))
                 changed = newer_keys.take(firsts)
-            live = [_upserts(without_keys(oldest, changed, pk, keys_sorted=True), columns, has_deletes)]
+            live = [_upserts(without_keys(oldest, changed, pk), columns, has_deletes)]
             keep = np.zeros(newer_keys.num_rows, dtype=bool)
             keep[firsts] = True
             if any(deletes for deletes, _ in newer):

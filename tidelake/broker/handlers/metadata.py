@@ -23,11 +23,6 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
 _INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # created by their coordinators only
-# A cluster broker serves before the controller's first UpdateMetadata reaches it (that request comes in on
-# the same listener). A client asking in that window would hear "no controller, no other brokers", and
-# librdkafka's admin client then waits out its whole timeout instead of asking again: such a request waits
-# (this long at most) for the cluster's view instead.
-FIRST_METADATA_WAIT_S = 10.0
 
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
@@ -165,8 +160,10 @@ def live_brokers(broker: BrokerContext, ctx: RequestContext) -> list[LiveBroker]
 
 
 async def _cluster_view_known(broker: BrokerContext) -> None:
+    """A cluster broker that has not heard from the controller yet would answer "no controller, no other
+    brokers", and librdkafka's admin client then waits out its whole timeout instead of asking again."""
     if broker.cluster is not None:
-        await broker.cluster.wait_for_first_metadata(FIRST_METADATA_WAIT_S)
+        await broker.cluster.wait_for_first_metadata()
 
 
 def controller_id(broker: BrokerContext) -> int:
