@@ -80,3 +80,42 @@ def test_cluster_commands_fail_in_one_line(tmp_path):
     assert r.returncode == 2 and "--brokers" in r.stderr and "Traceback" not in r.stderr
     r = _cli("cluster", "status")
     assert r.returncode == 2 and "--zookeeper" in r.stderr and "Traceback" not in r.stderr
+
+
+def _start_in(cwd, data_dir: str, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "cluster", "start", "--brokers", "1",
+                             "--data-dir", data_dir, "--base-port", "0", "--zookeeper-port", "0", *extra],
+                            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    _out, err = proc.communicate(timeout=90)
+    return err
+
+
+def test_cluster_start_with_a_relative_data_dir_runs_zookeeper_and_restarts_a_broker_on_request(tmp_path):
+    require_zookeeper()
+    proc = _start_in(tmp_path, "./cluster")  # the README's own line
+    root = tmp_path / "cluster"
+    state = root / "cluster.json"
+    try:
+        wait_until("cluster.json (or the command's exit)", lambda: state.exists() or proc.poll() is not None, 90)
+        assert proc.poll() is None, _stop(proc)
+        assert f"dataDir={root / 'zookeeper' / 'data'}" in (root / "zookeeper" / "zoo.cfg").read_text()
+        before = json.loads(state.read_text())["brokers"][0]["pid"]
+        r = _cli("cluster", "restart-broker", "1", "--data-dir", str(root))
+        assert r.returncode == 0, r.stderr
+        after = json.loads(state.read_text())["brokers"][0]["pid"]
+        assert after != before and not _alive(before) and _alive(after)
+        assert f"broker 1 restarted (pid {after})" in r.stdout
+    finally:
+        err = _stop(proc)
+    assert proc.returncode == 0, err[-2000:]
+    assert f"(pid {before}," in err and f"tidelake cluster restart-broker ID --data-dir {root}" in err
+
+
+def test_restart_broker_without_a_running_cluster_start_is_one_clear_line(tmp_path):
+    r = _cli("cluster", "restart-broker", "1", "--data-dir", str(tmp_path))
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cluster.json not found" in r.stderr

@@ -4,7 +4,9 @@ and data directory under one root (``tidelake cluster start`` and the cluster te
     <root>/zookeeper/            zoo.cfg, data, zookeeper.log
     <root>/broker-<id>/          the broker's log directory
     <root>/broker-<id>.log       its stderr
-    <root>/cluster.json          ZooKeeper address and each broker's id, port and pid (``cluster status``)
+    <root>/cluster.json          ZooKeeper address, each broker's id, port and pid, and the pid of the process
+                                 that owns them (``cluster status``, ``cluster restart-broker``)
+    <root>/restart-broker-<id>.request   a restart asked of that owner (``restart_requests.py``)
 
 Processes are started and stopped by their own pid (SIGTERM, then SIGKILL after a grace period).
 
@@ -155,6 +157,15 @@ class LocalCluster:
                 os.kill(b.pid, signal.SIGKILL)
                 b.process.wait(10)
 
+    def restart_broker(self, broker_id: int, *, kill: bool = False, timeout_s: float = 60.0) -> BrokerProcess:
+        """Stop a broker (``kill``: SIGKILL, as a crash; else SIGTERM) if it runs, and start it again with the
+        same id, port and data directory; returns once it listens."""
+        if kill:
+            self.kill_broker(broker_id)
+        else:
+            self.stop_broker(broker_id)
+        return self.start_broker(broker_id, timeout_s=timeout_s)
+
     def stop(self) -> None:
         for bid in self.brokers:
             try:
@@ -164,11 +175,15 @@ class LocalCluster:
         self.zookeeper.stop()
 
     def _write_state(self) -> None:
-        (self.root / STATE_FILE).write_text(json.dumps({
+        doc = json.dumps({
             "zookeeper": self.zookeeper.connect_string,
             "zookeeper_pid": self.zookeeper.process.pid if self.zookeeper.process is not None else None,
+            "owner_pid": os.getpid(),  # the process the brokers are children of: it takes restart requests
             "brokers": [{"id": b.broker_id, "host": b.host, "port": b.port, "pid": b.pid,
-                         "data_dir": str(b.data_dir)} for b in self.brokers.values()]}, indent=1))
+                         "data_dir": str(b.data_dir)} for b in self.brokers.values()]}, indent=1)
+        tmp = self.root / (STATE_FILE + ".tmp")  # readers (``cluster restart-broker``) never see half of it
+        tmp.write_text(doc)
+        os.replace(tmp, self.root / STATE_FILE)
 
     def __enter__(self) -> "LocalCluster":
         return self.start()
