@@ -238,3 +238,25 @@ def test_a_joining_broker_answers_metadata_once_it_knows_the_cluster(tmp_path):
         assert sorted(b.node_id for b in md.brokers) == [1, 2]
     finally:
         cluster.stop()
+
+
+def test_a_request_for_an_earlier_broker_epoch_is_refused(cluster):
+    """KIP-380: the broker epoch is the czxid of /brokers/ids/<id>; a controller request carrying an older one was
+    meant for an earlier process of the broker."""
+    b = cluster.brokers[2]
+    wait_until("broker 2 to hear from the controller", lambda: _metadata(b.port, "absent").controller_id > 0)
+    zk = _zk(cluster)
+    try:
+        epoch = int(zk.get("/controller_epoch")[0])
+        czxid = zk.exists("/brokers/ids/2").czxid
+    finally:
+        zk.stop()
+        zk.close()
+
+    def leader_and_isr(broker_epoch: int):
+        return LeaderAndIsrRequest(controller_id=9, controller_epoch=epoch, max_broker_epoch=broker_epoch,
+                                   topic_states=[], live_leaders=[])
+    with WireClient("127.0.0.1", b.port) as c:
+        assert c.request(leader_and_isr(czxid - 1), 5).error_code == errors.StaleBrokerEpoch.code
+        assert c.request(leader_and_isr(czxid), 5).error_code == errors.NONE
+        assert c.request(leader_and_isr(-1), 5).error_code == errors.NONE  # a controller that sends no epoch

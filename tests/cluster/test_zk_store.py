@@ -22,8 +22,9 @@ def store(zookeeper):
 
 def test_registration_is_ephemeral_and_one_per_id(zookeeper, store):
     reg = BrokerRegistration(1, (BrokerEndpoint("PLAINTEXT", "127.0.0.1", 1234, "PLAINTEXT"),))
-    store.register_broker(reg, wait_s=0)
-    assert store.live_broker_ids() == [1] and store.broker(1) == reg
+    epoch = store.register_broker(reg, wait_s=0)
+    assert epoch == store.zk.exists("/brokers/ids/1").czxid  # KIP-380's broker epoch
+    assert store.live_broker_ids() == [1] and store.broker(1) == BrokerRegistration(1, reg.endpoints, epoch=epoch)
     other = ClusterStore(zookeeper.connect_string, session_timeout_ms=4000)
     other.start()
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from typing import Callable
 
 from tidelake import errors
@@ -41,6 +42,15 @@ from tidelake.cluster.zk_store import ClusterStore, StaleWrite
 log = logging.getLogger("tidelake.cluster.controller")
 
 MAX_STATE_WRITE_ATTEMPTS = 10
+
+
+@dataclass(frozen=True)
+class BrokerChanges:
+    """/brokers/ids as just read, against the controller's live brokers."""
+    registrations: dict[int, BrokerRegistration]  # every registered broker, with its epoch
+    joined: set[int]
+    left: set[int]
+    bounced: set[int]  # registered before and now, under a new broker epoch: restarted in between
 
 
 class Controller:
@@ -160,7 +170,8 @@ class Controller:
 
     async def _failover(self) -> None:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
-        await self._refresh_brokers()
+        for registration in (await self._read_brokers()).registrations.values():
+            self._add_live(registration)
         names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
         for name in names:
             await self.topic_creator.load(name)
@@ -179,36 +190,56 @@ class Controller:
         await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
 
     # -- brokers -------------------------------------------------------------------------------------
-    async def _refresh_brokers(self) -> tuple[set[int], set[int]]:
+    async def _read_brokers(self) -> BrokerChanges:
+        """Re-read /brokers/ids (watched again) and every registration in it, epochs included; ``context.live``
+        is not changed here."""
         ids = await asyncio.to_thread(self.store.live_broker_ids, self.events.watch("brokers"))
-        before = set(self.context.live)
         now: dict[int, BrokerRegistration] = {}
         for bid in ids:
-            reg = self.context.live.get(bid) or await asyncio.to_thread(self.store.broker, bid)
+            reg = await asyncio.to_thread(self.store.broker, bid)
             if reg is not None:
                 now[bid] = reg
-        self.context.live = now
-        for bid in set(now) - before:
-            self.requests.add_broker(bid, now[bid])
-        for bid in before - set(now):
-            self.requests.remove_broker(bid)
-            self.context.shutting_down.discard(bid)
-        return set(now) - before, before - set(now)
+        before = self.context.live
+        # same id, another znode: the broker went and came back between the watch and this read (KIP-380)
+        bounced = {bid for bid in set(now) & set(before) if now[bid].epoch != before[bid].epoch}
+        return BrokerChanges(now, joined=set(now) - set(before), left=set(before) - set(now), bounced=bounced)
+
+    def _add_live(self, registration: BrokerRegistration) -> None:
+        self.context.live[registration.broker_id] = registration
+        self.requests.add_broker(registration.broker_id, registration)
+
+    def _remove_live(self, broker_id: int) -> None:
+        """Gone (or restarted: what was queued for the old process is dropped with its channel)."""
+        self.context.live.pop(broker_id, None)
+        self.requests.remove_broker(broker_id)
+        self.context.shutting_down.discard(broker_id)
+
+    async def _repair_all(self) -> set[tuple[str, int]]:
+        return {key for key in sorted(self.context.states) if await self._repair(*key)}
 
     async def _on_brokers_changed(self) -> None:
-        new, dead = await self._refresh_brokers()
-        if dead:
-            log.info("controller: brokers %s left", sorted(dead))
-        if new:
-            log.info("controller: brokers %s joined", sorted(new))
-        changed = []
-        for key in sorted(self.context.states):
-            if await self._repair(*key):
-                changed.append(key)
-        # the new brokers learn every partition they host; the changed partitions go to their replicas
+        change = await self._read_brokers()
+        if change.left:
+            log.info("controller: brokers %s left", sorted(change.left))
+        if change.bounced:
+            log.info("controller: brokers %s restarted (new broker epoch)", sorted(change.bounced))
+        if change.joined:
+            log.info("controller: brokers %s joined", sorted(change.joined))
+        changed: set[tuple[str, int]] = set()
+        # as Kafka's processBrokerChange: a restarted broker first fails (its leaderships move to other ISR
+        # members, it leaves the ISRs), then starts up like a new one
+        for bid in change.left | change.bounced:
+            self._remove_live(bid)
+        if change.left or change.bounced:
+            changed |= await self._repair_all()
+        started = change.joined | change.bounced
+        for bid in sorted(started):
+            self._add_live(change.registrations[bid])
+        changed |= await self._repair_all()
+        # the started brokers learn every partition they host; the changed partitions go to their replicas
         self.requests.update_metadata()
-        self.requests.leader_and_isr(changed)
-        for bid in new:
+        self.requests.leader_and_isr(sorted(changed))
+        for bid in sorted(started):
             self.requests.leader_and_isr([k for k in self.context.states if bid in self.context.replicas(k)], only=bid)
 
     async def _repair(self, topic: str, partition: int) -> bool:

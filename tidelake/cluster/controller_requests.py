@@ -1,6 +1,7 @@
 """Which broker the controller tells what (Kafka's ``ControllerBrokerRequestBatch``): LeaderAndIsr to a
 partition's live replicas, UpdateMetadata to every live broker, StopReplica to one broker, each built from the
-controller's context and queued on its channels, which exist only while it is the controller.
+controller's context (with the recipient's broker epoch) and queued on its channels, which exist only while it is
+the controller.
 """
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ class ControllerRequests:
                     by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas, adding, removing))
         for bid, states in by_broker.items():
             leaders = {s[2].leader for s in states if s[2].leader in ctx.live}
-            self.channels.send(bid, *leader_and_isr_request(ctx.broker_id, ctx.epoch, states, is_new,
-                                                            [(b, ctx.live[b], self._listener) for b in leaders]))
+            self.channels.send(bid, *leader_and_isr_request(ctx.broker_id, ctx.epoch, ctx.live[bid].epoch, states,
+                                                            is_new, [(b, ctx.live[b], self._listener) for b in leaders]))
 
     def update_metadata(self, deleting: set[str] = frozenset()) -> None:
         """Every partition's state to every live broker; the topics ``deleting`` with leader -2."""
@@ -67,10 +68,14 @@ class ControllerRequests:
                 st = PartitionState(znodes.LEADER_DURING_DELETE, st.leader_epoch, st.isr, st.controller_epoch,
                                     st.zk_version)
             partitions.append((topic, p, st, replicas, offline))
-        message = update_metadata_request(ctx.broker_id, ctx.epoch, partitions, list(ctx.live.values()))
-        for bid in ctx.live:
-            self.channels.send(bid, *message)
+        by_epoch = update_metadata_request(ctx.broker_id, ctx.epoch, [reg.epoch for reg in ctx.live.values()],
+                                           partitions, list(ctx.live.values()))
+        for bid, reg in ctx.live.items():
+            self.channels.send(bid, *by_epoch[reg.epoch])
 
     def stop_replica(self, broker_id: int, topic: str, partitions: list[int], *, delete: bool) -> None:
-        self.channels.send(broker_id, *stop_replica_request(self.context.broker_id, self.context.epoch, topic,
-                                                            partitions, delete=delete))
+        reg = self.context.live.get(broker_id)
+        if reg is None:  # gone: nothing to stop there
+            return
+        self.channels.send(broker_id, *stop_replica_request(self.context.broker_id, self.context.epoch, reg.epoch,
+                                                            topic, partitions, delete=delete))

@@ -25,8 +25,8 @@ from tidelake.cluster.fetcher import ReplicaFetchers
 from tidelake.cluster.hw_checkpoint import read_high_watermarks, write_high_watermarks
 from tidelake.cluster.metadata_cache import Endpoint, MetadataCache, PartitionMetadata
 from tidelake.cluster.replica_manager import ReplicaManager
-from tidelake.cluster.requests import (leader_and_isr_topics, stop_replica_partitions, update_metadata_brokers,
-                                       update_metadata_topics)
+from tidelake.cluster.requests import (broker_epoch, leader_and_isr_topics, stop_replica_partitions,
+                                       update_metadata_brokers, update_metadata_topics)
 from tidelake.cluster.settings import ClusterSettings, ClusterTopic, TopicTable
 from tidelake.cluster.txn_markers import TxnMarkerSender
 from tidelake.cluster.txn_verification import TxnVerifier
@@ -87,6 +87,9 @@ class ClusterMember:
         # partition's leader
         self._on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
         self._tasks: list[asyncio.Task] = []
+        # this process's registration's czxid (KIP-380): controller requests carrying an older one were meant for
+        # a previous process (or session) of this broker and are refused
+        self.broker_epoch = -1
         self._pid_next = 0
         self._pid_end = -1  # inclusive end of the block in hand
 
@@ -111,7 +114,8 @@ class ClusterMember:
                                                                     r.leader_epoch),
             on_stop_following=lambda t, p: self.fetchers.stop_following(t, p))
         registration = BrokerRegistration(self.broker_id, tuple(endpoints), self.settings.rack)
-        await asyncio.to_thread(self.store.register_broker, registration, self.settings.session_timeout_ms / 1000 + 2)
+        self.broker_epoch = await asyncio.to_thread(self.store.register_broker, registration,
+                                                    self.settings.session_timeout_ms / 1000 + 2)
         loop = asyncio.get_running_loop()
         # a process paused past its session (SIGSTOP, a long GC) comes back to a new session: register again
         # and let the controller election look again (Kafka's broker does the same on a new session)
@@ -121,8 +125,8 @@ class ClusterMember:
         self.store.watch_config_changes(lambda children: self._call_soon(loop, self._on_config_changes, children))
         self._tasks.append(asyncio.get_running_loop().create_task(self._isr_expiry_loop()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._hw_checkpoint_loop()))
-        log.info("broker %d joined the cluster %s through ZooKeeper %s", self.broker_id, self.cluster_id,
-                 self.store.connect_string)
+        log.info("broker %d joined the cluster %s through ZooKeeper %s (broker epoch %d)", self.broker_id,
+                 self.cluster_id, self.store.connect_string, self.broker_epoch)
         return self.cluster_id
 
     def on_leadership_change(self, callback: Callable[[str, int, bool], None]) -> None:
@@ -141,9 +145,10 @@ class ClusterMember:
     def _on_new_session(self, registration: BrokerRegistration) -> None:
         async def rejoin() -> None:
             try:
-                await asyncio.to_thread(self.store.register_broker, registration,
-                                        self.settings.session_timeout_ms / 1000 + 2)
-                log.info("broker %d registered again in a new ZooKeeper session", self.broker_id)
+                self.broker_epoch = await asyncio.to_thread(self.store.register_broker, registration,
+                                                            self.settings.session_timeout_ms / 1000 + 2)
+                log.info("broker %d registered again in a new ZooKeeper session (broker epoch %d)", self.broker_id,
+                         self.broker_epoch)
             except Exception:
                 log.exception("broker %d could not register again", self.broker_id)
             self.controller.session_renewed()
@@ -219,11 +224,22 @@ class ClusterMember:
         return self.logs.create(topic, partition, self._log_config(topic))
 
     # -- controller requests -------------------------------------------------------------------------
+    def _check_controller_request(self, request, version: int) -> None:
+        """Raises StaleControllerEpoch (from a deposed controller) or StaleBrokerEpoch (meant for an earlier
+        registration of this broker: Kafka's check, where -1 is a controller that sends no epoch and a newer epoch
+        than ours is one the controller read before our registration returned)."""
+        self.replicas.check_controller_epoch(request.controller_epoch)
+        epoch = broker_epoch(request, version)
+        if epoch != -1 and epoch < self.broker_epoch:
+            log.info("broker %d: %s for broker epoch %d refused (ours is %d)", self.broker_id,
+                     type(request).__name__, epoch, self.broker_epoch)
+            raise errors.StaleBrokerEpoch(f"broker epoch {epoch} < {self.broker_epoch}")
+
     async def handle_leader_and_isr(self, request, version: int) -> LeaderAndIsrResponse:
         R = LeaderAndIsrResponse.LeaderAndIsrPartitionError
         try:
-            self.replicas.check_controller_epoch(request.controller_epoch)
-        except errors.StaleControllerEpoch as e:
+            self._check_controller_request(request, version)
+        except (errors.StaleControllerEpoch, errors.StaleBrokerEpoch) as e:
             return LeaderAndIsrResponse(error_code=e.code, partition_errors=[])
         # leaders named here may be newer than our UpdateMetadata: learn their endpoints first
         for leader in request.live_leaders:
@@ -243,8 +259,8 @@ class ClusterMember:
 
     async def handle_update_metadata(self, request, version: int) -> UpdateMetadataResponse:
         try:
-            self.replicas.check_controller_epoch(request.controller_epoch)
-        except errors.StaleControllerEpoch as e:
+            self._check_controller_request(request, version)
+        except (errors.StaleControllerEpoch, errors.StaleBrokerEpoch) as e:
             return UpdateMetadataResponse(error_code=e.code)
         topics = update_metadata_topics(request, version)
         named = {name for name, _states in topics}
@@ -261,8 +277,8 @@ class ClusterMember:
     async def handle_stop_replica(self, request, version: int) -> StopReplicaResponse:
         R = StopReplicaResponse.StopReplicaPartitionError
         try:
-            self.replicas.check_controller_epoch(request.controller_epoch)
-        except errors.StaleControllerEpoch as e:
+            self._check_controller_request(request, version)
+        except (errors.StaleControllerEpoch, errors.StaleBrokerEpoch) as e:
             return StopReplicaResponse(error_code=e.code, partition_errors=[])
         out = []
         for topic, partitions in stop_replica_partitions(request, version):

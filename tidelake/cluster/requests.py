@@ -1,5 +1,9 @@
 """The controller's inter-broker requests, built from Kafka's JSON specs (``protocol/messages.py``):
-LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3 (the newest versions of ZooKeeper mode's specs)."""
+LeaderAndIsr v5, UpdateMetadata v7, StopReplica v3 (the newest versions of ZooKeeper mode's specs).
+
+Each carries the recipient's broker epoch (KIP-380) as the controller knows it, so a broker that restarted since
+refuses what was meant for its previous process (STALE_BROKER_EPOCH). The field is named MaxBrokerEpoch in these
+specs and BrokerEpoch in Kafka 3.x's; it is the same int64 at the same place."""
 from __future__ import annotations
 
 from typing import Any, Iterable
@@ -21,7 +25,7 @@ _UEndpoint = _UBroker.UpdateMetadataEndpoint
 _STopic = StopReplicaRequest.StopReplicaTopic
 
 
-def leader_and_isr_request(controller_id: int, controller_epoch: int,
+def leader_and_isr_request(controller_id: int, controller_epoch: int, broker_epoch: int,
                            states: Iterable[tuple[str, int, PartitionState, list[int], list[int], list[int]]],
                            is_new: bool, live_leaders: Iterable[tuple[int, BrokerRegistration, str]]
                            ) -> tuple[Any, int]:
@@ -37,14 +41,16 @@ def leader_and_isr_request(controller_id: int, controller_epoch: int,
     for bid, reg, listener in live_leaders:
         ep = next((e for e in reg.endpoints if e.listener == listener), reg.endpoint())
         leaders.append(_LLive(broker_id=bid, host_name=ep.host, port=ep.port))
-    return LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=controller_epoch, max_broker_epoch=-1,
+    return LeaderAndIsrRequest(controller_id=controller_id, controller_epoch=controller_epoch,
+                               max_broker_epoch=broker_epoch,
                                topic_states=[_LTopic(topic_name=t, partition_states=ps) for t, ps in by_topic.items()],
                                live_leaders=leaders), LEADER_AND_ISR_VERSION
 
 
-def update_metadata_request(controller_id: int, controller_epoch: int,
+def update_metadata_request(controller_id: int, controller_epoch: int, broker_epochs: Iterable[int],
                             partitions: Iterable[tuple[str, int, PartitionState, list[int], list[int]]],
-                            live: Iterable[BrokerRegistration]) -> tuple[Any, int]:
+                            live: Iterable[BrokerRegistration]) -> dict[int, tuple[Any, int]]:
+    """One request per recipient's broker epoch in ``broker_epochs`` (the same topics and brokers in each)."""
     by_topic: dict[str, list] = {}
     for topic, p, st, replicas, offline in partitions:
         by_topic.setdefault(topic, []).append(_UPartition(
@@ -55,16 +61,17 @@ def update_metadata_request(controller_id: int, controller_epoch: int,
                    security_protocol=SECURITY_PROTOCOL_IDS.get(ep.protocol, 0)) for ep in reg.endpoints],
         rack=reg.rack) for reg in live]
     topic_states = [_UTopic(topic_name=t, partition_states=ps) for t, ps in by_topic.items()]
-    return UpdateMetadataRequest(controller_id=controller_id, controller_epoch=controller_epoch, max_broker_epoch=-1,
-                                 topic_states=topic_states,
-                                 live_brokers=brokers), UPDATE_METADATA_VERSION
+    return {epoch: (UpdateMetadataRequest(controller_id=controller_id, controller_epoch=controller_epoch,
+                                          max_broker_epoch=epoch, topic_states=topic_states, live_brokers=brokers),
+                    UPDATE_METADATA_VERSION) for epoch in set(broker_epochs)}
 
 
-def stop_replica_request(controller_id: int, controller_epoch: int, topic: str, partitions: list[int], *,
+def stop_replica_request(controller_id: int, controller_epoch: int, broker_epoch: int, topic: str, partitions: list[int], *,
                          delete: bool = True) -> tuple[Any, int]:
     """StopReplica: with ``delete`` the replicas of a topic being deleted drop their logs; without, a broker
     in controlled shutdown stops replicating them."""
-    return StopReplicaRequest(controller_id=controller_id, controller_epoch=controller_epoch, max_broker_epoch=-1,
+    return StopReplicaRequest(controller_id=controller_id, controller_epoch=controller_epoch,
+                              max_broker_epoch=broker_epoch,
                               delete_partitions=delete,
                               topics=[_STopic(name=topic, partition_indexes=list(partitions))]), STOP_REPLICA_VERSION
 
@@ -113,3 +120,16 @@ def stop_replica_partitions(request, version: int) -> list[tuple[str, list[int]]
     for p in request.ungrouped_partitions:
         by_topic.setdefault(p.topic_name, []).append(p.partition_index)
     return list(by_topic.items())
+
+
+# BrokerEpoch in one version, MaxBrokerEpoch from the next on (these specs' names of the same field)
+_BROKER_EPOCH_VERSIONS = {LeaderAndIsrRequest.API_KEY: 2, UpdateMetadataRequest.API_KEY: 5,
+                          StopReplicaRequest.API_KEY: 1}
+
+
+def broker_epoch(request, version: int) -> int:
+    """The recipient's broker epoch a LeaderAndIsr / UpdateMetadata / StopReplica carries; -1 if none."""
+    first = _BROKER_EPOCH_VERSIONS[request.API_KEY]
+    if version > first:
+        return request.max_broker_epoch
+    return request.broker_epoch if version == first else -1

@@ -90,15 +90,16 @@ class ClusterStore:
             return znodes.decode_cluster_id(self.zk.get(znodes.CLUSTER_ID)[0])
 
     # -- brokers -------------------------------------------------------------------------------------
-    def register_broker(self, registration: BrokerRegistration, wait_s: float) -> None:
-        """Create ``/brokers/ids/<id>`` (ephemeral). A node left by this broker's previous, not yet
-        expired session is waited out for up to ``wait_s``; another live broker with the id is an error."""
+    def register_broker(self, registration: BrokerRegistration, wait_s: float) -> int:
+        """Create ``/brokers/ids/<id>`` (ephemeral); returns its czxid, the broker epoch. A node left by this
+        broker's previous, not yet expired session is waited out for up to ``wait_s``; another live broker with
+        the id is an error."""
         path = znodes.broker_path(registration.broker_id)
         deadline = time.monotonic() + wait_s
         while True:
             try:
-                self.zk.create(path, registration.encode(), ephemeral=True)
-                return
+                _path, stat = self.zk.create(path, registration.encode(), ephemeral=True, include_data=True)
+                return stat.czxid
             except NodeExistsError:
                 if time.monotonic() >= deadline:
                     raise NodeExistsError(f"broker.id {registration.broker_id} is already registered in "
@@ -109,11 +110,12 @@ class ClusterStore:
         return sorted(int(c) for c in self.zk.get_children(znodes.BROKER_IDS, watch=watch))
 
     def broker(self, broker_id: int) -> BrokerRegistration | None:
+        """The registration with its epoch (the znode's czxid), None if the broker is not registered."""
         try:
-            data, _ = self.zk.get(znodes.broker_path(broker_id))
+            data, stat = self.zk.get(znodes.broker_path(broker_id))
         except NoNodeError:
             return None
-        return BrokerRegistration.decode(broker_id, data)
+        return BrokerRegistration.decode(broker_id, data, stat.czxid)
 
     # -- controller ----------------------------------------------------------------------------------
     def try_elect(self, broker_id: int) -> bool:

@@ -5,7 +5,8 @@ with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, ka
     /cluster/id                                   {"version":"1","id":"<cluster id>"}
     /controller                  (ephemeral)      {"version":1,"brokerid":1,"timestamp":"<ms>"}
     /controller_epoch                             "3"
-    /brokers/ids/<id>            (ephemeral)      v5 registration: host, port, endpoints, protocol map
+    /brokers/ids/<id>            (ephemeral)      v5 registration: host, port, endpoints, protocol map;
+                                                  its czxid is the broker epoch (KIP-380)
     /brokers/topics/<topic>                       {"version":2,"partitions":{"0":[1,2]},"topic_id":...}
     /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,"isr":[1,2],
                                                    "controller_epoch":3}
@@ -122,6 +123,9 @@ class BrokerRegistration:
     broker_id: int
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None = None
+    # the czxid of the znode (KIP-380's broker epoch): each registration, so each restart, has a greater one;
+    # not part of the JSON, -1 until the znode is written or read
+    epoch: int = -1
 
     def endpoint(self, listener: str | None = None) -> BrokerEndpoint:
         """The endpoint of ``listener`` (None: the first one)."""
@@ -142,7 +146,7 @@ class BrokerRegistration:
         return _dumps(d)
 
     @classmethod
-    def decode(cls, broker_id: int, data: bytes) -> "BrokerRegistration":
+    def decode(cls, broker_id: int, data: bytes, epoch: int = -1) -> "BrokerRegistration":
         d = json.loads(data)
         protocols = d.get("listener_security_protocol_map") or {}
         endpoints = []
@@ -152,7 +156,7 @@ class BrokerRegistration:
             endpoints.append(BrokerEndpoint(listener, host.strip("[]"), int(port), protocols.get(listener, listener)))
         if not endpoints and d.get("host"):
             endpoints.append(BrokerEndpoint("PLAINTEXT", d["host"], int(d["port"]), "PLAINTEXT"))
-        return cls(broker_id, tuple(endpoints), d.get("rack"))
+        return cls(broker_id, tuple(endpoints), d.get("rack"), epoch)
 
 
 # -- topics --------------------------------------------------------------------------------------------
