@@ -3,12 +3,15 @@ partition (replicated), and moves with that leadership when its broker dies."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
 from cluster_fixtures import create_topic, produce, start_cluster, wait_until
+from conftest import ROOT
 from tidelake.coordinator.record_codec import partition_for
 
 
@@ -56,4 +59,24 @@ def test_a_group_survives_the_death_of_its_coordinator(tmp_path):
     finally:
         zk.stop()
         zk.close()
+        c.stop()
+
+
+def test_consume_with_a_group_gives_up_at_its_timeout_naming_why_there_is_no_coordinator(tmp_path):
+    """KIP-115: __consumer_offsets is not created with fewer live brokers than its replication factor; the broker
+    says why once at WARN and answers COORDINATOR_NOT_AVAILABLE with the reason, which the CLI prints."""
+    c = start_cluster(tmp_path / "c", 2, **{"offsets.topic.replication.factor": "3"})
+    try:
+        create_topic(c, "orders", 1, 2)
+        r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "consume", "orders", "--group", "g1",
+                            "-b", c.bootstrap_servers, "--timeout", "3"], cwd=ROOT, capture_output=True, text=True,
+                           timeout=60)
+        assert r.returncode == 1, r.stderr
+        assert r.stderr.count("\n") == 1, r.stderr
+        assert "no group coordinator: __consumer_offsets needs 3 brokers, 2 are up" in r.stderr, r.stderr
+        warnings = [line for b in c.brokers.values() for line in b.log_path.read_text().splitlines()
+                    if "WARNING" in line and "cannot create __consumer_offsets" in line]
+        assert warnings and len(warnings) <= len(c.brokers), warnings  # once per broker asked, whatever the retries
+        assert "needs 3 brokers, 2 are up" in warnings[0]
+    finally:
         c.stop()

@@ -323,6 +323,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
             raise CliError(f"cannot consume {topic}: {tmd.error.str() if tmd is not None else 'unknown topic'}")
         assigned_at: list[float] = []  # when the partitions were assigned; --timeout-ms counts from then
         if group is not None:
+            conn.wait_for_group_coordinator(group)
             consumer.subscribe([topic], on_assign=lambda _c, _parts: assigned_at.append(time.monotonic()))
         else:
             if partition is not None and partition not in tmd.partitions:

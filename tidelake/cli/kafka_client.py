@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -19,6 +20,7 @@ from tidelake.cli.errors import DEBUG, CliError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
+COORDINATOR_RETRY_S = 0.5  # between FindCoordinator lookups while a group has no coordinator
 
 # librdkafka logs through this logger when --debug is off; nothing is above its level, so nothing shows.
 _SILENT = logging.getLogger("tidelake.cli.librdkafka")
@@ -109,6 +111,32 @@ class BrokerConnection:
             if err.code() in tolerate:
                 return err
             raise CliError(f"{what}: {err.name()}: {err.str()}") from e
+
+    def wait_for_group_coordinator(self, group: str) -> None:
+        """Return once the cluster names a coordinator for ``group``; a CliError with the broker's reason after
+        ``--timeout`` otherwise. librdkafka's consumer retries that lookup silently for ever, and says nothing of
+        the reason a broker gives (e.g. too few brokers up to create __consumer_offsets)."""
+        from kafka.errors import (CoordinatorLoadInProgressError, CoordinatorNotAvailableError, KafkaError,
+                                  NotCoordinatorError)
+        deadline = time.monotonic() + self.timeout
+        admin = self.kafka_python_admin()
+        try:
+            while True:
+                try:
+                    admin.describe_groups([group])  # FindCoordinator first
+                    return
+                except (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError) as e:
+                    # kafka-python's text: "FindCoordinatorResponse error for GROUP/<group>: <the broker's message>"
+                    text = e.args[0] if e.args else type(e).__name__
+                    reason = text.partition(f"GROUP/{group}: ")[2] or text
+                except KafkaError:  # not about the coordinator (e.g. authorization): the consumer reports it
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise CliError(f"no group coordinator: {reason}")
+                time.sleep(min(COORDINATOR_RETRY_S, remaining))
+        finally:
+            admin.close()
 
     # ---------------------------------------------------------------- kafka-python
     def kafka_python_admin(self):

@@ -90,6 +90,7 @@ class ClusterMember:
         # this process's registration's czxid (KIP-380): controller requests carrying an older one were meant for
         # a previous process (or session) of this broker and are refused
         self.broker_epoch = -1
+        self._internal_topic_refusals: dict[str, str] = {}  # internal topic -> why it was last not created (logged)
         self._pid_next = 0
         self._pid_end = -1  # inclusive end of the block in hand
 
@@ -428,13 +429,23 @@ class ClusterMember:
                                     configs: dict[str, str], partition: int, listener: str) -> LiveBroker:
         """The leader of one partition of an internal topic (``__consumer_offsets``: the coordinator
         of the groups hashed to it), creating the topic on first use as Kafka does. Raises
-        CoordinatorNotAvailable while it has no leader (or too few brokers to create it)."""
+        CoordinatorNotAvailable while it has no leader, or while fewer brokers are up than its replication factor
+        (Kafka's rule, KIP-115: it is not created with fewer replicas; said once at WARN, and in the error)."""
         if topic not in self.cache.partitions:
+            live = len(await asyncio.to_thread(self.store.live_broker_ids))
+            if live < replication_factor:
+                reason = f"{topic} needs {replication_factor} brokers, {live} are up"
+                if self._internal_topic_refusals.get(topic) != reason:
+                    self._internal_topic_refusals[topic] = reason
+                    log.warning("cannot create %s: %s (its replication factor is %d); no coordinator for the keys it "
+                                "holds until enough brokers are up", topic, reason, replication_factor)
+                raise errors.CoordinatorNotAvailable(reason)
+            self._internal_topic_refusals.pop(topic, None)
             try:
                 await self.create_topic(topic, partitions, replication_factor, configs, wait_s=0)
             except errors.TopicAlreadyExists:
                 pass
-            except errors.InvalidReplicationFactor as e:
+            except errors.InvalidReplicationFactor as e:  # a broker left since the count above
                 raise errors.CoordinatorNotAvailable(f"cannot create {topic}: {e}") from None
             raise errors.CoordinatorNotAvailable(f"{topic} is being created")
         pm = self.cache.partition(topic, partition)

@@ -9,6 +9,7 @@ transactional id; in a cluster, the leader of the key's internal-topic partition
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from kafka.protocol.admin import (DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
@@ -49,25 +50,36 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
     keys = req.coordinator_keys if v >= 4 else [req.key]
     endpoint = broker.endpoint_for(ctx)
-    answers = []  # (key, node id, host, port, error code) per key
+    answers: list[CoordinatorAnswer] = []
     for k in keys:
         if code:
-            answers.append((k, -1, "", -1, code))
+            answers.append(CoordinatorAnswer(k, -1, "", -1, code))
         elif broker.cluster is None:
-            answers.append((k, broker.node_id, endpoint.host, endpoint.port, 0))
+            answers.append(CoordinatorAnswer(k, broker.node_id, endpoint.host, endpoint.port, 0))
         else:
             answers.append(await _cluster_coordinator(broker, ctx, key_type, k))
     if v < 4:
-        _k, node_id, host, port, code = answers[0]
-        return FindCoordinatorResponse(throttle_time_ms=0, error_code=code, error_message=None,
-                                       node_id=node_id, host=host, port=port)
+        a = answers[0]
+        return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code, error_message=a.error_message,
+                                       node_id=a.node_id, host=a.host, port=a.port)
     C = FindCoordinatorResponse.Coordinator
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
-        C(key=k, node_id=node_id, host=host, port=port, error_code=c, error_message=None)
-        for k, node_id, host, port, c in answers])
+        C(key=a.key, node_id=a.node_id, host=a.host, port=a.port, error_code=a.error_code,
+          error_message=a.error_message) for a in answers])
 
 
-async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_type: int, key: str) -> tuple:
+@dataclass(frozen=True)
+class CoordinatorAnswer:
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None = None  # why there is none (e.g. too few brokers for the internal topic)
+
+
+async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_type: int, key: str
+                               ) -> CoordinatorAnswer:
     """In a cluster a group's coordinator is the leader of its __consumer_offsets partition (created
     with offsets.topic.replication.factor replicas on first use), a transactional id's the leader of its
     __transaction_state partition (transaction.state.log.replication.factor replicas, min.insync.replicas
@@ -85,8 +97,8 @@ async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_t
         leader = await broker.cluster.internal_topic_leader(topic, partitions, rf, configs, partition,
                                                             ctx.session.listener)
     except errors.KafkaApiError as e:
-        return key, -1, "", -1, e.code
-    return key, leader.broker_id, leader.host, leader.port, 0
+        return CoordinatorAnswer(key, -1, "", -1, e.code, str(e))
+    return CoordinatorAnswer(key, leader.broker_id, leader.host, leader.port, 0)
 
 
 # ---------------------------------------------------------------------------------------------
