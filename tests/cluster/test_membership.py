@@ -12,7 +12,7 @@ from kazoo.client import KazooClient
 
 from cluster_fixtures import wait_until
 from tidelake import errors
-from tidelake.protocol.messages import LeaderAndIsrRequest
+from tidelake.protocol.messages import ControlledShutdownRequest, LeaderAndIsrRequest
 from tidelake.protocol.records import Record, build_batch
 from tidelake.protocol.wire_client import WireClient
 
@@ -260,3 +260,8 @@ def test_a_request_for_an_earlier_broker_epoch_is_refused(cluster):
         assert c.request(leader_and_isr(czxid - 1), 5).error_code == errors.StaleBrokerEpoch.code
         assert c.request(leader_and_isr(czxid), 5).error_code == errors.NONE
         assert c.request(leader_and_isr(-1), 5).error_code == errors.NONE  # a controller that sends no epoch
+    # and the controller refuses a controlled shutdown from an earlier process of broker 2
+    controller = cluster.brokers[_metadata(b.port, "absent").controller_id]
+    with WireClient("127.0.0.1", controller.port) as c:
+        r = c.request(ControlledShutdownRequest(broker_id=2, broker_epoch=czxid - 1), 2)
+    assert r.error_code == errors.StaleBrokerEpoch.code and not r.remaining_partitions

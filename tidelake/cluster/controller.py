@@ -357,17 +357,24 @@ class Controller:
         return self.reassigner.ongoing(partitions)
 
     # -- controlled shutdown ------------------------------------------------------------------------------
-    async def controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> list[tuple[str, int]]:
         """A broker about to stop asks the controller to move its leaderships and take it out of the
-        ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member)."""
-        return await self.events.request("shutdown", broker_id)
+        ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member).
+        ``broker_epoch`` older than its registration's: a previous process asking (StaleBrokerEpoch); -1: unknown."""
+        return await self.events.request("shutdown", broker_id, broker_epoch)
 
-    async def _controlled_shutdown(self, broker_id: int, fut: asyncio.Future) -> None:
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int, fut: asyncio.Future) -> None:
         if not self.context.active:
             fut.set_exception(errors.NotController(f"broker {self.broker_id} is no longer the controller"))
             return
         if broker_id not in self.context.live:
             fut.set_exception(errors.BrokerNotAvailable(f"broker {broker_id} is not registered"))
+            return
+        if broker_epoch != -1 and broker_epoch < self.context.live[broker_id].epoch:
+            log.info("controller: controlled shutdown of broker %d from an old broker epoch %d (now %d) refused",
+                     broker_id, broker_epoch, self.context.live[broker_id].epoch)
+            fut.set_exception(errors.StaleBrokerEpoch(f"broker {broker_id}'s epoch is "
+                                                      f"{self.context.live[broker_id].epoch}, not {broker_epoch}"))
             return
         ctx = self.context
         ctx.shutting_down.add(broker_id)

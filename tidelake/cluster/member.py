@@ -454,12 +454,12 @@ class ClusterMember:
             raise errors.CoordinatorNotAvailable(f"{topic}-{partition} has no leader")
         return LiveBroker(pm.leader, ep.host, ep.port, self.cache.racks.get(pm.leader))
 
-    async def handle_controlled_shutdown(self, broker_id: int) -> list[tuple[str, int]]:
+    async def handle_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """ControlledShutdown from a stopping broker: only the controller answers (NotController elsewhere)."""
         if not self.controller.active:
             raise errors.NotController(f"broker {self.broker_id} is not the controller "
                                        f"({self.cache.controller_id} is)")
-        return await self.controller.controlled_shutdown(broker_id)
+        return await self.controller.controlled_shutdown(broker_id, broker_epoch)
 
     async def controlled_shutdown(self) -> bool:
         """Before stopping: ask the controller to move this broker's leaderships away and take it out of
@@ -473,7 +473,7 @@ class ClusterMember:
                 channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.broker_id}-shutdown",
                                         timeout_s=30)
                 try:
-                    r = await channel.request(ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=-1),
+                    r = await channel.request(ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
                                               CONTROLLED_SHUTDOWN_VERSION)
                     if r.error_code == errors.NONE:
                         # partitions still led here have no other live ISR member: asking again would not

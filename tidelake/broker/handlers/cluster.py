@@ -76,7 +76,8 @@ async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
 async def controlled_shutdown(broker: BrokerContext, ctx: RequestContext, request):
     if broker.cluster is None:
         raise errors.NotController("this broker is not in a cluster (no zookeeper.connect)")
-    remaining = await broker.cluster.handle_controlled_shutdown(request.broker_id)
+    remaining = await broker.cluster.handle_controlled_shutdown(
+        request.broker_id, request.broker_epoch if ctx.api_version >= 2 else -1)
     R = ControlledShutdownResponse.RemainingPartition
     return ControlledShutdownResponse(error_code=errors.NONE, remaining_partitions=[
         R(topic_name=t, partition_index=p) for t, p in remaining])
