@@ -54,8 +54,9 @@ class ControllerRequests:
                     by_broker.setdefault(bid, []).append((key[0], key[1], st, replicas, adding, removing))
         for bid, states in by_broker.items():
             leaders = {s[2].leader for s in states if s[2].leader in ctx.live}
+            live_leaders = [(b, ctx.live[b], self._listener) for b in leaders]
             self.channels.send(bid, *leader_and_isr_request(ctx.broker_id, ctx.epoch, ctx.live[bid].epoch, states,
-                                                            is_new, [(b, ctx.live[b], self._listener) for b in leaders]))
+                                                            is_new, live_leaders))
 
     def update_metadata(self, deleting: set[str] = frozenset()) -> None:
         """Every partition's state to every live broker; the topics ``deleting`` with leader -2."""

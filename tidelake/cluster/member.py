@@ -473,7 +473,8 @@ class ClusterMember:
                 channel = BrokerChannel(controller, ep.host, ep.port, client_id=f"broker-{self.broker_id}-shutdown",
                                         timeout_s=30)
                 try:
-                    r = await channel.request(ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
+                    r = await channel.request(ControlledShutdownRequest(broker_id=self.broker_id,
+                                                                        broker_epoch=self.broker_epoch),
                                               CONTROLLED_SHUTDOWN_VERSION)
                     if r.error_code == errors.NONE:
                         # partitions still led here have no other live ISR member: asking again would not

@@ -66,8 +66,8 @@ def update_metadata_request(controller_id: int, controller_epoch: int, broker_ep
                     UPDATE_METADATA_VERSION) for epoch in set(broker_epochs)}
 
 
-def stop_replica_request(controller_id: int, controller_epoch: int, broker_epoch: int, topic: str, partitions: list[int], *,
-                         delete: bool = True) -> tuple[Any, int]:
+def stop_replica_request(controller_id: int, controller_epoch: int, broker_epoch: int, topic: str,
+                         partitions: list[int], *, delete: bool = True) -> tuple[Any, int]:
     """StopReplica: with ``delete`` the replicas of a topic being deleted drop their logs; without, a broker
     in controlled shutdown stops replicating them."""
     return StopReplicaRequest(controller_id=controller_id, controller_epoch=controller_epoch,
