@@ -235,7 +235,8 @@ class Controller:
         started = change.joined | change.bounced
         for bid in sorted(started):
             self._add_live(change.registrations[bid])
-        changed |= await self._repair_all()
+        if started:  # offline partitions may have a leader again
+            changed |= await self._repair_all()
         # the started brokers learn every partition they host; the changed partitions go to their replicas
         self.requests.update_metadata()
         self.requests.leader_and_isr(sorted(changed))
@@ -357,7 +358,7 @@ class Controller:
         return self.reassigner.ongoing(partitions)
 
     # -- controlled shutdown ------------------------------------------------------------------------------
-    async def controlled_shutdown(self, broker_id: int, broker_epoch: int = -1) -> list[tuple[str, int]]:
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[tuple[str, int]]:
         """A broker about to stop asks the controller to move its leaderships and take it out of the
         ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member).
         ``broker_epoch`` older than its registration's: a previous process asking (StaleBrokerEpoch); -1: unknown."""
