@@ -105,6 +105,9 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
     producer = conn.producer({
         "partitioner": "murmur2_random",   # Java's default partitioner for keyed records
         "compression.type": codec, "acks": acks, "linger.ms": 5,
+        # Kafka's console producer: message-send-max-retries=3, so a broker refusing every try (a full disk's
+        # KAFKA_STORAGE_ERROR) is reported with its error, not as a timeout
+        "retries": 3, "retry.backoff.ms": 100,
         **parse_pairs(producer_properties, "--producer-property")})
     md = conn.reachable(producer, topic)  # creates the topic where the broker auto-creates topics, as Kafka's
     meta = md.topics.get(topic)
@@ -117,7 +120,7 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
 
     def on_delivery(error, _msg) -> None:
         if error is not None:
-            failures.append(error.str())
+            failures.append(f"{error.name()}: {error.str()}")
 
     kwargs = {"partition": partition} if partition is not None else {}
     size = _input_size(sys.stdin)  # a file given as stdin (< big.txt): progress in bytes of it
