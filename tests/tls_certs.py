@@ -76,3 +76,14 @@ def make_pki(directory: Path) -> Pki:
         paths[name] = directory / name
     return Pki(paths["ca.pem"], paths["server-keystore.pem"], paths["server.pem"], paths["server.key"],
                paths["client.pem"], paths["client.key"], client.subject.rfc4514_string(), paths["other-ca.pem"])
+
+
+def make_untrusted_client(directory: Path, cn: str = "mallory-client") -> tuple[Path, Path, str]:
+    """A self-signed client certificate no truststore here holds: (certificate, key, subject DN in RFC 2253)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    key = _key()
+    cert = _cert(_name(cn, "elsewhere"), key, _name(cn, "elsewhere"), key)
+    cert_path, key_path = directory / f"{cn}.pem", directory / f"{cn}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(_pem_key(key))
+    return cert_path, key_path, cert.subject.rfc4514_string()

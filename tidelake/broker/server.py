@@ -44,12 +44,14 @@ from tidelake.observability.broker_stats import BrokerStats
 from tidelake.observability.server import parse_listen
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
 from tidelake.security.session import Session
+from tidelake.security.requested_auth import TlsServerProtocol
 from tidelake.tasks import cancel_and_wait
 
 log = logging.getLogger("tidelake.broker.server")
 
 GROUP_TICK_S = 0.1  # the group coordinator's clock resolution (session / rebalance timeouts)
 MAX_FETCH_SESSIONS = 1000
+TLS_HANDSHAKE_TIMEOUT_S = 10  # a TLS client that has not finished its handshake by then is dropped
 
 
 class Broker:
@@ -201,11 +203,20 @@ class Broker:
             failed_auth_delay_s = ctx.config.get_int("connection.failed.authentication.delay.ms", 100) / 1000
             for name, bind_host, bind_port, _adv_host, _adv_port in self._binds:
                 listener = ctx.security.listeners[name]
+
+                def transport(listener=listener) -> KafkaTransport:
+                    return KafkaTransport(self.dispatcher, self.connections, max_request, listener, max_unauth,
+                                          failed_auth_delay_s)
+
+                if listener.requested_auth is not None:  # TLS in pyOpenSSL, below the connection's protocol
+                    def protocol(listener=listener, transport=transport) -> TlsServerProtocol:
+                        return TlsServerProtocol(listener.requested_auth, transport(), TLS_HANDSHAKE_TIMEOUT_S)
+                else:
+                    protocol = transport
                 server = await loop.create_server(
-                    lambda listener=listener: KafkaTransport(self.dispatcher, self.connections, max_request, listener,
-                                                             max_unauth, failed_auth_delay_s),
-                    bind_host, bind_port, ssl=listener.ssl_context, reuse_address=True, backlog=1024,
-                    start_serving=False, ssl_handshake_timeout=10 if listener.ssl_context else None)
+                    protocol, bind_host, bind_port, ssl=listener.ssl_context, reuse_address=True, backlog=1024,
+                    start_serving=False, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if listener.ssl_context
+                    else None)
                 self._servers.append(server)
                 self.ports[name] = server.sockets[0].getsockname()[1]
         except BaseException:

@@ -105,11 +105,14 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
     producer = conn.producer({
         "partitioner": "murmur2_random",   # Java's default partitioner for keyed records
         "compression.type": codec, "acks": acks, "linger.ms": 5,
+        # Kafka's console producer: message-send-max-retries=3, so a broker refusing every try (a full disk's
+        # KAFKA_STORAGE_ERROR) is reported with its error, not as a timeout
+        "retries": 3, "retry.backoff.ms": 100,
         **parse_pairs(producer_properties, "--producer-property")})
     md = conn.reachable(producer, topic)  # creates the topic where the broker auto-creates topics, as Kafka's
     meta = md.topics.get(topic)
     if meta is None or meta.error is not None:
-        raise CliError(f"cannot produce to {topic}: {meta.error.str() if meta is not None else 'unknown topic'}")
+        raise CliError(f"cannot produce to {topic}: {_topic_error(meta)}")
     if partition is not None and partition not in meta.partitions:
         raise CliError(f"topic {topic} has no partition {partition} (it has {len(meta.partitions)})")
     failures: list[str] = []
@@ -117,7 +120,7 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
 
     def on_delivery(error, _msg) -> None:
         if error is not None:
-            failures.append(error.str())
+            failures.append(f"{error.name()}: {error.str()}")
 
     kwargs = {"partition": partition} if partition is not None else {}
     size = _input_size(sys.stdin)  # a file given as stdin (< big.txt): progress in bytes of it
@@ -256,6 +259,13 @@ def _parse_offset(value: str | None) -> int | None:
     return offset
 
 
+def _topic_error(meta) -> str:
+    """Why a topic's metadata is unusable, with Kafka's error name (TOPIC_AUTHORIZATION_FAILED, ...)."""
+    if meta is None:
+        return "unknown topic"
+    return f"{meta.error.name()}: {meta.error.str()}"
+
+
 @click.command()
 @broker_options
 @click.argument("topic")
@@ -311,7 +321,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
         # librdkafka insists on a group id; without --group we assign partitions and never commit.
         conf.update({"group.id": f"tidelake-console-{uuid.uuid4()}", "enable.auto.commit": False})
     conf.update(parse_pairs(consumer_properties, "--consumer-property"))
-    consumer, md = conn.consumer(conf)
+    consumer, md = conn.consumer(conf, topic)
     tmd = md.topics.get(topic)
     out = sys.stdout.buffer
     count = 0
@@ -320,7 +330,7 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
                       enabled=max_messages is not None and stderr_is_terminal() and not stdout_is_terminal())
     try:
         if tmd is None or tmd.error is not None:
-            raise CliError(f"cannot consume {topic}: {tmd.error.str() if tmd is not None else 'unknown topic'}")
+            raise CliError(f"cannot consume {topic}: {_topic_error(tmd)}")
         assigned_at: list[float] = []  # when the partitions were assigned; --timeout-ms counts from then
         if group is not None:
             conn.wait_for_group_coordinator(group)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import logging
+import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
@@ -28,6 +30,34 @@ _SILENT.setLevel(logging.CRITICAL + 1)
 _SILENT.propagate = False
 
 
+# librdkafka's error codes for a connection the broker (or the TLS handshake) refused: retrying cannot help
+_AUTHENTICATION = -169  # KafkaError._AUTHENTICATION
+_SSL = -181  # KafkaError._SSL
+# the metadata check's first wait before it looks at the errors librdkafka reported (then doubled)
+_FIRST_CHECK_S = 0.25
+
+
+class ClientErrors:
+    """The errors librdkafka reports through ``error_cb`` (called from ``poll``): a refused login or TLS
+    handshake is kept so that the metadata check can name it at once instead of waiting out its timeout."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.refusal: str | None = None
+
+    def record(self, error) -> None:
+        if error.code() in (_AUTHENTICATION, _SSL):
+            with self._lock:
+                if self.refusal is None:
+                    self.refusal = _without_broker_prefix(error.str())
+
+
+def _without_broker_prefix(text: str) -> str:
+    """``sasl_ssl://h:p/bootstrap: SASL authentication error: X (after 4ms in state AUTH_REQ)`` -> the middle."""
+    text = re.sub(r"^\S+://\S+: ", "", text)
+    return re.sub(r" \(after \d+ms in state \w+\)$", "", text)
+
+
 def debug_enabled() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx is not None and ctx.meta.get(DEBUG))
@@ -42,6 +72,8 @@ class BrokerConnection:
     debug: bool = False
     # Kafka client security properties (--command-config FILE): security.protocol, sasl.*, ssl.*
     security: Mapping[str, str] = field(default_factory=dict)
+    # what the clients built here reported (a refused login): one collector for the command's clients
+    errors: ClientErrors = field(default_factory=ClientErrors, compare=False, repr=False)
 
     # ---------------------------------------------------------------- librdkafka (confluent-kafka)
     def config(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -56,19 +88,33 @@ class BrokerConnection:
         if self.security:
             from tidelake.security.client_config import librdkafka_config
             conf.update(librdkafka_config(self.security))
+        conf["error_cb"] = self.errors.record
         if not self.debug:
-            conf.update({"logger": _SILENT, "error_cb": _ignore_error})
+            conf["logger"] = _SILENT
         conf.update(extra or {})
         return conf
 
     def reachable(self, client, topic: str | None = None):
         """Cluster metadata from ``client``, or a CliError within the timeout. Asking for one ``topic`` creates
-        it on a broker with auto.create.topics.enable, as producing to it would."""
+        it on a broker with auto.create.topics.enable, as producing to it would. A broker that refuses the login
+        (or a TLS handshake that fails) is named as soon as librdkafka reports it."""
         from confluent_kafka import KafkaException
-        try:
-            return client.list_topics(topic, timeout=self.timeout)
-        except KafkaException as e:
-            raise self.unreachable(e.args[0].str() if e.args else str(e)) from e
+        deadline = time.monotonic() + self.timeout
+        wait = _FIRST_CHECK_S
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return client.list_topics(topic, timeout=max(0.001, min(wait, left)))
+            except KafkaException as e:
+                client.poll(0)  # serves error_cb: the reason of a refusal
+                if self.errors.refusal is not None:
+                    raise self.refused() from e
+                if left <= wait:
+                    raise self.unreachable(e.args[0].str() if e.args else str(e)) from e
+            wait *= 2  # a slow broker still gets a request that waits long enough for its answer
+
+    def refused(self) -> CliError:
+        return CliError(f"authentication failed at {self.bootstrap}: {self.errors.refusal}")
 
     def unreachable(self, detail: str) -> CliError:
         return CliError(f"no Kafka broker answered at {self.bootstrap} within {self.timeout:g}s "
@@ -86,12 +132,14 @@ class BrokerConnection:
         self.reachable(client)
         return client
 
-    def consumer(self, extra: Mapping[str, Any] | None = None):
-        """A consumer, and the cluster metadata fetched to prove the broker is up."""
+    def consumer(self, extra: Mapping[str, Any] | None = None, topic: str | None = None):
+        """A consumer, and the cluster metadata fetched to prove the broker is up. Naming ``topic`` asks for it
+        alone, so a topic the consumer may not describe answers TOPIC_AUTHORIZATION_FAILED (a listing of every
+        topic leaves it out); a consumer's metadata request never creates it (allow.auto.create.topics)."""
         from confluent_kafka import Consumer
         client = Consumer(self.config(extra))
         try:
-            return client, self.reachable(client)
+            return client, self.reachable(client, topic)
         except BaseException:
             client.close()
             raise
@@ -146,6 +194,8 @@ class BrokerConnection:
         from kafka.errors import KafkaError
 
         from tidelake.security.client_config import kafka_python_config
+        # librdkafka names a refused login at once; kafka-python would retry it until its timeout
+        self.admin()
         timeout_ms = max(1, int(self.timeout * 1000))
         try:
             return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-cli",
@@ -153,11 +203,6 @@ class BrokerConnection:
                                     **kafka_python_config(self.security))
         except KafkaError as e:
             raise self.unreachable(str(e)) from e
-
-
-def _ignore_error(_error) -> None:
-    # librdkafka reports "all brokers down" here, over and over; the bounded requests say it once.
-    pass
 
 
 def command_config(path: str | None) -> dict[str, str]:

@@ -70,7 +70,17 @@ def parse_reassignment_json(text: str, source: str) -> list[Move]:
     return moves
 
 
-def _current_replicas(conn: BrokerConnection, moves: list[Move]) -> dict[tuple[str, int], list[int]]:
+@dataclass(frozen=True)
+class ClusterView:
+    """What the cluster's metadata says of the moves: each partition's replicas now, and the live brokers."""
+    current: dict[tuple[str, int], list[int]]
+    brokers: list[int]
+
+    def unknown_brokers(self, replicas: list[int]) -> list[int]:
+        return [r for r in replicas if r not in self.brokers]
+
+
+def _cluster_view(conn: BrokerConnection, moves: list[Move]) -> ClusterView:
     md = conn.reachable(conn.admin())
     out = {}
     for m in moves:
@@ -78,7 +88,12 @@ def _current_replicas(conn: BrokerConnection, moves: list[Move]) -> dict[tuple[s
         if t is None or t.error is not None or m.partition not in t.partitions:
             raise CliError(f"{m.name} does not exist")
         out[(m.topic, m.partition)] = list(t.partitions[m.partition].replicas)
-    return out
+    return ClusterView(out, sorted(md.brokers))
+
+
+def _not_in_cluster(brokers: list[int], live: list[int]) -> str:
+    return (f"broker{'s' if len(brokers) > 1 else ''} {_ids(brokers)} {'are' if len(brokers) > 1 else 'is'} not in "
+            f"the cluster (live brokers: {_ids(live)})")
 
 
 def _admin_call(conn: BrokerConnection, what: str, fn, *args):
@@ -118,7 +133,14 @@ def reassign(conn: BrokerConnection, json_file: str | None, action: str | None, 
     with open(json_file, encoding="utf-8") as f:
         moves = parse_reassignment_json(f.read(), json_file)
     from kafka import TopicPartition
-    current = _current_replicas(conn, moves)
+    view = _cluster_view(conn, moves)
+    current = view.current
+    if action == "execute":
+        # as Kafka's tool: a move onto a broker the cluster does not have is refused here, naming the broker
+        unknown = [f"{m.name}: {_not_in_cluster(bad, view.brokers)}" for m in moves
+                   if (bad := view.unknown_brokers(m.replicas))]
+        if unknown:
+            raise CliError("reassignment refused: " + "; ".join(unknown))
     admin = conn.kafka_python_admin()
     try:
         if action == "execute":
@@ -133,7 +155,8 @@ def reassign(conn: BrokerConnection, json_file: str | None, action: str | None, 
             failed = {tp: err for tp, err in results.items() if err is not None}
             if failed:
                 raise CliError("reassignment refused: " + "; ".join(
-                    f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in sorted(failed.items())))
+                    f"{tp.topic}-{tp.partition} to replicas {_ids(wanted[tp])}: {err.__name__}"
+                    for tp, err in sorted(failed.items())))
             click.echo("Successfully started partition reassignment" + ("s" if len(moves) > 1 else "") + " for "
                        + ",".join(m.name for m in moves))
         elif action == "cancel":
@@ -185,6 +208,10 @@ def _generate(conn: BrokerConnection, topics_file: str, broker_list: str) -> Non
     except (ValueError, KeyError, TypeError):
         raise CliError(f'{topics_file}: expected {{"version":1,"topics":[{{"topic":"name"}}, ...]}}') from None
     md = conn.reachable(conn.admin())
+    absent = [b for b in brokers if b not in md.brokers]
+    if absent:  # proposed all the same (a broker may be about to join), but --execute would refuse it
+        click.echo(f"warning: --broker-list: {_not_in_cluster(absent, sorted(md.brokers))}; --execute refuses a "
+                   "move onto it", err=True)
     current, proposed = [], []
     for name in dict.fromkeys(names):
         t = md.topics.get(name)

@@ -65,7 +65,7 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
         timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
     from tidelake.observability.server import parse_listen
-    from tidelake.spark.runner import Pipeline, install_signal_handlers
+    from tidelake.spark.runner import Pipeline, TaskFailed, install_signal_handlers
 
     cfg = _load(config)
     if metrics_listen is not None:
@@ -81,10 +81,14 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
     # librdkafka's own lines (FAIL ... Connection refused when the broker goes down): with --debug only
     logging.getLogger("tidelake.pipeline.librdkafka").setLevel(
         logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
-    p = Pipeline(cfg)
+    p = Pipeline(cfg, task_failure_logs=debug_enabled())
     install_signal_handlers(p)
     with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
-        summary = p.run(once=once, max_batches=max_batches, progress=lambda done, total: bar.update(done, total))
+        try:
+            summary = p.run(once=once, max_batches=max_batches,
+                            progress=lambda done, total: bar.update(done, total))
+        except TaskFailed as e:  # its one line; --debug prints the Spark stacks it came with
+            raise CliError(str(e)) from e
     skipped = (f" ({summary.skipped} not change events, {summary.dead_lettered} of them dead-lettered)"
                if summary.dead_lettered else f" ({summary.skipped} not change events, skipped)" if summary.skipped
                else "")

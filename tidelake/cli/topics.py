@@ -2,6 +2,8 @@
 Kafka-compatible broker (confluent-kafka's AdminClient)."""
 from __future__ import annotations
 
+import socket
+
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
@@ -13,6 +15,10 @@ from tidelake.cli.values import parse_pairs
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
                 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+# how long describe waits for a partition leader to take a connection before it marks the leader's offsets unknown
+LEADER_PROBE_S = 2.0
 
 
 @click.group(cls=CommandGroup)
@@ -74,10 +80,16 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
     missing = [n for n in names if n not in md.topics or md.topics[n].error is not None]
     if missing:
         raise CliError(f"unknown topic(s): {', '.join(missing)}")
+    silent = _silent_leaders(md, {p.leader for n in names for p in md.topics[n].partitions.values()},
+                             conn.timeout)
     docs = []
     for name in names:
         partitions = sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
-        tps = [TopicPartition(name, p.id) for p in partitions]
+        # offsets are asked of the partitions' leaders: only of leaders that answer (a broker that just died
+        # would hold the whole command until --timeout and answer nothing)
+        unknown = {p.id: ("no leader" if p.leader < 0 else f"leader {p.leader} does not answer")
+                   for p in partitions if p.leader < 0 or p.leader in silent}
+        tps = [TopicPartition(name, p.id) for p in partitions if p.id not in unknown]
         timeouts = {"request_timeout": conn.timeout}
         starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, **timeouts) if tps else {}
         ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, **timeouts) if tps else {}
@@ -85,10 +97,19 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
         configs = conn.wait(admin.describe_configs([resource], **timeouts)[resource],
                             f"cannot describe configs of {name}")
         rows = []
-        for p, tp in zip(partitions, tps):
+        for p in partitions:
+            start = end = None
+            if p.id not in unknown:
+                tp = TopicPartition(name, p.id)
+                try:
+                    start = conn.wait(_future_for(starts, tp), f"offsets of {name}-{p.id}").offset
+                    end = conn.wait(_future_for(ends, tp), f"offsets of {name}-{p.id}").offset
+                except CliError as e:  # this partition's answer only: the others still show
+                    unknown[p.id] = str(e.format_message())
+                if start is not None and (start < 0 or end < 0):  # librdkafka's "no offset" (-1001)
+                    unknown[p.id], start, end = "no offsets from its leader", None, None
             rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs),
-                         "log_start_offset": conn.wait(_future_for(starts, tp), f"offsets of {name}-{p.id}").offset,
-                         "high_watermark": conn.wait(_future_for(ends, tp), f"offsets of {name}-{p.id}").offset})
+                         "log_start_offset": start, "high_watermark": end, "unknown": unknown.get(p.id)})
         shown = sorted((c for c in configs.values() if all_configs or not c.is_default), key=lambda c: c.name)
         docs.append({"topic": name, "partitions": rows,
                      "configs": [{"name": c.name, "value": c.value, "source": SOURCE_NAMES.get(c.source, str(c.source)),
@@ -99,13 +120,36 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
     for doc in docs:
         print_rows(("PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"),
                    [(r["partition"], r["leader"], ",".join(map(str, r["replicas"])), ",".join(map(str, r["isr"])),
-                     r["log_start_offset"], r["high_watermark"]) for r in doc["partitions"]],
+                     _known(r["log_start_offset"]), _known(r["high_watermark"])) for r in doc["partitions"]],
                    title=f"Topic: {doc['topic']}   partitions: {len(doc['partitions'])}",
                    right=("PARTITION", "LOG-START-OFFSET", "HIGH-WATERMARK"))
+        unknown = [f"{doc['topic']}-{r['partition']} ({r['unknown']})" for r in doc["partitions"] if r["unknown"]]
+        if unknown:
+            click.echo(f"offsets unknown (?): {', '.join(unknown)}", err=True)
         print_rows(("CONFIG", "VALUE", "SOURCE", "READ-ONLY"),
                    [(c["name"], c["value"], c["source"], "yes" if c["read_only"] else "no") for c in doc["configs"]],
                    title=f"Configs of {doc['topic']}" + ("" if all_configs else " (set on the topic; --all-configs "
                                                                                  "for all)"))
+
+
+def _known(offset: int | None) -> int | str:
+    return "?" if offset is None else offset
+
+
+def _silent_leaders(md, leaders: set[int], timeout: float) -> set[int]:
+    """The ``leaders`` that take no TCP connection at their advertised address within ``timeout`` (at most
+    LEADER_PROBE_S): a refused connection is known at once."""
+    silent = set()
+    for broker_id in sorted(b for b in leaders if b >= 0):
+        broker = md.brokers.get(broker_id)
+        if broker is None:  # not among the brokers the cluster lists as alive
+            silent.add(broker_id)
+            continue
+        try:
+            socket.create_connection((broker.host, broker.port), timeout=min(timeout, LEADER_PROBE_S)).close()
+        except OSError:
+            silent.add(broker_id)
+    return silent
 
 
 def _future_for(futures: dict, tp):

@@ -1,5 +1,6 @@
 """``tidelake transactions list|describe|abort``: in the spirit of kafka-transactions.sh.
 
+``describe`` and ``abort`` take the id as an argument or as ``--transactional-id`` (Kafka's tool's spelling).
 ``list`` and ``describe`` use kafka-python's admin client (ListTransactions / DescribeTransactions, routed
 to the transaction coordinator via FindCoordinator). ``abort --transactional-id`` fences the id's producer
 the way a restarted producer does — InitProducerId bumps the epoch and the coordinator aborts the open
@@ -7,6 +8,7 @@ transaction — so it needs no broker support beyond the transactional producer 
 """
 from __future__ import annotations
 
+import functools
 import time
 
 import click
@@ -20,6 +22,22 @@ OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
 
 def _state_name(state) -> str:
     return state.value if hasattr(state, "value") else str(state)
+
+
+def transactional_id_argument(f):
+    """The transactional id, positional or as ``--transactional-id`` (Kafka's kafka-transactions.sh spelling),
+    passed to the command as ``transactional_id``."""
+    @click.argument("positional_id", metavar="[TRANSACTIONAL_ID]", required=False)
+    @click.option("--transactional-id", "option_id", default=None, metavar="ID",
+                  help="The transactional id (or give it as the argument).")
+    @functools.wraps(f)
+    def wrapper(*args, positional_id: str | None, option_id: str | None, **kwargs):
+        if positional_id is None and option_id is None:
+            raise click.UsageError("give the transactional id: TRANSACTIONAL_ID or --transactional-id ID")
+        if positional_id is not None and option_id is not None and positional_id != option_id:
+            raise click.UsageError(f"two transactional ids: {positional_id!r} and --transactional-id {option_id!r}")
+        return f(*args, transactional_id=positional_id if positional_id is not None else option_id, **kwargs)
+    return wrapper
 
 
 @click.group(cls=CommandGroup)
@@ -79,7 +97,7 @@ def _print_description(doc: dict) -> None:
 
 @transactions.command("describe")
 @broker_options
-@click.argument("transactional_id")
+@transactional_id_argument
 @json_option
 def describe_cmd(conn: BrokerConnection, transactional_id: str, as_json: bool) -> None:
     """State, producer id/epoch, timeout, start time and partitions of one transactional id."""
@@ -92,7 +110,7 @@ def describe_cmd(conn: BrokerConnection, transactional_id: str, as_json: bool) -
 
 @transactions.command("abort")
 @broker_options
-@click.option("--transactional-id", required=True, help="Abort the open transaction of this transactional id.")
+@transactional_id_argument
 @json_option
 def abort_cmd(conn: BrokerConnection, transactional_id: str, as_json: bool) -> None:
     """Abort the open transaction of a transactional id by fencing its producer (the epoch is bumped, so

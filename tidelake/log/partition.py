@@ -19,12 +19,13 @@ lock only for short steps; a cleaned segment is swapped in under the lock, atomi
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Callable, Iterator
 
 from tidelake.clock import wall_ms
-from tidelake.errors import CorruptMessage, NotLeaderOrFollower, OffsetOutOfRange
+from tidelake.errors import CorruptMessage, KafkaStorageError, NotLeaderOrFollower, OffsetOutOfRange
 from tidelake.log.checkpoint import LOG_START_FILE, write_offset
 from tidelake.log.cleaner import CompactionStats, LogCleaner
 from tidelake.log.batch_validation import assign_offsets, validate_client_batches, whole_replicated_batches
@@ -146,14 +147,16 @@ class PartitionLog:
             total_delta = sum(h.last_offset_delta + 1 for _, h in headers)
             max_ts = max(h.max_timestamp for _, h in headers)
             local = self._local   # (the hot path: no property or wrapper calls)
-            if local.needs_roll_for_append(n, total_delta, max_ts, now_ms):
-                self._roll_locked(now_ms)
-            seg = local.segments[-1]
-            first_offset = seg.next_offset
-            offset = first_offset + total_delta
-            log_append_time = self.config.log_append_time
-            batches = assign_offsets(buf, headers, first_offset, leader_epoch, now_ms if log_append_time else None)
-            seg.append(buf, batches, now_ms)
+            with self._writing():
+                if local.needs_roll_for_append(n, total_delta, max_ts, now_ms):
+                    self._roll_locked(now_ms)
+                seg = local.segments[-1]
+                first_offset = seg.next_offset
+                offset = first_offset + total_delta
+                log_append_time = self.config.log_append_time
+                batches = assign_offsets(buf, headers, first_offset, leader_epoch,
+                                         now_ms if log_append_time else None)
+                seg.append(buf, batches, now_ms)
             if leader_epoch > self.leader_epoch_cache.latest_epoch:
                 self.leader_epoch_cache.assign(leader_epoch, first_offset)
             ps = self.producer_state
@@ -179,12 +182,13 @@ class PartitionLog:
             batch = bytearray(rb.build_control_batch(
                 rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT, producer_id=producer_id,
                 producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms))
-            self._maybe_roll_for_append(len(batch), 1, now_ms, now_ms)
-            seg = self.active_segment
-            offset = seg.next_offset
-            rb.set_base_offset(batch, 0, offset)
-            rb.set_partition_leader_epoch(batch, 0, leader_epoch)
-            seg.append(batch, [(0, offset, offset, now_ms)], now_ms)
+            with self._writing():
+                self._maybe_roll_for_append(len(batch), 1, now_ms, now_ms)
+                seg = self.active_segment
+                offset = seg.next_offset
+                rb.set_base_offset(batch, 0, offset)
+                rb.set_partition_leader_epoch(batch, 0, leader_epoch)
+                seg.append(batch, [(0, offset, offset, now_ms)], now_ms)
             done = ps.complete_txn(producer_id, producer_epoch, coordinator_epoch, offset,
                                    not commit, now_ms)
             ps.map_end_offset = offset + 1
@@ -213,11 +217,12 @@ class PartitionLog:
                                      f"the log end {self.log_end_offset}")
             end = headers[-1][1].base_offset + headers[-1][1].last_offset_delta + 1
             max_ts = max(h.max_timestamp for _, h in headers)
-            self._maybe_roll_for_append(pos, end - headers[0][1].base_offset, max_ts, now_ms)
-            seg = self.active_segment
-            seg.append(buf if pos == n else memoryview(buf)[:pos],
-                       [(p, h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp) for p, h in headers],
-                       now_ms)
+            with self._writing():
+                self._maybe_roll_for_append(pos, end - headers[0][1].base_offset, max_ts, now_ms)
+                seg = self.active_segment
+                seg.append(buf if pos == n else memoryview(buf)[:pos],
+                           [(p, h.base_offset, h.base_offset + h.last_offset_delta, h.max_timestamp)
+                            for p, h in headers], now_ms)
             ps = self.producer_state
             for p, h in headers:
                 if h.partition_leader_epoch > self.leader_epoch_cache.latest_epoch:
@@ -455,6 +460,17 @@ class PartitionLog:
             self._local.update_config(config)
 
     # ================================================================== lifecycle
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """An append's writes: an OSError (a full disk, a file-size limit) is KAFKA_STORAGE_ERROR naming this
+        log. Nothing of the failed append stays (Segment.append cuts a partial write off), so appends succeed
+        again once there is room."""
+        try:
+            yield
+        except OSError as e:
+            raise KafkaStorageError(f"cannot write to {self.directory.name} in {self.directory.parent}: "
+                                    f"{e.strerror or e}") from e
+
     def _check_open(self) -> None:
         if self.closed:
             raise NotLeaderOrFollower(f"log {self.directory.name} is closed")

@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from OpenSSL import SSL
+
 from tidelake.security.acl.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer
 from tidelake.security.jaas import JaasError, parse_jaas
 from tidelake.security.principal import super_users
 from tidelake.security.sasl import MECHANISMS
 from tidelake.security.sasl.plain import PlainServer
 from tidelake.security.sasl.scram import HASHES, ScramServer
+from tidelake.security.requested_auth import requested_auth_context
 from tidelake.security.store import SecurityStore
-from tidelake.security.tls import TlsConfigError, listener_setting, server_context
+from tidelake.security.tls import TlsConfigError, listener_setting, server_context, tls_settings
 
 Lookup = Callable[[str], "str | None"]
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -36,6 +39,8 @@ class ListenerSecurity:
     ssl_context: ssl.SSLContext | None = None
     mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = field(default_factory=dict)
+    # ssl.client.auth=requested: TLS through pyOpenSSL (requested_auth.py), ssl_context is None
+    requested_auth: SSL.Context | None = None
 
     @property
     def sasl(self) -> bool:
@@ -46,14 +51,18 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
     if protocol not in SECURITY_PROTOCOLS:
         raise SecurityConfigError(f"listener.security.protocol.map: {name} maps to {protocol}; expected one of "
                                   f"{', '.join(SECURITY_PROTOCOLS)}")
-    context = None
+    context = requested = None
     if protocol in ("SSL", "SASL_SSL"):
         try:
-            context = server_context(lookup, name)
+            settings = tls_settings(lookup, name)
+            if settings.client_auth == "requested":
+                requested = requested_auth_context(settings)
+            else:
+                context = server_context(lookup, name)
         except TlsConfigError as e:
             raise SecurityConfigError(str(e)) from None
     if not protocol.startswith("SASL_"):
-        return ListenerSecurity(name, protocol, context)
+        return ListenerSecurity(name, protocol, context, requested_auth=requested)
     key, value = listener_setting(lookup, name, "sasl.enabled.mechanisms")
     mechanisms = tuple(m.strip().upper() for m in (value or "").split(",") if m.strip())
     unsupported = [m for m in mechanisms if m not in MECHANISMS]
@@ -74,7 +83,7 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
         if entry.login_module != PLAIN_LOGIN_MODULE:
             raise SecurityConfigError(f"{jaas_key}: PLAIN uses {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
         users = entry.users()
-    return ListenerSecurity(name, protocol, context, mechanisms, users)
+    return ListenerSecurity(name, protocol, context, mechanisms, users, requested)
 
 
 class BrokerSecurity:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import ssl
 import tempfile
+from dataclasses import dataclass
 from typing import Callable
 
 Lookup = Callable[[str], "str | None"]
@@ -66,50 +67,85 @@ def _pem_files(lookup: Lookup, listener: str) -> tuple[bytes, bytes | None]:
                          "-importkeystore -deststoretype PKCS12)")
 
 
-def server_context(lookup: Lookup, listener: str) -> ssl.SSLContext:
-    """The server ``SSLContext`` of one SSL/SASL_SSL listener."""
+@dataclass(frozen=True)
+class TlsSettings:
+    """One listener's ``ssl.*`` settings, read and checked; the TLS library builds its context from them."""
+    listener: str
+    keystore_pem: bytes  # private key and certificate chain
+    key_password: bytes | None
+    min_version: str  # TLSv1.2 or TLSv1.3
+    max_version: str | None
+    client_auth: str  # none, requested or required
+    trust_file: str | None
+    trust_pem: str | None  # ssl.truststore.certificates (inline)
+    ciphers: str | None  # OpenSSL's cipher list syntax
+
+    def trusted_pem_file(self) -> str | None:
+        """A file with the trusted certificates, for the libraries that read one: the truststore's own, or the
+        inline certificates written to a private temporary file (the caller deletes it)."""
+        if self.trust_file or not self.trust_pem:
+            return self.trust_file
+        fd, path = tempfile.mkstemp(prefix="tidelake-truststore-", suffix=".pem")
+        os.write(fd, self.trust_pem.encode())
+        os.close(fd)
+        return path
+
+
+def tls_settings(lookup: Lookup, listener: str) -> TlsSettings:
     pem, password = _pem_files(lookup, listener)
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    min_version, max_version = "TLSv1.2", None
     _, enabled = listener_setting(lookup, listener, "ssl.enabled.protocols")
     if enabled:
         versions = [v.strip() for v in enabled.split(",") if v.strip()]
         unknown = [v for v in versions if v not in _PROTOCOLS]
         if unknown or not versions:
             raise TlsConfigError(f"ssl.enabled.protocols={enabled}: only TLSv1.2 and TLSv1.3 are served")
-        ctx.minimum_version = min(_PROTOCOLS[v] for v in versions)
-        ctx.maximum_version = max(_PROTOCOLS[v] for v in versions)
-    # ssl wants files: write the PEM to a private temporary file for the moment it is read
-    fd, path = tempfile.mkstemp(prefix="tidelake-keystore-", suffix=".pem")
-    try:
-        os.write(fd, pem)
-        os.close(fd)
-        ctx.load_cert_chain(path, password=password)
-    except ssl.SSLError as e:
-        raise TlsConfigError(f"listener {listener}: cannot load the keystore's certificate and key: {e}") from None
-    finally:
-        os.unlink(path)
+        min_version = min(versions, key=lambda v: _PROTOCOLS[v])
+        max_version = max(versions, key=lambda v: _PROTOCOLS[v])
     auth_key, client_auth = listener_setting(lookup, listener, "ssl.client.auth")
     client_auth = (client_auth or "none").lower()
     if client_auth not in CLIENT_AUTH:
         raise TlsConfigError(f"{auth_key}={client_auth}: expected required, requested or none")
-    ctx.verify_mode = CLIENT_AUTH[client_auth]
     _, trust_location = listener_setting(lookup, listener, "ssl.truststore.location")
     _, trust_pem = listener_setting(lookup, listener, "ssl.truststore.certificates")
-    if trust_location:
-        try:
-            ctx.load_verify_locations(cafile=trust_location)
-        except (OSError, ssl.SSLError) as e:
-            raise TlsConfigError(f"ssl.truststore.location: cannot load {trust_location}: {e}") from None
-    elif trust_pem:
-        ctx.load_verify_locations(cadata=trust_pem.replace("\\n", "\n"))
-    elif client_auth != "none":
+    if client_auth != "none" and not trust_location and not trust_pem:
         raise TlsConfigError(f"{auth_key}={client_auth} needs ssl.truststore.location (the CA that signs client "
                              "certificates)")
     _, ciphers = listener_setting(lookup, listener, "ssl.cipher.suites")
-    if ciphers:
+    return TlsSettings(listener, pem, password, min_version, max_version, client_auth, trust_location,
+                       trust_pem.replace("\\n", "\n") if trust_pem else None,
+                       ":".join(c.strip() for c in ciphers.split(",")) if ciphers else None)
+
+
+def server_context(lookup: Lookup, listener: str) -> ssl.SSLContext:
+    """The server ``SSLContext`` of one SSL/SASL_SSL listener (``ssl.client.auth=requested`` is served by
+    ``requested_auth.py`` instead: Python's ssl refuses an untrusted certificate that Kafka lets in anonymous)."""
+    settings = tls_settings(lookup, listener)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = _PROTOCOLS[settings.min_version]
+    if settings.max_version:
+        ctx.maximum_version = _PROTOCOLS[settings.max_version]
+    # ssl wants files: write the PEM to a private temporary file for the moment it is read
+    fd, path = tempfile.mkstemp(prefix="tidelake-keystore-", suffix=".pem")
+    try:
+        os.write(fd, settings.keystore_pem)
+        os.close(fd)
+        ctx.load_cert_chain(path, password=settings.key_password)
+    except ssl.SSLError as e:
+        raise TlsConfigError(f"listener {listener}: cannot load the keystore's certificate and key: {e}") from None
+    finally:
+        os.unlink(path)
+    ctx.verify_mode = CLIENT_AUTH[settings.client_auth]
+    if settings.trust_file:
         try:
-            ctx.set_ciphers(":".join(c.strip() for c in ciphers.split(",")))
+            ctx.load_verify_locations(cafile=settings.trust_file)
+        except (OSError, ssl.SSLError) as e:
+            raise TlsConfigError(f"ssl.truststore.location: cannot load {settings.trust_file}: {e}") from None
+    elif settings.trust_pem:
+        ctx.load_verify_locations(cadata=settings.trust_pem)
+    if settings.ciphers:
+        try:
+            ctx.set_ciphers(settings.ciphers)
         except ssl.SSLError:
-            raise TlsConfigError(f"ssl.cipher.suites={ciphers}: no cipher OpenSSL knows") from None
+            raise TlsConfigError(f"ssl.cipher.suites={settings.ciphers}: no cipher OpenSSL knows") from None
     return ctx

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
@@ -52,8 +53,8 @@ log = logging.getLogger("tidelake.pipeline")
 # (the CLI shows them with --debug only).
 LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 
-__all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary",
-           "install_signal_handlers"]
+__all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary", "PoisonRecord",
+           "TaskFailed", "install_signal_handlers"]
 
 KAFKA_COLUMNS = ("value", "partition", "offset")  # what parsing needs of a Kafka row
 TIMED_KAFKA_COLUMNS = KAFKA_COLUMNS + ("timestamp",)  # with metrics on: produce times, for freshness
@@ -166,6 +167,28 @@ class PoisonRecord(ValueError):
     """A record the pipeline cannot turn into a change, with on_error: fail: topic, partition, offset, why."""
 
 
+class TaskFailed(RuntimeError):
+    """A Spark task of a batch failed: one line, what the batch read and the worker's exception (type: message),
+    without Spark's Python and Java stacks (the cause keeps them)."""
+
+
+# Spark's logging for a session the pipeline starts, unless asked for the task failure logs (--debug)
+QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+def _worker_exception(exc: BaseException) -> str | None:
+    """``Type: message`` of the last exception in the Python worker traceback a task failure carries, else None."""
+    text = str(exc)
+    at = text.rfind("Traceback (most recent call last):")
+    if at < 0:
+        return None
+    for line in text[at:].splitlines()[1:]:
+        if line and not line[0].isspace():  # the first unindented line after the frames
+            kind, sep, message = line.partition(": ")
+            return f"{kind.rsplit('.', 1)[-1]}{sep}{message}".strip()
+    return None
+
+
 def _bad_record(exc: BaseException) -> str | None:
     """'partition P offset O: reason' of a BadChangeEvent raised in a Spark task, else None."""
     text = str(exc)
@@ -196,9 +219,11 @@ def _stage_task(table: Table):
 class Pipeline:
     """``Pipeline.from_yaml(path).run(once=True)``; see the module docstring for what a run does."""
 
-    def __init__(self, config: PipelineConfig | Mapping[str, Any], spark=None):
+    def __init__(self, config: PipelineConfig | Mapping[str, Any], spark=None, task_failure_logs: bool = False):
         self.config = config if isinstance(config, PipelineConfig) else PipelineConfig.from_dict(config)
         self._spark = spark
+        # a session started here logs a failed task's stacks only when asked: its exception reaches run()'s caller
+        self._task_failure_logs = task_failure_logs
         self._stop = threading.Event()
         self._skipped_accumulator = None
         self._truncates_accumulator = None
@@ -274,6 +299,8 @@ class Pipeline:
                        .config("spark.ui.enabled", "false")
                        .config("spark.ui.showConsoleProgress", "false")
                        .config("spark.sql.shuffle.partitions", "2"))
+            if not self._task_failure_logs:
+                builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
             for k, v in (self.config.spark.get("conf") or {}).items():
                 builder = builder.config(k, str(v))
             self._spark = builder.getOrCreate()
@@ -378,12 +405,17 @@ class Pipeline:
             changes = changes.repartition(spark.sparkContext.defaultParallelism, *sink.primary_key)
         try:
             rows = changes.mapInArrow(_stage_task(table), StagedFiles.DDL).collect()
-        except Exception as e:   # a task's BadChangeEvent reaches the driver as Spark's PythonException
+        except Exception as e:   # a task's exception reaches the driver as Spark's PythonException
             bad = _bad_record(e)
-            if bad is None:
+            if bad is not None:
+                raise PoisonRecord(f"{self.config.source.topic} {bad} (on_error: fail stops here; "
+                                   f"on_error: skip leaves such records out)") from e
+            reason = _worker_exception(e)
+            if reason is None:
                 raise
-            raise PoisonRecord(f"{self.config.source.topic} {bad} (on_error: fail stops here; "
-                               f"on_error: skip leaves such records out)") from None
+            read = ", ".join(f"{r.partition}:{r.start}-{r.end}" for r in ranges)
+            raise TaskFailed(f"a Spark task failed on {self.config.source.topic} (partition:offsets {read}), "
+                             f"nothing of the batch committed: {reason}") from e
         return [StagedFiles.from_row(row) for row in rows]
 
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:

@@ -147,6 +147,8 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                 code = error_code(e)
                 if code == UNKNOWN_SERVER_ERROR:
                     log.exception("append to %s-%d failed", name, index)
+                elif code == errors.KafkaStorageError.code:  # the reason is the OS's: no trace to add
+                    log.error("append to %s-%d failed: KAFKA_STORAGE_ERROR: %s", name, index, e)
                 parts.append((index, code, -1, -1, plog.log_start_offset, str(e)))
                 continue
             if not result.duplicate:
