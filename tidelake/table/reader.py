@@ -43,10 +43,10 @@ def _ordered(deltas: Sequence[FileEntry]) -> bool:
     return True
 
 
-def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with its string columns dictionary-encoded (as they are stored)."""
-    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if is_string(f.type) else f
-                      for f in schema])
+def _dictionary_strings(schema: pa.Schema, except_columns: Sequence[str] = ()) -> pa.Schema:
+    """``schema`` with its string columns dictionary-encoded (as they are stored), but ``except_columns``."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable)
+                      if is_string(f.type) and f.name not in except_columns else f for f in schema])
 
 
 @functools.lru_cache(maxsize=256)
@@ -276,7 +276,9 @@ class MergeOnReadReader:
         read_cols = [c for c in schema.names if c in needed]
         # L0 files: every row's version and time is its file's commit's, so they are not read but
         # built once for the whole result; strings stay dictionary-encoded until the end
-        parts = self._map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files,
+        # (the key stays plain: it is sorted, and Arrow does not sort dictionaries)
+        stored = _dictionary_strings(schema, self.primary_key)
+        parts = self._map(lambda fe: self.read_file(fe.file, read_cols, stored), files,
                           sum(fe.file.rows for fe in files))
         t = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).unify_dictionaries()
         n = t.num_rows

@@ -19,6 +19,7 @@ from tidelake.clock import wall_ms
 from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
+from .change_feed import ChangeFeed
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -268,16 +269,24 @@ class Table:
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
-                filter: Any = None, columns: Sequence[str] | None = None) -> pa.Table:
+                filter: Any = None, columns: Sequence[str] | None = None, before_images: bool = False) -> pa.Table:
         """Incremental read over (start, end] (left-open, right-closed), by version or by commit
         timestamp (ms): every change with ``_op`` ('upsert'/'delete'), ``_commit_version`` and
         ``_commit_time``, ordered by commit, then key. Reads only delta files written by data
-        commits in the range (never base files, never clustering/compaction output)."""
+        commits in the range (never base files, never clustering/compaction output).
+
+        ``before_images=True``: Delta's change data feed instead (see change_feed.py): ``_op`` is
+        'insert' (a new key), 'update_preimage' + 'update_postimage' (a key that existed: the row as
+        it was, then as it is), 'delete' (the row removed; a delete of a missing key yields nothing).
+        The images come from the table as of the range start, looked up by key (that version must
+        still be within acid.data.retain.hours)."""
         f = ScanFilter.parse(filter)
         md = self._current.refresh()
         s, e = self._resolver(md).range(start_version, end_version, start_timestamp, end_timestamp)
         schema = md.schema_at(e)
         wanted = list(columns) if columns is not None else schema.names
+        if before_images:
+            return ChangeFeed(self.storage, md, self.reader, int(self._clock())).read(s, e, f, wanted)
         return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f), schema, wanted, f.expression,
                                         md.timestamps)
 
