@@ -165,3 +165,16 @@ def test_changes_of_a_string_key_are_ordered_by_it(tmp_path):
     t = make(tmp_path, schema=schema, pk=("region",))
     v1 = t.upsert(pa.table({"region": ["us", "eu", "ap"], "amount": [1, 2, 3]}))
     assert t.changes(v1 - 1, v1).column("region").to_pylist() == ["ap", "eu", "us"]
+
+
+def test_changes_bucket_by_bucket_add_up_to_the_whole(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data(list(range(40)), 1))
+    t.delete(list(range(0, 40, 4)))
+    v3 = t.upsert(data(list(range(20, 60)), 2))
+    for before_images in (False, True):
+        whole = t.changes(v1, v3, before_images=before_images)
+        parts = [t.changes(v1, v3, before_images=before_images, buckets={b}) for b in range(t.bucket_num)]
+        assert all(p.num_rows for p in parts)
+        key = lambda r: (r["_commit_version"], r["id"], r["_op"])   # noqa: E731
+        assert sorted((r for p in parts for r in p.to_pylist()), key=key) == sorted(whole.to_pylist(), key=key)

@@ -74,17 +74,19 @@ class ChangeFeed:
                 f"older than the retention horizon: the oldest readable version is {horizon} "
                 f"(acid.data.retain.hours={self.resolver.retain_hours})")
 
-    def read(self, start: int, end: int, filter: ScanFilter, columns: Sequence[str]) -> pa.Table:
+    def read(self, start: int, end: int, filter: ScanFilter, columns: Sequence[str],
+             buckets: set[int] | None = None) -> pa.Table:
         """Every change of (start, end] with before-images, as ``columns`` + ``_op`` (``CHANGE_TYPES``),
         ``_commit_version``, ``_commit_time``; ordered by commit, then key, a preimage before its
-        postimage. ``filter``'s key tuples prune files; its expression applies to the images."""
+        postimage. ``filter``'s key tuples prune files; its expression applies to the images. ``buckets``:
+        only the changes of those buckets (a key's changes and images are all in its bucket)."""
         self._check_start_readable(start, end)
         pk = self.primary_key
         schema = self.md.schema_at(end)
         wanted = list(columns)
         needed = set(pk) | set(wanted) | filter.columns(schema)
         read_cols = [c for c in schema.names if c in needed]
-        files = ScanPlanner(self.md).incremental(start, end, filter)
+        files = ScanPlanner(self.md).incremental(start, end, filter, buckets)
         raw = self.reader.read_changes(files, schema, read_cols, filter.on_key(pk), self.md.timestamps)
         out = self._with_images(raw, start, schema, read_cols)
         if filter.expression is not None and out.num_rows:

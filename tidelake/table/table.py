@@ -269,7 +269,8 @@ class Table:
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
-                filter: Any = None, columns: Sequence[str] | None = None, before_images: bool = False) -> pa.Table:
+                filter: Any = None, columns: Sequence[str] | None = None, before_images: bool = False,
+                buckets: set[int] | None = None) -> pa.Table:
         """Incremental read over (start, end] (left-open, right-closed), by version or by commit
         timestamp (ms): every change with ``_op`` ('upsert'/'delete'), ``_commit_version`` and
         ``_commit_time``, ordered by commit, then key. Reads only delta files written by data
@@ -279,15 +280,16 @@ class Table:
         'insert' (a new key), 'update_preimage' + 'update_postimage' (a key that existed: the row as
         it was, then as it is), 'delete' (the row removed; a delete of a missing key yields nothing).
         The images come from the table as of the range start, looked up by key (that version must
-        still be within acid.data.retain.hours)."""
+        still be within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
+        Spark partition per bucket)."""
         f = ScanFilter.parse(filter)
         md = self._current.refresh()
         s, e = self._resolver(md).range(start_version, end_version, start_timestamp, end_timestamp)
         schema = md.schema_at(e)
         wanted = list(columns) if columns is not None else schema.names
         if before_images:
-            return ChangeFeed(self.storage, md, self.reader, int(self._clock())).read(s, e, f, wanted)
-        return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f), schema, wanted, f.expression,
+            return ChangeFeed(self.storage, md, self.reader, int(self._clock())).read(s, e, f, wanted, buckets)
+        return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f, buckets), schema, wanted, f.expression,
                                         md.timestamps)
 
     def follow(self, start_version: int, *, poll_seconds: float = 0.5, idle_timeout: float | None = None,
