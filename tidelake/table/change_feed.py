@@ -141,6 +141,8 @@ def _key_order(t: pa.Table, primary_key: list[str]) -> np.ndarray:
     """Row indices ordered by key, rows of one key in their order in ``t`` (a stable sort)."""
     keys = int_key(t, primary_key)
     if keys is not None:
+        if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):   # (one commit's changes are in key order)
+            return np.arange(len(keys), dtype=np.int64)
         return stable_argsort(keys)
     row = "__row"
     with_row = t.select(primary_key).append_column(row, pa.array(np.arange(t.num_rows, dtype=np.int64)))

@@ -1,5 +1,13 @@
-"""Point lookups of many keys in one version of a table: the live row of each key, reading only the
-buckets the keys hash to (the change feed's before-images, change_feed.py)."""
+"""Point lookups of many keys in one version of a table: the live row of each key (the change feed's
+before-images, change_feed.py).
+
+Only the buckets the keys hash to are read. In a bucket whose files are in version order (the usual
+case) the files are probed newest first, each for the keys no newer file had: a file whose key range
+holds none of them is not opened; otherwise its key column is read (files are sorted by key, so a
+binary search finds the rows), and the other columns only if some key is there, and of those only
+the matching rows are kept. A bucket merged by row versions (overlapping clustered files), or a key
+that is not one integer column, is merged whole, then filtered to the keys.
+"""
 from __future__ import annotations
 
 from typing import Sequence
@@ -9,9 +17,10 @@ import pyarrow as pa
 
 from tidelake.storage import Storage
 
-from .files import bucket_ids
-from .metadata import TableMetadata
-from .reader import MergeOnReadReader
+from .files import OP, OP_UPSERT, bucket_ids
+from .key_order import int_key
+from .metadata import FileEntry, TableMetadata
+from .reader import MergeOnReadReader, dictionary_strings, needs_version_order
 from .scan import BucketPlan, ScanPlanner
 
 
@@ -32,13 +41,58 @@ class KeyLookup:
             return out_schema.empty_table()
         pk = self.primary_key
         ids = bucket_ids(keys.select(pk), pk, self.md.bucket_num)
-        wanted = set(np.unique(ids).tolist())
-        plans = ScanPlanner(self.md).snapshot(version, buckets=wanted)
-        by_bucket = {b: keys.filter(pa.array(ids == b)) for b in wanted}
-        parts = self.reader._map(lambda p: self._bucket(p, by_bucket[p.bucket], list(columns), schema), plans,
-                                 sum(fe.file.rows for p in plans for fe in p.files))
-        return pa.concat_tables(parts).cast(out_schema) if parts else out_schema.empty_table()
+        order = np.argsort(ids.astype(np.int16) if self.md.bucket_num <= 1 << 15 else ids, kind="stable")  # (radix)
+        bounds = np.searchsorted(ids[order], np.arange(self.md.bucket_num + 1))
+        by_bucket = {b: order[bounds[b]:bounds[b + 1]] for b in range(self.md.bucket_num) if bounds[b + 1] > bounds[b]}
+        plans = ScanPlanner(self.md).snapshot(version, buckets=set(by_bucket))
+        parts = self.reader.map_files(lambda p: self._bucket(p, keys.take(by_bucket[p.bucket]), list(columns), schema),
+                                      plans, sum(fe.file.rows for p in plans for fe in p.files))
+        return pa.concat_tables([p.cast(out_schema) for p in parts]) if parts else out_schema.empty_table()
 
     def _bucket(self, plan: BucketPlan, keys: pa.Table, columns: list[str], schema: pa.Schema) -> pa.Table:
-        live = self.reader.merge_bucket(plan, columns, schema)
-        return live.join(keys.select(self.primary_key), keys=self.primary_key, join_type="left semi")
+        wanted = int_key(keys, self.primary_key)
+        if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
+            live = self.reader.merge_bucket(plan, columns, schema)
+            return live.join(keys.select(self.primary_key), keys=self.primary_key, join_type="left semi")
+        if len(wanted) > 1 and not (wanted[1:] > wanted[:-1]).all():   # (one commit's keys come sorted)
+            wanted = np.sort(wanted)
+        return self._probe(plan, wanted, columns, schema)
+
+    def _probe(self, plan: BucketPlan, wanted: np.ndarray, columns: list[str], schema: pa.Schema) -> pa.Table:
+        """Files newest first (each sorted by its one integer key), each for the keys no newer file had
+        (``wanted``: sorted, distinct)."""
+        key = self.primary_key[0]
+        stored = dictionary_strings(schema)   # (strings gathered as stored, cast once at the end)
+        values = [c for c in columns if c != key]
+        remaining = wanted
+        parts = []
+        newest_first: list[FileEntry] = list(reversed(plan.deltas)) + ([plan.base] if plan.base else [])
+        for fe in newest_first:
+            if not len(remaining):
+                break
+            f = fe.file
+            lo, hi = 0, len(remaining)
+            if f.key_min is not None and f.key_max is not None and None not in (f.key_min[0], f.key_max[0]):
+                lo = int(np.searchsorted(remaining, f.key_min[0], side="left"))
+                hi = int(np.searchsorted(remaining, f.key_max[0], side="right"))
+            if hi <= lo:
+                continue
+            candidates = remaining[lo:hi]
+            deletes = f.kind == "delta" and f.deletes > 0
+            keys_read = self.reader.read_file(f, [key], stored, ops=deletes)
+            file_keys = keys_read.column(key).to_numpy()
+            if not len(file_keys):
+                continue
+            pos = np.minimum(np.searchsorted(file_keys, candidates), len(file_keys) - 1)
+            hit = file_keys[pos] == candidates
+            remaining = np.concatenate([remaining[:lo], candidates[~hit], remaining[hi:]])   # (found: live or deleted here)
+            rows = pos[hit]
+            if deletes:
+                rows = rows[keys_read.column(OP).to_numpy()[rows] == OP_UPSERT]
+            if len(rows):
+                taken = pa.array(rows)
+                part = self.reader.read_file(f, values, stored, ops=False).take(taken) if values else None
+                parts.append(pa.table({c: (keys_read.column(key).take(taken) if c == key else part.column(c))
+                                       for c in columns}))
+        out = pa.schema([stored.field(c) for c in columns])
+        return pa.concat_tables(parts) if parts else out.empty_table()
