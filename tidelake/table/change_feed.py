@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from tidelake.storage import Storage
 
 from .errors import VersionExpired
-from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, OP_NAMES
+from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE
 from .key_lookup import KeyLookup
 from .key_order import int_key, stable_argsort
 from .metadata import TableMetadata
@@ -87,7 +87,7 @@ class ChangeFeed:
         needed = set(pk) | set(wanted) | filter.columns(schema)
         read_cols = [c for c in schema.names if c in needed]
         files = ScanPlanner(self.md).incremental(start, end, filter, buckets)
-        raw = self.reader.read_changes(files, schema, read_cols, filter.on_key(pk), self.md.timestamps)
+        raw = self.reader.read_changes(files, schema, read_cols, filter.on_key(pk), self.md.timestamps, op_codes=True)
         out = self._with_images(raw, start, schema, read_cols)
         if filter.expression is not None and out.num_rows:
             out = out.filter(filter.expression)
@@ -99,7 +99,7 @@ class ChangeFeed:
         n = raw.num_rows
         if n == 0:
             return change_schema(schema, columns).empty_table()
-        deletes = pc.equal(raw.column(OP), OP_NAMES[OP_DELETE]).to_numpy(zero_copy_only=False)
+        deletes = raw.column(OP).to_numpy() == OP_DELETE
         # by key, each key's changes in the order they happened (raw's order within a key)
         by_key = _key_order(raw, pk)
         keys_sorted = raw.select(pk).take(by_key)
@@ -129,7 +129,7 @@ class ChangeFeed:
         code = np.where(d, _DELETE, np.where(~h, _INSERT, np.where(second, _POSTIMAGE, _PREIMAGE)))
         own = (code == _INSERT) | (code == _POSTIMAGE)
         source = np.where(own, before.num_rows + change, replaced[change])
-        images = pa.concat_tables([before.select(columns).cast(raw.select(columns).schema), raw.select(columns)])
+        images = pa.concat_tables([before.select(columns), raw.select(columns)])
         out = images.take(pa.array(source))
         out = out.append_column(pa.field(OP, pa.string()), _LABELS.take(pa.array(code.astype(np.int8))))
         for name in (COMMIT_VERSION, COMMIT_TIME):

@@ -270,12 +270,16 @@ class MergeOnReadReader:
 
     # ------------------------------------------------------------ increments
     def read_changes(self, files: Iterable[FileEntry], schema: pa.Schema, columns: Sequence[str],
-                     expression: pc.Expression | None, timestamps: Mapping[int, int]) -> pa.Table:
+                     expression: pc.Expression | None, timestamps: Mapping[int, int], *,
+                     op_codes: bool = False) -> pa.Table:
         """Every change in ``files`` (L0 deltas, commit order) as ``columns`` + ``_op``
-        ('upsert'/'delete'), ``_commit_version``, ``_commit_time``, ordered by commit, then key."""
+        ('upsert'/'delete'), ``_commit_version``, ``_commit_time``, ordered by commit, then key.
+        ``op_codes``: ``_op`` as stored, int8 0 upsert / 1 delete (for the change feed)."""
         files = list(files)
         out_schema = pa.schema([schema.field(c) for c in columns] + [
             pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()), pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)])
+        if op_codes:
+            out_schema = out_schema.set(len(columns), pa.field(OP, pa.int8()))
         if not files:
             return out_schema.empty_table()
         needed = set(self.primary_key) | set(columns) | (set(schema.names) if expression is not None else set())
@@ -311,5 +315,7 @@ class MergeOnReadReader:
                 order = pc.sort_indices(t, sort_keys=[(COMMIT_VERSION, "ascending")] +
                                         [(k, "ascending") for k in self.primary_key])
             t = pc.take(t, order, boundscheck=False)
-        t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), pc.take(_OP_LABELS, t.column(OP)))
+        if not op_codes:
+            t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()),
+                             pc.take(_OP_LABELS, t.column(OP)))
         return t.select(list(columns) + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)
