@@ -140,3 +140,23 @@ def test_admission_takes_whole_versions_at_least_one():
     assert admit_versions(4, 6, rows, 25, None) == 6      # an empty version costs nothing
     assert admit_versions(1, 6, rows, None, 2) == 3
     assert admit_versions(6, 6, rows, 1, 1) == 6
+
+
+def test_starting_position_of_a_new_query(tmp_path):
+    from tidelake.spark.table_stream import StreamOptions
+    t = make(str(tmp_path / "t"))
+    t.upsert(data([1], 1))
+    t1 = t.latest_timestamp()
+    v2 = t.upsert(data([2], 2))
+    assert StreamOptions.parse({"startingVersion": "1"}).starting_version(t) == 1
+    assert StreamOptions.parse({"startingVersion": "latest"}).starting_version(t) == v2
+    # a time: the changes committed after it, as the batch read's startingTimestamp
+    assert StreamOptions.parse({"startingTimestamp": str(t1)}).starting_version(t) == 1
+    assert StreamOptions.parse({"startingTimestamp": str(t1 - 1)}).starting_version(t) == 0
+    for bad, message in [({"startingVersion": "-1"}, "a version"), ({"startingVersion": "x"}, "a version"),
+                         ({"startingVersion": "1", "startingTimestamp": "5"}, "not both"),
+                         ({"startingVersion": "1", "endingVersion": "2"}, "no end"),
+                         ({"startingVersion": "1", "readChangeFeed": "yes"}, "true or false"),
+                         ({"startingVersion": "1", "maxVersionsPerTrigger": "many"}, "positive integer")]:
+        with pytest.raises(ValueError, match=message):
+            StreamOptions.parse(bad)

@@ -94,7 +94,7 @@ class ChangeFeed:
         return out.select(wanted + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(change_schema(schema, wanted))
 
     def _with_images(self, raw: pa.Table, start: int, schema: pa.Schema, columns: list[str]) -> pa.Table:
-        """``raw`` (changes ordered by commit, then key; ``_op`` 'upsert'/'delete') as image rows."""
+        """``raw`` (changes ordered by commit, then key; ``_op`` int8 as stored) as image rows."""
         pk = self.primary_key
         n = raw.num_rows
         if n == 0:

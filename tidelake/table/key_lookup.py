@@ -85,7 +85,8 @@ class KeyLookup:
                 continue
             pos = np.minimum(np.searchsorted(file_keys, candidates), len(file_keys) - 1)
             hit = file_keys[pos] == candidates
-            remaining = np.concatenate([remaining[:lo], candidates[~hit], remaining[hi:]])   # (found: live or deleted here)
+            # a key found here is live or deleted here: older files are not asked for it
+            remaining = np.concatenate([remaining[:lo], candidates[~hit], remaining[hi:]])
             rows = pos[hit]
             if deletes:
                 rows = rows[keys_read.column(OP).to_numpy()[rows] == OP_UPSERT]
