@@ -212,3 +212,12 @@ def test_random_history_matches_the_feed_worked_out_from_snapshots(tmp_path):
     end = t.version
     for start in (0, 3, 7, end - 1):
         assert feed(t, start, end) == expected_feed(t, start, end), start
+
+
+def test_follow_yields_each_increment_with_its_images(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1, 2], 1))
+    v2 = t.upsert(data([2], 2))
+    got = [(s, e, ch.column("_op").to_pylist())
+           for s, e, ch in t.follow(v1 - 1, idle_timeout=0, poll_seconds=0, before_images=True)]
+    assert got == [(v1 - 1, v2, ["insert", "insert", "update_preimage", "update_postimage"])]

@@ -293,16 +293,18 @@ class Table:
                                         md.timestamps)
 
     def follow(self, start_version: int, *, poll_seconds: float = 0.5, idle_timeout: float | None = None,
-               stop: Callable[[], bool] | None = None) -> Iterable[tuple[int, int, pa.Table]]:
+               stop: Callable[[], bool] | None = None, before_images: bool = False
+               ) -> Iterable[tuple[int, int, pa.Table]]:
         """Incremental pipeline driver (SPEC T13): yields ``(start, end, changes over (start, end])``
-        each time new versions are committed, reading exactly the new increment. Ends when
-        ``stop()`` is true or after ``idle_timeout`` seconds without a new version."""
+        each time new versions are committed, reading exactly the new increment (``before_images``: as
+        ``changes(before_images=True)``). Ends when ``stop()`` is true or after ``idle_timeout`` seconds
+        without a new version."""
         start = start_version
         idle_since = time.monotonic()
         while not (stop and stop()):
             end = self.refresh()
             if end > start:
-                yield start, end, self.changes(start_version=start, end_version=end)
+                yield start, end, self.changes(start_version=start, end_version=end, before_images=before_images)
                 start = end
                 idle_since = time.monotonic()
                 continue
