@@ -9,7 +9,7 @@ import pytest
 from spark_fixtures import spark  # noqa: F401  (fixture)
 
 from tidelake.spark.table_stream import admit_versions
-from tidelake.table import Table
+from tidelake.table import Table, VersionNotFound
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
 HOUR = 3_600_000
@@ -150,6 +150,8 @@ def test_starting_position_of_a_new_query(tmp_path):
     v2 = t.upsert(data([2], 2))
     assert StreamOptions.parse({"startingVersion": "1"}).starting_version(t) == 1
     assert StreamOptions.parse({"startingVersion": "latest"}).starting_version(t) == v2
+    with pytest.raises(VersionNotFound, match="startingVersion 3 does not exist"):
+        StreamOptions.parse({"startingVersion": "3"}).starting_version(t)
     # a time: the changes committed after it, as the batch read's startingTimestamp
     assert StreamOptions.parse({"startingTimestamp": str(t1)}).starting_version(t) == 1
     assert StreamOptions.parse({"startingTimestamp": str(t1 - 1)}).starting_version(t) == 0

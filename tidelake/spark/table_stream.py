@@ -43,7 +43,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from tidelake.table import Table, VersionExpired
+from tidelake.table import Table, VersionExpired, VersionNotFound
 
 # Java's Long.MAX_VALUE: "no row cap" while still asking Spark for admission control.
 NO_ROW_LIMIT = 2**63 - 1
@@ -94,9 +94,14 @@ class StreamOptions:
         """The version a new query starts after."""
         if self.starting_timestamp_ms is not None:
             return table.resolve_range(start_timestamp=self.starting_timestamp_ms)[0]
+        latest = table.version
         if self.starting_version_option == "latest":
-            return table.version
-        return int(self.starting_version_option)
+            return latest
+        version = int(self.starting_version_option)
+        if version > latest:   # (else the stream would wait, silently, for versions that may never come)
+            raise VersionNotFound(f"startingVersion {version} does not exist in table {table.path} (latest is "
+                                  f"{latest})")
+        return version
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "StreamOptions":
