@@ -58,6 +58,7 @@ from pyspark.sql.types import StructType
 
 from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true, parse_timestamp_ms
 from tidelake.table import Table, TableExists
+from tidelake.table.change_feed import change_schema
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,7 @@ def resolve_read(options) -> ReadSpec:
                 end_timestamp=(parse_timestamp_ms(options["endingTimestamp"])
                                if "endingTimestamp" in incremental else None))
         table.plan(start_version=start, end_version=end)   # (validates the range: exists, not expired)
-        return ReadSpec(table=table, start_version=start, end_version=end, schema=change_schema(table, end),
+        return ReadSpec(table=table, start_version=start, end_version=end, schema=table_change_schema(table, end),
                         before_images=is_true(options, "readChangeFeed"))
     if options.get("readChangeFeed") is not None:
         raise ValueError("readChangeFeed reads changes: give startingVersion or startingTimestamp")
@@ -161,11 +162,11 @@ def starts_open_ended(options) -> bool:
             and options.get("endingVersion") is None and options.get("endingTimestamp") is None)
 
 
-def change_schema(table: Table, version: int | None = None) -> pa.Schema:
+def table_change_schema(table: Table, version: int | None = None) -> pa.Schema:
     """The schema of the table's changes as of ``version`` (default latest): its columns then ``_op``,
-    ``_commit_version``, ``_commit_time``. (An empty range reads no file.)"""
-    v = table.version if version is None else version
-    return table.changes(start_version=v, end_version=v).schema
+    ``_commit_version``, ``_commit_time``."""
+    schema = table.schema_at(table.version if version is None else version)
+    return change_schema(schema, schema.names)
 
 
 class BucketPartition(InputPartition):
@@ -194,7 +195,7 @@ class TableDataSource(DataSource):
         if starts_open_ended(self.options):
             # (a stream's, or a batch increment up to the latest version): the table's change schema now,
             # without resolving the start, which a restarted stream does not use (it may have expired)
-            return from_arrow_schema(change_schema(_open(self.options)))
+            return from_arrow_schema(table_change_schema(_open(self.options)))
         return from_arrow_schema(self._spec().schema)
 
     def reader(self, schema: StructType) -> "TableReader":
