@@ -3,10 +3,11 @@ before-images, change_feed.py).
 
 Only the buckets the keys hash to are read. In a bucket whose files are in version order (the usual
 case) the files are probed newest first, each for the keys no newer file had: a file whose key range
-holds none of them is not opened; otherwise its key column is read (files are sorted by key, so a
-binary search finds the rows), and the other columns only if some key is there, and of those only
-the matching rows are kept. A bucket merged by row versions (overlapping clustered files), or a key
-that is not one integer column, is merged whole, then filtered to the keys.
+holds none of them is not opened; otherwise it is read (files are sorted by key, so a binary search
+finds the rows) and only the matching rows are kept. (Reading the key column first and the others only
+where some key is found cost more: a second open per file, and nearly every file holds some key.) A
+bucket merged by row versions (overlapping clustered files), or a key that is not one integer column,
+is merged whole, then filtered to the keys.
 """
 from __future__ import annotations
 
@@ -63,7 +64,6 @@ class KeyLookup:
         (``wanted``: sorted, distinct)."""
         key = self.primary_key[0]
         stored = dictionary_strings(schema)   # (strings gathered as stored, cast once at the end)
-        values = [c for c in columns if c != key]
         remaining = wanted
         parts = []
         newest_first: list[FileEntry] = list(reversed(plan.deltas)) + ([plan.base] if plan.base else [])
@@ -79,8 +79,8 @@ class KeyLookup:
                 continue
             candidates = remaining[lo:hi]
             deletes = f.kind == "delta" and f.deletes > 0
-            keys_read = self.reader.read_file(f, [key], stored, ops=deletes)
-            file_keys = keys_read.column(key).to_numpy()
+            read = self.reader.read_file(f, columns, stored, ops=deletes)
+            file_keys = read.column(key).to_numpy()
             if not len(file_keys):
                 continue
             pos = np.minimum(np.searchsorted(file_keys, candidates), len(file_keys) - 1)
@@ -89,11 +89,8 @@ class KeyLookup:
             remaining = np.concatenate([remaining[:lo], candidates[~hit], remaining[hi:]])
             rows = pos[hit]
             if deletes:
-                rows = rows[keys_read.column(OP).to_numpy()[rows] == OP_UPSERT]
+                rows = rows[read.column(OP).to_numpy()[rows] == OP_UPSERT]
             if len(rows):
-                taken = pa.array(rows)
-                part = self.reader.read_file(f, values, stored, ops=False).take(taken) if values else None
-                parts.append(pa.table({c: (keys_read.column(key).take(taken) if c == key else part.column(c))
-                                       for c in columns}))
+                parts.append(read.select(columns).take(pa.array(rows)))
         out = pa.schema([stored.field(c) for c in columns])
         return pa.concat_tables(parts) if parts else out.empty_table()
