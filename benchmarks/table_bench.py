@@ -252,6 +252,48 @@ def bench_versus_delta(work: str, load_rows: int, upsert_rows: int, upserts: int
     return results
 
 
+IMAGES_START, IMAGES_END = "<!-- table-before-images:start -->", "<!-- table-before-images:end -->"
+
+
+def bench_before_images(work: str, load_rows: int, upsert_rows: int, upserts: int, deletes: int, rng,
+                        repeat: int = 7) -> list[str]:
+    """Issue 24, 6(c): ``changes(v-1, v, before_images=True)`` against ``changes(v-1, v)`` on the last
+    upsert of the side-by-side workload (the same rows as ``bench_versus_delta`` with the same seed;
+    tidelake only). The first call of each (nothing of the older files read yet in this process), then
+    the median of ``repeat`` alternated calls, wall and CPU time."""
+    t = Table.create(f"{work}/images", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
+    t.insert_into(rows(np.arange(load_rows, dtype=np.int64), rng))
+    next_id, version = load_rows, 0
+    for _ in range(upserts):
+        half = upsert_rows // 2
+        ids = np.concatenate([rng.choice(next_id, half, replace=False),
+                              np.arange(next_id, next_id + upsert_rows - half)])
+        next_id += upsert_rows - half
+        version = t.upsert(rows(rng.permutation(ids), rng))
+    t.delete(pa.table({"id": pa.array(rng.choice(next_id, deletes, replace=False), pa.int64())}))
+
+    def plain():
+        return t.changes(start_version=version - 1, end_version=version)
+
+    def images():
+        return t.changes(start_version=version - 1, end_version=version, before_images=True)
+    first_images = timed_cpu(images)
+    first_plain = timed_cpu(plain)
+    a, b, ra, rb, ca, cb = alternate(plain, images, repeat)
+    assert ra.num_rows == upsert_rows and rb.num_rows == upsert_rows + upsert_rows // 2, (ra.num_rows, rb.num_rows)
+    out = ["| call | `changes()` s | `changes(before_images=True)` s | ratio | CPU s `changes()` / before-images | CPU ratio |",
+           "|---|---:|---:|---:|---:|---:|",
+           f"| first call in the process | {first_plain[0]:.3f} | {first_images[0]:.3f} | "
+           f"{first_images[0] / first_plain[0]:.2f}x | {first_plain[1]:.3f} / {first_images[1]:.3f} | "
+           f"{first_images[1] / first_plain[1]:.2f}x |",
+           f"| median of {repeat}, alternated | {a:.3f} | {b:.3f} | {b / a:.2f}x | {ca:.3f} / {cb:.3f} | {cb / ca:.2f}x |",
+           "", f"Rows: {fmt(ra.num_rows)} changes; {fmt(rb.num_rows)} with before-images "
+           f"({fmt(upsert_rows // 2)} inserts, {fmt(upsert_rows - upsert_rows // 2)} updates as preimage + postimage)."]
+    for line in out:
+        print(line, flush=True)
+    return out
+
+
 def versus_table(results) -> list[str]:
     """One run of ``bench_versus_delta`` as a table."""
     out = ["| step | tidelake s | delta-rs s | delta-rs / tidelake | CPU s tidelake / delta-rs |", "|---|---:|---:|---:|---:|"]
@@ -337,7 +379,9 @@ def main() -> None:
     ap.add_argument("--scale", type=float, default=1.0, help="multiplier on every row count (1.0: 10M-row table)")
     ap.add_argument("--batches", type=int, default=3, help="upsert batches to time")
     ap.add_argument("--no-write", action="store_true", help="do not update RESULTS.md")
-    ap.add_argument("--only", default="versus,latency,upsert,snapshot,incremental,point")
+    ap.add_argument("--only", default="versus,latency,upsert,snapshot,incremental,point",
+                    help="sections to run; 'images' (not in the default): before-images against changes(), "
+                         "written between its own markers in RESULTS.md")
     ap.add_argument("--runs", type=int, default=0,
                     help="run only the side-by-side comparison, this many times, and write just its subsection")
     args = ap.parse_args()
@@ -348,6 +392,20 @@ def main() -> None:
     rng = np.random.default_rng(42)
     work = tempfile.mkdtemp(prefix="tidelake-bench-")
     only = set(args.only.split(","))
+    if only == {"images"}:
+        try:
+            lines = bench_before_images(work, int(2_000_000 * s), int(200_000 * s), 5, int(20_000 * s), rng)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        command = " ".join(["nice -n -15 .venv/bin/python benchmarks/table_bench.py", *sys.argv[1:]])
+        lines = [f"### Change feed with before-images against without (issue 24, 6(c)): the last of 5 x "
+                 f"{fmt(int(200_000 * s))}-row upserts (50 % updates) into a {fmt(int(2_000_000 * s))}-row table, "
+                 f"16 buckets, no compaction", "",
+                 f"Command: `{command}` (pyarrow {pa.__version__}; load average {os.getloadavg()[0]:.1f} on "
+                 f"{os.cpu_count()} cores at the end).", "", *lines]
+        if not args.no_write:
+            replace_marked(IMAGES_START, IMAGES_END, lines)
+        return
     big, batch = int(10_000_000 * s), int(1_000_000 * s)
     parts = [f"Command: `.venv/bin/python benchmarks/table_bench.py --scale {s:g}` "
              f"(2-core machine shared with other jobs: expect +-30 % run to run). Rows: "

@@ -9,10 +9,15 @@ Read options (``spark.read.format("tidelake").option(...).load(path)``):
 ``timestampAsOf``                     snapshot current at that time: epoch milliseconds, or ISO-8601
                                       (a time without zone is UTC)
 ``startingVersion`` / ``endingVersion``  incremental read of the changes in (start, end] (end default
-                                      latest): the table's columns plus ``_op`` ('upsert'/'delete'),
-                                      ``_commit_version``, ``_commit_time``
+                                      latest; start ``latest``: none yet): the table's columns plus
+                                      ``_op`` ('upsert'/'delete'), ``_commit_version``, ``_commit_time``
 ``startingTimestamp`` / ``endingTimestamp``  the same by commit time
+``readChangeFeed``                    ``true``: with before-images, ``_op`` insert / update_preimage /
+                                      update_postimage / delete (``Table.changes(before_images=True)``)
 ====================================  =====================================================================
+
+``spark.readStream.format("tidelake")`` reads the change feed as a stream (table_stream.py: the same
+starting options and ``readChangeFeed``, plus ``maxVersionsPerTrigger`` / ``maxRowsPerTrigger``).
 
 Snapshot reads have one Spark partition per bucket that holds data (``table.plan``); filters Spark pushes
 (=, <, <=, >, >=, IN on any column) go to the table, where equality on the whole primary key reads one
@@ -37,7 +42,6 @@ message; :func:`publish` runs once on the driver and commits every task's files 
 """
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
@@ -52,7 +56,9 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
+from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true, parse_timestamp_ms
 from tidelake.table import Table, TableExists
+from tidelake.table.change_feed import change_schema
 
 log = logging.getLogger(__name__)
 
@@ -90,17 +96,6 @@ def storage_options(options) -> dict[str, str] | None:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def parse_timestamp_ms(value: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
-    text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return int(moment.timestamp() * 1000)
-
-
 @dataclass
 class ReadSpec:
     """What a read returns, resolved once on the driver (``table`` is shipped to the tasks)."""
@@ -110,6 +105,7 @@ class ReadSpec:
     end_version: int | None = None
     schema: pa.Schema | None = None
     filters: list[tuple[str, str, Any]] = field(default_factory=list)
+    before_images: bool = False                 # readChangeFeed: the change feed with before-images
 
     @property
     def incremental(self) -> bool:
@@ -132,8 +128,10 @@ def resolve_read(options) -> ReadSpec:
                 raise ValueError("give versions or timestamps for an incremental read, not both")
             if "startingVersion" not in incremental:
                 raise ValueError("endingVersion needs startingVersion")
-            start = int(options["startingVersion"])
-            end = int(options["endingVersion"]) if "endingVersion" in incremental else table.version
+            latest = table.version
+            start = latest if str(options["startingVersion"]).strip().lower() == "latest" \
+                else int(options["startingVersion"])
+            end = int(options["endingVersion"]) if "endingVersion" in incremental else latest
         else:
             if "startingTimestamp" not in incremental:
                 raise ValueError("endingTimestamp needs startingTimestamp")
@@ -142,9 +140,11 @@ def resolve_read(options) -> ReadSpec:
                 start_timestamp=parse_timestamp_ms(options["startingTimestamp"]),
                 end_timestamp=(parse_timestamp_ms(options["endingTimestamp"])
                                if "endingTimestamp" in incremental else None))
-        # An increment that matches no key gives the change schema without reading a file.
-        changes = table.changes(start_version=start, end_version=end, filter=[(table.primary_key[0], "in", [])])
-        return ReadSpec(table=table, start_version=start, end_version=end, schema=changes.schema)
+        table.plan(start_version=start, end_version=end)   # (validates the range: exists, not expired)
+        return ReadSpec(table=table, start_version=start, end_version=end, schema=table_change_schema(table, end),
+                        before_images=is_true(options, "readChangeFeed"))
+    if options.get("readChangeFeed") is not None:
+        raise ValueError("readChangeFeed reads changes: give startingVersion or startingTimestamp")
     if "timestampAsOf" in snapshot:
         version = table.version_at(parse_timestamp_ms(options["timestampAsOf"]))
     elif "versionAsOf" in snapshot:
@@ -154,6 +154,19 @@ def resolve_read(options) -> ReadSpec:
     # plan() validates the version (exists, not expired) before anything is planned.
     table.plan(version=version)
     return ReadSpec(table=table, version=version, schema=table.schema_at(version))
+
+
+def starts_open_ended(options) -> bool:
+    """A read of the changes from a start up to the latest version (every stream is one)."""
+    return ((options.get("startingVersion") is not None or options.get("startingTimestamp") is not None)
+            and options.get("endingVersion") is None and options.get("endingTimestamp") is None)
+
+
+def table_change_schema(table: Table, version: int | None = None) -> pa.Schema:
+    """The schema of the table's changes as of ``version`` (default latest): its columns then ``_op``,
+    ``_commit_version``, ``_commit_time``."""
+    schema = table.schema_at(table.version if version is None else version)
+    return change_schema(schema, schema.names)
 
 
 class BucketPartition(InputPartition):
@@ -179,10 +192,18 @@ class TableDataSource(DataSource):
         return self._read_spec
 
     def schema(self) -> StructType:
+        if starts_open_ended(self.options):
+            # (a stream's, or a batch increment up to the latest version): the table's change schema now,
+            # without resolving the start, which a restarted stream does not use (it may have expired)
+            return from_arrow_schema(table_change_schema(_open(self.options)))
         return from_arrow_schema(self._spec().schema)
 
     def reader(self, schema: StructType) -> "TableReader":
         return TableReader(self._spec(), schema)
+
+    def streamReader(self, schema: StructType) -> TableStreamReader:
+        options = StreamOptions.parse(self.options)
+        return TableStreamReader(_open(self.options), options, schema)
 
     def _open_for_write(self, schema: StructType) -> Table:
         """The table written to, opened once for the whole job. With option ``primaryKey``
@@ -251,7 +272,7 @@ class TableReader(DataSourceReader):
         table = spec.table
         if spec.incremental:
             data = table.changes(start_version=spec.start_version, end_version=spec.end_version,
-                                 filter=spec.filters or None)
+                                 filter=spec.filters or None, before_images=spec.before_images)
         elif partition.bucket == -1:
             return  # an empty snapshot
         else:

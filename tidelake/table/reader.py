@@ -28,7 +28,7 @@ from .key_order import first_indices, first_of_each_key, int_key, sort_indices_b
 from .metadata import FileEntry
 from .scan import BucketPlan
 
-PARALLEL_MIN_ROWS = 200_000   # below this a local read runs in one thread (see MergeOnReadReader._map)
+PARALLEL_MIN_ROWS = 200_000   # below this a local read runs in one thread (see MergeOnReadReader.map_files)
 _OP_LABELS = pa.array([OP_NAMES[OP_UPSERT], OP_NAMES[OP_DELETE]], pa.string())
 
 
@@ -43,10 +43,17 @@ def _ordered(deltas: Sequence[FileEntry]) -> bool:
     return True
 
 
-def _dictionary_strings(schema: pa.Schema) -> pa.Schema:
-    """``schema`` with its string columns dictionary-encoded (as they are stored)."""
-    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable) if is_string(f.type) else f
-                      for f in schema])
+def needs_version_order(plan: BucketPlan) -> bool:
+    """True if a bucket's deltas must be merged by each row's commit version, not file by file: they
+    overlap in versions, or a clustered file straddles the base."""
+    return bool(plan.deltas) and (any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
+                                  or not _ordered(plan.deltas))
+
+
+def dictionary_strings(schema: pa.Schema, except_columns: Sequence[str] = ()) -> pa.Schema:
+    """``schema`` with its string columns dictionary-encoded (as they are stored), but ``except_columns``."""
+    return pa.schema([pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable)
+                      if is_string(f.type) and f.name not in except_columns else f for f in schema])
 
 
 @functools.lru_cache(maxsize=256)
@@ -123,7 +130,7 @@ class MergeOnReadReader:
         self.storage = storage
         self.primary_key = list(primary_key)
 
-    def _map(self, fn, items: list, rows: int) -> list:
+    def map_files(self, fn, items: list, rows: int) -> list:
         """``fn`` over ``items``, in order. On an object store in the I/O threads; on a local disk in
         one group of items per core, or in the calling thread for fewer than PARALLEL_MIN_ROWS rows
         (handing small pieces of work between threads costs more CPU than it saves: ~30 % of a
@@ -176,10 +183,9 @@ class MergeOnReadReader:
         ``dictionaries``: string columns may come back dictionary-encoded (cheaper to filter and
         gather; the caller casts the result)."""
         pk = self.primary_key
-        by_version = bool(plan.deltas) and (any(fe.file.min_version <= plan.base_version for fe in plan.deltas)
-                                            or not _ordered(plan.deltas))
+        by_version = needs_version_order(plan)
         if dictionaries and not by_version:   # (rows of several files are gathered together there)
-            schema = _dictionary_strings(schema)
+            schema = dictionary_strings(schema)
         base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
         if not plan.deltas:
             return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
@@ -255,7 +261,7 @@ class MergeOnReadReader:
         read_cols = [c for c in schema.names if c in set(self.primary_key) | set(columns) |
                      (set(schema.names) if expression is not None else set())]
         out_schema = pa.schema([schema.field(c) for c in read_cols])
-        parts = self._map(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
+        parts = self.map_files(lambda p: self.merge_bucket(p, read_cols, schema, key_filter, dictionaries=True)
                           .cast(out_schema), list(plans), sum(fe.file.rows for p in plans for fe in p.files))
         out = pa.concat_tables(parts) if parts else out_schema.empty_table()
         if expression is not None and out.num_rows:
@@ -264,19 +270,25 @@ class MergeOnReadReader:
 
     # ------------------------------------------------------------ increments
     def read_changes(self, files: Iterable[FileEntry], schema: pa.Schema, columns: Sequence[str],
-                     expression: pc.Expression | None, timestamps: Mapping[int, int]) -> pa.Table:
+                     expression: pc.Expression | None, timestamps: Mapping[int, int], *,
+                     op_codes: bool = False) -> pa.Table:
         """Every change in ``files`` (L0 deltas, commit order) as ``columns`` + ``_op``
-        ('upsert'/'delete'), ``_commit_version``, ``_commit_time``, ordered by commit, then key."""
+        ('upsert'/'delete'), ``_commit_version``, ``_commit_time``, ordered by commit, then key.
+        ``op_codes``: ``_op`` as stored, int8 0 upsert / 1 delete (for the change feed)."""
         files = list(files)
         out_schema = pa.schema([schema.field(c) for c in columns] + [
             pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()), pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)])
+        if op_codes:
+            out_schema = out_schema.set(len(columns), pa.field(OP, pa.int8()))
         if not files:
             return out_schema.empty_table()
         needed = set(self.primary_key) | set(columns) | (set(schema.names) if expression is not None else set())
         read_cols = [c for c in schema.names if c in needed]
         # L0 files: every row's version and time is its file's commit's, so they are not read but
         # built once for the whole result; strings stay dictionary-encoded until the end
-        parts = self._map(lambda fe: self.read_file(fe.file, read_cols, _dictionary_strings(schema)), files,
+        # (the key stays plain: it is sorted, and Arrow does not sort dictionaries)
+        stored = dictionary_strings(schema, self.primary_key)
+        parts = self.map_files(lambda fe: self.read_file(fe.file, read_cols, stored), files,
                           sum(fe.file.rows for fe in files))
         t = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).unify_dictionaries()
         n = t.num_rows
@@ -303,5 +315,7 @@ class MergeOnReadReader:
                 order = pc.sort_indices(t, sort_keys=[(COMMIT_VERSION, "ascending")] +
                                         [(k, "ascending") for k in self.primary_key])
             t = pc.take(t, order, boundscheck=False)
-        t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()), pc.take(_OP_LABELS, t.column(OP)))
+        if not op_codes:
+            t = t.set_column(t.schema.get_field_index(OP), pa.field(OP, pa.string()),
+                             pc.take(_OP_LABELS, t.column(OP)))
         return t.select(list(columns) + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(out_schema)

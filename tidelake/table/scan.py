@@ -156,12 +156,15 @@ class ScanPlanner:
                 out.append(BucketPlan(b, base, p.base_version, deltas))
         return out
 
-    def incremental(self, start: int, end: int, filter: ScanFilter = ScanFilter()) -> list[FileEntry]:
-        """Delta files written by data commits in (start, end], pruned, in commit order."""
+    def incremental(self, start: int, end: int, filter: ScanFilter = ScanFilter(),
+                    buckets: set[int] | None = None) -> list[FileEntry]:
+        """Delta files written by data commits in (start, end], pruned, in commit order; ``buckets``
+        restricts the read to those buckets."""
         wanted, may_match = _pruner(filter.tuples, self.md.primary_key, self.md.schema_at(end), self.md.bucket_num)
         fes = [fe for fe in self.md.files.values()
                if fe.file.kind == "delta" and fe.file.level == 0 and start < fe.file.min_version <= end
-               and (wanted is None or fe.file.bucket in wanted) and may_match(fe.file)]
+               and (wanted is None or fe.file.bucket in wanted) and (buckets is None or fe.file.bucket in buckets)
+               and may_match(fe.file)]
         return sorted(fes, key=lambda fe: (fe.file.min_version, fe.commit_seq))
 
 

@@ -19,6 +19,7 @@ from tidelake.clock import wall_ms
 from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
+from .change_feed import ChangeFeed
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -268,30 +269,42 @@ class Table:
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
-                filter: Any = None, columns: Sequence[str] | None = None) -> pa.Table:
+                filter: Any = None, columns: Sequence[str] | None = None, before_images: bool = False,
+                buckets: set[int] | None = None) -> pa.Table:
         """Incremental read over (start, end] (left-open, right-closed), by version or by commit
         timestamp (ms): every change with ``_op`` ('upsert'/'delete'), ``_commit_version`` and
         ``_commit_time``, ordered by commit, then key. Reads only delta files written by data
-        commits in the range (never base files, never clustering/compaction output)."""
+        commits in the range (never base files, never clustering/compaction output).
+
+        ``before_images=True``: Delta's change data feed instead (see change_feed.py): ``_op`` is
+        'insert' (a new key), 'update_preimage' + 'update_postimage' (a key that existed: the row as
+        it was, then as it is), 'delete' (the row removed; a delete of a missing key yields nothing).
+        The images come from the table as of the range start, looked up by key (that version must
+        still be within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
+        Spark partition per bucket)."""
         f = ScanFilter.parse(filter)
         md = self._current.refresh()
         s, e = self._resolver(md).range(start_version, end_version, start_timestamp, end_timestamp)
         schema = md.schema_at(e)
         wanted = list(columns) if columns is not None else schema.names
-        return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f), schema, wanted, f.expression,
+        if before_images:
+            return ChangeFeed(self.storage, md, self.reader, int(self._clock())).read(s, e, f, wanted, buckets)
+        return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f, buckets), schema, wanted, f.expression,
                                         md.timestamps)
 
     def follow(self, start_version: int, *, poll_seconds: float = 0.5, idle_timeout: float | None = None,
-               stop: Callable[[], bool] | None = None) -> Iterable[tuple[int, int, pa.Table]]:
+               stop: Callable[[], bool] | None = None, before_images: bool = False
+               ) -> Iterable[tuple[int, int, pa.Table]]:
         """Incremental pipeline driver (SPEC T13): yields ``(start, end, changes over (start, end])``
-        each time new versions are committed, reading exactly the new increment. Ends when
-        ``stop()`` is true or after ``idle_timeout`` seconds without a new version."""
+        each time new versions are committed, reading exactly the new increment (``before_images``: as
+        ``changes(before_images=True)``). Ends when ``stop()`` is true or after ``idle_timeout`` seconds
+        without a new version."""
         start = start_version
         idle_since = time.monotonic()
         while not (stop and stop()):
             end = self.refresh()
             if end > start:
-                yield start, end, self.changes(start_version=start, end_version=end)
+                yield start, end, self.changes(start_version=start, end_version=end, before_images=before_images)
                 start = end
                 idle_since = time.monotonic()
                 continue

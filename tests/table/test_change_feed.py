@@ -1,0 +1,223 @@
+"""Table.changes(before_images=True): Delta's change data feed (insert / update_preimage / update_postimage /
+delete) with the images looked up in the table as of the range start."""
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from tidelake.table import Table, VersionExpired
+from tidelake.table.change_feed import CHANGE_TYPES
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
+HOUR = 3_600_000
+
+
+class Clock:
+    def __init__(self, now: int = 10 * HOUR):
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def make(tmp_path, schema=SCHEMA, pk=("id",), clock=None, **props) -> Table:
+    p = {"write.bucket.num": "4", "clustering.auto": "false", "maintenance.mode": "inline"}
+    p.update({k.replace("_", "."): str(v) for k, v in props.items()})
+    return Table.create(str(tmp_path / "t"), schema, list(pk), p, clock=clock)
+
+
+def data(ids, amount=0, name="n"):
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"{name}{i}" for i in ids],
+                     "amount": pa.array([amount] * len(ids), pa.int64())})
+
+
+def feed(t: Table, start: int, end: int | None = None, **kw) -> list[tuple]:
+    ch = t.changes(start, end, before_images=True, **kw)
+    return [(r["_commit_version"], r["id"], r["_op"], r.get("name"), r.get("amount")) for r in ch.to_pylist()]
+
+
+def test_insert_update_delete_carry_their_images(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1, 2, 3], 10))
+    v2 = t.upsert(data([2, 4], 20, name="m"))          # 2 existed, 4 is new
+    v3 = t.delete([3])
+    assert feed(t, v1 - 1, v1) == [(v1, 1, "insert", "n1", 10), (v1, 2, "insert", "n2", 10),
+                                   (v1, 3, "insert", "n3", 10)]
+    assert feed(t, v1, v2) == [(v2, 2, "update_preimage", "n2", 10), (v2, 2, "update_postimage", "m2", 20),
+                               (v2, 4, "insert", "m4", 20)]
+    assert feed(t, v2, v3) == [(v3, 3, "delete", "n3", 10)]      # the row the delete removed, not a bare key
+    ch = t.changes(v1, v3, before_images=True)
+    assert ch.column_names == ["id", "name", "amount", "_op", "_commit_version", "_commit_time"]
+    assert ch.schema.field("_op").type == pa.string()
+    assert set(ch.column("_op").to_pylist()) <= set(CHANGE_TYPES)
+    # the same range without before-images is unchanged
+    assert [(r["id"], r["_op"]) for r in t.changes(v1, v3).to_pylist()] == [(2, "upsert"), (4, "upsert"),
+                                                                            (3, "delete")]
+
+
+def test_several_changes_of_a_key_in_one_range_chain_their_images(tmp_path):
+    t = make(tmp_path)
+    v0 = t.upsert(data([1], 1))
+    t.upsert(data([1], 2))
+    t.delete([1])
+    v3 = t.upsert(data([1], 3))
+    assert [(op, amount) for _, _, op, _, amount in feed(t, v0, v3)] == [
+        ("update_preimage", 1), ("update_postimage", 2), ("delete", 2), ("insert", 3)]
+    # from the creation: the first change is an insert (version 0 is the empty table)
+    assert [op for _, _, op, _, _ in feed(t, 0, v3)] == ["insert", "update_preimage", "update_postimage", "delete",
+                                                         "insert"]
+
+
+def test_delete_of_a_missing_key_yields_nothing(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1], 1))
+    with t.transaction() as tx:            # a blind delete: key 2 never existed
+        tx.delete([1, 2])
+    assert feed(t, v1, tx.version) == [(tx.version, 1, "delete", "n1", 1)]
+    assert sorted(r["id"] for r in t.changes(v1, tx.version).to_pylist()) == [1, 2]
+
+
+def test_images_come_from_compacted_and_clustered_state(tmp_path):
+    t = make(tmp_path)
+    for i in range(4):
+        t.upsert(data(list(range(i * 10, i * 10 + 20)), i))
+    t.cluster()
+    t.compact([0, 1])
+    t.upsert(data(list(range(5, 15)), 1))
+    v = t.upsert(data(list(range(0, 60, 3)), 100))
+    start = v - 1
+    before = {r["id"]: r for r in t.scan(version=start).to_pylist()}
+    after = {r["id"]: r for r in t.scan(version=v).to_pylist()}
+    got = feed(t, start, v)
+    expected = []
+    for k in range(0, 60, 3):
+        if k in before:
+            expected += [(v, k, "update_preimage", before[k]["name"], before[k]["amount"]),
+                         (v, k, "update_postimage", after[k]["name"], after[k]["amount"])]
+        else:
+            expected.append((v, k, "insert", after[k]["name"], after[k]["amount"]))
+    assert got == expected
+    # compaction and clustering versions carry no changes
+    maintenance = [h["version"] for h in t.history() if h["operation"] in ("cluster", "compact")]
+    assert maintenance and all(feed(t, m - 1, m) == [] for m in maintenance)
+
+
+def test_composite_string_key_columns_and_filter(tmp_path):
+    schema = pa.schema([("region", pa.string()), ("id", pa.int32()), ("amount", pa.int64())])
+    t = make(tmp_path, schema=schema, pk=("region", "id"))
+    v1 = t.upsert(pa.table({"region": ["eu", "eu", "us"], "id": pa.array([1, 2, 1], pa.int32()),
+                            "amount": [1, 2, 3]}))
+    v2 = t.upsert(pa.table({"region": ["eu", "us", "us"], "id": pa.array([2, 1, 2], pa.int32()),
+                            "amount": [20, 30, 40]}))
+    ch = t.changes(v1, v2, before_images=True, columns=["region", "id", "amount"])
+    assert [(r["region"], r["id"], r["_op"], r["amount"]) for r in ch.to_pylist()] == [
+        ("eu", 2, "update_preimage", 2), ("eu", 2, "update_postimage", 20),
+        ("us", 1, "update_preimage", 3), ("us", 1, "update_postimage", 30), ("us", 2, "insert", 40)]
+    # a filter on a value column keeps the images it matches (a preimage may match where its postimage does not)
+    ch = t.changes(v1, v2, before_images=True, filter=[("amount", "<", 10)])
+    assert [(r["region"], r["id"], r["_op"]) for r in ch.to_pylist()] == [("eu", 2, "update_preimage"),
+                                                                         ("us", 1, "update_preimage")]
+    # a filter on the key prunes
+    ch = t.changes(v1, v2, before_images=True, filter=[("region", "=", "us"), ("id", "=", 1)])
+    assert [r["_op"] for r in ch.to_pylist()] == ["update_preimage", "update_postimage"]
+
+
+def test_column_added_in_the_range_reads_null_in_older_images(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1], 1))
+    t.add_column("note", pa.string())
+    v3 = t.upsert(pa.table({"id": [1], "name": ["x"], "amount": [2], "note": ["hi"]}))
+    rows = t.changes(v1, v3, before_images=True).to_pylist()
+    assert [(r["_op"], r["note"]) for r in rows] == [("update_preimage", None), ("update_postimage", "hi")]
+
+
+def test_start_version_expired_by_retention_names_the_property(tmp_path):
+    clock = Clock()
+    t = make(tmp_path, clock=clock, acid_data_retain_hours=1, retention_auto="false")
+    t.upsert(data([1], 1))
+    clock.now += HOUR
+    t.upsert(data([1], 2))
+    v = t.upsert(data([1], 3))
+    clock.now += 2 * HOUR
+    t.upsert(data([1], 4))
+    t.expire()
+    horizon = t.history()[0]["version"]
+    with pytest.raises(VersionExpired, match="acid.data.retain.hours"):
+        t.changes(horizon - 1, before_images=True)
+    assert [op for _, _, op, _, _ in feed(t, horizon)] == ["update_preimage", "update_postimage"]
+    assert horizon > v - 1
+
+
+def test_overwrite_and_restore_read_as_the_changes_they_are(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1, 2], 1))
+    v2 = t.insert_overwrite(data([2, 3], 5))
+    assert [(k, op) for _, k, op, _, _ in feed(t, v1, v2)] == [
+        (1, "delete"), (2, "update_preimage"), (2, "update_postimage"), (3, "insert")]
+    v3 = t.restore(v1)
+    assert [(k, op, amount) for _, k, op, _, amount in feed(t, v2, v3)] == [
+        (1, "insert", 1), (2, "update_preimage", 5), (2, "update_postimage", 1), (3, "delete", 5)]
+
+
+def test_changes_of_a_string_key_are_ordered_by_it(tmp_path):
+    # (a string key column was read dictionary-encoded, which Arrow's sort refuses)
+    schema = pa.schema([("region", pa.string()), ("amount", pa.int64())])
+    t = make(tmp_path, schema=schema, pk=("region",))
+    v1 = t.upsert(pa.table({"region": ["us", "eu", "ap"], "amount": [1, 2, 3]}))
+    assert t.changes(v1 - 1, v1).column("region").to_pylist() == ["ap", "eu", "us"]
+
+
+def test_changes_bucket_by_bucket_add_up_to_the_whole(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data(list(range(40)), 1))
+    t.delete(list(range(0, 40, 4)))
+    v3 = t.upsert(data(list(range(20, 60)), 2))
+    for before_images in (False, True):
+        whole = t.changes(v1, v3, before_images=before_images)
+        parts = [t.changes(v1, v3, before_images=before_images, buckets={b}) for b in range(t.bucket_num)]
+        assert all(p.num_rows for p in parts)
+        key = lambda r: (r["_commit_version"], r["id"], r["_op"])   # noqa: E731
+        assert sorted((r for p in parts for r in p.to_pylist()), key=key) == sorted(whole.to_pylist(), key=key)
+
+
+def expected_feed(t: Table, start: int, end: int) -> list[tuple]:
+    """The change feed of (start, end] worked out from snapshots (the merge-on-read path): each version's
+    changes against the table as of the version before it."""
+    out = []
+    for v in range(start + 1, end + 1):
+        before = {r["id"]: r for r in t.scan(version=v - 1).to_pylist()}
+        for r in t.changes(v - 1, v).to_pylist():
+            old = before.get(r["id"])
+            if r["_op"] == "delete":
+                if old is not None:
+                    out.append((v, r["id"], "delete", old["name"], old["amount"]))
+            elif old is None:
+                out.append((v, r["id"], "insert", r["name"], r["amount"]))
+            else:
+                out += [(v, r["id"], "update_preimage", old["name"], old["amount"]),
+                        (v, r["id"], "update_postimage", r["name"], r["amount"])]
+    return out
+
+
+def test_random_history_matches_the_feed_worked_out_from_snapshots(tmp_path):
+    import numpy as np
+    rng = np.random.default_rng(7)
+    t = make(tmp_path)
+    for step in range(14):
+        with t.transaction() as tx:
+            tx.upsert(data(sorted(rng.choice(200, 30, replace=False).tolist()), step, name=f"s{step}-"))
+            tx.delete(sorted(rng.choice(220, 10, replace=False).tolist()))   # some never existed
+        if step == 6:
+            t.compact([0, 2])             # base files in some buckets, deltas on top of them later
+    end = t.version
+    for start in (0, 3, 7, end - 1):
+        assert feed(t, start, end) == expected_feed(t, start, end), start
+
+
+def test_follow_yields_each_increment_with_its_images(tmp_path):
+    t = make(tmp_path)
+    v1 = t.upsert(data([1, 2], 1))
+    v2 = t.upsert(data([2], 2))
+    got = [(s, e, ch.column("_op").to_pylist())
+           for s, e, ch in t.follow(v1 - 1, idle_timeout=0, poll_seconds=0, before_images=True)]
+    assert got == [(v1 - 1, v2, ["insert", "insert", "update_preimage", "update_postimage"])]

@@ -1,0 +1,180 @@
+"""The change feed with before-images (SPEC T13): every change of (start, end] as the rows it removed and
+the rows it made, as Delta's change data feed names them.
+
+``_op`` of a row:
+
+- ``insert``: an upsert of a key that did not exist — the new row;
+- ``update_preimage`` then ``update_postimage``: an upsert of a key that existed — the row as it was, then
+  as it is (both carry the upsert's ``_commit_version`` / ``_commit_time``);
+- ``delete``: a delete of a key that existed — the row it removed.
+
+A delete of a key that did not exist yields nothing (as in Delta, whose change data feed records only rows
+a command removed). Versions written by clustering and compaction carry no changes (their files are not
+read, as for ``Table.changes``).
+
+Where the before-image comes from: for a key's first change in the range, the table's own state at the
+range start, looked up by key (:class:`KeyLookup`: only the buckets the changed keys hash to, and in each
+only the rows of those keys); for a later change of the same key, its previous change in the range. No
+full scan: the lookup reads a file's key column first and gathers only the matching rows.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tidelake.storage import Storage
+
+from .errors import VersionExpired
+from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE
+from .key_lookup import KeyLookup
+from .key_order import int_key, stable_argsort
+from .metadata import TableMetadata
+from .reader import MergeOnReadReader
+from .scan import ScanFilter, ScanPlanner
+from .versions import VersionResolver
+
+INSERT = "insert"
+UPDATE_PREIMAGE = "update_preimage"
+UPDATE_POSTIMAGE = "update_postimage"
+DELETE = "delete"
+#: every ``_op`` of a change feed with before-images, in the order of their codes
+CHANGE_TYPES = (INSERT, UPDATE_PREIMAGE, UPDATE_POSTIMAGE, DELETE)
+_INSERT, _PREIMAGE, _POSTIMAGE, _DELETE = range(4)
+_LABELS = pa.array(CHANGE_TYPES, pa.string())
+
+
+def change_schema(schema: pa.Schema, columns: Sequence[str]) -> pa.Schema:
+    """The schema of a change feed: ``columns`` of the table, then ``_op``, ``_commit_version``, ``_commit_time``."""
+    return pa.schema([schema.field(c) for c in columns] + [
+        pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()), pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)])
+
+
+class ChangeFeed:
+    """Reads the changes of one metadata snapshot with their before-images."""
+
+    def __init__(self, storage: Storage, metadata: TableMetadata, reader: MergeOnReadReader, now_ms: int):
+        self.storage = storage
+        self.md = metadata
+        self.reader = reader
+        self.resolver = VersionResolver(metadata, now_ms)
+        self.primary_key = list(metadata.primary_key)
+
+    def _check_start_readable(self, start: int, end: int) -> None:
+        """The before-images of (start, end] are looked up in the table as of ``start``: that version must
+        still be readable (version 0, the creation, is the empty table)."""
+        if start <= 0 or end <= start:
+            return
+        horizon = self.resolver.horizon()
+        if start < horizon:
+            raise VersionExpired(
+                f"before-images of the increment ({start}, {end}] need the table as of version {start}, which is "
+                f"older than the retention horizon: the oldest readable version is {horizon} "
+                f"(acid.data.retain.hours={self.resolver.retain_hours})")
+
+    def read(self, start: int, end: int, filter: ScanFilter, columns: Sequence[str],
+             buckets: set[int] | None = None) -> pa.Table:
+        """Every change of (start, end] with before-images, as ``columns`` + ``_op`` (``CHANGE_TYPES``),
+        ``_commit_version``, ``_commit_time``; ordered by commit, then key, a preimage before its
+        postimage. ``filter``'s key tuples prune files; its expression applies to the images. ``buckets``:
+        only the changes of those buckets (a key's changes and images are all in its bucket)."""
+        self._check_start_readable(start, end)
+        pk = self.primary_key
+        schema = self.md.schema_at(end)
+        wanted = list(columns)
+        needed = set(pk) | set(wanted) | filter.columns(schema)
+        read_cols = [c for c in schema.names if c in needed]
+        files = ScanPlanner(self.md).incremental(start, end, filter, buckets)
+        raw = self.reader.read_changes(files, schema, read_cols, filter.on_key(pk), self.md.timestamps, op_codes=True)
+        out = self._with_images(raw, start, schema, read_cols)
+        if filter.expression is not None and out.num_rows:
+            out = out.filter(filter.expression)
+        return out.select(wanted + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(change_schema(schema, wanted))
+
+    def _with_images(self, raw: pa.Table, start: int, schema: pa.Schema, columns: list[str]) -> pa.Table:
+        """``raw`` (changes ordered by commit, then key; ``_op`` int8 as stored) as image rows."""
+        pk = self.primary_key
+        n = raw.num_rows
+        if n == 0:
+            return change_schema(schema, columns).empty_table()
+        deletes = raw.column(OP).to_numpy() == OP_DELETE
+        # by key, each key's changes in the order they happened (raw's order within a key)
+        by_key = _key_order(raw, pk)
+        keys_sorted = raw.select(pk).take(by_key)
+        first = np.ones(n, dtype=bool)
+        first[1:] = ~_same_key_as_previous(keys_sorted, pk)
+        first_rows = by_key[first]
+        # the state at the range start of every changed key (only the keys that were live come back)
+        before = KeyLookup(self.storage, self.md, self.reader).rows(start, raw.select(pk).take(first_rows), columns,
+                                                                     schema)
+        found = _positions(raw.select(pk).take(first_rows), before, pk)   # index into ``before`` or -1
+        # the image each change replaced: index into concat([before, raw]), or -1 for none
+        replaced_sorted = np.full(n, -1, dtype=np.int64)
+        replaced_sorted[first] = found
+        later = np.flatnonzero(~first)
+        previous = by_key[later - 1]
+        replaced_sorted[later] = np.where(deletes[previous], -1, before.num_rows + previous)
+        replaced = np.empty(n, dtype=np.int64)
+        replaced[by_key] = replaced_sorted
+        # each change as 0 (delete of nothing), 1 (insert, delete) or 2 (preimage, postimage) rows, in raw order
+        had = replaced >= 0
+        counts = np.where(deletes, had.astype(np.int64), np.where(had, 2, 1))
+        change = np.repeat(np.arange(n, dtype=np.int64), counts)
+        second = np.zeros(len(change), dtype=bool)
+        starts = np.cumsum(counts) - counts
+        second[starts[counts == 2] + 1] = True
+        d, h = deletes[change], had[change]
+        code = np.where(d, _DELETE, np.where(~h, _INSERT, np.where(second, _POSTIMAGE, _PREIMAGE)))
+        own = (code == _INSERT) | (code == _POSTIMAGE)
+        source = np.where(own, before.num_rows + change, replaced[change])
+        images = pa.concat_tables([before.select(columns), raw.select(columns)])
+        out = images.take(pa.array(source))
+        out = out.append_column(pa.field(OP, pa.string()), _LABELS.take(pa.array(code.astype(np.int8))))
+        for name in (COMMIT_VERSION, COMMIT_TIME):
+            out = out.append_column(raw.schema.field(name), raw.column(name).take(pa.array(change)))
+        return out
+
+
+def _key_order(t: pa.Table, primary_key: list[str]) -> np.ndarray:
+    """Row indices ordered by key, rows of one key in their order in ``t`` (a stable sort)."""
+    keys = int_key(t, primary_key)
+    if keys is not None:
+        if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):   # (one commit's changes are in key order)
+            return np.arange(len(keys), dtype=np.int64)
+        return stable_argsort(keys)
+    row = "__row"
+    with_row = t.select(primary_key).append_column(row, pa.array(np.arange(t.num_rows, dtype=np.int64)))
+    return pc.sort_indices(with_row, sort_keys=[(k, "ascending") for k in primary_key] + [(row, "ascending")]
+                           ).to_numpy()
+
+
+def _same_key_as_previous(keys_sorted: pa.Table, primary_key: list[str]) -> np.ndarray:
+    """For rows 1..n-1 of key-sorted keys: True where the key equals the row before's."""
+    same = np.ones(keys_sorted.num_rows - 1, dtype=bool)
+    for k in primary_key:
+        col = keys_sorted.column(k).combine_chunks()
+        same &= pc.equal(col.slice(1), col.slice(0, len(col) - 1)).to_numpy(zero_copy_only=False)
+    return same
+
+
+def _positions(keys: pa.Table, rows: pa.Table, primary_key: list[str]) -> np.ndarray:
+    """For each key of ``keys`` (distinct), the index of its row in ``rows`` (distinct keys), or -1."""
+    out = np.full(keys.num_rows, -1, dtype=np.int64)
+    if rows.num_rows == 0:
+        return out
+    mine, theirs = int_key(keys, primary_key), int_key(rows, primary_key)
+    if mine is not None and theirs is not None:
+        order = np.argsort(theirs, kind="stable")
+        pos = np.minimum(np.searchsorted(theirs, mine, sorter=order), len(theirs) - 1)
+        hit = theirs[order[pos]] == mine
+        out[hit] = order[pos[hit]]
+        return out
+    left, right = "__left", "__right"
+    a = keys.select(primary_key).append_column(left, pa.array(np.arange(keys.num_rows, dtype=np.int64)))
+    b = rows.select(primary_key).append_column(right, pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    joined = a.join(b, keys=primary_key, join_type="inner")
+    out[joined.column(left).to_numpy()] = joined.column(right).to_numpy()
+    return out
+

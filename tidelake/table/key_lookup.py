@@ -1,0 +1,96 @@
+"""Point lookups of many keys in one version of a table: the live row of each key (the change feed's
+before-images, change_feed.py).
+
+Only the buckets the keys hash to are read. In a bucket whose files are in version order (the usual
+case) the files are probed newest first, each for the keys no newer file had: a file whose key range
+holds none of them is not opened; otherwise it is read (files are sorted by key, so a binary search
+finds the rows) and only the matching rows are kept. (Reading the key column first and the others only
+where some key is found cost more: a second open per file, and nearly every file holds some key.) A
+bucket merged by row versions (overlapping clustered files), or a key that is not one integer column,
+is merged whole, then filtered to the keys.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from tidelake.storage import Storage
+
+from .files import OP, OP_UPSERT, bucket_ids
+from .key_order import int_key
+from .metadata import FileEntry, TableMetadata
+from .reader import MergeOnReadReader, dictionary_strings, needs_version_order
+from .scan import BucketPlan, ScanPlanner
+
+
+class KeyLookup:
+    """Looks keys up in the versions of one metadata snapshot."""
+
+    def __init__(self, storage: Storage, metadata: TableMetadata, reader: MergeOnReadReader):
+        self.storage = storage
+        self.md = metadata
+        self.reader = reader
+        self.primary_key = list(metadata.primary_key)
+
+    def rows(self, version: int, keys: pa.Table, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
+        """The rows live at ``version`` whose key is in ``keys`` (distinct keys), as ``columns`` of ``schema``
+        (which must include the key); keys not live then are absent. In no particular order."""
+        out_schema = pa.schema([schema.field(c) for c in columns])
+        if keys.num_rows == 0 or version <= 0:
+            return out_schema.empty_table()
+        pk = self.primary_key
+        ids = bucket_ids(keys.select(pk), pk, self.md.bucket_num)
+        order = np.argsort(ids.astype(np.int16) if self.md.bucket_num <= 1 << 15 else ids, kind="stable")  # (radix)
+        bounds = np.searchsorted(ids[order], np.arange(self.md.bucket_num + 1))
+        by_bucket = {b: order[bounds[b]:bounds[b + 1]] for b in range(self.md.bucket_num) if bounds[b + 1] > bounds[b]}
+        plans = ScanPlanner(self.md).snapshot(version, buckets=set(by_bucket))
+        parts = self.reader.map_files(lambda p: self._bucket(p, keys.take(by_bucket[p.bucket]), list(columns), schema),
+                                      plans, sum(fe.file.rows for p in plans for fe in p.files))
+        return pa.concat_tables([p.cast(out_schema) for p in parts]) if parts else out_schema.empty_table()
+
+    def _bucket(self, plan: BucketPlan, keys: pa.Table, columns: list[str], schema: pa.Schema) -> pa.Table:
+        wanted = int_key(keys, self.primary_key)
+        if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
+            live = self.reader.merge_bucket(plan, columns, schema)
+            return live.join(keys.select(self.primary_key), keys=self.primary_key, join_type="left semi")
+        if len(wanted) > 1 and not (wanted[1:] > wanted[:-1]).all():   # (one commit's keys come sorted)
+            wanted = np.sort(wanted)
+        return self._probe(plan, wanted, columns, schema)
+
+    def _probe(self, plan: BucketPlan, wanted: np.ndarray, columns: list[str], schema: pa.Schema) -> pa.Table:
+        """Files newest first (each sorted by its one integer key), each for the keys no newer file had
+        (``wanted``: sorted, distinct)."""
+        key = self.primary_key[0]
+        stored = dictionary_strings(schema)   # (strings gathered as stored, cast once at the end)
+        remaining = wanted
+        parts = []
+        newest_first: list[FileEntry] = list(reversed(plan.deltas)) + ([plan.base] if plan.base else [])
+        for fe in newest_first:
+            if not len(remaining):
+                break
+            f = fe.file
+            lo, hi = 0, len(remaining)
+            if f.key_min is not None and f.key_max is not None and None not in (f.key_min[0], f.key_max[0]):
+                lo = int(np.searchsorted(remaining, f.key_min[0], side="left"))
+                hi = int(np.searchsorted(remaining, f.key_max[0], side="right"))
+            if hi <= lo:
+                continue
+            candidates = remaining[lo:hi]
+            deletes = f.kind == "delta" and f.deletes > 0
+            read = self.reader.read_file(f, columns, stored, ops=deletes)
+            file_keys = read.column(key).to_numpy()
+            if not len(file_keys):
+                continue
+            pos = np.minimum(np.searchsorted(file_keys, candidates), len(file_keys) - 1)
+            hit = file_keys[pos] == candidates
+            # a key found here is live or deleted here: older files are not asked for it
+            remaining = np.concatenate([remaining[:lo], candidates[~hit], remaining[hi:]])
+            rows = pos[hit]
+            if deletes:
+                rows = rows[read.column(OP).to_numpy()[rows] == OP_UPSERT]
+            if len(rows):
+                parts.append(read.select(columns).take(pa.array(rows)))
+        out = pa.schema([stored.field(c) for c in columns])
+        return pa.concat_tables(parts) if parts else out.empty_table()
