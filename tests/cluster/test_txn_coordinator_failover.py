@@ -182,3 +182,41 @@ def test_aborting_the_next_transaction_while_the_commit_before_it_completes(tmp_
         assert "EndTxn(abort) of producer" in log and "ends a transaction with no partition added" in log
     finally:
         c.stop()
+
+
+@pytest.mark.slow_faults
+def test_markers_wait_until_the_decision_is_on_the_in_sync_replicas(tmp_path):
+    """EndTxn(commit) while the state partition's followers are stopped: PrepareCommit is in the
+    coordinator's log only. No COMMIT marker may be written before it is on the in-sync replicas (as in
+    Kafka): a coordinator elected now would load the transaction as Ongoing, and could abort what the
+    markers had already committed. Once the followers are back, the commit completes."""
+    c = start_cluster(tmp_path / "c", 3, **{"transaction.state.log.num.partitions": "1",
+                                            "replica.lag.time.max.ms": "60000",
+                                            "zookeeper.session.timeout.ms": "60000"})
+    try:
+        coordinator = find_coordinator(c, 1, "decided-first")
+        followers = [b for b in c.brokers if b != coordinator]
+        admin = AdminClient({"bootstrap.servers": c.bootstrap_servers})
+        admin.create_topics([NewTopic("local", 1, replica_assignment=[[coordinator]])])["local"].result(30)
+        wait_until("the leader of local", lambda: all(
+            p.leader_id >= 0 for t in metadata(c.brokers[coordinator], ["local"]).topics for p in t.partitions))
+        p = Producer({"bootstrap.servers": c.bootstrap_servers, "transactional.id": "decided-first", "linger.ms": 5})
+        p.init_transactions(60)
+        p.begin_transaction()
+        for i in range(3):
+            p.produce("local", value=b"v%d" % i, partition=0)
+        assert p.flush(30) == 0
+        for b in followers:
+            c.signal_broker(b, signal.SIGSTOP)
+        try:
+            with pytest.raises(KafkaException) as e:
+                p.commit_transaction(5)  # PrepareCommit cannot reach the in-sync replicas
+            assert e.value.args[0].retriable()
+            assert read_all(c.brokers[coordinator].bootstrap, "local", 1, "read_committed", timeout=30) == []
+        finally:
+            for b in followers:
+                c.signal_broker(b, signal.SIGCONT)
+        p.commit_transaction(60)
+        assert read_all(c.bootstrap_servers, "local", 1, "read_committed", timeout=60) == ["v0", "v1", "v2"]
+    finally:
+        c.stop()

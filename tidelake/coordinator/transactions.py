@@ -14,8 +14,10 @@ States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x an
 COMMIT/ABORT control markers are written to every partition of the transaction (including the
 ``__consumer_offsets`` partition of a group added by AddOffsetsToTxn). On a single node they are
 written synchronously through ``write_markers`` before EndTxn answers. In a cluster the partitions
-are led by other brokers: ``send_markers`` hands them to a sender (WriteTxnMarkers to each leader)
-and calls back when all are written; EndTxn answers once Prepare* is written, the transaction stays
+are led by other brokers: once the Prepare* record is on the in-sync replicas (``state_replicated``;
+Kafka's order, so no marker carries out a decision a next coordinator would not load) ``send_markers``
+hands them to a sender (WriteTxnMarkers to each leader) and calls back when all are written; EndTxn
+answers once Prepare* is replicated, the transaction stays
 in Prepare* meanwhile (a new AddPartitions gets CONCURRENT_TRANSACTIONS, as in Kafka) and becomes
 Complete* in the callback. A failure leaves the transaction in Prepare* and ``complete_prepared()``
 (called by the periodic check and after a reload) finishes it — the same recovery as after a crash.
@@ -74,6 +76,12 @@ class MarkerSender(Protocol):
         ``done(True)`` once all are written, ``done(False)`` if the sender gave up."""
 
 
+class StateReplicated(Protocol):
+    def __call__(self, partition: int, then: Callable[[bool], None]) -> None:
+        """Call ``then(True)`` once everything written to ``__transaction_state``-``partition`` so far is on
+        its in-sync replicas, ``then(False)`` if that failed (no longer the leader, timeout)."""
+
+
 class OffsetsWriter(Protocol):
     def __call__(self, partition: int, producer_id: int, producer_epoch: int, records: list[OffsetRecord]) -> None:
         """Append offset records as one transactional batch to ``__consumer_offsets``-``partition``."""
@@ -125,10 +133,13 @@ class TransactionCoordinator:
                  max_timeout_ms: int = 900_000, num_partitions: int = 50, offsets_partitions: int = 50,
                  id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0,
                  write_offsets: OffsetsWriter | None = None, apply_offsets: OffsetsApplier | None = None,
-                 send_markers: MarkerSender | None = None):
+                 send_markers: MarkerSender | None = None, state_replicated: StateReplicated | None = None):
         self._write_state = write_state
         self._write_markers = write_markers
         self._send_markers = send_markers  # a cluster's: markers on other brokers, completed later
+        # a cluster's: markers go out only once the Prepare* record is on the ISR (so the next coordinator
+        # loads the decision the markers carry out)
+        self._state_replicated = state_replicated
         self._completing: set[str] = set()  # transactional ids whose markers are being sent
         # transactional id -> (producer id, epoch) that asked to add partitions to a new transaction while
         # the previous one was still completing (refused with CONCURRENT_TRANSACTIONS); see end_txn
@@ -476,9 +487,10 @@ class TransactionCoordinator:
             txn_id = meta.transactional_id
             if txn_id not in self._completing:
                 self._completing.add(txn_id)
-                self._send_markers(txn_id, meta.producer_id, meta.producer_epoch, commit,
-                                   self.coordinator_epoch_for(txn_id), sorted(meta.partitions),
-                                   lambda ok: self._markers_sent(meta, ok))
+                if self._state_replicated is None:
+                    self._start_markers(meta, True)
+                else:
+                    self._state_replicated(self.partition_for(txn_id), lambda ok: self._start_markers(meta, ok))
             return self.transactions.get(txn_id) is not meta  # completed at once (a synchronous sender)
         try:
             if meta.partitions:
@@ -491,6 +503,18 @@ class TransactionCoordinator:
         self._complete_offsets(meta.producer_id, meta.partitions, commit)
         self._persist_completion(meta)
         return True
+
+    def _start_markers(self, meta: TransactionMetadata, replicated: bool) -> None:
+        """The Prepare* record of ``meta`` is on the in-sync replicas (``replicated``): send its markers.
+        Otherwise, or if the transaction changed or moved meanwhile, it stays Prepare* for a later
+        ``complete_prepared()`` (or the next coordinator)."""
+        txn_id = meta.transactional_id
+        if not replicated or self.transactions.get(txn_id) is not meta:
+            self._completing.discard(txn_id)
+            return
+        self._send_markers(txn_id, meta.producer_id, meta.producer_epoch, meta.state == TxnStatus.PREPARE_COMMIT,
+                           self.coordinator_epoch_for(txn_id), sorted(meta.partitions),
+                           lambda ok: self._markers_sent(meta, ok))
 
     def _markers_sent(self, meta: TransactionMetadata, ok: bool) -> None:
         """The cluster's marker sender is done with ``meta``: persist Complete* unless the transaction
