@@ -27,9 +27,10 @@ from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
-from tidelake.coordinator.transactions import OffsetRecord, TransactionCoordinator
+from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.coordinator.txn_offsets import resolve_transactional_records
+from tidelake.coordinator.txn_outputs import OffsetRecord
 from tidelake.errors import (NONE, NotCoordinator, NotEnoughReplicasAfterAppend, NotLeaderOrFollower,
                              TopicAlreadyExists, UnknownTopicOrPartition)
 from tidelake.log import LogManager

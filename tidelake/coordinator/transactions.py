@@ -42,7 +42,7 @@ import collections
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from tidelake import errors
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
@@ -50,46 +50,12 @@ from tidelake.coordinator.txn_log import (
     TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
 from tidelake.coordinator.txn_offsets import PendingTxnOffsets
+from tidelake.coordinator.txn_outputs import (MarkerSender, MarkerWriter, OffsetRecord, OffsetsApplier, OffsetsWriter,
+                                              StateReplicated, StateWriter, TopicPartition)
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-OffsetRecord = tuple[bytes, bytes | None]  # (key, value) of a __consumer_offsets record
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
-
-
-class StateWriter(Protocol):
-    def __call__(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Durably append one record to ``__transaction_state``-``partition`` (raise on failure)."""
-
-
-class MarkerWriter(Protocol):
-    def __call__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                 partitions: list[TopicPartition]) -> None:
-        """Append a COMMIT/ABORT control batch to each partition (raise on failure; re-tried)."""
-
-
-class MarkerSender(Protocol):
-    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                 coordinator_epoch: int, partitions: list[TopicPartition], done: Callable[[bool], None]) -> None:
-        """Start writing a COMMIT/ABORT marker to each partition (on their leaders); call
-        ``done(True)`` once all are written, ``done(False)`` if the sender gave up."""
-
-
-class StateReplicated(Protocol):
-    def __call__(self, partition: int, then: Callable[[bool], None]) -> None:
-        """Call ``then(True)`` once everything written to ``__transaction_state``-``partition`` so far is on
-        its in-sync replicas, ``then(False)`` if that failed (no longer the leader, timeout)."""
-
-
-class OffsetsWriter(Protocol):
-    def __call__(self, partition: int, producer_id: int, producer_epoch: int, records: list[OffsetRecord]) -> None:
-        """Append offset records as one transactional batch to ``__consumer_offsets``-``partition``."""
-
-
-class OffsetsApplier(Protocol):
-    def __call__(self, records: list[OffsetRecord]) -> None:
-        """Make committed transactional offset records visible in the group coordinator."""
 
 
 @dataclass
