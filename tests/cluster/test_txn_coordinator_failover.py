@@ -145,7 +145,8 @@ def test_aborting_the_next_transaction_while_the_commit_before_it_completes(tmp_
     AddPartitionsToTxn is refused until the commit completes) and aborts it: librdkafka still sends
     EndTxn(abort), which found the coordinator in PrepareCommit and got INVALID_TXN_STATE, fatal. It
     ends an empty transaction: the abort succeeds, and the producer goes on once the markers are in."""
-    c = start_cluster(tmp_path / "c", 3, **{"transaction.state.log.num.partitions": "1"})
+    # DEBUG: the coordinator's line saying it refused the next transaction's AddPartitionsToTxn
+    c = start_cluster(tmp_path / "c", 3, log_level="DEBUG", **{"transaction.state.log.num.partitions": "1"})
     try:
         coordinator = find_coordinator(c, 1, "next-after-commit")
         held_leader = next(b for b in c.brokers if b != coordinator)

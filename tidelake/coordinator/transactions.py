@@ -284,8 +284,8 @@ class TransactionCoordinator:
         wanted = set(partitions)
         if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
             # the producer saw its EndTxn succeed and begins the next transaction: remembered for end_txn
-            if self._refused_next.get(transactional_id) != (producer_id, producer_epoch):
-                log.info("transactional id %s: producer (%d, %d) begins a transaction while the previous one is "
+            if self._refused_next.get(transactional_id) != (producer_id, producer_epoch):  # (usual: DEBUG)
+                log.debug("transactional id %s: producer (%d, %d) begins a transaction while the previous one is "
                          "%s: CONCURRENT_TRANSACTIONS until its markers are written", transactional_id, producer_id,
                          producer_epoch, meta.state.kafka_name)
             self._refused_next[transactional_id] = (producer_id, producer_epoch)
