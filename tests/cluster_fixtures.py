@@ -45,12 +45,13 @@ def wait_until(what: str, check: Callable[[], T], timeout_s: float = 30.0, inter
                          + (f" (last error: {last_error!r})" if last_error else ""))
 
 
-def start_cluster(root, brokers: int = 3, *, metrics: bool = False, **configs: str) -> LocalCluster:
+def start_cluster(root, brokers: int = 3, *, metrics: bool = False, log_level: str = "INFO",
+                  **configs: str) -> LocalCluster:
     require_zookeeper()
     # a small offsets topic: every consumer with a group.id makes the cluster create it
     settings = {"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "4000",
                 "offsets.topic.num.partitions": "3", **configs}
-    cluster = LocalCluster(root, brokers, configs=settings, metrics=metrics)
+    cluster = LocalCluster(root, brokers, configs=settings, metrics=metrics, log_level=log_level)
     cluster.start()
     try:
         # (generous: on a loaded 2-core machine three Python brokers and a JVM take a while to start)

@@ -5,8 +5,8 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
-                                   NewTopic)
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource,
+                                   NewPartitions, NewTopic)
 
 from clients import poll_messages
 from tidelake.broker import EmbeddedBroker
@@ -220,3 +220,55 @@ def test_confluent_alter_configs_accepts_what_kafka_accepts(broker):
         "sasl.kerberos.min.time.before.relogin": "30000"}
     assert alter("broker", node, sasl_kerberos_min_time_before_relogin="soon") == KafkaError.INVALID_CONFIG
     assert alter("broker", node, process_roles="broker") == KafkaError.INVALID_CONFIG
+
+
+def test_confluent_deprecated_configs_accepted_and_ignored_as_kafka_3(broker):
+    """librdkafka's 0092: half the records are written, the topic's ``message.format.version`` is set
+    to 0.10.0.0 by a (non-incremental) AlterConfigs of the described dynamic configs plus that one,
+    the rest are written and all are read back: Kafka 3.x accepts every version string its
+    MetadataVersion parses (0.10.0.0 is 0.10.0) and ignores it. Every config Kafka 3.9 deprecates is
+    listed by DescribeConfigs, topic and broker, with Kafka's default."""
+    bs = broker.bootstrap_servers
+    topic = "msgver-0092"
+    a = AdminClient({"bootstrap.servers": bs})
+    a.create_topics([NewTopic(topic, 1, 1)])["msgver-0092"].result(30)
+    p = Producer({"bootstrap.servers": bs})
+    acks = []
+    for i in range(60):
+        p.produce(topic, value=b"m%d" % i, partition=0, on_delivery=lambda err, m: acks.append(err))
+        assert p.flush(30) == 0  # one message per batch, as 0092
+        if i == 30:
+            res = ConfigResource("topic", topic)
+            described = a.describe_configs([res])[res].result(30)
+            kept = {e.name: e.value for e in described.values()
+                    if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}
+            res = ConfigResource("topic", topic, set_config={**kept, "message.format.version": "0.10.0.0"})
+            a.alter_configs([res])[res].result(30)
+    assert acks == [None] * 60
+    got = consume_all(bs, topic, [0], 60)
+    assert [m.value() for m in got] == [b"m%d" % i for i in range(60)]
+
+    def described(kind, name):
+        res = ConfigResource(kind, name)
+        return {k: e.value for k, e in a.describe_configs([res])[res].result(30).items()}
+    assert described("topic", topic)["message.format.version"] == "0.10.0.0"
+    for version in ("0.8.2", "0.11.0-IV2", "2.8.1", "3.0-IV1", "3.9"):
+        res = ConfigResource("topic", topic, set_config={"message.format.version": version})
+        a.alter_configs([res])[res].result(30)
+        assert described("topic", topic)["message.format.version"] == version
+    for version in ("banana", "0.7.0", "3.10", "4.0"):  # not versions Kafka 3.9 parses
+        res = ConfigResource("topic", topic, set_config={"message.format.version": version})
+        with pytest.raises(KafkaException) as e:
+            a.alter_configs([res])[res].result(30)
+        assert e.value.args[0].code() == KafkaError.INVALID_CONFIG, version
+
+    deprecated_topic = {"message.format.version": "3.0-IV1",
+                        "message.timestamp.difference.max.ms": "9223372036854775807"}
+    a.create_topics([NewTopic("deprecated-defaults", 1, 1)])["deprecated-defaults"].result(30)
+    topic_configs = described("topic", "deprecated-defaults")
+    assert {k: topic_configs.get(k) for k in deprecated_topic} == deprecated_topic
+    deprecated_broker = {"log.message.format.version": "3.0-IV1",
+                         "log.message.timestamp.difference.max.ms": "9223372036854775807",
+                         "offsets.commit.required.acks": "-1"}
+    broker_configs = described("broker", str(broker.broker.context.node_id))
+    assert {k: broker_configs.get(k) for k in deprecated_broker} == deprecated_broker

@@ -332,3 +332,27 @@ def test_mixed_clients_share_one_group(broker):
     finally:
         rd.close()
         kp.close()
+
+
+@pytest.mark.parametrize("protocol", ["consumer", "classic"])
+def test_confluent_assign_only_consumer_commits_repeatedly(broker, protocol):
+    """librdkafka's 0030: a consumer that only assign()s commits again and again. With the KIP-848
+    protocol it sends its member id with epoch -1; the first commit makes an empty (simple) group, the
+    next ones must be accepted too, as Kafka's: an epoch/generation < 0 on an empty group is a simple
+    commit whatever the member id."""
+    from confluent_kafka import TopicPartition
+    bs = broker.bootstrap_servers
+    create_topic(bs, "t")
+    produce(bs, "t", "v", 8)
+    c = Consumer({"bootstrap.servers": bs, "group.id": f"assign-{protocol}", "group.protocol": protocol,
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        c.assign([TopicPartition("t", p) for p in range(PARTITIONS)])
+        for n in range(1, 4):
+            done = c.commit(offsets=[TopicPartition("t", p, n) for p in range(PARTITIONS)], asynchronous=False)
+            assert [(tp.partition, tp.offset, tp.error) for tp in done] == [
+                (p, n, None) for p in range(PARTITIONS)]
+        got = c.committed([TopicPartition("t", p) for p in range(PARTITIONS)], timeout=15)
+        assert [tp.offset for tp in got] == [3] * PARTITIONS
+    finally:
+        c.close()

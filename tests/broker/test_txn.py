@@ -301,3 +301,30 @@ def test_transactional_produce_to_a_partition_not_in_the_transaction_is_rejected
     finally:
         p.close(timeout=5)
     assert broker.broker.logs.get("txn-verify", 1).log_end_offset == 0
+
+
+def test_an_invalid_txn_state_answer_is_logged_with_its_reason(broker, caplog):
+    """INVALID_TXN_STATE is fatal to the producer, so the broker says at INFO why it answered it: the
+    request, the producer, the transaction's state and partitions."""
+    bs = broker.bootstrap_servers
+    create_topics(bs, {"why": 1})
+    init = raw_request(bs, InitProducerIdRequest(transactional_id="tx-why", transaction_timeout_ms=30000), 2)
+    pid, epoch = init.producer_id, init.producer_epoch
+    T = AddPartitionsToTxnRequest.AddPartitionsToTxnTopic
+    with caplog.at_level("INFO", logger="tidelake.coordinator.transactions"):
+        resp = raw_request(bs, EndTxnRequest(transactional_id="tx-why", producer_id=pid, producer_epoch=epoch,
+                                             committed=True), 3)
+        assert resp.error_code == 48
+        raw_request(bs, AddPartitionsToTxnRequest(
+            v3_and_below_transactional_id="tx-why", v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch,
+            v3_and_below_topics=[T(name="why", partitions=[0])]), 3)
+        assert raw_request(bs, EndTxnRequest(transactional_id="tx-why", producer_id=pid, producer_epoch=epoch,
+                                             committed=True), 3).error_code == 0
+        assert raw_request(bs, EndTxnRequest(transactional_id="tx-why", producer_id=pid, producer_epoch=epoch,
+                                             committed=False), 3).error_code == 48
+    lines = [r.getMessage() for r in caplog.records if "INVALID_TXN_STATE" in r.getMessage()]
+    assert lines == [
+        f"transactional id tx-why: INVALID_TXN_STATE for EndTxn(commit) of producer ({pid}, {epoch}): cannot commit "
+        "in state Empty (partitions [])",
+        f"transactional id tx-why: INVALID_TXN_STATE for EndTxn(abort) of producer ({pid}, {epoch}): cannot abort "
+        "in state CompleteCommit (partitions [])"]

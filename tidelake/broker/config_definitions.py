@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.errors import InvalidConfig
@@ -45,16 +45,33 @@ class ConfigDef:
     minimum: float | None = None
     pattern: str | None = None  # a regular expression the whole value must match
     maximum: float | None = None
+    valid: Callable[[str], bool] | None = None  # a check a pattern cannot say
 
 
 def _d(name, default, type_, doc="", read_only=False, choices=None, minimum=None, pattern=None,
-       maximum=None) -> ConfigDef:
+       maximum=None, valid=None) -> ConfigDef:
     return ConfigDef(name, None if default is None else str(default), type_, doc, read_only, choices, minimum,
-                     pattern, maximum)
+                     pattern, maximum, valid)
 
 
-# Kafka's version strings (message.format.version, inter.broker.protocol.version): 0.10.2, 2.8-IV1, 3.0 …
-_VERSION = r"\d+\.\d+(\.\d+)?(-IV\d+)?"
+# Kafka 3.9's MetadataVersion strings (message.format.version, inter.broker.protocol.version): each
+# release with its internal versions (0.10.0-IV1), and the release alone for those up to 3.9.
+_RELEASE_IVS = {
+    "0.8.0": 0, "0.8.1": 0, "0.8.2": 0, "0.9.0": 0, "0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3,
+    "1.0": 1, "1.1": 1, "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3,
+    "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3, "3.7": 5, "3.8": 1,
+    "3.9": 1, "4.0": 2}
+_KAFKA_VERSIONS = frozenset(
+    {r for r in _RELEASE_IVS if r != "4.0"}
+    | {f"{r}-IV{i}" for r, n in _RELEASE_IVS.items() for i in range(n)})
+
+
+def is_kafka_version(value: str) -> bool:
+    """Kafka's MetadataVersion.fromVersionString: the first three dot-separated parts of a 0.x
+    version, two of a later one, name a known version (0.10.0.0 is 0.10.0, 2.8.1 is 2.8)."""
+    parts = value.split(".")
+    significant = 3 if value.startswith("0.") else 2
+    return (value if len(parts) <= significant else ".".join(parts[:significant])) in _KAFKA_VERSIONS
 
 
 # Topic-level configs (Kafka's TopicConfig) and the broker config each falls back to, in order.
@@ -93,7 +110,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("local.retention.bytes", -2, TYPE_LONG, "tiered storage: local size limit (-2: retention.bytes)", minimum=-2),
     _d("local.retention.ms", -2, TYPE_LONG, "tiered storage: local age limit (-2: retention.ms)", minimum=-2),
     _d("message.format.version", "3.0-IV1", TYPE_STRING,
-       "deprecated: ignored since Kafka 3.0 (records are always written in format v2)", pattern=_VERSION),
+       "deprecated: ignored since Kafka 3.0 (records are always written in format v2)", valid=is_kafka_version),
     _d("message.timestamp.difference.max.ms", LONG_MAX, TYPE_LONG,
        "deprecated: message.timestamp.before.max.ms / after.max.ms replace it", minimum=0),
     _d("remote.storage.enable", "false", TYPE_BOOLEAN, "tiered storage for this topic"),
@@ -212,8 +229,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("compression.zstd.level", 3, TYPE_INT, "default compression.zstd.level", minimum=-131072, maximum=22),
     _d("log.local.retention.bytes", -2, TYPE_LONG, "default local.retention.bytes", minimum=-2),
     _d("log.local.retention.ms", -2, TYPE_LONG, "default local.retention.ms", minimum=-2),
+    # deprecated in Kafka 3.9: accepted, described, without effect (Kafka 3.x ignores them too); static there
     _d("log.message.format.version", "3.0-IV1", TYPE_STRING, "deprecated default message.format.version",
-       pattern=_VERSION),
+       read_only=True, valid=is_kafka_version),
+    _d("offsets.commit.required.acks", -1, TYPE_SHORT, "deprecated: commits wait for the offsets topic's ISR",
+       read_only=True),
+    _d("delegation.token.master.key", None, TYPE_PASSWORD, "deprecated alias of delegation.token.secret.key",
+       read_only=True),
     _d("log.message.timestamp.difference.max.ms", LONG_MAX, TYPE_LONG,
        "deprecated default message.timestamp.difference.max.ms", minimum=0),
     # dynamic in Kafka (DynamicBrokerConfig): accepted here, no effect on a plaintext single node
@@ -268,7 +290,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("controller.listener.names", None, TYPE_STRING, "listeners of the KRaft controller", read_only=True),
     _d("inter.broker.listener.name", None, TYPE_STRING, "listener between brokers", read_only=True),
     _d("inter.broker.protocol.version", "3.9-IV0", TYPE_STRING, "inter-broker protocol", read_only=True,
-       pattern=_VERSION),
+       valid=is_kafka_version),
     _d("listener.security.protocol.map", "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT",
        TYPE_STRING, "listener protocols", read_only=True),
     _d("super.users", None, TYPE_STRING, "principals allowed everything (User:a;User:b)", read_only=True),
@@ -308,7 +330,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "controller.quorum.request.timeout.ms", "controller.quorum.retry.backoff.ms",
     "controller.quota.window.num", "controller.quota.window.size.seconds", "controller.socket.timeout.ms",
     "create.topic.policy.class.name", "delegation.token.expiry.check.interval.ms",
-    "delegation.token.expiry.time.ms", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.expiry.time.ms", "delegation.token.max.lifetime.ms",
     "delegation.token.secret.key", "delete.records.purgatory.purge.interval.requests", "early.start.listeners",
     "eligible.leader.replicas.enable", "fetch.max.bytes", "fetch.purgatory.purge.interval.requests",
     "group.consumer.max.heartbeat.interval.ms", "group.consumer.max.session.timeout.ms",
@@ -330,7 +352,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "metadata.log.max.snapshot.interval.ms", "metadata.log.segment.bytes", "metadata.log.segment.min.bytes",
     "metadata.log.segment.ms", "metadata.max.idle.interval.ms", "metadata.max.retention.bytes",
     "metadata.max.retention.ms", "metrics.num.samples", "metrics.recording.level", "metrics.sample.window.ms",
-    "num.replica.alter.log.dirs.threads", "offsets.commit.required.acks", "offsets.commit.timeout.ms",
+    "num.replica.alter.log.dirs.threads", "offsets.commit.timeout.ms",
     "offsets.load.buffer.size", "offsets.retention.check.interval.ms", "offsets.topic.compression.codec",
     "offsets.topic.segment.bytes", "password.encoder.cipher.algorithm", "password.encoder.iterations",
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm", "password.encoder.old.secret",
@@ -394,7 +416,8 @@ class ConfigError(ValueError):
 
 # Kafka's PASSWORD configs among the untyped and per-listener ones (listener.name.<l>.<mechanism>.
 # sasl.jaas.config holds PLAIN's passwords): described as sensitive, never with their value
-_SECRET_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key")
+_SECRET_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key", "secret.key", "encoder.secret",
+                    "encoder.old.secret")
 
 
 def is_secret_name(name: str) -> bool:
@@ -442,7 +465,8 @@ def validate_value(defn: ConfigDef, value: str | None) -> str | None:
             raise InvalidConfig(f"{defn.name}={value} is out of long range")
     except ValueError:
         raise InvalidConfig(f"{defn.name}={value!r} is not a valid {defn.type and 'number'}") from None
-    if defn.pattern is not None and not re.fullmatch(defn.pattern, value):
+    if defn.pattern is not None and not re.fullmatch(defn.pattern, value) or \
+            defn.valid is not None and not defn.valid(value):
         raise InvalidConfig(f"{defn.name}={value!r} is not a valid value")
     if defn.choices is not None:
         items = [v.strip() for v in value.split(",")] if defn.type == TYPE_LIST else [value]

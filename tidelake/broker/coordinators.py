@@ -17,6 +17,7 @@ NOT_COORDINATOR) and markers go to the partitions' leaders through the cluster's
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from tidelake.broker.config import BrokerConfig
@@ -26,10 +27,12 @@ from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
-from tidelake.coordinator.transactions import OffsetRecord, TransactionCoordinator
+from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.coordinator.txn_offsets import resolve_transactional_records
-from tidelake.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists, UnknownTopicOrPartition
+from tidelake.coordinator.txn_outputs import OffsetRecord
+from tidelake.errors import (NONE, NotCoordinator, NotEnoughReplicasAfterAppend, NotLeaderOrFollower,
+                             TopicAlreadyExists, UnknownTopicOrPartition)
 from tidelake.log import LogManager
 from tidelake.protocol.records import Record, build_batch, decode_records
 
@@ -208,9 +211,23 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
             producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
             still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
 
+    def state_replicated(partition: int, then) -> None:
+        """In a cluster: ``then(True)`` once the partition's in-sync replicas have everything written to it so
+        far (its high watermark passed it, even if the ISR shrank below min.insync.replicas meanwhile)."""
+        plog = partitions.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        if plog is None:
+            then(False)
+            return
+        task = asyncio.get_running_loop().create_task(cluster.wait_for_acks(
+            TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
+            config.get_int("request.timeout.ms", 30000)))
+        task.add_done_callback(lambda t: then(not t.cancelled() and t.exception() is None and t.result() in (
+            NONE, NotEnoughReplicasAfterAppend.code)))
+
     coordinator = TransactionCoordinator(
         write_state=write_state, write_markers=write_markers, write_offsets=write_offsets,
         send_markers=send_markers if cluster is not None else None,
+        state_replicated=state_replicated if cluster is not None else None,
         apply_offsets=apply_offsets, allocate_producer_id=allocate_producer_id, clock_ms=partitions.clock_ms,
         max_timeout_ms=config.get_int("transaction.max.timeout.ms", 900000),
         num_partitions=state_partitions, offsets_partitions=groups.config.offsets_partitions,

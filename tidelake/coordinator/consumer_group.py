@@ -329,8 +329,8 @@ class ConsumerGroup:
     def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
         if self.dead:
             return errors.CoordinatorNotAvailable.code
-        if member_epoch < 0 and not member_id:
-            return 0 if not self.members else errors.UnknownMemberId.code
+        if member_epoch < 0 and not self.members:
+            return 0  # a simple commit (manual assignment): accepted while the group has no member, as Kafka's
         m = self.members.get(member_id)
         if m is None:
             return errors.UnknownMemberId.code

@@ -416,9 +416,13 @@ class ClassicGroup:
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
         if self.state == DEAD:
             return errors.CoordinatorNotAvailable.code
-        if generation_id < 0 and not member_id:
-            # a commit from outside the group (manual assignment) is allowed only if nobody is in it
-            return NONE if not self.members else errors.UnknownMemberId.code
+        if generation_id < 0 and self.state == EMPTY:
+            # a commit from outside the group management (manual assignment, the admin client) is
+            # allowed while nobody is in the group, whatever member id it carries (a KIP-848
+            # consumer that only assign()s sends its own), as Kafka's
+            return NONE
+        if generation_id < 0 and not member_id and group_instance_id is None:
+            return errors.UnknownMemberId.code
         err = self._fence_check(member_id, group_instance_id)
         if err:
             return err

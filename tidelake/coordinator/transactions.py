@@ -14,8 +14,10 @@ States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x an
 COMMIT/ABORT control markers are written to every partition of the transaction (including the
 ``__consumer_offsets`` partition of a group added by AddOffsetsToTxn). On a single node they are
 written synchronously through ``write_markers`` before EndTxn answers. In a cluster the partitions
-are led by other brokers: ``send_markers`` hands them to a sender (WriteTxnMarkers to each leader)
-and calls back when all are written; EndTxn answers once Prepare* is written, the transaction stays
+are led by other brokers: once the Prepare* record is on the in-sync replicas (``state_replicated``;
+Kafka's order, so no marker carries out a decision a next coordinator would not load) ``send_markers``
+hands them to a sender (WriteTxnMarkers to each leader) and calls back when all are written; EndTxn
+answers once Prepare* is replicated, the transaction stays
 in Prepare* meanwhile (a new AddPartitions gets CONCURRENT_TRANSACTIONS, as in Kafka) and becomes
 Complete* in the callback. A failure leaves the transaction in Prepare* and ``complete_prepared()``
 (called by the periodic check and after a reload) finishes it — the same recovery as after a crash.
@@ -40,7 +42,7 @@ import collections
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable
 
 from tidelake import errors
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
@@ -48,40 +50,12 @@ from tidelake.coordinator.txn_log import (
     TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
 from tidelake.coordinator.txn_offsets import PendingTxnOffsets
+from tidelake.coordinator.txn_outputs import (MarkerSender, MarkerWriter, OffsetRecord, OffsetsApplier, OffsetsWriter,
+                                              StateReplicated, StateWriter, TopicPartition)
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-OffsetRecord = tuple[bytes, bytes | None]  # (key, value) of a __consumer_offsets record
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
-
-
-class StateWriter(Protocol):
-    def __call__(self, partition: int, key: bytes, value: bytes | None) -> None:
-        """Durably append one record to ``__transaction_state``-``partition`` (raise on failure)."""
-
-
-class MarkerWriter(Protocol):
-    def __call__(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
-                 partitions: list[TopicPartition]) -> None:
-        """Append a COMMIT/ABORT control batch to each partition (raise on failure; re-tried)."""
-
-
-class MarkerSender(Protocol):
-    def __call__(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                 coordinator_epoch: int, partitions: list[TopicPartition], done: Callable[[bool], None]) -> None:
-        """Start writing a COMMIT/ABORT marker to each partition (on their leaders); call
-        ``done(True)`` once all are written, ``done(False)`` if the sender gave up."""
-
-
-class OffsetsWriter(Protocol):
-    def __call__(self, partition: int, producer_id: int, producer_epoch: int, records: list[OffsetRecord]) -> None:
-        """Append offset records as one transactional batch to ``__consumer_offsets``-``partition``."""
-
-
-class OffsetsApplier(Protocol):
-    def __call__(self, records: list[OffsetRecord]) -> None:
-        """Make committed transactional offset records visible in the group coordinator."""
 
 
 @dataclass
@@ -125,11 +99,17 @@ class TransactionCoordinator:
                  max_timeout_ms: int = 900_000, num_partitions: int = 50, offsets_partitions: int = 50,
                  id_expiration_ms: int = 7 * 24 * 3600 * 1000, coordinator_epoch: int = 0,
                  write_offsets: OffsetsWriter | None = None, apply_offsets: OffsetsApplier | None = None,
-                 send_markers: MarkerSender | None = None):
+                 send_markers: MarkerSender | None = None, state_replicated: StateReplicated | None = None):
         self._write_state = write_state
         self._write_markers = write_markers
         self._send_markers = send_markers  # a cluster's: markers on other brokers, completed later
+        # a cluster's: markers go out only once the Prepare* record is on the ISR (so the next coordinator
+        # loads the decision the markers carry out)
+        self._state_replicated = state_replicated
         self._completing: set[str] = set()  # transactional ids whose markers are being sent
+        # transactional id -> (producer id, epoch) that asked to add partitions to a new transaction while
+        # the previous one was still completing (refused with CONCURRENT_TRANSACTIONS); see end_txn
+        self._refused_next: dict[str, tuple[int, int]] = {}
         self.partition_epochs: dict[int, int] = {}  # in a cluster: owned partition -> coordinator epoch
         self._write_offsets = write_offsets  # TxnOffsetCommit needs both (a coordinator without
         self._apply_offsets = apply_offsets  # them serves everything else)
@@ -175,6 +155,7 @@ class TransactionCoordinator:
         for t in gone:
             del self.transactions[t]
             self._completing.discard(t)
+            self._refused_next.pop(t, None)
         return gone
 
     def _persist(self, new: TransactionMetadata) -> None:
@@ -261,6 +242,7 @@ class TransactionCoordinator:
         if meta.epoch_exhausted:
             new.producer_id, new.producer_epoch = self._allocate_producer_id(), 0
         self._persist(new)
+        self._refused_next.pop(meta.transactional_id, None)
         log.info("InitProducerId %s -> producer id %d epoch %d", meta.transactional_id, new.producer_id,
                  new.producer_epoch)
         return new.producer_id, new.producer_epoch
@@ -301,6 +283,12 @@ class TransactionCoordinator:
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         wanted = set(partitions)
         if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            # the producer saw its EndTxn succeed and begins the next transaction: remembered for end_txn
+            if self._refused_next.get(transactional_id) != (producer_id, producer_epoch):  # (usual: DEBUG)
+                log.debug("transactional id %s: producer (%d, %d) begins a transaction while the previous one is "
+                         "%s: CONCURRENT_TRANSACTIONS until its markers are written", transactional_id, producer_id,
+                         producer_epoch, meta.state.kafka_name)
+            self._refused_next[transactional_id] = (producer_id, producer_epoch)
             self._complete(meta)  # normally already complete; retry a failed marker write
             raise errors.ConcurrentTransactions(f"{transactional_id}: previous transaction still completing")
         if meta.state == TxnStatus.PREPARE_EPOCH_FENCE:
@@ -314,6 +302,7 @@ class TransactionCoordinator:
                                   now if starting else meta.start_ms, now,
                                   meta.last_producer_id, meta.last_producer_epoch)
         self._persist(new)
+        self._refused_next.pop(transactional_id, None)
         if starting:
             self.counts["begun"] += 1
 
@@ -330,7 +319,13 @@ class TransactionCoordinator:
         transaction of this producer (KIP-890 part 1), INVALID_TXN_STATE otherwise."""
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         ongoing = meta.state == TxnStatus.ONGOING
-        return {tp: 0 if ongoing and tp in meta.partitions else errors.InvalidTxnState.code for tp in partitions}
+        codes = {tp: 0 if ongoing and tp in meta.partitions else errors.InvalidTxnState.code for tp in partitions}
+        refused = sorted(tp for tp, code in codes.items() if code)
+        if refused:
+            log.info("transactional id %s: INVALID_TXN_STATE for verifying %s: producer (%d, %d) is in state %s "
+                     "with partitions %s", transactional_id, ", ".join(f"{t}-{p}" for t, p in refused), producer_id,
+                     producer_epoch, meta.state.kafka_name, sorted(meta.partitions))
+        return codes
 
     def verify_produce(self, transactional_id: str, producer_id: int, producer_epoch: int,
                        tp: TopicPartition) -> None:
@@ -350,7 +345,9 @@ class TransactionCoordinator:
         """TxnOffsetCommit may only be sent inside the transaction, after AddOffsetsToTxn for the group."""
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         if meta.state != TxnStatus.ONGOING or self.offsets_partition_for(group_id) not in meta.partitions:
-            raise errors.InvalidTxnState(f"{transactional_id}: group {group_id!r} not added to an open transaction")
+            raise self._invalid_state(meta, f"TxnOffsetCommit for group {group_id!r}",
+                                      f"group {group_id!r} not added to an open transaction (state "
+                                      f"{meta.state.kafka_name})")
 
     # ------------------------------------------------------------------------------------------
     # TxnOffsetCommit: offsets pending until the transaction's marker
@@ -411,6 +408,17 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         state = meta.state
+        if state != TxnStatus.ONGOING and self._refused_next.get(transactional_id) == (producer_id, producer_epoch):
+            # The producer began a new transaction whose AddPartitionsToTxn was refused while the previous
+            # one completed (markers pending, e.g. just after a coordinator failover), and now ends it:
+            # librdkafka sends that EndTxn although no partition was added. The coordinator's state is
+            # still the previous transaction's, which the producer saw end (it asked for a new one
+            # only then), so this EndTxn ends an empty transaction: nothing to write. Kafka would answer
+            # INVALID_TXN_STATE, fatal to the producer.
+            log.info("transactional id %s: EndTxn(%s) of producer (%d, %d) ends a transaction with no partition "
+                     "added (the previous one is %s): nothing to do", transactional_id,
+                     "commit" if commit else "abort", producer_id, producer_epoch, state.kafka_name)
+            return
         if state == TxnStatus.ONGOING:
             prepared = TransactionMetadata(
                 transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
@@ -426,8 +434,16 @@ class TransactionCoordinator:
             if self.transactions[transactional_id].state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
                 raise errors.ConcurrentTransactions(f"{transactional_id}: markers not yet written")
             return
-        raise errors.InvalidTxnState(
-            f"{transactional_id}: cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
+        raise self._invalid_state(meta, f"EndTxn({'commit' if commit else 'abort'})",
+                                  f"cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
+
+    @staticmethod
+    def _invalid_state(meta: TransactionMetadata, request: str, why: str) -> errors.InvalidTxnState:
+        """The error for a request the transaction's state does not allow, logged (the client's producer
+        treats it as fatal, so the reason must be findable in the broker's log)."""
+        log.info("transactional id %s: INVALID_TXN_STATE for %s of producer (%d, %d): %s (partitions %s)",
+                 meta.transactional_id, request, meta.producer_id, meta.producer_epoch, why, sorted(meta.partitions))
+        return errors.InvalidTxnState(f"{meta.transactional_id}: {why}")
 
     def _complete(self, meta: TransactionMetadata) -> bool:
         """Write the markers of a Prepare* transaction, then persist Complete*. False if markers failed
@@ -437,9 +453,10 @@ class TransactionCoordinator:
             txn_id = meta.transactional_id
             if txn_id not in self._completing:
                 self._completing.add(txn_id)
-                self._send_markers(txn_id, meta.producer_id, meta.producer_epoch, commit,
-                                   self.coordinator_epoch_for(txn_id), sorted(meta.partitions),
-                                   lambda ok: self._markers_sent(meta, ok))
+                if self._state_replicated is None:
+                    self._start_markers(meta, True)
+                else:
+                    self._state_replicated(self.partition_for(txn_id), lambda ok: self._start_markers(meta, ok))
             return self.transactions.get(txn_id) is not meta  # completed at once (a synchronous sender)
         try:
             if meta.partitions:
@@ -452,6 +469,18 @@ class TransactionCoordinator:
         self._complete_offsets(meta.producer_id, meta.partitions, commit)
         self._persist_completion(meta)
         return True
+
+    def _start_markers(self, meta: TransactionMetadata, replicated: bool) -> None:
+        """The Prepare* record of ``meta`` is on the in-sync replicas (``replicated``): send its markers.
+        Otherwise, or if the transaction changed or moved meanwhile, it stays Prepare* for a later
+        ``complete_prepared()`` (or the next coordinator)."""
+        txn_id = meta.transactional_id
+        if not replicated or self.transactions.get(txn_id) is not meta:
+            self._completing.discard(txn_id)
+            return
+        self._send_markers(txn_id, meta.producer_id, meta.producer_epoch, meta.state == TxnStatus.PREPARE_COMMIT,
+                           self.coordinator_epoch_for(txn_id), sorted(meta.partitions),
+                           lambda ok: self._markers_sent(meta, ok))
 
     def _markers_sent(self, meta: TransactionMetadata, ok: bool) -> None:
         """The cluster's marker sender is done with ``meta``: persist Complete* unless the transaction
@@ -516,6 +545,7 @@ class TransactionCoordinator:
                     and meta.last_update_ms + self.id_expiration_ms <= now:
                 self._write_state(self.partition_for(meta.transactional_id), encode_key(meta.transactional_id), None)
                 del self.transactions[meta.transactional_id]
+                self._refused_next.pop(meta.transactional_id, None)
                 expired.append(meta.transactional_id)
         return expired
 
