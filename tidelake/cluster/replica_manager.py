@@ -5,7 +5,8 @@ newer leader epoch changes anything). As leader it:
 
 * tracks each follower's log end offset (LEO) from the offsets of its Fetch requests;
 * advances the high watermark to the smallest LEO in the ISR (its own included), which is what
-  consumers may read and what acks=all producers wait for (``wait_for_hw``);
+  consumers may read and what acks=all producers wait for (``wait_for_hw``); while an ISR change is being
+  written, the ISR counted is the written one plus the new one (Kafka's maximal ISR);
 * shrinks the ISR when a follower has not caught up for ``replica.lag.time.max.ms``, and expands it
   when a follower reaches the high watermark again, writing each change to the partition's state
   znode at the version it last knew (a controller's newer write wins; the leader then waits for the
@@ -44,8 +45,16 @@ class Replica:
     # leader only: follower id -> LEO (-1 until its first fetch), and when it was last caught up (ms)
     follower_leo: dict[int, int] = field(default_factory=dict)
     caught_up_ms: dict[int, int] = field(default_factory=dict)
-    isr_write_pending: bool = False
+    # the ISR this broker, as leader, is writing to ZooKeeper (None: no write under way)
+    pending_isr: list[int] | None = None
     adding: list[int] = field(default_factory=list)  # replicas a reassignment is adding (KIP-455), not yet counted
+
+    @property
+    def maximal_isr(self) -> set[int]:
+        """The ISR the high watermark waits for (Kafka's maximal ISR): the written one and, while a change is being
+        written, the new one too. A follower joins it before ZooKeeper names it in-sync, so a write acknowledged
+        meanwhile is on it when the controller may already elect it; one leaving is waited for until it is gone."""
+        return set(self.isr) | set(self.pending_isr or ())
 
 
 class ReplicaManager:
@@ -211,7 +220,7 @@ class ReplicaManager:
 
     def _maybe_advance_hw(self, replica: Replica, plog: PartitionLog) -> None:
         hw = plog.log_end_offset
-        for r in replica.isr:
+        for r in replica.maximal_isr:
             if r != self.broker_id:
                 hw = min(hw, replica.follower_leo.get(r, -1))
         if hw > plog.high_watermark:
@@ -223,7 +232,7 @@ class ReplicaManager:
         """Drop followers that have not caught up for replica.lag.time.max.ms (run periodically)."""
         now, lag = self.clock_ms(), self.lag_time_max_ms()
         for replica in list(self.replicas.values()):
-            if replica.leader != self.broker_id or replica.isr_write_pending:
+            if replica.leader != self.broker_id or replica.pending_isr is not None:
                 continue
             plog = self.logs.get(replica.topic, replica.partition)
             if plog is None:
@@ -237,9 +246,9 @@ class ReplicaManager:
                 self._change_isr(replica, plog, [r for r in replica.isr if r not in out])
 
     def _change_isr(self, replica: Replica, plog: PartitionLog, isr: list[int]) -> None:
-        if replica.isr_write_pending:
+        if replica.pending_isr is not None:
             return
-        replica.isr_write_pending = True
+        replica.pending_isr = list(isr)
         task = asyncio.get_running_loop().create_task(self._write_isr(replica, plog, isr))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -262,7 +271,7 @@ class ReplicaManager:
             log.exception("ISR update of %s-%d failed", replica.topic, replica.partition)
             return
         finally:
-            replica.isr_write_pending = False
+            replica.pending_isr = None
         if self.replicas.get((replica.topic, replica.partition)) is not replica:
             return  # superseded by a LeaderAndIsr meanwhile
         log.info("broker %d: %s-%d ISR %s -> %s", self.broker_id, replica.topic, replica.partition, replica.isr, isr)
