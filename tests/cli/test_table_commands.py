@@ -65,8 +65,8 @@ def test_update_and_delete_where(table: Table) -> None:
 
 def test_set_properties_and_add_column(table: Table) -> None:
     assert "committed version 2" in run("set-properties", table.path, "acid.data.retain.hours=48",
-                                        "owner=ops").stdout
-    assert Table.open(table.path).properties["owner"] == "ops"
+                                        "user.owner=ops").stdout
+    assert Table.open(table.path).properties["user.owner"] == "ops"
     fixed = run("set-properties", table.path, "write.bucket.num=4", ok=False)
     assert "fixed at creation" in fixed.stderr
     assert "committed version 3" in run("add-column", table.path, "note", "string").stdout
@@ -78,7 +78,7 @@ def test_set_properties_and_add_column(table: Table) -> None:
 
 
 def test_history_json_has_operation_parameters(table: Table) -> None:
-    run("set-properties", table.path, "owner=ops")
+    run("set-properties", table.path, "user.owner=ops")
     run("add-column", table.path, "note", "string")
     run("restore", table.path, 1)
     history = json.loads(run("history", table.path, "--json").stdout)
@@ -87,7 +87,7 @@ def test_history_json_has_operation_parameters(table: Table) -> None:
     by_version = {h["version"]: h for h in history}
     assert by_version[4]["parameters"]["restore_of"] == 1
     assert by_version[3]["parameters"]["schema_fields"][-1] == "note string"
-    assert by_version[2]["parameters"]["properties"]["owner"] == "ops"
+    assert by_version[2]["parameters"]["properties"]["user.owner"] == "ops"
     assert by_version[1]["metrics"] == {"files_added": len(table.plan(version=1)), "files_removed": 0,
                                         "rows_added": 3}
     assert by_version[0]["parameters"]["primary_key"] == ["id"]

@@ -28,7 +28,7 @@ def pristine(tmp_path_factory):
     """Versions 0 (create) .. 6, a checkpoint at 5 (checkpoint.interval=5)."""
     path = str(tmp_path_factory.mktemp("pristine") / "t")
     t = Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "checkpoint.interval": "5",
-                                            "clustering.auto": "false", "compaction.auto": "false"},
+                                            "clustering.auto": "false"},
                      maintenance="inline")
     for v in range(1, 7):
         t.upsert(rows(list(range(v * 10)), v))

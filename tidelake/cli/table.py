@@ -17,6 +17,7 @@ from tidelake.cli.output import json_option, on_terminal, print_json, print_pair
 from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
+from tidelake.table.properties import BUCKET_NUM, RETAIN_HOURS
 from tidelake.table.schema import parse_schema, parse_type
 from tidelake.table.summary import files_by_bucket, history_entry
 
@@ -112,12 +113,12 @@ def table() -> None:
 @click.option("--schema", required=True, help='e.g. "id long, name string, amount long"')
 @click.option("--primary-key", "-k", required=True, help="comma-separated key columns")
 @click.option("--buckets", type=click.IntRange(min=1), default=None, help="write.bucket.num")
-@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE", help="table property (repeatable)")
+@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE", help="table property (repeatable; your own under user.)")
 def create(path: str, schema: str, primary_key: str, buckets: int | None, props: tuple[str, ...]) -> None:
     """Create a table."""
     properties = parse_pairs(props, "--property")
     if buckets is not None:
-        properties["write.bucket.num"] = str(buckets)
+        properties[BUCKET_NUM.name] = str(buckets)
     try:
         parsed = parse_schema(schema)
     except SchemaError as e:
@@ -283,7 +284,7 @@ def _retained(path: str, retain_hours: float | None) -> Table:
     t = _open(path)
     if retain_hours is None:
         return t
-    shift = int((float(t.properties["acid.data.retain.hours"]) - retain_hours) * 3_600_000)
+    shift = int((RETAIN_HOURS.of(t.properties) - retain_hours) * 3_600_000)
     return _open(path, clock=lambda: wall_ms() + shift)
 
 
@@ -311,7 +312,7 @@ def expire(path: str, retain_hours: float | None, dry_run: bool, as_json: bool) 
     """Delete history older than the retention (VACUUM ... RETAIN HOURS [DRY RUN]): versions before the
     horizon and the data files only they read."""
     t = _retained(path, retain_hours)
-    hours = retain_hours if retain_hours is not None else float(t.properties["acid.data.retain.hours"])
+    hours = retain_hours if retain_hours is not None else RETAIN_HOURS.of(t.properties)
     if dry_run:
         plan = _expire_plan(t, hours)
         if as_json:
@@ -341,7 +342,9 @@ def purge(path: str) -> None:
 @click.argument("path")
 @click.argument("properties", nargs=-1, required=True, metavar="KEY=VALUE...")
 def set_properties(path: str, properties: tuple[str, ...]) -> None:
-    """Set table properties (ALTER TABLE SET TBLPROPERTIES) in one new version."""
+    """Set table properties (ALTER TABLE SET TBLPROPERTIES) in one new version. Each value is checked
+    first (type, range, allowed words); a name tidelake does not know is refused unless it starts with
+    user. (a property of your own)."""
     t = _open(path)
     wanted = parse_pairs(properties, "KEY=VALUE")
     unchanged = [k for k, v in wanted.items() if t.properties.get(k) == v]

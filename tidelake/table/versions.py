@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .errors import VersionExpired, VersionNotFound
 from .metadata import TableMetadata
+from .properties import RETAIN_HOURS
 
 HOUR_MS = 3_600_000
 
@@ -16,14 +17,14 @@ class VersionResolver:
         self.now_ms = now_ms
 
     @property
-    def retain_hours(self) -> str:
-        return self.md.prop("acid.data.retain.hours", "24")
+    def retain_hours(self) -> float:
+        return self.md.setting(RETAIN_HOURS)
 
     def horizon(self) -> int:
         """Oldest readable version: the version current at now - acid.data.retain.hours (the latest
         version is always readable), never below what expire already removed."""
         md = self.md
-        limit = self.now_ms - int(float(self.retain_hours) * HOUR_MS)
+        limit = self.now_ms - int(self.retain_hours * HOUR_MS)
         current = md.version_at_or_before(limit)
         return min(max(md.horizon, current if current is not None else md.horizon), md.version)
 
@@ -36,7 +37,7 @@ class VersionResolver:
         if self.md.horizon > 0:
             # the retained history starts after ts: the versions current then are gone
             raise VersionExpired(f"timestamp {timestamp_ms} is before the retention horizon (oldest retained "
-                                 f"version {self.md.horizon}, acid.data.retain.hours={self.retain_hours})")
+                                 f"version {self.md.horizon}, acid.data.retain.hours={self.retain_hours:g})")
         return -1
 
     def version_at(self, timestamp_ms: int) -> int:
@@ -57,7 +58,7 @@ class VersionResolver:
         h = self.horizon()
         if v < h:
             raise VersionExpired(f"version {v} is older than the retention horizon: the oldest readable version "
-                                 f"is {h} (acid.data.retain.hours={self.retain_hours})")
+                                 f"is {h} (acid.data.retain.hours={self.retain_hours:g})")
         return v
 
     def range(self, start_version: int | None = None, end_version: int | None = None,
@@ -82,5 +83,5 @@ class VersionResolver:
         # (s, e] needs the files of versions s+1..e, all retained iff s+1 >= horizon
         if s + 1 < h and e > s:
             raise VersionExpired(f"increment ({s}, {e}] starts before the retention horizon: the oldest retained "
-                                 f"version is {h} (acid.data.retain.hours={self.retain_hours})")
+                                 f"version is {h} (acid.data.retain.hours={self.retain_hours:g})")
         return s, max(s, e)
