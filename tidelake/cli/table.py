@@ -429,13 +429,16 @@ def upsert(path: str, file: str, is_delete: bool) -> None:
 
 @table.command()
 @click.argument("path")
-@click.option("--repair", is_flag=True, help="Perform the safe repairs (rebuild checkpoints, fix the pointer).")
+@click.option("--repair", is_flag=True, help="Perform the safe repairs (rebuild checkpoints, fix the pointer); "
+              "each problem says whether --repair can mend it.")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 def check(path: str, repair: bool, as_json: bool) -> None:
-    """Verify a table: log continuity, entries, checkpoints and every referenced data file.
+    """Verify a table: log continuity, entries, checkpoints and every referenced data file (every page
+    decoded and its checksum verified).
 
-    Exits 1 when a problem remains. --repair explains and performs only repairs that lose nothing;
-    a lost log entry or data file is reported with what to do, never papered over."""
+    Exits 1 when a problem remains. --repair performs only repairs that lose nothing (checkpoints, the
+    checkpoint pointer); a lost or damaged log entry or data file cannot be mended from what is left and
+    is reported with what to do, never papered over."""
     from tidelake.storage import open_storage
     from tidelake.table.check import check_table
     from tidelake.table.log import LOG_DIR
@@ -449,7 +452,8 @@ def check(path: str, repair: bool, as_json: bool) -> None:
         for line in report.repaired:
             click.echo(f"repaired: {line}")
         for p in report.problems:
-            click.echo(f"problem: {p.path}: {p.problem} -> {'--repair will: ' if p.repairable else ''}{p.repair}")
+            can = "--repair will" if p.repairable else "--repair cannot mend this"
+            click.echo(f"problem: {p.path}: {p.problem} -> {can}: {p.repair}")
         version = "unreadable" if report.version is None else f"version {report.version}"
         click.echo(f"{'ok' if report.ok else 'damaged'}: {path} ({version}, {report.entries} log entries, "
                    f"{report.checkpoints} checkpoints, {report.data_files} data files checked)")

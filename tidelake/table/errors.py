@@ -63,4 +63,5 @@ class CorruptDataFile(TableError):
 
     def __init__(self, path: str, reason: str):
         self.path = path
+        reason = " ".join(reason.split())   # pyarrow's messages span lines
         super().__init__(f"data file damaged: {path}: {reason} (`tidelake table check` lists every damaged file)")
