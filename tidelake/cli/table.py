@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import click
 import pyarrow as pa
@@ -17,6 +18,7 @@ from tidelake.cli.output import json_option, on_terminal, print_json, print_pair
 from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
+from tidelake.table.errors import TimeExpired, TimeNotFound
 from tidelake.table.properties import BUCKET_NUM, RETAIN_HOURS
 from tidelake.table.schema import parse_schema, parse_type
 from tidelake.table.summary import files_by_bucket, history_entry
@@ -85,6 +87,47 @@ def _open(path: str, clock=None) -> Table:
     # A command's process ends when it returns: automatic maintenance its commit makes due runs
     # inside the command (inline), not in a background thread the exit would cut short.
     return Table.open(path, clock=clock, maintenance="inline")
+
+
+class TypedTime(int):
+    """Milliseconds since the epoch that keep the text the user typed, so a message names the time as given."""
+    text: str
+
+    def __new__(cls, ms: int, text: str) -> "TypedTime":
+        self = super().__new__(cls, ms)
+        self.text = text
+        return self
+
+
+class TypedTimestamp(TimestampMs):
+    """``TimestampMs`` whose value remembers what was typed (``TypedTime``)."""
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, TypedTime):
+            return value
+        return TypedTime(super().convert(value, param, ctx), str(value).strip())
+
+
+@contextmanager
+def times_as_typed(*options: tuple[str, int | None]) -> Iterator[None]:
+    """A time the table cannot resolve (before its creation, or expired) is named by its option and as the
+    user typed it, not as milliseconds since the epoch. ``options``: (option name, its TypedTime or None)."""
+    try:
+        yield
+    except (TimeNotFound, TimeExpired) as e:
+        for option, value in options:
+            if isinstance(value, TypedTime) and value == e.timestamp_ms:
+                raise CliError(f"{option} {value.text} {e.reason}") from None
+        raise
+
+
+def start_before_end(start: int | None, end: int | None, start_option: str, end_option: str) -> None:
+    """An increment (start, end] given the wrong way round is a usage error, not an empty result."""
+    if start is not None and end is not None and end < start:
+        def shown(t: int) -> str:
+            return t.text if isinstance(t, TypedTime) else str(t)
+        raise click.UsageError(f"{end_option} {shown(end)} is before {start_option} {shown(start)} "
+                               "(an increment is (start, end])")
 
 
 def _either_version_or_time(version: int | None, timestamp: int | None) -> None:
@@ -187,7 +230,7 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
 @table.command()
 @click.argument("path")
 @click.option("--version", "version", type=click.IntRange(min=0), default=None, help="time travel to a version")
-@click.option("--timestamp", type=TimestampMs(), default=None, help="time travel to a time (ISO-8601 or epoch ms)")
+@click.option("--timestamp", type=TypedTimestamp(), default=None, help="time travel to a time (ISO-8601 or epoch ms)")
 @click.option("--where", multiple=True, help='filter, e.g. "id=5" (repeatable, ANDed)')
 @click.option("--columns", default=None, help="comma-separated columns")
 @limit_option
@@ -200,7 +243,8 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
     wanted = _columns(columns, t.schema)
     # read the key too, so rows come out in key order whichever columns are shown
     read = None if wanted is None else wanted + [k for k in t.primary_key if k not in wanted]
-    out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
+    with times_as_typed(("--timestamp", timestamp)):
+        out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
     out = _sorted(out, t.primary_key)
     out = out if wanted is None else out.select(wanted)
     if as_json:
@@ -215,8 +259,8 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
 @click.argument("path")
 @click.option("--start-version", type=click.IntRange(min=-1), default=None)
 @click.option("--end-version", type=click.IntRange(min=0), default=None)
-@click.option("--start-timestamp", type=TimestampMs(), default=None, help="ISO-8601 or epoch ms")
-@click.option("--end-timestamp", type=TimestampMs(), default=None, help="ISO-8601 or epoch ms")
+@click.option("--start-timestamp", type=TypedTimestamp(), default=None, help="ISO-8601 or epoch ms")
+@click.option("--end-timestamp", type=TypedTimestamp(), default=None, help="ISO-8601 or epoch ms")
 @limit_option
 @click.option("--json", "as_json", is_flag=True, help="print JSON lines (one object per change)")
 def changes(path: str, start_version: int | None, end_version: int | None, start_timestamp: int | None,
@@ -227,9 +271,12 @@ def changes(path: str, start_version: int | None, end_version: int | None, start
         raise click.UsageError("give versions or timestamps, not both")
     if end_timestamp is not None and start_timestamp is None:
         raise click.UsageError("--end-timestamp needs --start-timestamp")
+    start_before_end(start_version, end_version, "--start-version", "--end-version")
+    start_before_end(start_timestamp, end_timestamp, "--start-timestamp", "--end-timestamp")
     t = _open(path)
     if by_time:
-        out = t.changes(start_timestamp=start_timestamp, end_timestamp=end_timestamp)
+        with times_as_typed(("--start-timestamp", start_timestamp), ("--end-timestamp", end_timestamp)):
+            out = t.changes(start_timestamp=start_timestamp, end_timestamp=end_timestamp)
     else:
         out = t.changes(start_version=start_version if start_version is not None else -1, end_version=end_version)
     if as_json:
@@ -264,14 +311,15 @@ def cluster(path: str) -> None:
 @table.command()
 @click.argument("path")
 @click.argument("version", type=click.IntRange(min=0), required=False)
-@click.option("--timestamp", type=TimestampMs(), default=None,
+@click.option("--timestamp", type=TypedTimestamp(), default=None,
               help="Restore the version current at this time (ISO-8601 or epoch ms) instead of VERSION.")
 def restore(path: str, version: int | None, timestamp: int | None) -> None:
     """Restore the table to a retained VERSION (or the one current at --timestamp), as a new version."""
     if (version is None) == (timestamp is None):
         raise click.UsageError("give VERSION or --timestamp (one of them)")
     t = _open(path)
-    target = version if version is not None else t.version_at(timestamp)
+    with times_as_typed(("--timestamp", timestamp)):
+        target = version if version is not None else t.version_at(timestamp)
     if target == t.version:
         raise CliError(f"version {target} is the current version of {t.path}: nothing to restore")
     click.echo(f"restore to version {target}: committed version {t.restore(target)}")
