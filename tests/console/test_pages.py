@@ -157,3 +157,15 @@ def test_actions_are_off_unless_allowed(console, page) -> None:
     assert "--allow-actions" in answer.text()
     answer = page.request.get(f"{console.url}/actions/reset-offsets?group={GROUP}&topic={TOPIC}")
     assert answer.status == 403
+
+
+def test_topic_config_sources_have_kafkas_names(console, data, page) -> None:
+    """(DescribeConfigs gives each config's source as a number: shown as Kafka's admin client names it)"""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": data.bootstrap})
+    admin.create_topics([NewTopic("configured", 1, 1, config={"retention.ms": "123456"})])["configured"].result(30)
+    page.goto(f"{console.url}/topics/configured")
+    source = page.locator("#configs tr", has=page.locator("td:text-is('retention.ms')")).locator("td").nth(2)
+    expect(source).to_have_text("DYNAMIC_TOPIC_CONFIG")
+    default = page.locator("#configs tr", has=page.locator("td:text-is('cleanup.policy')")).locator("td").nth(2)
+    expect(default).to_have_text("DEFAULT_CONFIG")
