@@ -38,6 +38,7 @@ from tidelake.table import TableError
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 CHART_WINDOW_S = 15 * 60   # charts show the last 15 minutes of samples
+TOP_SERIES = 6             # a labelled metric family's chart: its largest series, one line each
 
 
 @dataclass(frozen=True)
@@ -154,11 +155,17 @@ class Console:
                           unit="records behind")
 
     def metric_chart(self, name: str):
+        """A family without labels as one line; a labelled one as a line for each of its top series."""
         m = self.sampler.metrics.get(name)
-        points = self._window(self.history.points(("metric", name)))
-        if m is not None and m.is_cumulative:
-            return line_chart([(f"{name} /s", rate(points))], unit="per second")
-        return line_chart([(name, points)])
+        cumulative = m is not None and m.is_cumulative
+        if m is not None and m.series:
+            lines = [(labels, self._window(self.history.points(("metric_series", name, labels))))
+                     for labels in m.top_series(TOP_SERIES)]
+        else:
+            lines = [(name, self._window(self.history.points(("metric", name))))]
+        if cumulative:
+            return line_chart([(f"{label} /s", rate(points)) for label, points in lines], unit="per second")
+        return line_chart(lines)
 
 
 # ---------------------------------------------------------------------------------------------------- pages
@@ -285,7 +292,8 @@ def metrics_page(request: Request) -> Response:
     if request.query_params.get("fragment") == "chart":
         return HTMLResponse(c.metric_chart(name) if name else c.throughput_chart())
     latest = c.sampler.latest_metrics()
-    return c.render(request, "metrics.html", chart=c.throughput_chart(), metrics=[latest[n] for n in sorted(latest)],
+    return c.render(request, "metrics.html", chart=c.throughput_chart(), top_series=TOP_SERIES,
+                    metrics=[latest[n] for n in sorted(latest)],
                     sampler=c.sampler)
 
 
