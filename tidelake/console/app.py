@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs, urlencode
 
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -71,6 +72,11 @@ def _bytes(n: int | None) -> str:
     return str(n)
 
 
+def _cell(value: Any) -> Any:
+    """A value in a table cell: SQL's null for None (Python's name for it means nothing to a reader)."""
+    return Markup('<span class="null">null</span>') if value is None else value
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -121,7 +127,7 @@ class Console:
                                          ttl=settings.cache_ttl)
         self.tables = TableCatalog(settings.tables_dir, self.pipelines.sink_tables)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters.update(iso=_iso, bytes=_bytes, duration=_duration)
+        self.templates.env.filters.update(iso=_iso, bytes=_bytes, duration=_duration, cell=_cell)
         self.templates.env.globals.update(settings=settings, urlencode=urlencode)
         self.started = time.time()
 
