@@ -211,9 +211,12 @@ AWS_VARIABLES = sorted({v for names in S3_OPTIONS.values() for v in names})
 
 @pytest.fixture
 def no_aws_settings(monkeypatch):
-    """Nothing from the environment: only the options a test gives count."""
+    """Nothing from the environment: only the options a test gives count. Without a key the client asks the
+    instance metadata service for one: here a closed local port, so that request fails at once wherever the
+    test runs (not after the network's timeout, nor with a real EC2 instance's credentials)."""
     for name in AWS_VARIABLES:
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", f"http://127.0.0.1:{free_port()}")
 
 
 def test_real_aws_without_an_endpoint_opens_and_sends_to_the_regional_endpoint(no_aws_settings):
