@@ -156,7 +156,8 @@ def table() -> None:
 @click.option("--schema", required=True, help='e.g. "id long, name string, amount long"')
 @click.option("--primary-key", "-k", required=True, help="comma-separated key columns")
 @click.option("--buckets", type=click.IntRange(min=1), default=None, help="write.bucket.num")
-@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE", help="table property (repeatable; your own under user.)")
+@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE",
+              help="table property (repeatable; your own under user.)")
 def create(path: str, schema: str, primary_key: str, buckets: int | None, props: tuple[str, ...]) -> None:
     """Create a table."""
     properties = parse_pairs(props, "--property")

@@ -107,8 +107,8 @@ def _name(enum_value: Any) -> str:
 
 # a config's source as Kafka's admin client names it (ConfigEntry.ConfigSource), by its number in
 # DescribeConfigs (confluent-kafka hands over the number, and its own enum lacks 6 and 7)
-CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-                  4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
                   7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
 
 
@@ -306,8 +306,9 @@ class BrokerView:
         futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
                                                request_timeout=self.timeout)
         entries = self._wait(next(iter(futures.values())), f"DescribeConfigs {topic}")
-        return sorted((ConfigRow(e.name, None if e.is_sensitive else e.value, config_source(e.source), bool(e.is_default),
-                                 bool(e.is_read_only), bool(e.is_sensitive)) for e in entries.values()),
+        return sorted((ConfigRow(e.name, None if e.is_sensitive else e.value, config_source(e.source),
+                                 bool(e.is_default), bool(e.is_read_only), bool(e.is_sensitive))
+                       for e in entries.values()),
                       key=lambda r: r.name)
 
     # ------------------------------------------------------------------ consumer groups

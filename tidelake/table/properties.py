@@ -135,8 +135,8 @@ RETENTION_AUTO = BoolProperty("retention.auto", "true", "clean expired history a
 RETENTION_CHECK_COMMIT_NUM = IntProperty(
     "retention.check.commit.num", "10", "clean once this many versions passed the horizon (cleanup lists the data)", 1)
 CLUSTERING_AUTO = BoolProperty("clustering.auto", "true", "run clustering automatically after data commits")
-CLUSTERING_L0_NUM = IntProperty("clustering.l0.num", "8", "merge a bucket's L0 delta files into L1 when this many exist",
-                                2)
+CLUSTERING_L0_NUM = IntProperty("clustering.l0.num", "8",
+                                "merge a bucket's L0 delta files into L1 when this many exist", 2)
 CLUSTERING_L1_NUM = IntProperty("clustering.l1.num", "8", "merge L1 files into L2 when this many exist", 2)
 CLUSTERING_MAX_FILE_BYTES = IntProperty("clustering.max.file.bytes", str(64 << 20),
                                         "files at least this big are never clustered", 1)
@@ -147,7 +147,8 @@ COMPACTION_DELTA_NUM = IntProperty("compaction.delta.num", "0",
 COMPACTION_COMMIT_NUM = IntProperty("compaction.commit.num", "0",
                                     "auto-compact all buckets every this many data commits (0: off)", 0)
 COMPACTION_PARALLELISM = IntProperty("compaction.parallelism", "4", "buckets compacted in parallel (threads)", 1)
-CHECKPOINT_INTERVAL = IntProperty("checkpoint.interval", "10", "write a metadata checkpoint every this many versions", 1)
+CHECKPOINT_INTERVAL = IntProperty("checkpoint.interval", "10",
+                                  "write a metadata checkpoint every this many versions", 1)
 MAINTENANCE_MODE = ChoiceProperty("maintenance.mode", "background",
                                   "automatic maintenance: a background thread, or inline in the commit",
                                   ("background", "inline"))

@@ -20,7 +20,7 @@ from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
 from .commit import Committer
-from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
+from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
                     conform, last_wins, to_arrow)
 from .log import CurrentMetadata, MetadataLog
