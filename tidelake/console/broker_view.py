@@ -101,10 +101,6 @@ class GroupSummary:
         return sorted({r.topic for r in self.offsets})
 
 
-def _name(enum_value: Any) -> str:
-    return getattr(enum_value, "name", str(enum_value))
-
-
 # a config's source as Kafka's admin client names it (ConfigEntry.ConfigSource), by its number in
 # DescribeConfigs (confluent-kafka hands over the number, and its own enum lacks 6 and 7)
 CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
@@ -316,7 +312,7 @@ class BrokerView:
         """Every group id and its kind as ListGroups names it (CLASSIC, CONSUMER, ...)."""
         def fetch():
             result = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
-            return {g.group_id: _name(g.type) for g in sorted(result.valid, key=lambda g: g.group_id)}
+            return {g.group_id: g.type.name for g in sorted(result.valid, key=lambda g: g.group_id)}
         return self._cached("group_types", fetch, fresh)
 
     def group_ids(self, fresh: bool = False) -> list[str]:
@@ -336,7 +332,7 @@ class BrokerView:
         """A KIP-848 group, by ConsumerGroupDescribe (librdkafka sends it first, and it answers)."""
         d = self._wait(self._admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id],
                        f"ConsumerGroupDescribe {group_id}")
-        return DescribedGroup(_name(d.state), _name(d.type), d.partition_assignor or "", [
+        return DescribedGroup(d.state.name, d.type.name, d.partition_assignor or "", [
             GroupMember(m.member_id, m.client_id, m.host, m.group_instance_id,
                         sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment
                                                                     else [])))
