@@ -111,3 +111,19 @@ def test_cli_entry_point(tmp_path):
     out = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "table", "--help"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0 and "compact" in out.stdout and "changes" in out.stdout
+
+
+def test_cli_on_real_aws_with_only_a_region(monkeypatch):
+    """AWS_REGION and a key, no endpoint: the command reaches for AWS's regional endpoint (an unset endpoint
+    was once passed on as None: "'None' is not an instance of 'str'") and, with no network here, says so in
+    one line."""
+    for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_DEFAULT_REGION", "AWS_SESSION_TOKEN", "AWS_ALLOW_HTTP"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    r = CliRunner().invoke(cli, ["table", "history", "s3://bucket/prefix"])
+    assert r.exit_code == 1
+    line = r.output.strip()
+    assert "\n" not in line and "None" not in line and line.startswith("tidelake: error: s3://bucket/prefix/"), line
+    assert "https://s3.eu-west-1.amazonaws.com/bucket" in line or "InvalidAccessKeyId" in line, line

@@ -65,8 +65,8 @@ def test_update_and_delete_where(table: Table) -> None:
 
 def test_set_properties_and_add_column(table: Table) -> None:
     assert "committed version 2" in run("set-properties", table.path, "acid.data.retain.hours=48",
-                                        "owner=ops").stdout
-    assert Table.open(table.path).properties["owner"] == "ops"
+                                        "user.owner=ops").stdout
+    assert Table.open(table.path).properties["user.owner"] == "ops"
     fixed = run("set-properties", table.path, "write.bucket.num=4", ok=False)
     assert "fixed at creation" in fixed.stderr
     assert "committed version 3" in run("add-column", table.path, "note", "string").stdout
@@ -78,7 +78,7 @@ def test_set_properties_and_add_column(table: Table) -> None:
 
 
 def test_history_json_has_operation_parameters(table: Table) -> None:
-    run("set-properties", table.path, "owner=ops")
+    run("set-properties", table.path, "user.owner=ops")
     run("add-column", table.path, "note", "string")
     run("restore", table.path, 1)
     history = json.loads(run("history", table.path, "--json").stdout)
@@ -87,7 +87,7 @@ def test_history_json_has_operation_parameters(table: Table) -> None:
     by_version = {h["version"]: h for h in history}
     assert by_version[4]["parameters"]["restore_of"] == 1
     assert by_version[3]["parameters"]["schema_fields"][-1] == "note string"
-    assert by_version[2]["parameters"]["properties"]["owner"] == "ops"
+    assert by_version[2]["parameters"]["properties"]["user.owner"] == "ops"
     assert by_version[1]["metrics"] == {"files_added": len(table.plan(version=1)), "files_removed": 0,
                                         "rows_added": 3}
     assert by_version[0]["parameters"]["primary_key"] == ["id"]
@@ -146,3 +146,27 @@ def test_describe_json_and_changes_by_time(table: Table) -> None:
     assert [(c["id"], c["_op"]) for c in changes] == [(1, "upsert"), (2, "upsert"), (3, "upsert")]
     usage = run("changes", table.path, "--start-version", "0", "--start-timestamp", start, ok=False)
     assert usage.exit_code == 2 and "not both" in usage.stderr
+
+
+def test_changes_with_start_after_end_is_an_error_not_zero_rows(table: Table) -> None:
+    table.upsert(pa.table({"id": [4], "name": ["d"], "amount": pa.array([dec(4)], DECIMAL)}))
+    r = run("changes", table.path, "--start-version", 2, "--end-version", 1, ok=False)
+    assert r.exit_code == 2 and "--end-version 1 is before --start-version 2" in r.stderr, r.output
+    r = run("changes", table.path, "--start-timestamp", "2026-01-02", "--end-timestamp", "2026-01-01", ok=False)
+    assert "--end-timestamp 2026-01-01 is before --start-timestamp 2026-01-02" in r.stderr, r.output
+    with pytest.raises(ValueError, match="end version 1 is before start version 2"):
+        table.changes(start_version=2, end_version=1)
+    with pytest.raises(ValueError, match="start version 5 is after the latest version 2"):
+        table.changes(start_version=5)
+    assert table.changes(start_version=2, end_version=2).num_rows == 0   # (2, 2]: empty, and that is right
+
+
+def test_time_errors_name_the_time_as_typed(table: Table) -> None:
+    """A time before the table existed is named as the user wrote it and with its option, not as epoch ms."""
+    for args, option in ((["scan", table.path, "--timestamp", "2020-01-01"], "--timestamp"),
+                         (["restore", table.path, "--timestamp", "2020-01-01"], "--timestamp"),
+                         (["sql", table.path, "SELECT count(*) FROM t", "--timestamp", "2020-01-01"], "--timestamp")):
+        r = run(*args, ok=False)
+        assert r.exit_code == 1
+        assert r.stderr.startswith(f"tidelake: error: {option} 2020-01-01 is before the table was created"), r.stderr
+        assert "1577836800000" not in r.stderr

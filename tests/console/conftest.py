@@ -18,7 +18,9 @@ from tidelake.table import Table
 
 @pytest.fixture(scope="package")
 def broker(tmp_path_factory):
-    with EmbeddedBroker(tmp_path_factory.mktemp("console-broker"), port=0) as b:
+    # (metrics.listen: tests read the broker's request counts, e.g. the errors the console's requests caused)
+    with EmbeddedBroker(tmp_path_factory.mktemp("console-broker"), port=0,
+                        config={"metrics.listen": "127.0.0.1:0"}) as b:
         yield b
 
 

@@ -40,7 +40,24 @@ def test_metrics_of_the_endpoint_are_charted(data, page, exporter) -> None:
         expect(gauge.locator("polyline")).to_have_attribute("data-last", "7")
         connections.set(3)
         expect(gauge.locator("polyline")).to_have_attribute("data-last", "3")
-        expect(counter.locator("polyline")).to_have_count(1)
+        # a labelled family: a line per series (not one line summing them), named by its labels
+        expect(counter.locator("polyline")).to_have_count(2)
+        expect(counter.locator("polyline[data-label='api=produce /s']")).to_have_count(1)
+        expect(counter.locator("polyline[data-label='api=fetch /s']")).to_have_count(1)
+        expect(counter).to_contain_text("2 series, 15 in all")
+
+
+def test_a_family_with_many_series_charts_its_largest(data, page, exporter) -> None:
+    url, requests, _ = exporter
+    for i in range(10):
+        requests.labels(f"api{i}").inc(i + 1)
+    with console_process(data, "--metrics-url", url) as c:
+        page.goto(f"{c.url}/metrics")
+        counter = page.locator("section[data-metric='tl_test_requests']")
+        expect(counter).to_contain_text("the 6 largest of 10 series")
+        expect(counter.locator("polyline")).to_have_count(6)
+        for i in range(4, 10):
+            expect(counter.locator(f"polyline[data-label='api=api{i} /s']")).to_have_count(1)
 
 
 def test_an_unreachable_metrics_url_is_reported_on_the_page(data, page) -> None:

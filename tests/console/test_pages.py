@@ -157,3 +157,63 @@ def test_actions_are_off_unless_allowed(console, page) -> None:
     assert "--allow-actions" in answer.text()
     answer = page.request.get(f"{console.url}/actions/reset-offsets?group={GROUP}&topic={TOPIC}")
     assert answer.status == 403
+
+
+def test_topic_config_sources_have_kafkas_names(console, data, page) -> None:
+    """(DescribeConfigs gives each config's source as a number: shown as Kafka's admin client names it)"""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    admin = AdminClient({"bootstrap.servers": data.bootstrap})
+    admin.create_topics([NewTopic("configured", 1, 1, config={"retention.ms": "123456"})])["configured"].result(30)
+    page.goto(f"{console.url}/topics/configured")
+    source = page.locator("#configs tr", has=page.locator("td:text-is('retention.ms')")).locator("td").nth(2)
+    expect(source).to_have_text("DYNAMIC_TOPIC_CONFIG")
+    default = page.locator("#configs tr", has=page.locator("td:text-is('cleanup.policy')")).locator("td").nth(2)
+    expect(default).to_have_text("DEFAULT_CONFIG")
+
+
+def test_only_the_seo_mode_names_a_gtoffset_file(console, data, page) -> None:
+    """An exactly-once pipeline keeps its progress in the table: a seo_dir left in its file (from an earlier
+    seo run) is neither shown nor read as its progress."""
+    eo = (data.pipelines_dir / "eo.yaml").read_text()
+    with_dir = data.pipelines_dir / "eo-with-seo-dir.yaml"
+    seo = data.pipelines_dir / "seo.yaml"
+    with_dir.write_text(eo + "seo_dir: ../gtoffsets\n")
+    seo.write_text(eo.replace("offsets: exactly-once", "offsets: seo") + "seo_dir: ../gtoffsets\n")
+    try:
+        page.goto(f"{console.url}/pipelines/eo-with-seo-dir")
+        expect(page.locator("#mode")).to_have_text("exactly-once: progress kept in the table")
+        expect(page.locator("#offsets tr").first).not_to_contain_text("gtoffset")
+        expect(page.locator("#offsets tr").nth(1).locator("td.mode")).to_have_text(str(EO_OFFSET))
+        page.goto(f"{console.url}/pipelines/seo")
+        gtoffsets = (data.pipelines_dir / ".." / "gtoffsets").resolve()
+        expect(page.locator("#mode")).to_contain_text(f"seo: progress kept in the gtoffset ({gtoffsets})")
+        expect(page.locator("#offsets tr").first).to_contain_text("gtoffset")
+    finally:
+        with_dir.unlink()
+        seo.unlink()
+
+
+def test_tables_show_the_row_count_and_why_stored_rows_differ(console, data, page) -> None:
+    t = Table.open(str(data.table_path))
+    rows, stored = t.scan().num_rows, sum(f.rows for f in t.plan())
+    assert stored > rows   # the deltas hold the updated rows' older images and the deletes
+    page.goto(f"{console.url}/tables")
+    row = page.locator("#tables tr[data-table='orders']")
+    expect(row.locator("td.rows")).to_have_text(str(rows))
+    expect(row.locator("td.stored")).to_have_text(str(stored))
+    expect(page.locator("#rows-note")).to_contain_text("compaction drops them")
+    page.goto(f"{console.url}/tables/orders")
+    expect(page.locator("#rows")).to_contain_text(f"{rows} ({stored} stored in the live files")
+
+
+def test_nulls_show_as_null(console, data, page) -> None:
+    t = Table.create(str(data.tables_dir / "with-nulls"), pa.schema([("id", pa.int64()), ("note", pa.string())]),
+                     ["id"])
+    t.upsert(pa.table({"id": [1, 2], "note": ["kept", None]}))
+    t.close()
+    page.goto(f"{console.url}/tables/with-nulls?version=1")
+    expect(page.locator("#preview-rows tr").nth(2).locator("td").nth(1)).to_have_text("null")
+    expect(page.locator("#preview-rows")).not_to_contain_text("None")
+    page.goto(f"{console.url}/tables/with-nulls?start=0&end=1")
+    expect(page.locator("#change-rows .null")).to_have_count(1)
+    expect(page.locator("#change-rows")).not_to_contain_text("None")

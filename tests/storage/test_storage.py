@@ -12,6 +12,7 @@ import pytest
 
 from conftest import free_port
 from tidelake.storage import StorageError, open_storage
+from tidelake.storage.objects import S3_OPTIONS
 
 
 @pytest.fixture(params=["local", "memory", "s3"])
@@ -203,3 +204,69 @@ def test_fsync_false_is_a_local_option_that_skips_every_fsync_and_pickles(tmp_pa
         open_storage(str(tmp_path / "u"), {"fsync": "maybe"})
     with pytest.raises(ValueError, match="a local disk takes only fsync"):
         open_storage(str(tmp_path / "u"), {"region": "x"})
+
+
+AWS_VARIABLES = sorted({v for names in S3_OPTIONS.values() for v in names})
+
+
+@pytest.fixture
+def no_aws_settings(monkeypatch):
+    """Nothing from the environment: only the options a test gives count. Without a key the client asks the
+    instance metadata service for one: here a closed local port, so that request fails at once wherever the
+    test runs (not after the network's timeout, nor with a real EC2 instance's credentials)."""
+    for name in AWS_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+
+
+def test_real_aws_without_an_endpoint_opens_and_sends_to_the_regional_endpoint(no_aws_settings):
+    """No endpoint = AWS itself: the store is built (an unset endpoint was once passed on as None, a TypeError)
+    and the request goes to AWS's regional endpoint; here that fails on the network (or, with a network, on
+    the made-up key), as one line naming the file."""
+    s = open_storage("s3://lake/t", {"region": "eu-west-1", "access_key_id": "a", "secret_access_key": "b"})
+    with pytest.raises(StorageError) as e:
+        s.read("_tidelake_log/00000000000000000000.json")
+    message = str(e.value)
+    assert "\n" not in message and message.startswith("s3://lake/t/_tidelake_log/00000000000000000000.json: ")
+    assert ("https://s3.eu-west-1.amazonaws.com/lake/t/_tidelake_log/00000000000000000000.json" in message
+            or "InvalidAccessKeyId" in message), message
+
+
+def test_real_aws_region_from_the_environment(no_aws_settings, monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "ap-south-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "b")
+    with pytest.raises(StorageError) as e:
+        open_storage("s3://lake/t").list()
+    assert "s3.ap-south-1.amazonaws.com" in str(e.value) or "InvalidAccessKeyId" in str(e.value), str(e.value)
+
+
+ALONE = {"endpoint": "http://127.0.0.1:{port}", "region": "eu-west-1", "access_key_id": "a",
+         "secret_access_key": "b", "session_token": "t", "allow_http": "true"}
+
+
+@pytest.mark.parametrize("name", sorted(S3_OPTIONS))
+def test_each_s3_option_alone_builds_the_store(name, no_aws_settings):
+    """Every option given with none of the others (and no environment): a store, whose first request fails
+    with one line (no endpoint listening, no network to AWS or to a credentials service) — not a TypeError."""
+    if name in ("access_key_id", "secret_access_key"):   # half a key: refused when opened, in one line
+        with pytest.raises(ValueError, match=f"storage option {name} is set but .* is not"):
+            open_storage("s3://lake/t", {name: ALONE[name]})
+        return
+    s = open_storage("s3://lake/t", {name: ALONE[name].format(port=free_port())})
+    with pytest.raises(StorageError) as e:
+        s.read("x")
+    assert "\n" not in str(e.value) and str(e.value).startswith("s3://lake/t/x: "), str(e.value)
+
+
+def test_allow_http_is_true_or_false(no_aws_settings):
+    with pytest.raises(ValueError, match="allow_http='yes'.*true or false"):
+        open_storage("s3://lake/t", {"allow_http": "yes"})
+
+
+def test_table_open_on_real_aws_with_a_region_option(no_aws_settings):
+    from tidelake.table import Table
+    with pytest.raises(StorageError) as e:
+        Table.open("s3://lake/t", storage_options={"region": "eu-west-1", "access_key_id": "a",
+                                                    "secret_access_key": "b"})
+    assert "s3.eu-west-1.amazonaws.com" in str(e.value) or "InvalidAccessKeyId" in str(e.value), str(e.value)

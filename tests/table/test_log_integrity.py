@@ -28,7 +28,7 @@ def pristine(tmp_path_factory):
     """Versions 0 (create) .. 6, a checkpoint at 5 (checkpoint.interval=5)."""
     path = str(tmp_path_factory.mktemp("pristine") / "t")
     t = Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "2", "checkpoint.interval": "5",
-                                            "clustering.auto": "false", "compaction.auto": "false"},
+                                            "clustering.auto": "false"},
                      maintenance="inline")
     for v in range(1, 7):
         t.upsert(rows(list(range(v * 10)), v))
@@ -188,3 +188,65 @@ def test_missing_or_damaged_data_file(table_copy):
     res = cli("table", "scan", table_copy)
     assert_one_line_error(res)
     assert live[0] in res.stderr or live[1] in res.stderr   # whichever the reader reached first
+
+
+@pytest.fixture
+def measured(tmp_path):
+    """One data file of 20,000 rows: an LZ4 key column and random doubles (stored uncompressed)."""
+    import numpy as np
+    path = str(tmp_path / "m")
+    t = Table.create(path, pa.schema([("id", pa.int64()), ("x", pa.float64())]), ["id"],
+                     {"write.bucket.num": "1", "clustering.auto": "false"})
+    t.upsert(pa.table({"id": np.arange(20_000), "x": np.random.default_rng(7).random(20_000)}))
+    (f,) = [fe.file.path for fe in t.metadata.live_files(t.version)]
+    return path, f
+
+
+def overwrite_in_place(path: str, column: str, *, page_header: bool = False) -> None:
+    """Flip 16 bytes in the middle of ``column``'s first row group (or in its first page's header): same
+    size, same footer."""
+    import pyarrow.parquet as pq
+    meta = pq.read_metadata(path)
+    chunk = meta.row_group(0).column(meta.schema.to_arrow_schema().get_field_index(column))
+    at = chunk.data_page_offset + (2 if page_header else chunk.total_compressed_size // 2)
+    size = os.path.getsize(path)
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        data = fh.read(16)
+        fh.seek(at)
+        fh.write(bytes(b ^ 0x5A for b in data))
+    assert os.path.getsize(path) == size
+
+
+@pytest.mark.parametrize("column", ["id", "x"])
+def test_check_reads_every_page_not_only_the_footer(measured, column):
+    """A same-size file with overwritten bytes passed `check` (footer and row count fine) while `scan`
+    failed ("id": LZ4 data that no longer decompresses) or, worse, read other numbers ("x": plain doubles
+    still decode). check decodes every page and verifies the CRC-32 the writer stored in each page header."""
+    path, rel = measured
+    before = Table.open(path).scan()
+    overwrite_in_place(os.path.join(path, rel), column)
+    report = check_table(path, repair=True)
+    assert not report.ok and not report.repaired
+    (problem,) = report.problems
+    assert problem.path == os.path.join(path, rel) and not problem.repairable
+    assert "row group 0 of 1 does not decode" in problem.problem and "\n" not in problem.problem, problem.problem
+    if column == "x":
+        assert "CRC" in problem.problem   # only the checksum can tell: the bytes decode
+        assert not Table.open(path).scan().equals(before)
+    res = cli("table", "check", path)
+    assert res.returncode == 1
+    assert f"problem: {os.path.join(path, rel)}: row group 0 of 1 does not decode" in res.stdout
+    assert "--repair cannot mend this: restore this file from a backup" in res.stdout, res.stdout
+    res = cli("table", "check", path, "--repair")
+    assert res.returncode == 1 and "--repair cannot mend this" in res.stdout, res.stdout
+
+
+@pytest.mark.parametrize("page_header", [False, True])
+def test_a_damaged_page_is_one_line_from_scan(measured, page_header):
+    """(pyarrow's message for a damaged page header spans two lines)"""
+    path, rel = measured
+    overwrite_in_place(os.path.join(path, rel), "id", page_header=page_header)
+    assert not check_table(path).ok
+    res = cli("table", "scan", path)
+    assert_one_line_error(res, rel, "table check")

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import click
 import pyarrow as pa
@@ -17,6 +18,8 @@ from tidelake.cli.output import json_option, on_terminal, print_json, print_pair
 from tidelake.cli.values import TimestampMs, format_ms, parse_pairs
 from tidelake.clock import wall_ms
 from tidelake.table import SchemaError, Table
+from tidelake.table.errors import TimeExpired, TimeNotFound
+from tidelake.table.properties import BUCKET_NUM, RETAIN_HOURS
 from tidelake.table.schema import parse_schema, parse_type
 from tidelake.table.summary import files_by_bucket, history_entry
 
@@ -86,6 +89,47 @@ def _open(path: str, clock=None) -> Table:
     return Table.open(path, clock=clock, maintenance="inline")
 
 
+class TypedTime(int):
+    """Milliseconds since the epoch that keep the text the user typed, so a message names the time as given."""
+    text: str
+
+    def __new__(cls, ms: int, text: str) -> "TypedTime":
+        self = super().__new__(cls, ms)
+        self.text = text
+        return self
+
+
+class TypedTimestamp(TimestampMs):
+    """``TimestampMs`` whose value remembers what was typed (``TypedTime``)."""
+
+    def convert(self, value, param, ctx) -> int:
+        if isinstance(value, TypedTime):
+            return value
+        return TypedTime(super().convert(value, param, ctx), str(value).strip())
+
+
+@contextmanager
+def times_as_typed(*options: tuple[str, int | None]) -> Iterator[None]:
+    """A time the table cannot resolve (before its creation, or expired) is named by its option and as the
+    user typed it, not as milliseconds since the epoch. ``options``: (option name, its TypedTime or None)."""
+    try:
+        yield
+    except (TimeNotFound, TimeExpired) as e:
+        for option, value in options:
+            if isinstance(value, TypedTime) and value == e.timestamp_ms:
+                raise CliError(f"{option} {value.text} {e.reason}") from None
+        raise
+
+
+def start_before_end(start: int | None, end: int | None, start_option: str, end_option: str) -> None:
+    """An increment (start, end] given the wrong way round is a usage error, not an empty result."""
+    if start is not None and end is not None and end < start:
+        def shown(t: int) -> str:
+            return t.text if isinstance(t, TypedTime) else str(t)
+        raise click.UsageError(f"{end_option} {shown(end)} is before {start_option} {shown(start)} "
+                               "(an increment is (start, end])")
+
+
 def _either_version_or_time(version: int | None, timestamp: int | None) -> None:
     if version is not None and timestamp is not None:
         raise click.UsageError("give --version or --timestamp, not both")
@@ -112,12 +156,13 @@ def table() -> None:
 @click.option("--schema", required=True, help='e.g. "id long, name string, amount long"')
 @click.option("--primary-key", "-k", required=True, help="comma-separated key columns")
 @click.option("--buckets", type=click.IntRange(min=1), default=None, help="write.bucket.num")
-@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE", help="table property (repeatable)")
+@click.option("--property", "-p", "props", multiple=True, metavar="KEY=VALUE",
+              help="table property (repeatable; your own under user.)")
 def create(path: str, schema: str, primary_key: str, buckets: int | None, props: tuple[str, ...]) -> None:
     """Create a table."""
     properties = parse_pairs(props, "--property")
     if buckets is not None:
-        properties["write.bucket.num"] = str(buckets)
+        properties[BUCKET_NUM.name] = str(buckets)
     try:
         parsed = parse_schema(schema)
     except SchemaError as e:
@@ -186,7 +231,7 @@ def history(path: str, limit: int | None, as_json: bool) -> None:
 @table.command()
 @click.argument("path")
 @click.option("--version", "version", type=click.IntRange(min=0), default=None, help="time travel to a version")
-@click.option("--timestamp", type=TimestampMs(), default=None, help="time travel to a time (ISO-8601 or epoch ms)")
+@click.option("--timestamp", type=TypedTimestamp(), default=None, help="time travel to a time (ISO-8601 or epoch ms)")
 @click.option("--where", multiple=True, help='filter, e.g. "id=5" (repeatable, ANDed)')
 @click.option("--columns", default=None, help="comma-separated columns")
 @limit_option
@@ -199,7 +244,8 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
     wanted = _columns(columns, t.schema)
     # read the key too, so rows come out in key order whichever columns are shown
     read = None if wanted is None else wanted + [k for k in t.primary_key if k not in wanted]
-    out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
+    with times_as_typed(("--timestamp", timestamp)):
+        out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
     out = _sorted(out, t.primary_key)
     out = out if wanted is None else out.select(wanted)
     if as_json:
@@ -214,8 +260,8 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
 @click.argument("path")
 @click.option("--start-version", type=click.IntRange(min=-1), default=None)
 @click.option("--end-version", type=click.IntRange(min=0), default=None)
-@click.option("--start-timestamp", type=TimestampMs(), default=None, help="ISO-8601 or epoch ms")
-@click.option("--end-timestamp", type=TimestampMs(), default=None, help="ISO-8601 or epoch ms")
+@click.option("--start-timestamp", type=TypedTimestamp(), default=None, help="ISO-8601 or epoch ms")
+@click.option("--end-timestamp", type=TypedTimestamp(), default=None, help="ISO-8601 or epoch ms")
 @limit_option
 @click.option("--json", "as_json", is_flag=True, help="print JSON lines (one object per change)")
 def changes(path: str, start_version: int | None, end_version: int | None, start_timestamp: int | None,
@@ -226,9 +272,12 @@ def changes(path: str, start_version: int | None, end_version: int | None, start
         raise click.UsageError("give versions or timestamps, not both")
     if end_timestamp is not None and start_timestamp is None:
         raise click.UsageError("--end-timestamp needs --start-timestamp")
+    start_before_end(start_version, end_version, "--start-version", "--end-version")
+    start_before_end(start_timestamp, end_timestamp, "--start-timestamp", "--end-timestamp")
     t = _open(path)
     if by_time:
-        out = t.changes(start_timestamp=start_timestamp, end_timestamp=end_timestamp)
+        with times_as_typed(("--start-timestamp", start_timestamp), ("--end-timestamp", end_timestamp)):
+            out = t.changes(start_timestamp=start_timestamp, end_timestamp=end_timestamp)
     else:
         out = t.changes(start_version=start_version if start_version is not None else -1, end_version=end_version)
     if as_json:
@@ -263,14 +312,15 @@ def cluster(path: str) -> None:
 @table.command()
 @click.argument("path")
 @click.argument("version", type=click.IntRange(min=0), required=False)
-@click.option("--timestamp", type=TimestampMs(), default=None,
+@click.option("--timestamp", type=TypedTimestamp(), default=None,
               help="Restore the version current at this time (ISO-8601 or epoch ms) instead of VERSION.")
 def restore(path: str, version: int | None, timestamp: int | None) -> None:
     """Restore the table to a retained VERSION (or the one current at --timestamp), as a new version."""
     if (version is None) == (timestamp is None):
         raise click.UsageError("give VERSION or --timestamp (one of them)")
     t = _open(path)
-    target = version if version is not None else t.version_at(timestamp)
+    with times_as_typed(("--timestamp", timestamp)):
+        target = version if version is not None else t.version_at(timestamp)
     if target == t.version:
         raise CliError(f"version {target} is the current version of {t.path}: nothing to restore")
     click.echo(f"restore to version {target}: committed version {t.restore(target)}")
@@ -283,7 +333,7 @@ def _retained(path: str, retain_hours: float | None) -> Table:
     t = _open(path)
     if retain_hours is None:
         return t
-    shift = int((float(t.properties["acid.data.retain.hours"]) - retain_hours) * 3_600_000)
+    shift = int((RETAIN_HOURS.of(t.properties) - retain_hours) * 3_600_000)
     return _open(path, clock=lambda: wall_ms() + shift)
 
 
@@ -311,7 +361,7 @@ def expire(path: str, retain_hours: float | None, dry_run: bool, as_json: bool) 
     """Delete history older than the retention (VACUUM ... RETAIN HOURS [DRY RUN]): versions before the
     horizon and the data files only they read."""
     t = _retained(path, retain_hours)
-    hours = retain_hours if retain_hours is not None else float(t.properties["acid.data.retain.hours"])
+    hours = retain_hours if retain_hours is not None else RETAIN_HOURS.of(t.properties)
     if dry_run:
         plan = _expire_plan(t, hours)
         if as_json:
@@ -341,7 +391,9 @@ def purge(path: str) -> None:
 @click.argument("path")
 @click.argument("properties", nargs=-1, required=True, metavar="KEY=VALUE...")
 def set_properties(path: str, properties: tuple[str, ...]) -> None:
-    """Set table properties (ALTER TABLE SET TBLPROPERTIES) in one new version."""
+    """Set table properties (ALTER TABLE SET TBLPROPERTIES) in one new version. Each value is checked
+    first (type, range, allowed words); a name tidelake does not know is refused unless it starts with
+    user. (a property of your own)."""
     t = _open(path)
     wanted = parse_pairs(properties, "KEY=VALUE")
     unchanged = [k for k, v in wanted.items() if t.properties.get(k) == v]
@@ -426,13 +478,16 @@ def upsert(path: str, file: str, is_delete: bool) -> None:
 
 @table.command()
 @click.argument("path")
-@click.option("--repair", is_flag=True, help="Perform the safe repairs (rebuild checkpoints, fix the pointer).")
+@click.option("--repair", is_flag=True, help="Perform the safe repairs (rebuild checkpoints, fix the pointer); "
+              "each problem says whether --repair can mend it.")
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON.")
 def check(path: str, repair: bool, as_json: bool) -> None:
-    """Verify a table: log continuity, entries, checkpoints and every referenced data file.
+    """Verify a table: log continuity, entries, checkpoints and every referenced data file (every page
+    decoded and its checksum verified).
 
-    Exits 1 when a problem remains. --repair explains and performs only repairs that lose nothing;
-    a lost log entry or data file is reported with what to do, never papered over."""
+    Exits 1 when a problem remains. --repair performs only repairs that lose nothing (checkpoints, the
+    checkpoint pointer); a lost or damaged log entry or data file cannot be mended from what is left and
+    is reported with what to do, never papered over."""
     from tidelake.storage import open_storage
     from tidelake.table.check import check_table
     from tidelake.table.log import LOG_DIR
@@ -446,7 +501,8 @@ def check(path: str, repair: bool, as_json: bool) -> None:
         for line in report.repaired:
             click.echo(f"repaired: {line}")
         for p in report.problems:
-            click.echo(f"problem: {p.path}: {p.problem} -> {'--repair will: ' if p.repairable else ''}{p.repair}")
+            can = "--repair will" if p.repairable else "--repair cannot mend this"
+            click.echo(f"problem: {p.path}: {p.problem} -> {can}: {p.repair}")
         version = "unreadable" if report.version is None else f"version {report.version}"
         click.echo(f"{'ok' if report.ok else 'damaged'}: {path} ({version}, {report.entries} log entries, "
                    f"{report.checkpoints} checkpoints, {report.data_files} data files checked)")

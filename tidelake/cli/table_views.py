@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from tidelake.cli.errors import CliError, one_line
-from tidelake.cli.table import _either_version_or_time, _limit, _open, _print_arrow, _print_json_lines, limit_option
-from tidelake.cli.values import TimestampMs
+from tidelake.cli.table import (TypedTimestamp, _either_version_or_time, _limit, _open, _print_arrow, _print_json_lines,
+                                limit_option, start_before_end, times_as_typed)
 from tidelake.lakeview import FORMATS, LakeviewError, publish
 
 TABLE_RELATION = "t"
@@ -44,12 +44,12 @@ def _relations(query: str) -> set[str] | None:
 @click.argument("path")
 @click.argument("query")
 @click.option("--version", type=click.IntRange(min=0), default=None, help="t is the table at this version")
-@click.option("--timestamp", type=TimestampMs(), default=None, help="t is the table as of this time")
+@click.option("--timestamp", type=TypedTimestamp(), default=None, help="t is the table as of this time")
 @click.option("--start-version", type=click.IntRange(min=-1), default=None,
               help="changes is the increment (start, end]")
 @click.option("--end-version", type=click.IntRange(min=0), default=None, help="end of the increment (default latest)")
-@click.option("--start-timestamp", type=TimestampMs(), default=None, help="changes by commit time (start, end]")
-@click.option("--end-timestamp", type=TimestampMs(), default=None)
+@click.option("--start-timestamp", type=TypedTimestamp(), default=None, help="changes by commit time (start, end]")
+@click.option("--end-timestamp", type=TypedTimestamp(), default=None)
 @limit_option
 @click.option("--json", "as_json", is_flag=True, help="print JSON lines (one object per row)")
 def sql_command(path: str, query: str, version: int | None, timestamp: int | None, start_version: int | None,
@@ -64,17 +64,21 @@ def sql_command(path: str, query: str, version: int | None, timestamp: int | Non
     by_time = start_timestamp is not None or end_timestamp is not None
     if by_time and (start_version is not None or end_version is not None):
         raise click.UsageError("give --start/--end versions or timestamps, not both")
+    start_before_end(start_version, end_version, "--start-version", "--end-version")
+    start_before_end(start_timestamp, end_timestamp, "--start-timestamp", "--end-timestamp")
     t = _open(path)
     wanted = _relations(query)
     con = duckdb.connect()
     has_range = start_version is not None or start_timestamp is not None
     if wanted is not None and CHANGES_RELATION in wanted and not has_range:
         raise click.UsageError(f"the relation {CHANGES_RELATION} needs --start-version or --start-timestamp")
-    if wanted is None or TABLE_RELATION in wanted:   # only what the query reads is scanned
-        con.register(TABLE_RELATION, t.scan(version=version, timestamp=timestamp))
-    if has_range and (wanted is None or CHANGES_RELATION in wanted):
-        con.register(CHANGES_RELATION, t.changes(start_version=start_version, end_version=end_version,
-                                                 start_timestamp=start_timestamp, end_timestamp=end_timestamp))
+    with times_as_typed(("--timestamp", timestamp), ("--start-timestamp", start_timestamp),
+                        ("--end-timestamp", end_timestamp)):
+        if wanted is None or TABLE_RELATION in wanted:   # only what the query reads is scanned
+            con.register(TABLE_RELATION, t.scan(version=version, timestamp=timestamp))
+        if has_range and (wanted is None or CHANGES_RELATION in wanted):
+            con.register(CHANGES_RELATION, t.changes(start_version=start_version, end_version=end_version,
+                                                     start_timestamp=start_timestamp, end_timestamp=end_timestamp))
     try:
         out = con.sql(query)
         result = out.to_arrow_table() if out is not None else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import parse_qs, urlencode
 
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -38,6 +39,7 @@ from tidelake.table import TableError
 log = logging.getLogger(__name__)
 HERE = Path(__file__).parent
 CHART_WINDOW_S = 15 * 60   # charts show the last 15 minutes of samples
+TOP_SERIES = 6             # a labelled metric family's chart: its largest series, one line each
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,11 @@ def _bytes(n: int | None) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return str(n)
+
+
+def _cell(value: Any) -> Any:
+    """A value in a table cell: SQL's null for None (Python's name for it means nothing to a reader)."""
+    return Markup('<span class="null">null</span>') if value is None else value
 
 
 def _duration(seconds: float | None) -> str:
@@ -120,7 +127,7 @@ class Console:
                                          ttl=settings.cache_ttl)
         self.tables = TableCatalog(settings.tables_dir, self.pipelines.sink_tables)
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
-        self.templates.env.filters.update(iso=_iso, bytes=_bytes, duration=_duration)
+        self.templates.env.filters.update(iso=_iso, bytes=_bytes, duration=_duration, cell=_cell)
         self.templates.env.globals.update(settings=settings, urlencode=urlencode)
         self.started = time.time()
 
@@ -154,11 +161,17 @@ class Console:
                           unit="records behind")
 
     def metric_chart(self, name: str):
+        """A family without labels as one line; a labelled one as a line for each of its top series."""
         m = self.sampler.metrics.get(name)
-        points = self._window(self.history.points(("metric", name)))
-        if m is not None and m.is_cumulative:
-            return line_chart([(f"{name} /s", rate(points))], unit="per second")
-        return line_chart([(name, points)])
+        cumulative = m is not None and m.is_cumulative
+        if m is not None and m.series:
+            lines = [(labels, self._window(self.history.points(("metric_series", name, labels))))
+                     for labels in m.top_series(TOP_SERIES)]
+        else:
+            lines = [(name, self._window(self.history.points(("metric", name))))]
+        if cumulative:
+            return line_chart([(f"{label} /s", rate(points)) for label, points in lines], unit="per second")
+        return line_chart(lines)
 
 
 # ---------------------------------------------------------------------------------------------------- pages
@@ -285,7 +298,8 @@ def metrics_page(request: Request) -> Response:
     if request.query_params.get("fragment") == "chart":
         return HTMLResponse(c.metric_chart(name) if name else c.throughput_chart())
     latest = c.sampler.latest_metrics()
-    return c.render(request, "metrics.html", chart=c.throughput_chart(), metrics=[latest[n] for n in sorted(latest)],
+    return c.render(request, "metrics.html", chart=c.throughput_chart(), top_series=TOP_SERIES,
+                    metrics=[latest[n] for n in sorted(latest)],
                     sampler=c.sampler)
 
 

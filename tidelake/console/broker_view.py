@@ -1,6 +1,11 @@
 """The broker as the console's pages see it: topics (partitions, watermarks, sizes, configs) and consumer groups
 (members, committed offsets, lag), through confluent-kafka's AdminClient (and kafka-python's for log-dir sizes,
-which librdkafka's admin API lacks).
+which librdkafka's admin API lacks, and for DescribeGroups).
+
+Each group is described with the request its kind answers, as ListGroups names the kind: a classic group with
+DescribeGroups, a KIP-848 consumer group with ConsumerGroupDescribe. (librdkafka's describe sends
+ConsumerGroupDescribe first whatever the group; Kafka answers it GROUP_ID_NOT_FOUND for a classic group, so
+every page view and every sample counted as an error in the broker's request metrics.)
 
 Every admin answer is kept for ``ttl`` seconds, so a page (and the sampler, and several browsers) cost the
 broker one round of requests per ``ttl``, and pages answer from memory in between.
@@ -96,8 +101,38 @@ class GroupSummary:
         return sorted({r.topic for r in self.offsets})
 
 
-def _name(enum_value: Any) -> str:
-    return getattr(enum_value, "name", str(enum_value))
+# a config's source as Kafka's admin client names it (ConfigEntry.ConfigSource), by its number in
+# DescribeConfigs (confluent-kafka hands over the number, and its own enum lacks 6 and 7)
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+                  7: "DYNAMIC_CLIENT_METRICS_CONFIG", 8: "DYNAMIC_GROUP_CONFIG"}
+
+
+def config_source(number: int) -> str:
+    return CONFIG_SOURCES.get(int(number), f"UNKNOWN ({number})")
+
+
+# DescribeGroups' state names, written as confluent-kafka names the states of either kind of group
+CLASSIC_STATES = {"PreparingRebalance": "PREPARING_REBALANCING", "CompletingRebalance": "COMPLETING_REBALANCING",
+                  "Stable": "STABLE", "Empty": "EMPTY", "Dead": "DEAD"}
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    instance_id: str | None
+    assignment: list[TopicPartitionKey]
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    """What DescribeGroups or ConsumerGroupDescribe said of a group."""
+    state: str
+    type: str
+    protocol: str
+    members: list[GroupMember]
 
 
 class BrokerView:
@@ -112,6 +147,7 @@ class BrokerView:
         self._kafka_python_config = dict(kafka_python_config or {})
         self._admin = AdminClient(self.client_config)
         self._kp_admin = None
+        self._kp_lock = threading.Lock()   # kafka-python's admin client, one call at a time
         self._lock = threading.Lock()
         self._cache: TTLCache = TTLCache(maxsize=1024, ttl=ttl)
         self._inflight: dict[Any, threading.Lock] = {}
@@ -207,16 +243,21 @@ class BrokerView:
         """Bytes on disk per partition (DescribeLogDirs, summed over log dirs); empty if the broker refuses it."""
         return self._cached("sizes", self._sizes)
 
-    def _sizes(self) -> dict[TopicPartitionKey, int]:
-        from kafka.errors import KafkaError
-        try:
+    def _kafka_python(self, call: Callable[[Any], Any]) -> Any:
+        """``call(admin)`` with kafka-python's admin client (made on first use), one call at a time."""
+        with self._kp_lock:
             if self._kp_admin is None:
                 from kafka.admin import KafkaAdminClient
                 timeout_ms = max(1, int(self.timeout * 1000))
                 self._kp_admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-console",
                                                   request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
                                                   **self._kafka_python_config)
-            answer = self._kp_admin.describe_log_dirs()
+            return call(self._kp_admin)
+
+    def _sizes(self) -> dict[TopicPartitionKey, int]:
+        from kafka.errors import KafkaError
+        try:
+            answer = self._kafka_python(lambda admin: admin.describe_log_dirs())
         except (KafkaError, OSError):
             return {}  # sizes are shown as unknown; everything else still works
         out: dict[TopicPartitionKey, int] = {}
@@ -261,16 +302,21 @@ class BrokerView:
         futures = self._admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
                                                request_timeout=self.timeout)
         entries = self._wait(next(iter(futures.values())), f"DescribeConfigs {topic}")
-        return sorted((ConfigRow(e.name, None if e.is_sensitive else e.value, _name(e.source), bool(e.is_default),
-                                 bool(e.is_read_only), bool(e.is_sensitive)) for e in entries.values()),
+        return sorted((ConfigRow(e.name, None if e.is_sensitive else e.value, config_source(e.source),
+                                 bool(e.is_default), bool(e.is_read_only), bool(e.is_sensitive))
+                       for e in entries.values()),
                       key=lambda r: r.name)
 
     # ------------------------------------------------------------------ consumer groups
-    def group_ids(self, fresh: bool = False) -> list[str]:
+    def group_types(self, fresh: bool = False) -> dict[str, str]:
+        """Every group id and its kind as ListGroups names it (CLASSIC, CONSUMER, ...)."""
         def fetch():
             result = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
-            return sorted(g.group_id for g in result.valid)
-        return self._cached("group_ids", fetch, fresh)
+            return {g.group_id: g.type.name for g in sorted(result.valid, key=lambda g: g.group_id)}
+        return self._cached("group_types", fetch, fresh)
+
+    def group_ids(self, fresh: bool = False) -> list[str]:
+        return list(self.group_types(fresh))
 
     def has_group(self, group_id: str) -> bool:
         """Whether the group exists (asking the broker again when the cached list lacks it)."""
@@ -282,11 +328,41 @@ class BrokerView:
     def group(self, group_id: str, fresh: bool = False) -> GroupSummary:
         return self._cached(("group", group_id), lambda: self._group(group_id), fresh)
 
+    def _consumer_group(self, group_id: str) -> DescribedGroup:
+        """A KIP-848 group, by ConsumerGroupDescribe (librdkafka sends it first, and it answers)."""
+        d = self._wait(self._admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id],
+                       f"ConsumerGroupDescribe {group_id}")
+        return DescribedGroup(d.state.name, d.type.name, d.partition_assignor or "", [
+            GroupMember(m.member_id, m.client_id, m.host, m.group_instance_id,
+                        sorted((tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment
+                                                                    else [])))
+            for m in d.members])
+
+    def _classic_group(self, group_id: str) -> DescribedGroup:
+        """A classic group, by DescribeGroups (kafka-python's admin, which decodes the members' assignments)."""
+        from kafka.errors import KafkaError
+        try:
+            d = self._kafka_python(lambda admin: admin.describe_groups([group_id]))[group_id]
+        except (KafkaError, OSError) as e:
+            raise BrokerUnavailable(f"DescribeGroups {group_id}: {e}") from None
+        if d["error"]:
+            raise BrokerUnavailable(f"DescribeGroups {group_id}: {d['error']}")
+        members = []
+        for m in d["members"]:
+            assignment = m["member_assignment"]   # decoded for the consumer protocol, else raw bytes
+            parts = assignment.get("assigned_partitions", []) if isinstance(assignment, dict) else []
+            members.append(GroupMember(m["member_id"], m["client_id"], m["client_host"], m["group_instance_id"],
+                                       sorted((p["topic"], n) for p in parts for n in p["partitions"])))
+        return DescribedGroup(CLASSIC_STATES.get(d["group_state"], d["group_state"].upper()), "CLASSIC",
+                              d["protocol_data"], members)
+
     def _group(self, group_id: str) -> GroupSummary:
         from confluent_kafka import ConsumerGroupTopicPartitions
         try:
-            d = self._wait(self._admin.describe_consumer_groups([group_id], request_timeout=self.timeout)[group_id],
-                           f"DescribeGroups {group_id}")
+            if self.group_types().get(group_id) == "CONSUMER":
+                d = self._consumer_group(group_id)
+            else:
+                d = self._classic_group(group_id)
             committed = self._wait(self._admin.list_consumer_group_offsets(
                 [ConsumerGroupTopicPartitions(group_id)], request_timeout=self.timeout)[group_id],
                 f"OffsetFetch {group_id}")
@@ -295,11 +371,10 @@ class BrokerView:
         owner: dict[TopicPartitionKey, str] = {}
         members = []
         for m in d.members:
-            assigned = [(tp.topic, tp.partition) for tp in (m.assignment.topic_partitions if m.assignment else [])]
-            for key in assigned:
+            for key in m.assignment:
                 owner[key] = m.client_id
             members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
-                            "instance_id": m.group_instance_id, "assignment": sorted(assigned)})
+                            "instance_id": m.instance_id, "assignment": m.assignment})
         offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions
                    if tp.error is None and tp.offset >= 0}
         keys = sorted(set(offsets) | set(owner))
@@ -310,8 +385,7 @@ class BrokerView:
             cur = offsets.get(key)
             rows.append(LagRow(key[0], key[1], cur, log_end, max(0, log_end - cur) if cur is not None else log_end,
                                owner.get(key)))
-        return GroupSummary(group_id, _name(d.state), _name(getattr(d, "type", "")), d.partition_assignor or "",
-                            members, rows)
+        return GroupSummary(group_id, d.state, d.type, d.protocol, members, rows)
 
     def reset_group_offsets(self, group_id: str, topic: str, to: str) -> dict[int, int]:
         """Move the group's offsets of ``topic`` to ``earliest`` or ``latest`` (kafka-consumer-groups

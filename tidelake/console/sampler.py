@@ -63,6 +63,8 @@ class Sampler:
             self.metrics = {m.name: m for m in values}
             for m in values:
                 self.history.add(("metric", m.name), now, m.value)
+                for labels, value in m.series:
+                    self.history.add(("metric_series", m.name, labels), now, value)
 
     def latest_metrics(self) -> dict[str, MetricValue]:
         """The latest scrape; the first page asking before the sampler's first round scrapes now."""

@@ -27,9 +27,12 @@ class TableInfo:
     properties: dict[str, str]
     files: list[dict[str, Any]]
     history: list[dict[str, Any]]   # newest first
+    rows: int                       # the table's rows at this version (what a scan returns)
 
     @property
-    def rows(self) -> int:
+    def stored_rows(self) -> int:
+        """Rows in the live data files: more than ``rows`` while deltas still hold the older images of updated
+        rows and the deletes, which merge on read hides and compaction drops."""
         return sum(f["rows"] for f in self.files)
 
     @property
@@ -42,6 +45,7 @@ class TableCatalog:
         self.directory = Path(directory).resolve() if directory else None
         self.more, self.depth = more, depth
         self._open: dict[str, Table] = {}
+        self._row_counts: dict[tuple[str, int], int] = {}   # (path, version) -> rows: a version never changes
         self._lock = threading.Lock()
 
     def paths(self) -> dict[str, str]:
@@ -89,7 +93,20 @@ class TableCatalog:
         history = [history_entry(e) for e in reversed(t.history())][:history_limit]
         return TableInfo(name, t.path, t.version, t.latest_timestamp(), list(t.primary_key),
                          [(f.name, str(f.type)) for f in t.schema], dict(sorted(t.properties.items())),
-                         files_by_bucket(t.plan()), history)
+                         files_by_bucket(t.plan()), history, self._row_count(t))
+
+    def _row_count(self, t: Table) -> int:
+        """The rows of the table's current version: a scan of its key columns, once per version."""
+        version = t.version
+        key = (t.path, version)
+        with self._lock:
+            known = self._row_counts.get(key)
+        if known is None:
+            known = t.scan(version=version, columns=list(t.primary_key)).num_rows
+            with self._lock:
+                self._row_counts = {k: n for k, n in self._row_counts.items() if k[0] != t.path}
+                self._row_counts[key] = known
+        return known
 
     def preview(self, name: str, version: int | None = None, timestamp_ms: int | None = None,
                 limit: int = PREVIEW_ROWS) -> tuple[int, pa.Table, int]:

@@ -21,13 +21,14 @@ from typing import Iterator
 from tidelake.storage import Storage
 from tidelake.table import Snapshot, Table
 from tidelake.table.metadata import TableMetadata
+from tidelake.table.properties import VIEW_FORMATS
 
 from .view import VIEW_DIR, LakeviewError, ReadView, ViewFile, build_view, read_view_file, write_view_file
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("delta", "iceberg")
-FORMATS_PROPERTY = "view.formats"
+FORMATS = VIEW_FORMATS.choices
+FORMATS_PROPERTY = VIEW_FORMATS.name
 
 
 def parse_formats(text: str, where: str = FORMATS_PROPERTY) -> tuple[str, ...]:
@@ -111,7 +112,7 @@ def publish(table: Table | str, formats: tuple[str, ...] | str | None = None, ve
     ``formats`` (default: the table property ``view.formats``)."""
     t = table if isinstance(table, Table) else Table.open(table, maintenance="inline")
     if formats is None:
-        formats = t.properties.get(FORMATS_PROPERTY, "")
+        formats = t.properties.get(FORMATS_PROPERTY, VIEW_FORMATS.default)
         where = f"{t.path}: table property {FORMATS_PROPERTY}"
     else:
         where = "formats"
@@ -124,7 +125,7 @@ def publish(table: Table | str, formats: tuple[str, ...] | str | None = None, ve
 def publish_after_compaction(storage: Storage, metadata: TableMetadata, version: int) -> Published | None:
     """The maintenance hook: after the compaction that committed ``version``, publish its view in the
     formats the table property ``view.formats`` names (nothing when it is empty)."""
-    names = parse_formats(metadata.prop(FORMATS_PROPERTY, ""), f"{storage.url}: table property {FORMATS_PROPERTY}")
+    names = parse_formats(metadata.properties_at(metadata.version).get(FORMATS_PROPERTY, VIEW_FORMATS.default), f"{storage.url}: table property {FORMATS_PROPERTY}")
     if not names:
         return None
     published = publish_snapshot(Snapshot(storage, metadata, version), names)

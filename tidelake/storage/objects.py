@@ -154,6 +154,11 @@ def s3_options(options: Mapping[str, str]) -> dict[str, str]:
         value = options.get(name) or next((os.environ[e] for e in env_names if os.environ.get(e)), None)
         if value:
             settings[name] = value
+    # a key is a pair: one half alone is a mistake, not "use the instance's credentials"
+    for half, other in (("access_key_id", "secret_access_key"), ("secret_access_key", "access_key_id")):
+        if half in settings and other not in settings:
+            raise ValueError(f"storage option {half} is set but {other} is not (give both, in the options or as "
+                             f"{' / '.join(S3_OPTIONS[other])})")
     return settings
 
 
@@ -161,12 +166,15 @@ def s3_storage(url: str, options: Mapping[str, str]) -> ObjectStorage:
     parsed = urlparse(url)
     if not parsed.netloc:
         raise ValueError(f"no bucket in {url!r} (use s3://bucket/prefix)")
+    # only the settings given are passed: obstore takes a missing keyword as "use AWS's default" (the
+    # regional endpoint, the instance's credentials) but refuses None for any of them
     settings = s3_options(options)
-    endpoint = settings.pop("endpoint", None)
-    allow_http = settings.pop("allow_http", str(bool(endpoint and endpoint.startswith("http://"))))
+    allow_http = settings.pop("allow_http", str(settings.get("endpoint", "").startswith("http://"))).lower()
+    if allow_http not in ("true", "false"):
+        raise ValueError(f"storage option allow_http={allow_http!r} for {url!r}: expected true or false")
     # conditional_put "etag": If-None-Match: * on a create (named, so AWS_CONDITIONAL_PUT cannot turn it off)
-    store = S3Store(parsed.netloc, prefix=parsed.path.strip("/") or None, endpoint=endpoint, conditional_put="etag",
-                    client_options={"allow_http": allow_http.lower() == "true", "connect_timeout": CONNECT_TIMEOUT,
+    store = S3Store(parsed.netloc, prefix=parsed.path.strip("/") or None, conditional_put="etag",
+                    client_options={"allow_http": allow_http == "true", "connect_timeout": CONNECT_TIMEOUT,
                                     "timeout": REQUEST_TIMEOUT},
                     retry_config=RETRY, **settings)
     return ObjectStorage(store, url.rstrip("/"), options)

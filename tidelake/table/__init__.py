@@ -23,19 +23,22 @@ files from it without the log). Automatic clustering, compaction and retention r
 commits in a background thread (``table.maintenance.wait()``; ``maintenance.mode=inline`` runs them
 inside the commit).
 
-Properties (see ``DEFAULT_PROPERTIES``): transactional, write.bucket.num, acid.data.retain.hours,
-retention.auto, retention.check.commit.num, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
-clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
-compaction.parallelism, checkpoint.interval, maintenance.mode.
+Properties (``properties.py``, their one home: type, default, allowed values, meaning): transactional,
+write.bucket.num, acid.data.retain.hours, retention.auto, retention.check.commit.num, clustering.auto,
+clustering.l0.num, clustering.l1.num, clustering.max.file.bytes, clustering.max.time.span.hours,
+compaction.delta.num, compaction.commit.num, compaction.parallelism, checkpoint.interval, maintenance.mode,
+view.formats; users' own properties go under ``user.`` (any other name is refused).
 """
 from .commit import conflict_rule
 from .errors import (CommitConflict, CorruptDataFile, CorruptLog, SchemaError, TableError, TableExists,
                      TableNotFound, VersionExpired, VersionNotFound)
 from .files import DataFile, FilePlan, bucket_ids
+from .properties import TABLE_PROPERTIES, USER_PREFIX, InvalidProperty
 from .schema import parse_schema
 from .snapshot import Snapshot
-from .table import DEFAULT_PROPERTIES, Table, Transaction
+from .table import Table, Transaction
 
 __all__ = ["Table", "Transaction", "Snapshot", "DataFile", "FilePlan", "bucket_ids", "conflict_rule",
-           "DEFAULT_PROPERTIES", "parse_schema", "TableError", "TableExists", "TableNotFound", "CommitConflict",
-           "VersionExpired", "VersionNotFound", "SchemaError", "CorruptLog", "CorruptDataFile"]
+           "TABLE_PROPERTIES", "USER_PREFIX", "InvalidProperty", "parse_schema", "TableError", "TableExists",
+           "TableNotFound", "CommitConflict", "VersionExpired", "VersionNotFound", "SchemaError", "CorruptLog",
+           "CorruptDataFile"]

@@ -3,7 +3,9 @@
 What is checked: the metadata log (every entry from the oldest kept one to the newest is present and
 readable, no version missing between them; every checkpoint and the ``_last_checkpoint`` pointer
 readable), and every data file the retained versions reference (present, the recorded size, a
-readable Parquet footer with the recorded row count).
+readable Parquet footer with the recorded row count, and every page decoded with its CRC-32 checked:
+tidelake writes Parquet page checksums, so bytes overwritten in place are found even where they
+still decode; a file written without them, by an older tidelake, is checked by decoding alone).
 
 What ``repair`` does, and only this: a damaged or missing checkpoint is rebuilt by replaying the
 entries it stands for, when all of them are still there; a damaged or stale ``_last_checkpoint``
@@ -191,6 +193,20 @@ def _check_data_file(storage: Storage, f) -> str | None:
         return f"not readable as Parquet ({type(e).__name__}: {e})"
     if meta.num_rows != f.rows:
         return f"{meta.num_rows} rows, the log recorded {f.rows}"
+    return _undecodable_page(source, meta)
+
+
+def _undecodable_page(source: "str | pa.Buffer", meta: pq.FileMetaData) -> str | None:
+    """Every page of every column decoded, one row group at a time, each page's CRC verified where the
+    writer stored one (tidelake's data files have them): a page that was overwritten in place is found
+    even when its bytes still decode. The first damaged row group, or None."""
+    reader = pq.ParquetFile(source if isinstance(source, str) else pa.BufferReader(source), metadata=meta,
+                            page_checksum_verification=True, pre_buffer=False)
+    for i in range(meta.num_row_groups):
+        try:
+            reader.read_row_group(i, use_threads=False)
+        except Exception as e:  # noqa: BLE001 - pyarrow raises OSError/ArrowInvalid/... for a damaged page
+            return f"row group {i} of {meta.num_row_groups} does not decode ({' '.join(str(e).split())})"
     return None
 
 

@@ -11,6 +11,7 @@ The maintenance job itself still loses to anything it conflicts with (and is ret
 """
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import replace
 from typing import Callable, Iterable, Mapping
@@ -24,8 +25,10 @@ from .files import DataFile
 from .log import CurrentMetadata
 from .metadata import (Action, AddFile, ChangeSchema, LogEntry, RemoveFile, SetAppState, SetProperties,
                        TableMetadata)
+from .properties import CHECKPOINT_INTERVAL
 
 Clock = Callable[[], int]   # milliseconds since the epoch
+log = logging.getLogger(__name__)
 
 # operations that change rows (SPEC T4's data jobs); the others are cluster, compact, schema, properties, create
 DATA_OPERATIONS = frozenset({"upsert", "insert", "update", "delete", "overwrite", "restore"})
@@ -120,12 +123,21 @@ class Committer:
                                  actions=tuple(actions), buckets=tuple(sorted(bucket_set)) if bucket_set is not None else None,
                                  restore_of=restore_of, auto=auto)
                 if self.current.log.publish(entry):
-                    md = self.current.published(entry)
-                    if version % max(1, int(md.prop("checkpoint.interval", "10"))) == 0:
-                        self.current.log.write_checkpoint(md)
+                    self._checkpoint_if_due(self.current.published(entry))
                     return version
                 self.stats.commit_retries += 1  # another writer took this version: check again, retry
             raise TableError(f"{operation}: gave up after {self.max_attempts} commit attempts")
+
+    def _checkpoint_if_due(self, md: TableMetadata) -> None:
+        """Every checkpoint.interval versions, a checkpoint. It only speeds up loading, and the version is
+        already published: a checkpoint that cannot be written (or an interval not understood) is logged,
+        never reported as a failed commit."""
+        try:
+            if md.version % md.setting(CHECKPOINT_INTERVAL) == 0:
+                self.current.log.write_checkpoint(md)
+        except (TableError, OSError) as e:
+            log.warning("%s: version %d committed, but its checkpoint was not written: %s",
+                        self.current.log.storage.url, md.version, e)
 
     @staticmethod
     def _check_conflicts(md: TableMetadata, operation: str, read_version: int, buckets: set[int] | None,

@@ -42,6 +42,25 @@ class VersionNotFound(TableError):
     """A version or timestamp outside the table's history (in the future, or before creation)."""
 
 
+class TimeNotFound(VersionNotFound):
+    """A time before the table was created. ``timestamp_ms`` and ``reason`` apart, so a caller can name the
+    time as its user wrote it."""
+
+    def __init__(self, timestamp_ms: int, reason: str):
+        self.timestamp_ms = timestamp_ms
+        self.reason = reason
+        super().__init__(f"timestamp {timestamp_ms} {reason}")
+
+
+class TimeExpired(VersionExpired):
+    """A time whose versions were removed by retention (``timestamp_ms``, ``reason`` as in TimeNotFound)."""
+
+    def __init__(self, timestamp_ms: int, reason: str):
+        self.timestamp_ms = timestamp_ms
+        self.reason = reason
+        super().__init__(f"timestamp {timestamp_ms} {reason}")
+
+
 class SchemaError(TableError):
     """Data that does not fit the table schema (missing primary key, null key, bad type)."""
 
@@ -63,4 +82,5 @@ class CorruptDataFile(TableError):
 
     def __init__(self, path: str, reason: str):
         self.path = path
+        reason = " ".join(reason.split())   # pyarrow's messages span lines
         super().__init__(f"data file damaged: {path}: {reason} (`tidelake table check` lists every damaged file)")

@@ -361,11 +361,13 @@ def write_parquet(storage: Storage, table: pa.Table, *, kind: str, bucket: int, 
     # bigger files); integers delta-encoded (sorted keys, versions and small values shrink to a few
     # bits, so there is less to decompress on every read) except ``_op``, one or two values that LZ4
     # shrinks as well at a fraction of the delta encoder's cost; min/max statistics on the key,
-    # which is what pruning reads.
+    # which is what pruning reads. A CRC-32 in every page header (Parquet's page checksum): `table check`
+    # verifies each page against it, so a damaged page is found even where it still decodes.
     dictionary = [f.name for f in table.schema if is_string(f.type)]
     encodings = {f.name: "DELTA_BINARY_PACKED" for f in table.schema if _is_integer_like(f.type) and f.name != OP}
     options = dict(compression=_codecs(table, primary_key), sorting_columns=sorting, use_dictionary=dictionary,
-                   column_encoding=encodings or None, write_statistics=list(primary_key), row_group_size=128 * 1024)
+                   column_encoding=encodings or None, write_statistics=list(primary_key), row_group_size=128 * 1024,
+                   write_page_checksum=True)
     table = _required_where_no_nulls(table)
     full = storage.local_path(rel)
     if full is not None:   # a local disk: pyarrow writes the file itself

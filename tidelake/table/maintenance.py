@@ -37,13 +37,16 @@ from .files import COMMIT_VERSION, DataFile, parallel_map, remove_files, write_p
 from .key_order import sort_indices_by_key
 from .log import CurrentMetadata
 from .metadata import FileEntry, TableMetadata
+from .properties import (CLUSTERING_AUTO, CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES,
+                         CLUSTERING_MAX_TIME_SPAN_HOURS, COMPACTION_COMMIT_NUM, COMPACTION_DELTA_NUM,
+                         COMPACTION_PARALLELISM, MAINTENANCE_MODE, RETAIN_HOURS, RETENTION_AUTO,
+                         RETENTION_CHECK_COMMIT_NUM, VIEW_FORMATS)
 from .reader import MergeOnReadReader
 from .scan import ScanPlanner
 from .versions import HOUR_MS, VersionResolver
 
 log = logging.getLogger(__name__)
 
-MODES = ("background", "inline")
 EXIT_GRACE_SECONDS = 30.0    # how long interpreter exit waits for a maintenance run in progress
 BACKGROUND_NICENESS = 19     # the worker thread's CPU niceness (0 normal .. 19 lowest: it uses the CPU writers leave)
 
@@ -125,8 +128,8 @@ class Maintenance:
 
     def __init__(self, storage: Storage, current: CurrentMetadata, committer: Committer, reader: MergeOnReadReader,
                  clock: Callable[[], int], mode: str | None = None):
-        if mode is not None and mode not in MODES:
-            raise ValueError(f"maintenance must be one of {MODES}, not {mode!r}")
+        if mode is not None and mode not in MAINTENANCE_MODE.choices:
+            raise ValueError(f"maintenance must be one of {MAINTENANCE_MODE.choices}, not {mode!r}")
         self.storage = storage
         self.path = storage.url
         self.current = current
@@ -139,15 +142,21 @@ class Maintenance:
     @property
     def mode(self) -> str:
         """'background' or 'inline': the open() option, else the table property maintenance.mode."""
-        return self._mode or self.current.get().prop("maintenance.mode", "background")
+        return self._mode or self.current.get().setting(MAINTENANCE_MODE)
 
     # ------------------------------------------------------------ after a data commit
     def after_commit(self) -> None:
-        """Called by every data commit: run what became due, in the background or right here."""
-        if self.mode == "inline":
-            self.run_automatic()
-        else:
-            self.worker.trigger()
+        """Called by every data commit once it is published: run what became due, in the background or right
+        here. The commit stands whatever happens here, so a failure is logged (one line), never raised to the
+        writer: it would report a committed write as failed."""
+        try:
+            if self.mode == "inline":
+                self.run_automatic()
+            else:
+                self.worker.trigger()
+        except Exception as e:   # noqa: BLE001 - see above; the next commit tries again
+            log.warning("%s: the commit stands, but automatic maintenance after it failed: %s", self.path, e)
+            log.debug("automatic maintenance failure", exc_info=True)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until triggered background maintenance has finished (False on timeout)."""
@@ -167,10 +176,10 @@ class Maintenance:
 
     def _due_jobs(self, md: TableMetadata) -> list[Callable[[], object]]:
         jobs: list[Callable[[], object]] = []
-        if md.prop("clustering.auto", "true").lower() == "true":
+        if md.setting(CLUSTERING_AUTO):
             jobs.append(lambda: self.cluster(force=False, auto=True))
-        delta_num = int(md.prop("compaction.delta.num", "0"))
-        commit_num = int(md.prop("compaction.commit.num", "0"))
+        delta_num = md.setting(COMPACTION_DELTA_NUM)
+        commit_num = md.setting(COMPACTION_COMMIT_NUM)
         if delta_num > 0:
             def by_deltas():   # counted after clustering ran, on the files it left
                 cur = self.current.get()
@@ -181,8 +190,8 @@ class Maintenance:
             last = max((v for v, c in md.commits.items() if c.operation == "compact"), default=0)
             if sum(1 for v, c in md.commits.items() if v > last and c.operation in DATA_OPERATIONS) >= commit_num:
                 jobs.append(lambda: self.compact(auto=True))
-        every = max(1, int(md.prop("retention.check.commit.num", "10")))
-        if (md.prop("retention.auto", "true").lower() == "true"
+        every = md.setting(RETENTION_CHECK_COMMIT_NUM)
+        if (md.setting(RETENTION_AUTO)
                 and VersionResolver(md, self.clock()).horizon() - md.horizon >= every):
             jobs.append(self.expire)
         return jobs
@@ -226,7 +235,7 @@ class Maintenance:
                     finished[0] += 1
                     progress(finished[0], len(plans))
             return written
-        new_bases = parallel_map(one, plans, max(1, int(md.prop("compaction.parallelism", "4"))))
+        new_bases = parallel_map(one, plans, md.setting(COMPACTION_PARALLELISM))
         done = {p.bucket for p in plans}
 
         def removes(at_commit: TableMetadata) -> list[str]:
@@ -243,7 +252,7 @@ class Maintenance:
         committed (tidelake.lakeview sits above the table: imported only when asked for). A failed
         publish never fails the compaction; ``tidelake table publish`` redoes it."""
         md = self.current.get()
-        if md.prop("view.formats", "").strip():
+        if md.setting(VIEW_FORMATS):
             try:
                 from tidelake.lakeview import publish_after_compaction
                 publish_after_compaction(self.storage, md, version)
@@ -264,9 +273,9 @@ class Maintenance:
         md = self.current.refresh()
         rv = md.version
         schema = md.schema_at(rv)
-        max_bytes = int(md.prop("clustering.max.file.bytes", str(64 << 20)))
-        max_span = int(float(md.prop("clustering.max.time.span.hours", "6")) * HOUR_MS)
-        thresholds = {0: int(md.prop("clustering.l0.num", "8")), 1: int(md.prop("clustering.l1.num", "8"))}
+        max_bytes = md.setting(CLUSTERING_MAX_FILE_BYTES)
+        max_span = int(md.setting(CLUSTERING_MAX_TIME_SPAN_HOURS) * HOUR_MS)
+        thresholds = {0: md.setting(CLUSTERING_L0_NUM), 1: md.setting(CLUSTERING_L1_NUM)}
 
         def span(first: FileEntry, last: FileEntry) -> int:
             return md.timestamp(last.file.max_version) - md.timestamp(first.file.min_version)
@@ -335,7 +344,7 @@ class Maintenance:
         removed_logs = remove_files(self.storage, [mlog.entry_key(v) for v in mlog.entry_versions() if v < md.horizon])
         remove_files(self.storage, [mlog.checkpoint_key(v) for v in mlog.checkpoint_versions() if v < md.version])
         # files no commit references (failed / abandoned writers), once older than the retention
-        grace_ms = float(md.prop("acid.data.retain.hours", "24")) * 3_600_000
+        grace_ms = md.setting(RETAIN_HOURS) * HOUR_MS
         now_ms = self.clock()
         keep = set(md.files)
         orphans = [f.path for f in self.storage.list_info("data")

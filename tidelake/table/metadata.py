@@ -18,11 +18,14 @@ from __future__ import annotations
 import base64
 import bisect
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Union
+from typing import Any, Iterable, Mapping, TypeVar, Union
 
 import pyarrow as pa
 
 from .files import DataFile
+from .properties import BUCKET_NUM, TableProperty
+
+T = TypeVar("T")
 
 
 def schema_to_json(schema: pa.Schema) -> str:
@@ -321,12 +324,13 @@ class TableMetadata:
     def schema(self) -> pa.Schema:
         return self.schema_at(self.version)
 
-    def prop(self, name: str, default: str = "") -> str:
-        return self.properties_at(self.version).get(name, default)
+    def setting(self, prop: TableProperty[T]) -> T:
+        """A property's typed value at the latest version (its default when unset)."""
+        return prop.of(self.properties_at(self.version))
 
     @property
     def bucket_num(self) -> int:
-        return int(self.properties[0][1]["write.bucket.num"])   # fixed at creation
+        return BUCKET_NUM.of(self.properties[0][1])   # fixed at creation
 
     def retained_versions(self) -> list[int]:
         return sorted(self.commits)

@@ -21,12 +21,13 @@ from tidelake.observability.table_stats import TableStats
 
 from .change_feed import ChangeFeed
 from .commit import Committer
-from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
+from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
                     conform, last_wins, to_arrow)
 from .log import CurrentMetadata, MetadataLog
 from .maintenance import Maintenance
 from .metadata import ChangeSchema, LogEntry, SetAppState, SetProperties, TableMetadata
+from .properties import BUCKET_NUM, CREATION_DEFAULTS, InvalidProperty, validated
 from .reader import MergeOnReadReader
 from .scan import ScanFilter, ScanPlanner, file_plans
 from .snapshot import Snapshot
@@ -34,25 +35,6 @@ from .versions import VersionResolver
 from .writer import DeltaWriter, changes_between
 
 Clock = Callable[[], int]   # milliseconds since the epoch
-
-#: Table properties, their defaults and meaning (all values are strings, as in MaxCompute).
-DEFAULT_PROPERTIES: dict[str, str] = {
-    "transactional": "true",
-    "write.bucket.num": "16",            # buckets: hash(PK) mod this
-    "acid.data.retain.hours": "24",      # time travel / incremental horizon; older history is cleaned
-    "retention.auto": "true",            # clean expired history automatically after commits
-    "retention.check.commit.num": "10",  # ... once this many versions passed the horizon (cleanup lists the data dir)
-    "clustering.auto": "true",           # run clustering automatically after data commits
-    "clustering.l0.num": "8",            # merge a bucket's L0 delta files into L1 when this many exist
-    "clustering.l1.num": "8",            # merge L1 files into L2 when this many exist
-    "clustering.max.file.bytes": str(64 << 20),   # files at least this big are never clustered
-    "clustering.max.time.span.hours": "6",        # never cluster files/groups spanning longer than this
-    "compaction.delta.num": "0",         # auto-compact a bucket once it has this many live deltas (0: off)
-    "compaction.commit.num": "0",        # auto-compact all buckets every this many data commits (0: off)
-    "compaction.parallelism": "4",       # buckets compacted in parallel (threads)
-    "checkpoint.interval": "10",         # write a metadata checkpoint every this many versions
-    "maintenance.mode": "background",    # automatic maintenance: 'background' thread or 'inline' in the commit
-}
 
 COMMIT_OPERATIONS = ("upsert", "insert", "update", "delete", "overwrite")
 
@@ -109,12 +91,7 @@ class Table:
         bad = [n for n in schema.names if n.startswith("_op") or n in (COMMIT_VERSION, COMMIT_TIME)]
         if bad:
             raise SchemaError(f"column names {bad} are reserved")
-        props = dict(DEFAULT_PROPERTIES)
-        props.update({k: str(v) for k, v in (properties or {}).items()})
-        if props.get("transactional", "true").lower() != "true":
-            raise TableError("only transactional=true tables are supported")
-        if int(props["write.bucket.num"]) < 1:
-            raise TableError("write.bucket.num must be >= 1")
+        props = {**CREATION_DEFAULTS, **validated(properties or {})}
         # primary key columns are never null
         schema = pa.schema([f.with_nullable(False) if f.name in primary_key else f for f in schema])
         storage = open_storage(path, storage_options)
@@ -439,11 +416,12 @@ class Table:
                                      schema=md.schema.append(pa.field(name, type, nullable=True)))
 
     def set_properties(self, properties: dict[str, str]) -> int:
+        """ALTER TABLE SET TBLPROPERTIES: every value checked first (``properties.validated``), then one version."""
         md = self.metadata
-        if "write.bucket.num" in properties:
-            raise TableError("write.bucket.num is fixed at creation")
+        if BUCKET_NUM.name in properties:
+            raise InvalidProperty(BUCKET_NUM.name, "fixed at creation")
         props = dict(md.properties_at(md.version))
-        props.update({k: str(v) for k, v in properties.items()})
+        props.update(validated(properties))
         return self.committer.commit("properties", read_version=md.version, properties=props)
 
     # ================================================================ restore

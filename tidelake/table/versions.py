@@ -2,8 +2,9 @@
 incremental ranges (begin, end], and the retention horizon they are checked against."""
 from __future__ import annotations
 
-from .errors import VersionExpired, VersionNotFound
+from .errors import TimeExpired, TimeNotFound, VersionExpired, VersionNotFound
 from .metadata import TableMetadata
+from .properties import RETAIN_HOURS
 
 HOUR_MS = 3_600_000
 
@@ -16,14 +17,14 @@ class VersionResolver:
         self.now_ms = now_ms
 
     @property
-    def retain_hours(self) -> str:
-        return self.md.prop("acid.data.retain.hours", "24")
+    def retain_hours(self) -> float:
+        return self.md.setting(RETAIN_HOURS)
 
     def horizon(self) -> int:
         """Oldest readable version: the version current at now - acid.data.retain.hours (the latest
         version is always readable), never below what expire already removed."""
         md = self.md
-        limit = self.now_ms - int(float(self.retain_hours) * HOUR_MS)
+        limit = self.now_ms - int(self.retain_hours * HOUR_MS)
         current = md.version_at_or_before(limit)
         return min(max(md.horizon, current if current is not None else md.horizon), md.version)
 
@@ -35,15 +36,15 @@ class VersionResolver:
             return v
         if self.md.horizon > 0:
             # the retained history starts after ts: the versions current then are gone
-            raise VersionExpired(f"timestamp {timestamp_ms} is before the retention horizon (oldest retained "
-                                 f"version {self.md.horizon}, acid.data.retain.hours={self.retain_hours})")
+            raise TimeExpired(timestamp_ms, f"is before the retention horizon (oldest retained version "
+                                            f"{self.md.horizon}, acid.data.retain.hours={self.retain_hours:g})")
         return -1
 
     def version_at(self, timestamp_ms: int) -> int:
         """The version current at a timestamp (a snapshot read's version)."""
         v = self.at(timestamp_ms)
         if v < 0:
-            raise VersionNotFound(f"timestamp {timestamp_ms} is before the table was created")
+            raise TimeNotFound(timestamp_ms, "is before the table was created")
         return v
 
     def snapshot(self, version: int | None = None, timestamp: int | None = None) -> int:
@@ -57,7 +58,7 @@ class VersionResolver:
         h = self.horizon()
         if v < h:
             raise VersionExpired(f"version {v} is older than the retention horizon: the oldest readable version "
-                                 f"is {h} (acid.data.retain.hours={self.retain_hours})")
+                                 f"is {h} (acid.data.retain.hours={self.retain_hours:g})")
         return v
 
     def range(self, start_version: int | None = None, end_version: int | None = None,
@@ -69,6 +70,9 @@ class VersionResolver:
                 raise ValueError("give versions or timestamps, not both")
             if start_timestamp is None:
                 raise ValueError("start_timestamp is required")
+            if end_timestamp is not None and end_timestamp < start_timestamp:
+                raise ValueError(f"end timestamp {end_timestamp} is before start timestamp {start_timestamp} "
+                                 "(an increment is (start, end])")
             s = self.at(start_timestamp)
             e = latest if end_timestamp is None else self.at(end_timestamp)
         else:
@@ -78,9 +82,12 @@ class VersionResolver:
             e = latest if end_version is None else end_version
         if e > latest:
             raise VersionNotFound(f"end version {e} does not exist (latest is {latest})")
+        if e < s:   # never an empty increment in silence: the two were given the wrong way round
+            raise ValueError(f"end version {e} is before start version {s} (an increment is (start, end])"
+                             if end_version is not None else f"start version {s} is after the latest version {e}")
         h = self.horizon()
         # (s, e] needs the files of versions s+1..e, all retained iff s+1 >= horizon
         if s + 1 < h and e > s:
             raise VersionExpired(f"increment ({s}, {e}] starts before the retention horizon: the oldest retained "
-                                 f"version is {h} (acid.data.retain.hours={self.retain_hours})")
-        return s, max(s, e)
+                                 f"version is {h} (acid.data.retain.hours={self.retain_hours:g})")
+        return s, e
