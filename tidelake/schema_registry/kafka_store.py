@@ -98,8 +98,8 @@ class KafkaStore:
         partition and be compacted, as Confluent's registry checks."""
         admin = AdminClient({**self._client_config, "client.id": "tidelake-schema-registry-admin"})
         timeout = max(1.0, deadline - time.monotonic())
-        try:
-            metadata = admin.list_topics(timeout=timeout)
+        try:   # a cluster that does not answer fails the start within the store's timeout, not the init one
+            metadata = admin.list_topics(timeout=min(timeout, self._timeout_s))
         except KafkaException as e:
             raise StoreError(f"cannot reach Kafka at {self._client_config['bootstrap.servers']}: "
                              f"{e.args[0].str()}") from None
