@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import requests
 
@@ -53,7 +54,7 @@ class Rest:
             body["schemaType"] = schema_type
         if references:
             body["references"] = references
-        return self.post(f"/subjects/{subject}/versions", body)
+        return self.post(f"/subjects/{quote(subject, safe='')}/versions", body)
 
 
 def record(name: str, *fields: tuple[str, Any], namespace: str | None = None) -> dict:
