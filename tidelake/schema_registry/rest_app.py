@@ -45,6 +45,11 @@ class Endpoint:
     writes: bool = False
     takes_body: bool = False
 
+    def runs_inline(self, query) -> bool:
+        """A read answered from the in-memory state alone runs on the event loop (a thread hop costs more than
+        the read); writes, and reads that parse a schema (``?format=``, a request body), go to the thread pool."""
+        return self.method == "GET" and "format" not in query
+
 
 def _flag(params, name: str) -> bool:
     return str(params.get(name, "false")).lower() == "true"
@@ -202,7 +207,10 @@ def _dispatcher(router: Router, registry: SchemaRegistry, forwarder: Forwarder):
         body = _body(raw) if endpoint.takes_body else None
         if endpoint.takes_body and body is None:
             raise errors.unprocessable("A JSON request body is required")
-        result = await run_in_threadpool(endpoint.run, registry, path_params, request.query_params, body)
+        if endpoint.runs_inline(request.query_params):
+            result = endpoint.run(registry, path_params, request.query_params, body)
+        else:
+            result = await run_in_threadpool(endpoint.run, registry, path_params, request.query_params, body)
         return RegistryJSON(result)
     return dispatch
 
