@@ -1,7 +1,6 @@
 """JSON Schema and Protobuf through the REST API: validity, identity, compatibility, references."""
 from __future__ import annotations
 
-import json
 
 import pytest
 

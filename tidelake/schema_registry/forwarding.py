@@ -58,4 +58,5 @@ class Forwarder:
             return ForwardedAnswer(e.code, e.read())
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
-            raise errors.forwarding_failed(f"Error while forwarding the request to the leader {url}: {reason}") from None
+            raise errors.forwarding_failed(
+                f"Error while forwarding the request to the leader {url}: {reason}") from None

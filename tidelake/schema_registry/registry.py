@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from tidelake.schema_registry import errors
 from tidelake.schema_registry.avro_type import AvroType
