@@ -92,6 +92,18 @@ def test_lookup(api, subject, v1, v2):
     assert found.body["subject"] == subject
     assert_error(api.post(f"/subjects/{subject}", {"schema": json.dumps(v2)}), 404, 40403)
     assert_error(api.post("/subjects/no-such-subject", {"schema": json.dumps(v1)}), 404, 40401)
+    api.delete(f"/subjects/{subject}")
+    assert_error(api.post(f"/subjects/{subject}", {"schema": json.dumps(v1)}), 404, 40401)    # soft-deleted
+    assert api.post(f"/subjects/{subject}", {"schema": json.dumps(v1)}, deleted=True).body["id"] == sid
+
+
+def test_list_schemas(api, subject, v1, v2):
+    api.register(subject, v1)
+    api.register(subject, v2)
+    every = api.get("/schemas", subjectPrefix=subject).body
+    assert [(s["subject"], s["version"]) for s in every] == [(subject, 1), (subject, 2)]
+    latest = api.get("/schemas", subjectPrefix=subject, latestOnly=True).body
+    assert [s["version"] for s in latest] == [2]
 
 
 def test_schema_types(api):

@@ -120,6 +120,16 @@ class SchemaRegistry:
                     return True
         return False
 
+    def schemas(self, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[dict]:
+        """``GET /schemas``: every version of the subjects under ``prefix`` (or each one's latest)."""
+        with self.lock:
+            out = []
+            for subject in self.state.subjects(include_deleted=deleted):
+                if subject.startswith(prefix):
+                    versions = self.state.versions(subject, include_deleted=deleted)
+                    out += [self._version_json(sv, None) for sv in (versions[-1:] if latest_only else versions)]
+            return out
+
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
         with self.lock:
             return [s for s in self.state.subjects(include_deleted=deleted) if s.startswith(prefix)]
@@ -143,7 +153,7 @@ class SchemaRegistry:
     def lookup(self, subject: str, request: SchemaRequest, deleted: bool = False) -> dict:
         parsed = self._parse(request)
         with self.lock:
-            self._require_subject(subject, deleted=True)
+            self._require_subject(subject, deleted=deleted)
             for sv in reversed(self.state.versions(subject, include_deleted=deleted)):
                 if self._same_schema(sv, request, parsed):
                     return self._version_json(sv, None)
