@@ -276,3 +276,20 @@ def test_avro_references(api, subject):
     missing = [{"name": "com.example.Address", "subject": "no-such-subject", "version": 1}]
     assert_error(api.register(subject + "-2", user, references=missing), 422, 42201)
     assert api.post(f"/subjects/{subject}", {"schema": json.dumps(user), "references": refs}).body["id"] == sid
+
+
+def test_global_mode_and_config_changes(api, subject, v1, v2):
+    """Last in the module: it changes the global settings (and puts them back)."""
+    api.register(subject, v1)
+    assert_error(api.put("/mode", {"mode": "IMPORT"}), 422, 42205)          # subjects exist
+    assert api.put("/mode", {"mode": "IMPORT"}, force=True).body == {"mode": "IMPORT"}
+    assert api.get(f"/mode/{subject}", defaultToGlobal=True).body == {"mode": "IMPORT"}
+    assert api.put("/mode", {"mode": "READONLY"}).body == {"mode": "READONLY"}
+    assert_error(api.register(subject, v2), 422, 42205)
+    assert api.put("/mode", {"mode": "READWRITE"}).body == {"mode": "READWRITE"}
+    assert api.put("/config", {"compatibility": "NONE"}).body == {"compatibility": "NONE"}
+    assert api.get(f"/config/{subject}", defaultToGlobal=True).body == {"compatibilityLevel": "NONE"}
+    assert api.delete("/config").body == {"compatibilityLevel": "NONE"}
+    assert api.get("/config").body == {"compatibilityLevel": "BACKWARD"}     # back to schema.compatibility.level
+    assert_error(api.put("/config", {"compatibility": 7}), 422, 42203)
+    assert_error(api.put("/config", ["BACKWARD"]), 422, 422)
