@@ -390,7 +390,7 @@ class SchemaRegistry:
         return out
 
     def _formatted(self, schema_type: str, schema: str, refs: tuple[SchemaReference, ...], fmt: str | None) -> str:
-        if not fmt:
+        if SCHEMA_TYPES[schema_type].answered_as_stored(schema, fmt):
             return schema
         with self.lock:
             references = self._resolve_references(refs, set())
