@@ -6,6 +6,7 @@ The REST layer sends a write here only on the primary; other processes forward i
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,13 @@ class RegistryCounters:
     incompatible: int = 0
     deleted_versions: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(schema_type: str, schema: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
+    """Stored schemas are parsed again for every registration that compares with them: keep the results (a
+    stored schema with the same references' texts always parses the same)."""
+    return SCHEMA_TYPES[schema_type].parse(schema, dict(references))
 
 
 def parse_version(text: str | int, allow_negative: bool = False) -> int:
@@ -349,7 +357,7 @@ class SchemaRegistry:
 
     def _parse_stored(self, sv: SchemaValue) -> ParsedSchema:
         references = self._resolve_references(sv.references, set())
-        return SCHEMA_TYPES[sv.schema_type].parse(sv.schema, references)
+        return _parse_cached(sv.schema_type, sv.schema, tuple(references.items()))
 
     def _resolve_references(self, refs: tuple[SchemaReference, ...], seen: set[str]) -> dict[str, str]:
         """Every schema ``refs`` name, transitively, dependencies first (what a parser needs before the schema)."""
