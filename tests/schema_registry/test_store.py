@@ -133,3 +133,12 @@ def test_a_schemas_topic_with_two_partitions_is_refused(tmp_path):
         with pytest.raises(StoreError, match="cleanup.policy=delete"):
             with start_registry(broker.bootstrap_servers, {"kafkastore.topic": "_deleting"}):
                 pass
+
+
+def test_any_kafka_a_registry_on_tansu(tansu):
+    """The registry is a Kafka client: another broker (Tansu, the project's peer) keeps `_schemas` as well."""
+    with start_registry(tansu) as registry:
+        sid = Rest(registry.url).register("tansu-value", record("T", ("a", "int"))).body["id"]
+    with start_registry(tansu) as registry:
+        assert Rest(registry.url).get("/subjects/tansu-value/versions/1").body["id"] == sid
+        assert Rest(registry.url).register("tansu-2", record("T2", ("a", "int"))).body["id"] == sid + 1
