@@ -25,13 +25,11 @@ def proto_text(fdp: descriptor_pb2.FileDescriptorProto) -> str:
         lines.append(f"package {fdp.package};")
     for dep in fdp.dependency:
         lines.append(f'import "{dep}";')
-    options = fdp.options
-    for name in _FILE_OPTIONS:
-        if options.HasField(name):
-            lines.append(f'option {name} = "{getattr(options, name)}";')
-    for name in _BOOL_FILE_OPTIONS:
-        if options.HasField(name):
-            lines.append(f"option {name} = {str(getattr(options, name)).lower()};")
+    for option, value in fdp.options.ListFields():
+        if option.name in _FILE_OPTIONS:
+            lines.append(f'option {option.name} = "{value}";')
+        elif option.name in _BOOL_FILE_OPTIONS:
+            lines.append(f"option {option.name} = {str(value).lower()};")
     lines.append("")
     for message in fdp.message_type:
         lines += _message(message, syntax, 0)
