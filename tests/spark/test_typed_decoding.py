@@ -17,7 +17,8 @@ import pyarrow as pa
 import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory, timestamp_pb2, wrappers_pb2
 
-from tidelake.spark.avro_decoder import container_blocks, container_header
+from tidelake.spark.avro_decoder import container_block, container_header
+from tidelake.spark.avro_sizes import encoded_sizes
 from tidelake.spark.avro_types import UnsupportedAvroType, avro_field, inline_named_types, record_schema
 from tidelake.spark.protobuf_types import message_type, messages_to_arrow
 from tidelake.spark.read_schema import SchemaConflict, conform_to
@@ -105,7 +106,7 @@ def test_avro_union_of_two_types_has_no_column():
 
 # ------------------------------------------------------------------------------------------- Avro in batches
 def read_container(schema: dict, payloads: list[bytes]) -> pa.Table:
-    container = container_header(json.dumps(inline_named_types(schema))) + container_blocks(pa.array(payloads, pa.binary())).tobytes()
+    container = container_header(json.dumps(inline_named_types(schema))) + container_block(pa.array(payloads, pa.binary()))
     return pl.read_avro(io.BytesIO(container)).to_arrow()
 
 
@@ -121,15 +122,30 @@ def test_avro_batch_decodes_as_fastavro_does():
         assert row["previous"] == want["previous"] and row["tags"] == want["tags"] and row["state"] == "PAID"
 
 
-def test_avro_blocks_keep_each_datum_in_its_bounds():
-    """A datum with trailing bytes cannot shift the next one (one datum per block); long payloads need
-    multi-byte sizes."""
+def test_avro_sizes_computed_back_equal_the_payloads():
+    """Every datum's encoded size, told from its decoded values, is its payload's length: the check that the
+    back-to-back block was read datum by datum from the right bytes."""
+    records = [order(i) for i in range(50)] + [{**order(1), "price": decimal.Decimal("-99999999.99"), "id": -2**40}]
+    payloads = [avro_datum(ORDER, r) for r in records]
+    decoded = read_container(ORDER, payloads)
+    sizes = encoded_sizes(decoded.to_struct_array().combine_chunks(), ORDER)
+    assert sizes.tolist() == [len(p) for p in payloads]
+
+
+def test_avro_trailing_bytes_are_caught_by_the_sizes():
+    """A payload with trailing bytes shifts the datums after it in a back-to-back block: the decode either
+    fails or its sizes do not match the payloads."""
     schema = {"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}, {"name": "s", "type": "string"}]}
     payloads = [avro_datum(schema, {"id": i, "s": "x" * (i * 70)}) for i in range(40)]
-    payloads[3] += b"\x02\x03"
-    got = read_container(schema, payloads)
-    assert got.column("id").to_pylist() == list(range(40))
-    assert got.column("s").to_pylist() == ["x" * (i * 70) for i in range(40)]
+    assert encoded_sizes(read_container(schema, payloads).to_struct_array().combine_chunks(), schema).tolist() == [
+        len(p) for p in payloads]   # multi-byte lengths too
+    payloads[3] += b"\x02"
+    try:
+        decoded = read_container(schema, payloads)
+    except BaseException:   # noqa: BLE001 (polars' PanicException is a BaseException)
+        return
+    sizes = encoded_sizes(decoded.to_struct_array().combine_chunks(), schema)
+    assert decoded.num_rows != len(payloads) or sizes is None or sizes.tolist() != [len(p) for p in payloads]
 
 
 # ------------------------------------------------------------------------------------------- conform

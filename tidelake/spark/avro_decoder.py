@@ -1,15 +1,16 @@
 """Avro record values in Confluent's wire format -> Arrow, a batch at once.
 
 The values of a batch are grouped by schema id. Each group's payloads (schemaless Avro datums, the bytes a
-Confluent ``AvroSerializer`` writes after the 5-byte header) are laid out as an in-memory Avro object
-container file — the writer schema in its header (named types inlined: polars resolves no names), one datum per block — built with numpy from the Arrow
-buffers, and that file is read by polars' Avro reader (Rust) into Arrow columns: no Python object per
-record. One datum per block keeps every record inside its own bounds: a payload with trailing bytes cannot
-shift its neighbours. The groups are made to the reader's schema (read_schema.py) and put back in the
-values' order.
+Confluent ``AvroSerializer`` writes after the 5-byte header) become an in-memory Avro object container file —
+the writer schema in its header (named types inlined: polars resolves no names), the payloads' Arrow data
+buffer as its one block — read by polars' Avro reader (Rust) into Arrow columns: no Python object per record.
+(One block per datum would keep each datum in its bounds, but costs polars ~50 us a block: 50x slower.) Back
+to back, a payload with trailing bytes would shift the datums after it, so each datum's encoded size is
+computed back from its decoded values (avro_sizes.py) and must equal its payload's length. The groups are
+made to the reader's schema (read_schema.py) and put back in the values' order.
 
-A group too small to be worth a file (and the one-record re-decodes that locate a bad record) is read with
-fastavro's ``schemaless_reader`` instead, which also names what is wrong with a datum that does not decode.
+A group too small to be worth a file, one whose sizes do not check out, or one that does not decode is read
+with fastavro's ``schemaless_reader`` datum by datum, which also names what is wrong with a bad datum.
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from polars.exceptions import PanicException
 
+from tidelake.spark.avro_sizes import encoded_sizes
 from tidelake.spark.avro_types import UnsupportedAvroType, avro_field, inline_named_types, record_schema
 from tidelake.spark.decode_errors import BadChangeEvent
 from tidelake.spark.read_schema import SchemaConflict, conform_to
@@ -53,38 +55,20 @@ def container_header(schema_text: str) -> bytes:
     return bytes(out + _zigzag_varint(0) + SYNC_MARKER)
 
 
-def container_blocks(payloads: pa.BinaryArray) -> np.ndarray:
-    """The container's blocks, one datum each: count 1, byte size, datum, sync marker (numpy, no loop over
-    records)."""
-    n = len(payloads)
+def container_block(payloads: pa.BinaryArray) -> bytes:
+    """The container's one data block: the datum count, the byte size, the datums back to back (the payloads'
+    Arrow data buffer as it is), the sync marker."""
     _, offsets_buffer, data_buffer = payloads.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=payloads.offset * 4).astype(np.int64)
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.empty(0, np.uint8)
-    sizes = np.diff(offsets)
-    zigzag = sizes << 1
-    varint_len = np.ones(n, np.int64)
-    for shift in (7, 14, 21, 28, 35):
-        varint_len += zigzag >= (1 << shift)
-    block_len = 1 + varint_len + sizes + len(SYNC_MARKER)
-    starts = np.zeros(n, np.int64)
-    np.cumsum(block_len[:-1], out=starts[1:])
-    out = np.empty(int(block_len.sum()), np.uint8)
-    out[starts] = 2  # zig-zag 1: one datum in the block
-    for j in range(int(varint_len.max())):
-        rows = np.flatnonzero(varint_len > j)
-        byte = (zigzag[rows] >> (7 * j)) & 0x7F
-        more = varint_len[rows] > j + 1
-        out[starts[rows] + 1 + j] = (byte | (more.astype(np.int64) << 7)).astype(np.uint8)
-    payload_starts = starts + 1 + varint_len
-    total = int(sizes.sum())
-    if total:
-        first, last = int(offsets[0]), int(offsets[-1])
-        shift = np.repeat(payload_starts - (offsets[:-1] - first), sizes)
-        out[np.arange(total, dtype=np.int64) + shift] = data[first:last]
-    sync = np.frombuffer(SYNC_MARKER, np.uint8)
-    sync_starts = payload_starts + sizes
-    out[(sync_starts[:, None] + np.arange(len(sync))).ravel()] = np.tile(sync, n)
-    return out
+    n = len(payloads)
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=payloads.offset * 4)
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = data_buffer.to_pybytes()[first:last] if data_buffer is not None and last > first else b""
+    return _zigzag_varint(n) + _zigzag_varint(last - first) + data + SYNC_MARKER
+
+
+def _offsets(payloads: pa.BinaryArray) -> np.ndarray:
+    return np.frombuffer(payloads.buffers()[1], dtype=np.int32, count=len(payloads) + 1,
+                         offset=payloads.offset * 4).astype(np.int64)
 
 
 class AvroDecoder(RegistryDecoder):
@@ -116,16 +100,18 @@ class AvroDecoder(RegistryDecoder):
             raise BadChangeEvent(f"schema id {schema_id}: a value schema must be an Avro record")
         if len(payloads) < SMALL_GROUP:
             return self._read_one_by_one(schema_id, parsed, payloads, pa.schema(list(arrow_type)))
-        container = container_header(json.dumps(inline_named_types(parsed))) + container_blocks(payloads).tobytes()
+        container = container_header(json.dumps(inline_named_types(parsed))) + container_block(payloads)
         try:
-            frame = pl.read_avro(io.BytesIO(container))
+            decoded = pl.read_avro(io.BytesIO(container)).to_arrow()
         except (PanicException, Exception):
-            # find and name the datum at fault (this batch is then re-read record by record)
-            self._read_one_by_one(schema_id, parsed, payloads, pa.schema(list(arrow_type)))
-            raise BadChangeEvent(f"schema id {schema_id}: the batch does not decode") from None
-        if frame.height != len(payloads):
-            raise BadChangeEvent(f"schema id {schema_id}: {len(payloads)} datums decoded into {frame.height} rows")
-        return frame.to_arrow()
+            decoded = None
+        if decoded is not None and decoded.num_rows == len(payloads):
+            sizes = encoded_sizes(pa.Table.to_struct_array(decoded).combine_chunks(), parsed)
+            if sizes is not None and np.array_equal(sizes, np.diff(_offsets(payloads))):
+                return decoded
+        # a datum that does not decode, trailing bytes, or sizes the values cannot tell: datum by datum
+        # (which also names the datum at fault)
+        return self._read_one_by_one(schema_id, parsed, payloads, pa.schema(list(arrow_type)))
 
     def _read_one_by_one(self, schema_id: int, parsed, payloads: pa.BinaryArray, schema: pa.Schema) -> pa.Table:
         writer = fastavro.parse_schema(parsed)

@@ -41,7 +41,7 @@ class AvroField:
     nullable: bool
 
 
-def _named(schema: Any, names: dict[str, Any], namespace: str | None) -> Any:
+def named_type(schema: Any, names: dict[str, Any], namespace: str | None) -> Any:
     """Resolve a reference to a named type defined earlier in the schema."""
     if isinstance(schema, str) and schema not in PRIMITIVES:
         full = schema if "." in schema or namespace is None else f"{namespace}.{schema}"
@@ -52,7 +52,7 @@ def _named(schema: Any, names: dict[str, Any], namespace: str | None) -> Any:
     return schema
 
 
-def _remember(schema: dict, names: dict[str, Any], namespace: str | None) -> str | None:
+def remember_name(schema: dict, names: dict[str, Any], namespace: str | None) -> str | None:
     name = schema.get("name")
     ns = schema.get("namespace", namespace)
     if name:
@@ -67,7 +67,7 @@ def _remember(schema: dict, names: dict[str, Any], namespace: str | None) -> str
 def avro_field(schema: Any, names: dict[str, Any] | None = None, namespace: str | None = None) -> AvroField:
     """The Arrow type of an Avro schema (a parsed JSON value) and whether it admits null."""
     names = {} if names is None else names
-    schema = _named(schema, names, namespace)
+    schema = named_type(schema, names, namespace)
     if isinstance(schema, list):
         branches = [b for b in schema if b != "null"]
         if len(branches) != 1:
@@ -85,22 +85,22 @@ def avro_field(schema: Any, names: dict[str, Any] | None = None, namespace: str 
         if precision > MAX_DECIMAL_PRECISION:
             raise UnsupportedAvroType(f"decimal({precision}, {scale}): at most {MAX_DECIMAL_PRECISION} digits")
         if kind == "fixed":
-            _remember(schema, names, namespace)
+            remember_name(schema, names, namespace)
         return AvroField(pa.decimal128(precision, scale), False)
     if logical in LOGICAL and not isinstance(kind, (dict, list)):
         if kind in ("fixed", "enum", "record"):
-            _remember(schema, names, namespace)
+            remember_name(schema, names, namespace)
         return AvroField(LOGICAL[logical], False)
     if kind == "record" or kind == "error":
-        ns = _remember(schema, names, namespace)
+        ns = remember_name(schema, names, namespace)
         # nested fields stay nullable in Arrow: a null record (a Debezium delete's 'after') has null children
         fields = [pa.field(f["name"], avro_field(f["type"], names, ns).type) for f in schema["fields"]]
         return AvroField(pa.struct(fields), False)
     if kind == "enum":
-        _remember(schema, names, namespace)
+        remember_name(schema, names, namespace)
         return AvroField(pa.string(), False)
     if kind == "fixed":
-        _remember(schema, names, namespace)
+        remember_name(schema, names, namespace)
         return AvroField(pa.binary(int(schema["size"])), False)
     if kind == "array":
         item = avro_field(schema["items"], names, namespace)
@@ -117,14 +117,14 @@ def inline_named_types(schema: Any, names: dict[str, Any] | None = None, namespa
     layout), for readers that do not resolve names (polars' Avro reader)."""
     names = {} if names is None else names
     if isinstance(schema, str):
-        return _named(schema, names, namespace) if schema not in PRIMITIVES else schema
+        return named_type(schema, names, namespace) if schema not in PRIMITIVES else schema
     if isinstance(schema, list):
         return [inline_named_types(b, names, namespace) for b in schema]
     if not isinstance(schema, dict):
         return schema
     kind = schema.get("type")
     if kind in ("record", "error", "enum", "fixed"):
-        ns = _remember(schema, names, namespace)
+        ns = remember_name(schema, names, namespace)
         if kind in ("record", "error"):
             out = {**schema, "fields": [{**f, "type": inline_named_types(f["type"], names, ns)}
                                         for f in schema["fields"]]}
