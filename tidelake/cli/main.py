@@ -14,6 +14,7 @@ from tidelake.cli.groups import groups
 from tidelake.cli.partitions import partitions
 from tidelake.cli.pipeline import pipeline
 from tidelake.cli.records import records
+from tidelake.cli.schema_registry import schema_registry
 from tidelake.cli.table import table
 from tidelake.cli.table_views import publish_command, sql_command
 from tidelake.cli.topics import topics
@@ -34,7 +35,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 for _command in (broker, cluster, topics, partitions, produce, consume, groups, configs, records, transactions, acls, users, table,
-                 pipeline, console):
+                 pipeline, console, schema_registry):
     cli.add_command(_command)
 for _command in (publish_command, sql_command):   # table subcommands kept in their own module
     table.add_command(_command)
