@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import io
 import json
+from typing import Any
 
 import fastavro
 import numpy as np
@@ -66,6 +67,24 @@ def container_block(payloads: pa.BinaryArray) -> bytes:
     return _zigzag_varint(n) + _zigzag_varint(last - first) + data + SYNC_MARKER
 
 
+def _uuids_as_strings(schema: Any) -> Any:
+    """The schema without the ``uuid`` logical type (fastavro would return uuid.UUID objects; the column is a
+    string, as polars reads it)."""
+    if isinstance(schema, list):
+        return [_uuids_as_strings(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    if schema.get("logicalType") == "uuid":
+        return {k: v for k, v in schema.items() if k != "logicalType"}
+    out = dict(schema)
+    if "fields" in out:
+        out["fields"] = [{**f, "type": _uuids_as_strings(f["type"])} for f in out["fields"]]
+    for key in ("items", "values", "type"):
+        if isinstance(out.get(key), (dict, list)):
+            out[key] = _uuids_as_strings(out[key])
+    return out
+
+
 def _offsets(payloads: pa.BinaryArray) -> np.ndarray:
     return np.frombuffer(payloads.buffers()[1], dtype=np.int32, count=len(payloads) + 1,
                          offset=payloads.offset * 4).astype(np.int64)
@@ -114,7 +133,7 @@ class AvroDecoder(RegistryDecoder):
         return self._read_one_by_one(schema_id, parsed, payloads, pa.schema(list(arrow_type)))
 
     def _read_one_by_one(self, schema_id: int, parsed, payloads: pa.BinaryArray, schema: pa.Schema) -> pa.Table:
-        writer = fastavro.parse_schema(parsed)
+        writer = fastavro.parse_schema(_uuids_as_strings(parsed))
         rows = []
         for payload in payloads.to_pylist():
             try:

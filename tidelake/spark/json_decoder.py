@@ -2,8 +2,8 @@
 
 The values are joined into one newline-delimited buffer and read with an explicit schema (the reader's
 columns); fields the schema does not name are ignored, missing ones are null. Times and dates arrive as
-numbers (epoch units, as Debezium's JSON converter sends them) and are read as integers, cast to the table's
-types afterwards: the reader parses them only from text. A value that is the JSON ``null`` carries no row
+numbers (epoch units, as Debezium's JSON converter sends them) and are read as integers (or, for JSON Schema's
+``date`` / ``date-time`` formats, as text), cast to the table's types afterwards. A value that is the JSON ``null`` carries no row
 (``Decoded.present`` is false for it), like a tombstone.
 """
 from __future__ import annotations
@@ -17,12 +17,15 @@ from tidelake.spark.decode_errors import BadChangeEvent
 from tidelake.spark.value_decoder import Decoded, ValueDecoder
 
 
-def json_type(t: pa.DataType) -> pa.DataType:
-    """The type the JSON reader fills for a column of type ``t`` (temporal -> its epoch integer)."""
+def json_type(t: pa.DataType, times_as_text: bool = False) -> pa.DataType:
+    """The type the JSON reader fills for a column of type ``t``: a temporal one as its epoch integer, or with
+    ``times_as_text`` as a string (ISO 8601, cast afterwards)."""
     if pa.types.is_temporal(t):
+        if times_as_text:
+            return pa.string()
         return pa.int32() if t.bit_width == 32 else pa.int64()
     if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, json_type(f.type)) for f in t])
+        return pa.struct([pa.field(f.name, json_type(f.type, times_as_text)) for f in t])
     return t
 
 
@@ -77,15 +80,19 @@ def scatter(table: pa.Table, present: pa.Array, schema: pa.Schema) -> pa.Table:
 
 
 class JsonDecoder(ValueDecoder):
-    """Schemaless JSON objects (``json``, ``debezium-json``)."""
+    """Schemaless JSON objects (``json``, ``debezium-json``): times as epoch numbers; with ``times_as_text``
+    as ISO 8601 strings (JSON Schema's ``date`` / ``date-time`` formats)."""
+
+    def __init__(self, times_as_text: bool = False):
+        self.times_as_text = times_as_text
 
     def decode(self, values: pa.Array, read_schema: pa.Schema) -> Decoded:
         texts, present = json_texts(values)
-        schema = pa.schema([pa.field(f.name, json_type(f.type)) for f in read_schema])
+        schema = pa.schema([pa.field(f.name, json_type(f.type, self.times_as_text)) for f in read_schema])
         parsed = read_objects(texts, schema)
         if present is None:
             return Decoded(parsed)
         return Decoded(scatter(parsed, present, schema), present=present)
 
     def __reduce__(self):
-        return JsonDecoder, ()
+        return JsonDecoder, (self.times_as_text,)

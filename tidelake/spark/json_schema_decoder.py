@@ -40,5 +40,5 @@ class JsonSchemaDecoder(RegistryDecoder):
             registered = self.writer_schema(schema_id)
             if registered.schema_type != "JSON":
                 raise BadChangeEvent(f"schema id {schema_id} is a {registered.schema_type} schema, not JSON")
-        decoded = JsonDecoder().decode(framed.payloads, read_schema)
+        decoded = JsonDecoder(times_as_text=True).decode(framed.payloads, read_schema)
         return Decoded(decoded.table, ids, decoded.present)
