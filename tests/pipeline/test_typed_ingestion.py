@@ -12,7 +12,7 @@ import uuid
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -60,6 +60,21 @@ def pipeline(spark, cluster, topic, tmp_path, fmt, sink=None, source=None, **ext
               "schema_registry": {"url": registry},
               "sink": {"table": str(tmp_path / "table"), "format": fmt, "buckets": 2, **(sink or {})}, **extra}
     return Pipeline(config, spark=spark)
+
+
+def dlq_records(bootstrap: str, topic: str) -> list:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.partition.eof": True,
+                         "auto.offset.reset": "earliest"})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    for _ in range(1000):
+        msg = consumer.poll(30)
+        assert msg is not None, "DLQ not readable"
+        if msg.error() is not None:
+            break  # partition EOF
+        out.append(msg)
+    consumer.close()
+    return out
 
 
 def ctx(topic: str, field=MessageField.VALUE) -> SerializationContext:
@@ -312,6 +327,16 @@ def test_unknown_schema_id_is_a_bad_record_naming_topic_partition_offset_and_id(
     summary = pipeline(spark, cluster, topic, tmp_path, "avro", on_error="skip").run(once=True)
     assert summary.skipped == 2
     assert sorted(Table.open(str(tmp_path / "table")).scan().column("id").to_pylist()) == [0, 1, 2, 3]
+    # dead-letter: both copied as they were, Kafka Connect's headers naming where and why (the schema id)
+    summary = pipeline(spark, cluster, topic, tmp_path / "dlq", "avro", on_error="dead-letter",
+                       dead_letter_topic=f"{topic}.dlq").run(once=True)
+    assert summary.dead_lettered == 2
+    dead = dlq_records(bootstrap, f"{topic}.dlq")
+    assert [m.value() for m in dead] == [unknown[1], not_framed[1]]
+    headers = [dict(m.headers()) for m in dead]
+    assert [h["__connect.errors.offset"] for h in headers] == [b"2", b"5"]
+    assert headers[0]["__connect.errors.exception.message"] == b"schema id 987654 is not in the schema registry"
+    assert b"magic byte" in headers[1]["__connect.errors.exception.message"]
 
 
 def test_a_registry_that_is_down_fails_fast_with_one_line(spark, cluster, tmp_path):  # noqa: F811

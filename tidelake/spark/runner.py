@@ -42,12 +42,12 @@ from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_rang
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
-from tidelake.spark.registered_table_schema import RegisteredTableSchema, RegistrySchemaError
+from tidelake.spark.registered_table_schema import RegisteredTableSchema
+from tidelake.spark.sink_table import SinkTable
 from tidelake.spark.ship import package_zip
 from tidelake.spark.value_formats import ValueFormat
 from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.table import Table, TableExists, TableNotFound
-from tidelake.table.schema import schema_mismatch
+from tidelake.table import Table
 
 log = logging.getLogger("tidelake.pipeline")
 # The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
@@ -217,6 +217,7 @@ class Pipeline:
         #: the sink table's schema from the schema registry (registry-backed formats only)
         self.registered = RegisteredTableSchema(self.format, self.config.source.topic) \
             if self.format.registry_decoder is not None else None
+        self.sink_table = SinkTable(self.config, self.registered, self.arrow_schema)
         metrics = self.config.metrics
         #: what the driver loop counts (None unless metrics.listen is set); served by ``observer`` during run()
         self.stats = PipelineStats(self.config.source.batch_interval, metrics.ready_intervals) \
@@ -317,63 +318,9 @@ class Pipeline:
             raise PipelineConfigError(f"sink.schema is not a list of columns: {self.config.sink.schema!r}")
         return to_arrow_schema(struct)
 
-    def _primary_key(self, schema: pa.Schema) -> list[str]:
-        """``sink.primary_key``; else, with a schema registry, the record key schema's fields; else (append) the
-        first column."""
-        sink = self.config.sink
-        if sink.primary_key:
-            return list(sink.primary_key)
-        if self.registered is not None and sink.mode == "upsert":
-            key = self.registered.key_columns()
-            missing = [k for k in key if k not in schema.names]
-            if missing:
-                raise RegistrySchemaError(f"the key schema of subject {self.registered.key_subject} has field(s) "
-                                          f"{', '.join(missing)} the value has not: set sink.primary_key")
-            return key
-        return [schema.names[0]]
-
     def open_table(self) -> Table:
-        """Open the sink table, creating it (schema, primary key, buckets, properties) if absent: the schema is
-        ``sink.schema``, or else the latest registered value schema's columns."""
-        sink = self.config.sink
-        options = sink.storage_options or None
-        try:
-            return self._checked(Table.open(sink.table, storage_options=options))
-        except TableNotFound:
-            pass
-        properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
-        schema = self.arrow_schema() if sink.schema else self.registered.table_schema()
-        primary_key = self._primary_key(schema)
-        if sink.schema == "" and self.registered is not None:
-            log.info("sink table %s: created from subject %s (%s), primary key (%s)", sink.table,
-                     self.registered.value_subject, ", ".join(f"{f.name} {f.type}" for f in schema),
-                     ", ".join(primary_key))
-        try:
-            return Table.create(sink.table, schema, primary_key, properties, storage_options=options)
-        except TableExists:  # another process created it first
-            return Table.open(sink.table, storage_options=options)
-
-    def _checked(self, table: Table) -> Table:
-        """An existing table must have the config's primary key and schema; with
-        ``sink.schema_evolution: add-columns`` the config's columns it lacks are added (nullable)."""
-        sink = self.config.sink
-        if not sink.schema:
-            if sink.primary_key and list(sink.primary_key) != list(table.primary_key):
-                raise PipelineConfigError(f"sink table {sink.table} has primary key ({', '.join(table.primary_key)}), "
-                                          f"the config says ({', '.join(sink.primary_key)})", ("sink", "primary_key"))
-            return table
-        problems, addable = schema_mismatch(table.schema, table.primary_key, self.arrow_schema(), sink.primary_key)
-        if addable and sink.schema_evolution != "add-columns":
-            problems += [f"column {f.name} ({f.type}) is in the config, not in the table (set "
-                         f"sink.schema_evolution: add-columns to add it)" for f in addable]
-        if problems:
-            raise PipelineConfigError(f"sink table {sink.table} does not match the pipeline config: "
-                                      + "; ".join(problems), ("sink", "schema"))
-        for f in addable:
-            table.add_column(f.name, f.type)
-            log.info("sink table %s: added column %s %s (sink.schema_evolution: add-columns)", sink.table, f.name,
-                     f.type)
-        return table
+        """Open the sink table, creating it if absent (sink_table.py)."""
+        return self.sink_table.open()
 
     def offset_mode(self, table: Table, broker: BrokerOffsets) -> OffsetMode:
         cfg, src = self.config, self.config.source
@@ -439,36 +386,13 @@ class Pipeline:
             raise
         return [StagedFiles.from_row(row) for row in rows]
 
-    def _evolution(self, table: Table) -> list[pa.Field]:
-        """The columns this batch may add: the latest registered value schema's that the table lacks."""
-        if self.registered is None or self.config.sink.schema:
-            return []
-        return self.registered.candidates(table.schema)
-
-    def _added_columns(self, batch_id: int, candidates: list[pa.Field], schema_ids_seen: int) -> list[pa.Field]:
-        """Of ``candidates``, those the batch's records carry (the commit adds them), or an error if the config
-        does not let the table evolve."""
-        if not candidates:
-            return []
-        carried = self.registered.carried(set(self._schema_ids.value[schema_ids_seen:]), candidates)
-        if carried and self.config.sink.schema_evolution != "add-columns":
-            raise PipelineConfigError(
-                f"batch {batch_id}: records of {self.config.source.topic} carry column(s) "
-                f"{', '.join(f'{f.name} ({f.type})' for f in carried)} the sink table {self.config.sink.table} "
-                f"lacks (set sink.schema_evolution: add-columns to add them); nothing of the batch was committed",
-                ("sink", "schema_evolution"))
-        for f in carried:
-            log.info("batch %d: column %s %s added to %s with the records that first carry it "
-                     "(sink.schema_evolution: add-columns)", batch_id, f.name, f.type, self.config.sink.table)
-        return carried
-
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:
         began = time.monotonic()
         seen = len(self._skipped.value) if self._skipped is not None else 0
         truncates_seen = len(self._truncates.value)
         times_seen = len(self._times.value) if self._times is not None else 0
         schema_ids_seen = len(self._schema_ids.value) if self._schema_ids is not None else 0
-        candidates = self._evolution(table)
+        candidates = self.sink_table.batch_columns(table)
         staged = self._stage(table, options, batch.ranges, candidates)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
         operation = "insert" if self.config.sink.mode == "append" else "upsert"
@@ -491,7 +415,8 @@ class Pipeline:
             if self._skipped is not None:   # bad records were counted by the first staging
                 del self._skipped.value[skipped_again:]
             operation = "overwrite"
-        added = self._added_columns(batch.batch_id, candidates, schema_ids_seen)
+        added = self.sink_table.columns_to_add(batch.batch_id, candidates,
+                                               set(self._schema_ids.value[schema_ids_seen:]) if candidates else set())
         commit = mode.table_commit(batch)
         dead_lettered = self._dead_letter(bad, commit, mode)
         if bad:
