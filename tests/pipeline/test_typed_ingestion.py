@@ -347,3 +347,45 @@ def test_a_registry_that_is_down_fails_fast_with_one_line(spark, cluster, tmp_pa
     with pytest.raises(RegistryUnavailable) as e:
         p.run(once=True)
     assert "schema registry http://127.0.0.1:9 unreachable" in str(e.value) and "\n" not in str(e.value)
+
+
+def debezium_message_class():
+    """A Debezium-shaped Protobuf envelope: Value, Source, then Envelope (message index [2])."""
+    f = descriptor_pb2.FileDescriptorProto(name="shop/orders_envelope.proto", package="shop.orders", syntax="proto3")
+    T = descriptor_pb2.FieldDescriptorProto
+    value = f.message_type.add(name="Value")
+    value.field.add(name="id", number=1, type=T.TYPE_INT64, label=1)
+    value.field.add(name="amount", number=2, type=T.TYPE_INT64, label=1)
+    source = f.message_type.add(name="Source")
+    source.field.add(name="db", number=1, type=T.TYPE_STRING, label=1)
+    envelope = f.message_type.add(name="Envelope")
+    envelope.field.add(name="before", number=1, type=T.TYPE_MESSAGE, type_name=".shop.orders.Value", label=1)
+    envelope.field.add(name="after", number=2, type=T.TYPE_MESSAGE, type_name=".shop.orders.Value", label=1)
+    envelope.field.add(name="source", number=3, type=T.TYPE_MESSAGE, type_name=".shop.orders.Source", label=1)
+    envelope.field.add(name="op", number=4, type=T.TYPE_STRING, label=1)
+    envelope.field.add(name="ts_ms", number=5, type=T.TYPE_INT64, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(f)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.orders.Envelope"))
+
+
+def test_debezium_protobuf_change_events(spark, cluster, tmp_path):  # noqa: F811
+    bootstrap, url = cluster
+    client = SchemaRegistryClient({"url": url})
+    Envelope = debezium_message_class()
+    topic = "dbz-orders-proto"
+    make_topic(bootstrap, topic)
+    serialize = ProtobufSerializer(Envelope, client, {"use.deprecated.format": False})
+    Value = message_factory.GetMessageClass(Envelope.DESCRIPTOR.fields_by_name["after"].message_type)
+
+    def event(op, row):
+        e = Envelope(op=op, ts_ms=1)
+        e.source.db = "shop"
+        (e.before if op == "d" else e.after).CopyFrom(Value(**row))
+        return serialize(e, ctx(topic))
+    produce(bootstrap, topic, [(None, event("c", {"id": i, "amount": i})) for i in range(6)]
+            + [(None, event("u", {"id": 2, "amount": 20})), (None, event("d", {"id": 3, "amount": 3}))])
+    pipeline(spark, cluster, topic, tmp_path, "debezium-protobuf", {"primary_key": ["id"]}).run(once=True)
+    table = Table.open(str(tmp_path / "table"))
+    assert table.schema.names == ["id", "amount"]   # the envelope's Value, not the envelope
+    assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == {0: 0, 1: 1, 2: 20, 4: 4, 5: 5}

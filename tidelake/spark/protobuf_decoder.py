@@ -71,6 +71,25 @@ class SchemaMessages:
             raise BadChangeEvent(f"schema id {registered.schema_id}: Protobuf schema unusable: {e}") from None
         self.schema_id = registered.schema_id
 
+    def root_message(self):
+        """The message a record of this schema most likely is, for a table's columns: the first top-level message
+        no other message of the file holds (a Debezium envelope, not its Value or Source)."""
+        top = list(self.file.message_types_by_name.values())
+        held = set()
+
+        def visit(message):
+            for field in message.fields:
+                if field.message_type is not None:
+                    held.add(field.message_type.full_name)
+            for nested in message.nested_types:
+                visit(nested)
+        for message in top:
+            visit(message)
+        roots = [m for m in top if m.full_name not in held]
+        if not top:
+            raise BadChangeEvent(f"schema id {self.schema_id}: the Protobuf schema defines no message")
+        return (roots or top)[0]
+
     def descriptor(self, indexes: tuple[int, ...]):
         try:
             found = self.file.message_types_by_name[list(self.file.message_types_by_name)[indexes[0]]]
@@ -100,7 +119,7 @@ class ProtobufDecoder(RegistryDecoder):
         return found
 
     def value_schema(self, registered: RegisteredSchema) -> pa.Schema:
-        return pa.schema(list(message_type(SchemaMessages(registered).descriptor((0,)))))
+        return pa.schema(list(message_type(SchemaMessages(registered).root_message())))
 
     def decode(self, values: pa.Array, read_schema: pa.Schema) -> Decoded:
         try:
