@@ -16,5 +16,6 @@ class BadChangeEvent(ValueError):
         super().__init__(where + reason)
 
 
-class RegistryUnavailable(RuntimeError):
-    """The schema registry cannot answer (down, unreachable, refusing the pipeline's credentials)."""
+class RegistryUnavailable(ConnectionError):
+    """The schema registry cannot answer (down, unreachable, refusing the pipeline's credentials): like any
+    server that cannot be reached, a ConnectionError, which the CLI reports as its one line."""
