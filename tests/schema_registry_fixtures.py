@@ -88,3 +88,11 @@ def schema_registry(registry_broker) -> Iterator[SchemaRegistryServer]:
     """A registry (in this process, free port) on its own embedded broker; ``.url`` for clients."""
     with start_registry(registry_broker.bootstrap_servers) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def shared_registry(tmp_path_factory) -> Iterator[SchemaRegistryServer]:
+    """One broker and registry for a whole test module (tests use subjects of their own)."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("registry-broker"), config=BROKER_CONFIG) as broker:
+        with start_registry(broker.bootstrap_servers) as server:
+            yield server

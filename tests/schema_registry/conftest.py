@@ -1,1 +1,1 @@
-from schema_registry_fixtures import registry_broker, schema_registry  # noqa: F401  (fixtures)
+from schema_registry_fixtures import registry_broker, schema_registry, shared_registry  # noqa: F401  (fixtures)

@@ -53,6 +53,11 @@ def _d(name, default, type_, doc="", read_only=False, choices=None, minimum=None
                      pattern, maximum)
 
 
+# Confluent's subject name strategies (their class names, as Confluent Server's topic configs take them)
+SUBJECT_NAME_STRATEGIES = ("io.confluent.kafka.serializers.subject.TopicNameStrategy",
+                           "io.confluent.kafka.serializers.subject.RecordNameStrategy",
+                           "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy")
+
 # Kafka's version strings (message.format.version, inter.broker.protocol.version): 0.10.2, 2.8-IV1, 3.0 …
 _VERSION = r"\d+\.\d+(\.\d+)?(-IV\d+)?"
 
@@ -99,6 +104,15 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("remote.storage.enable", "false", TYPE_BOOLEAN, "tiered storage for this topic"),
     _d("remote.log.copy.disable", "false", TYPE_BOOLEAN, "tiered storage: stop copying segments"),
     _d("remote.log.delete.on.disable", "false", TYPE_BOOLEAN, "tiered storage: delete remote data on disable"),
+    # Confluent Server's broker-side schema validation (produce-time check of the records' schema ids)
+    _d("confluent.key.schema.validation", "false", TYPE_BOOLEAN,
+       "refuse records whose key does not carry a schema id registered for the topic's key subject"),
+    _d("confluent.value.schema.validation", "false", TYPE_BOOLEAN,
+       "refuse records whose value does not carry a schema id registered for the topic's value subject"),
+    _d("confluent.key.subject.name.strategy", SUBJECT_NAME_STRATEGIES[0], TYPE_STRING,
+       "how the key subject is named", choices=SUBJECT_NAME_STRATEGIES),
+    _d("confluent.value.subject.name.strategy", SUBJECT_NAME_STRATEGIES[0], TYPE_STRING,
+       "how the value subject is named", choices=SUBJECT_NAME_STRATEGIES),
 ]}
 
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -203,6 +217,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
     _d("metrics.listen", None, TYPE_STRING, "tidelake: HOST:PORT serving /metrics (Prometheus) and /health/live, "
        "/health/ready; off unless set", read_only=True, pattern=r"|(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):\d{1,5}"),
+    _d("schema.registry.listen", None, TYPE_STRING, "tidelake: http://HOST:PORT where this broker also serves a "
+       "schema registry (its schemas in _schemas on this broker); off unless set", read_only=True,
+       pattern=r"|https?://(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]/]+):\d{1,5}"),
+    _d("confluent.schema.registry.url", None, TYPE_STRING, "the schema registry that broker-side schema validation "
+       "asks (default: the one schema.registry.listen serves)", read_only=True),
+    _d("confluent.basic.auth.user.info", None, TYPE_PASSWORD, "USER:PASSWORD for the schema registry's basic auth",
+       read_only=True),
+    _d("confluent.schema.registry.cache.ms", 300000, TYPE_LONG, "how long the broker remembers that a schema id "
+       "is registered for a subject", minimum=0),
     _d("connection.failed.authentication.delay.ms", 100, TYPE_INT,
        "how long a connection whose login failed stays open (muted) before it is closed", minimum=0),
     _d("cluster.id", "tidelake-cluster", TYPE_STRING, "cluster id reported in Metadata", read_only=True),

@@ -14,6 +14,7 @@ from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
 from tidelake.broker.partitions import Partitions
+from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.cluster.member import ClusterMember
@@ -55,6 +56,7 @@ class BrokerContext:
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
     cluster: ClusterMember | None = None  # set with zookeeper.connect: one broker of a replicated cluster
+    schema_validation: SchemaValidator | None = None  # with a schema registry configured: produce-time id checks
 
     @property
     def cluster_id(self) -> str:

@@ -53,6 +53,12 @@ class EmbeddedBroker:
         assert self.broker is not None, "broker not started"
         return self.broker.metrics_url
 
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The URL of the schema registry this broker runs (None unless ``schema.registry.listen`` is set)."""
+        assert self.broker is not None, "broker not started"
+        return self.broker.schema_registry.url
+
     def bootstrap_for(self, listener: str) -> str:
         """The address of one named listener (``listeners=...,SASL_SSL://127.0.0.1:0``)."""
         assert self.broker is not None, "broker not started"

@@ -24,6 +24,7 @@ from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           coordinator_leadership, load_transactions)
 from tidelake.broker.dispatch import Dispatcher
+from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
@@ -104,6 +105,8 @@ class Broker:
         groups = build_group_coordinator(config, topics, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
+        self.schema_registry = BrokerSchemaRegistry(config, next(
+            (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
@@ -112,7 +115,8 @@ class Broker:
             transactions=build_transaction_coordinator(
                 config, topics, partitions, groups,
                 cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster),
-            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster)
+            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
+            schema_validation=self.schema_registry.validator)
         if cluster is not None:
             partitions.cluster = cluster
             cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,
@@ -246,6 +250,19 @@ class Broker:
             self.observer.serving.set()
             log.info("broker %d metrics and health on %s (/metrics, /health/live, /health/ready)", ctx.node_id,
                      self.observer.url)
+        if self.schema_registry.wanted:
+            try:
+                await self.schema_registry.start(self._registry_bootstrap())
+            except BaseException:
+                await self.stop()
+                raise
+
+    def _registry_bootstrap(self) -> str:
+        """Where the embedded registry reaches this broker: its first PLAINTEXT listener, on a local address."""
+        name = self.schema_registry.listener
+        bind_host = next(h for n, h, *_ in self._binds if n == name)
+        host = "127.0.0.1" if bind_host in ("", "0.0.0.0", "::") else bind_host
+        return f"[{host}]:{self.ports[name]}" if ":" in host else f"{host}:{self.ports[name]}"
 
     @property
     def metrics_url(self) -> str | None:
@@ -285,6 +302,7 @@ class Broker:
 
     async def stop(self) -> None:
         """Stop accepting, close connections, stop the periodic work, flush and close every log."""
+        await self.schema_registry.stop()   # first: it is a client of this broker
         if self._cluster_joining:
             self._cluster_joining = False
             if self.context.cluster.settings.controlled_shutdown:  # leaderships move before we go

@@ -72,7 +72,7 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         b = Broker(data_dir, config, host=host, port=port, advertised_host=adv_host, advertised_port=adv_port)
         try:
             await b.start()
-        except ZooKeeperUnavailable as e:
+        except (ZooKeeperUnavailable, ConfigError) as e:
             raise CliError(str(e)) from None
         # Everything loaded so far (protocol schemas, configs, recovered logs) lives as long as the
         # process: keep it out of the cyclic GC's generations so collections stay short (tail latency).
@@ -84,6 +84,8 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         print(f"tidelake broker listening on {b.host}:{b.port}", file=sys.stderr, flush=True)
         if b.metrics_url:
             print(f"tidelake broker metrics on {b.metrics_url}/metrics", file=sys.stderr, flush=True)
+        if b.schema_registry.url:
+            print(f"tidelake schema registry on {b.schema_registry.url}", file=sys.stderr, flush=True)
         await stop.wait()
         logging.getLogger("tidelake.broker").info("signal received: flushing and closing logs")
         await b.stop()

@@ -50,20 +50,26 @@ def _bind(host: str, port: int) -> socket.socket:
               metavar="DIR", help="Show the pipelines configured by DIR/*.yaml (and their sink tables).")
 @click.option("--metrics-url", default=None, metavar="URL",
               help="A broker's Prometheus endpoint (http://HOST:PORT/metrics) to chart.")
+@click.option("--schema-registry-url", default=None, metavar="URL",
+              help="A schema registry (Confluent's REST API, e.g. tidelake schema-registry) to show subjects of.")
+@click.option("--schema-registry-user-info", default=None, metavar="USER:PASSWORD", envvar="SCHEMA_REGISTRY_USER_INFO",
+              help="Basic auth credentials for --schema-registry-url.")
 @click.option("--allow-actions", is_flag=True,
               help="Offer actions that change state (compact a table, reset a group's offsets), each confirmed.")
 @click.option("--sample-interval", type=click.FloatRange(min=0.1), default=5.0, show_default=True,
               metavar="SECONDS", help="How often to sample offsets, lag and metrics for the charts.")
 def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelines_dir: str | None,
-            metrics_url: str | None, allow_actions: bool, sample_interval: float) -> None:
+            metrics_url: str | None, schema_registry_url: str | None, schema_registry_user_info: str | None,
+            allow_actions: bool, sample_interval: float) -> None:
     """Serve the web console: topics, messages, consumer groups and lag, pipelines, tables, live charts."""
     import uvicorn
 
     from tidelake.console.app import ConsoleSettings, create_app
     from tidelake.security.client_config import kafka_python_config
 
-    if metrics_url is not None and not metrics_url.startswith(("http://", "https://")):
-        raise click.BadParameter(f"{metrics_url!r}: expected an http:// or https:// URL", param_hint="--metrics-url")
+    for option, url in (("--metrics-url", metrics_url), ("--schema-registry-url", schema_registry_url)):
+        if url is not None and not url.startswith(("http://", "https://")):
+            raise click.BadParameter(f"{url!r}: expected an http:// or https:// URL", param_hint=option)
     host, port = _listen_address(listen)
     admin = conn.admin()   # the broker answers, or one error line within --timeout
     del admin
@@ -71,7 +77,8 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
                                kafka_python_config=kafka_python_config(conn.security) if conn.security else {},
                                tables_dir=tables_dir,
                                pipelines_dir=pipelines_dir, metrics_url=metrics_url, allow_actions=allow_actions,
-                               sample_interval=sample_interval)
+                               sample_interval=sample_interval, schema_registry_url=schema_registry_url,
+                               schema_registry_user_info=schema_registry_user_info)
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host

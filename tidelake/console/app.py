@@ -31,6 +31,7 @@ from tidelake.console.history import History, rate
 from tidelake.console.message_browser import MessageBrowser
 from tidelake.console.pipelines_view import PipelineCatalog
 from tidelake.console.sampler import Sampler
+from tidelake.console.schemas_view import RegistryUnavailable, SchemaCatalog
 from tidelake.console.svg_chart import line_chart
 from tidelake.console.tables_view import TableCatalog
 from tidelake.table import TableError
@@ -51,6 +52,8 @@ class ConsoleSettings:
     allow_actions: bool = False
     sample_interval: float = 5.0
     cache_ttl: float = 2.0
+    schema_registry_url: str | None = None
+    schema_registry_user_info: str | None = None      # USER:PASSWORD for the registry's basic auth
 
 
 def _iso(ms: int | None) -> str:
@@ -119,6 +122,8 @@ class Console:
         self.pipelines = PipelineCatalog(settings.pipelines_dir, self.view, settings.client_config, settings.timeout,
                                          ttl=settings.cache_ttl)
         self.tables = TableCatalog(settings.tables_dir, self.pipelines.sink_tables)
+        self.schemas = SchemaCatalog(settings.schema_registry_url, settings.timeout,
+                                     settings.schema_registry_user_info) if settings.schema_registry_url else None
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         self.templates.env.filters.update(iso=_iso, bytes=_bytes, duration=_duration)
         self.templates.env.globals.update(settings=settings, urlencode=urlencode)
@@ -279,6 +284,23 @@ def table_page(request: Request) -> Response:
     return c.render(request, "table.html", **context)
 
 
+def subjects_page(request: Request) -> Response:
+    c = _console(request)
+    subjects = c.schemas.subjects() if c.schemas is not None else []
+    return c.render(request, "subjects.html", catalog=c.schemas, subjects=subjects)
+
+
+def subject_page(request: Request) -> Response:
+    c = _console(request)
+    name = request.path_params["subject"]
+    if c.schemas is None:
+        raise HTTPException(404, "no schema registry: start the console with --schema-registry-url URL")
+    version = _int_arg(request, "version", None, minimum=1)
+    detail = _lookup(lambda: c.schemas.subject(name, version), f"subject {name}" +
+                     (f" version {version}" if version is not None else ""))
+    return c.render(request, "subject.html", detail=detail)
+
+
 def metrics_page(request: Request) -> Response:
     c = _console(request)
     name = request.query_params.get("metric")
@@ -382,6 +404,10 @@ async def _broker_error(request: Request, exc: BrokerUnavailable) -> Response:
     return _console(request).render(request, "error.html", status_code=503, message=str(exc), status=503)
 
 
+async def _registry_error(request: Request, exc: RegistryUnavailable) -> Response:
+    return _console(request).render(request, "error.html", status_code=503, message=str(exc), status=503)
+
+
 async def _table_error(request: Request, exc: TableError) -> Response:
     return _console(request).render(request, "error.html", status_code=400, message=str(exc), status=400)
 
@@ -431,6 +457,7 @@ def create_app(settings: ConsoleSettings, console: Console | None = None) -> Sta
         Route("/groups/{group_id}", group_page), Route("/pipelines", pipelines_page),
         Route("/pipelines/{name}", pipeline_page), Route("/tables", tables_page),
         Route("/tables/{name:path}", table_page), Route("/metrics", metrics_page),
+        Route("/schemas", subjects_page), Route("/schemas/{subject:path}", subject_page),
         Route("/charts/throughput", topic_chart),
         Route("/actions/compact", compact_confirm, methods=["GET"]),
         Route("/actions/compact", compact_run, methods=["POST"]),
@@ -441,6 +468,6 @@ def create_app(settings: ConsoleSettings, console: Console | None = None) -> Sta
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(OneLineErrors)],
                     exception_handlers={HTTPException: _http_error, BrokerUnavailable: _broker_error,
-                                        TableError: _table_error})
+                                        TableError: _table_error, RegistryUnavailable: _registry_error})
     app.state.console = console
     return app

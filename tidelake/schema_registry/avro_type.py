@@ -29,7 +29,7 @@ class AvroType:
         except (avro.errors.AvroException, TypeError, KeyError, AttributeError) as e:
             raise InvalidSchema(f"Invalid schema {schema}: {e}") from None
         canonical = json.dumps(parsed.to_json(referenced), separators=(",", ":"))
-        return ParsedSchema(self.name, canonical, parsed)
+        return ParsedSchema(self.name, canonical, canonical, parsed)
 
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         result = avro.compatibility.ReaderWriterCompatibilityChecker().get_compatibility(reader.parsed, writer.parsed)

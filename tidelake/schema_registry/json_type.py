@@ -18,7 +18,7 @@ import jsonschema.validators
 
 from tidelake.schema_registry.schema_types import InvalidSchema, ParsedSchema
 
-_WIDER = {"integer": {"integer", "number"}}
+_ACCEPTED_AS = {"integer": {"integer", "number"}}     # a writer's integer is read by a reader's number
 _LOWER_BOUNDS = ("minLength", "minimum", "exclusiveMinimum", "minItems", "minProperties")
 _UPPER_BOUNDS = ("maxLength", "maximum", "exclusiveMaximum", "maxItems", "maxProperties")
 _COMBINERS = ("allOf", "anyOf", "oneOf", "not", "$ref")
@@ -43,7 +43,8 @@ class JsonType:
             jsonschema.validators.validator_for(document).check_schema(document)
         except jsonschema.exceptions.SchemaError as e:
             raise InvalidSchema(f"Invalid schema {schema}: {e.message}") from None
-        return ParsedSchema(self.name, json.dumps(document, separators=(",", ":")), document)
+        canonical = json.dumps(document, separators=(",", ":"))
+        return ParsedSchema(self.name, canonical, canonical, document)
 
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         problems: list[str] = []
@@ -79,8 +80,7 @@ def _compare(reader: Any, writer: Any, where: str, problems: list[str]) -> None:
         if writer_types is None:
             problems.append(f"{where}: type {sorted(reader_types)} added (TYPE_NARROWED)")
         else:
-            widened = set().union(*(_WIDER.get(t, {t}) for t in reader_types))
-            lost = writer_types - widened
+            lost = {t for t in writer_types if not (_ACCEPTED_AS.get(t, {t}) & reader_types)}
             if lost:
                 problems.append(f"{where}: type {sorted(lost)} no longer accepted (TYPE_CHANGED)")
     if "enum" in reader:

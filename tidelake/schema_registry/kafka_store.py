@@ -23,7 +23,8 @@ from tidelake.schema_registry.state import RegistryState
 
 log = logging.getLogger("tidelake.schema_registry.kafka_store")
 
-_POLL_S = 0.05
+_POLL_S = 0.1
+_BATCH = 500
 
 
 class StoreError(Exception):
@@ -98,8 +99,8 @@ class KafkaStore:
         partition and be compacted, as Confluent's registry checks."""
         admin = AdminClient({**self._client_config, "client.id": "tidelake-schema-registry-admin"})
         timeout = max(1.0, deadline - time.monotonic())
-        try:
-            metadata = admin.list_topics(timeout=timeout)
+        try:   # a cluster that does not answer fails the start within the store's timeout, not the init one
+            metadata = admin.list_topics(timeout=min(timeout, self._timeout_s))
         except KafkaException as e:
             raise StoreError(f"cannot reach Kafka at {self._client_config['bootstrap.servers']}: "
                              f"{e.args[0].str()}") from None
@@ -133,11 +134,12 @@ class KafkaStore:
         assert consumer is not None
         while not self._stopping.is_set():
             try:
-                messages = consumer.consume(500, _POLL_S)
+                first = consumer.poll(_POLL_S)      # returns at the first record (consume() waits out its timeout)
+                if first is None:
+                    continue
+                messages = [first, *consumer.consume(_BATCH - 1, 0)]
             except KafkaException as e:
                 log.warning("reading %s: %s", self._topic, e.args[0].str())
-                continue
-            if not messages:
                 continue
             with self._lock:
                 for msg in messages:

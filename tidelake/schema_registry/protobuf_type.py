@@ -3,7 +3,9 @@ process so its messages can be read), or a base64 ``FileDescriptorProto`` (what 
 register). Both become a ``FileDescriptorProto`` checked by protobuf's ``DescriptorPool`` with its references.
 
 The canonical form is the descriptor itself (deterministic bytes, base64, without its file name), so a
-schema registered as text and as a descriptor is one schema. ``?format=serialized`` answers the base64 bytes.
+schema registered as text and as a descriptor is one schema. A text schema is kept and answered as written;
+``?format=serialized`` answers the base64 descriptor. A text schema imports its references whatever form they
+were registered in: they are handed to protoc as a descriptor set (``--descriptor_set_in``).
 
 No library compares two descriptors, so compatibility is written here, after the rules of Confluent's
 ``ProtobufSchema`` diff that break reading: a message or enum the old schema used removed, a field's number
@@ -52,14 +54,18 @@ class ProtobufType:
         return _diff(reader.parsed, writer.parsed)
 
     def formatted(self, parsed: ParsedSchema, fmt: str | None) -> str:
-        return parsed.canonical
+        if fmt == "serialized":
+            return base64.b64encode(parsed.parsed.SerializeToString(deterministic=True)).decode()
+        return parsed.stored
 
 
 @functools.lru_cache(maxsize=1024)
 def _parse(schema: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
     """Cached: a text schema costs a protoc run, and clients look the same schema up again and again."""
-    ref_files = {name: _to_descriptor(text, name, dict(references[:i])) for i, (name, text) in enumerate(references)}
-    fdp = _to_descriptor(schema, _MAIN_FILE, {name: text for name, text in references})
+    ref_files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+    for name, text in references:       # dependencies first, so each can be compiled against the ones before
+        ref_files[name] = _to_descriptor(text, name, dict(ref_files))
+    fdp = _to_descriptor(schema, _MAIN_FILE, ref_files)
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
 
@@ -88,47 +94,63 @@ def _parse(schema: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema
     canonical.CopyFrom(fdp)
     canonical.ClearField("name")
     text = base64.b64encode(canonical.SerializeToString(deterministic=True)).decode()
-    return ParsedSchema("PROTOBUF", text, fdp)
+    return ParsedSchema("PROTOBUF", text, schema if not _is_base64(schema) else text, fdp)
 
 
-def _to_descriptor(schema: str, file_name: str, references: Mapping[str, str]) -> descriptor_pb2.FileDescriptorProto:
+def _is_base64(schema: str) -> bool:
     stripped = schema.strip()
-    if stripped and " " not in stripped and "\n" not in stripped:
+    return bool(stripped) and " " not in stripped and "\n" not in stripped
+
+
+def _to_descriptor(schema: str, file_name: str,
+                   references: Mapping[str, descriptor_pb2.FileDescriptorProto]) -> descriptor_pb2.FileDescriptorProto:
+    if _is_base64(schema):
         try:
-            fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(stripped, validate=True))
+            fdp = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(schema.strip(), validate=True))
         except (binascii.Error, message.DecodeError) as e:
             raise InvalidSchema(f"Invalid schema: neither .proto text nor a base64 FileDescriptorProto ({e})") from None
-        if not fdp.name:
-            fdp.name = file_name
+        fdp.name = file_name
         return fdp
     return _compile(schema, file_name, references)
 
 
-def _compile(schema: str, file_name: str, references: Mapping[str, str]) -> descriptor_pb2.FileDescriptorProto:
+def _compile(schema: str, file_name: str,
+             references: Mapping[str, descriptor_pb2.FileDescriptorProto]) -> descriptor_pb2.FileDescriptorProto:
     with tempfile.TemporaryDirectory(prefix="tidelake-proto-") as tmp:
-        for name, text in {**references, file_name: schema}.items():
-            path = os.path.join(tmp, name)
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(_text_of(text))
-        out = os.path.join(tmp, "out.pb")
-        done = subprocess.run([sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"-I{_well_known_dir()}",
-                               f"--descriptor_set_out={out}", file_name],
-                              capture_output=True, text=True, timeout=_PROTOC_TIMEOUT_S, cwd=tmp)
+        with open(os.path.join(tmp, file_name), "w", encoding="utf-8") as f:
+            f.write(schema)
+        args = [sys.executable, "-m", "grpc_tools.protoc", f"-I{tmp}", f"-I{_well_known_dir()}",
+                f"--descriptor_set_out={os.path.join(tmp, 'out.pb')}"]
+        if references:
+            known = descriptor_pb2.FileDescriptorSet()
+            for proto in _with_well_known_dependencies(references.values()):
+                known.file.append(proto)
+            with open(os.path.join(tmp, "references.pb"), "wb") as f:
+                f.write(known.SerializeToString())
+            args.append(f"--descriptor_set_in={os.path.join(tmp, 'references.pb')}")
+        done = subprocess.run(args + [file_name], capture_output=True, text=True, timeout=_PROTOC_TIMEOUT_S, cwd=tmp)
         if done.returncode != 0:
             reason = " ".join(line.replace(tmp + os.sep, "") for line in done.stderr.strip().splitlines())
             raise InvalidSchema(f"Invalid schema: {reason or 'protoc failed'}")
-        with open(out, "rb") as f:
+        with open(os.path.join(tmp, "out.pb"), "rb") as f:
             files = descriptor_pb2.FileDescriptorSet.FromString(f.read())
     return files.file[-1]
 
 
-def _text_of(schema: str) -> str:
-    """A reference registered as a base64 descriptor cannot be imported by protoc; only text ones can."""
-    stripped = schema.strip()
-    if stripped and " " not in stripped and "\n" not in stripped:
-        raise InvalidSchema("Invalid schema: a .proto text cannot import a reference registered as a descriptor")
-    return schema
+def _with_well_known_dependencies(protos) -> list[descriptor_pb2.FileDescriptorProto]:
+    """The references plus the well-known files they import (protoc looks every import up in the set)."""
+    out: list[descriptor_pb2.FileDescriptorProto] = []
+    names: set[str] = set()
+    for proto in protos:
+        for dep in proto.dependency:
+            if dep in _WELL_KNOWN and dep not in names:
+                known = descriptor_pb2.FileDescriptorProto()
+                _WELL_KNOWN[dep].CopyToProto(known)
+                out.append(known)
+                names.add(dep)
+        out.append(proto)
+        names.add(proto.name)
+    return out
 
 
 @functools.lru_cache(maxsize=1)

@@ -142,11 +142,10 @@ class SchemaRegistry:
 
     def lookup(self, subject: str, request: SchemaRequest, deleted: bool = False) -> dict:
         parsed = self._parse(request)
-        identity = SchemaIdentity(request.schema_type, parsed.canonical, request.references)
         with self.lock:
             self._require_subject(subject, deleted=True)
             for sv in reversed(self.state.versions(subject, include_deleted=deleted)):
-                if SchemaIdentity(sv.schema_type, sv.schema, sv.references) == identity:
+                if self._same_schema(sv, request, parsed):
                     return self._version_json(sv, None)
         raise errors.schema_not_found()
 
@@ -181,7 +180,7 @@ class SchemaRegistry:
     def register(self, subject: str, request: SchemaRequest) -> dict:
         self.counters.register_requests += 1
         parsed = self._parse(request)
-        identity = SchemaIdentity(request.schema_type, parsed.canonical, request.references)
+        identity = SchemaIdentity(request.schema_type, parsed.stored, request.references)
         with self._writes:
             with self.lock:
                 mode = self._effective_mode(subject)
@@ -192,7 +191,7 @@ class SchemaRegistry:
                         f"Subject {subject} is not in import mode: a schema id cannot be given")
                 live = self.state.versions(subject)
                 for sv in live:
-                    if SchemaIdentity(sv.schema_type, sv.schema, sv.references) == identity:
+                    if self._same_schema(sv, request, parsed):
                         if request.id is not None and request.id != sv.id:
                             raise errors.id_does_not_match(f"Schema already registered with id {sv.id} instead of "
                                                            f"input id {request.id}")
@@ -217,7 +216,7 @@ class SchemaRegistry:
                 version = request.version if request.version is not None and mode == "IMPORT" else latest + 1
                 if self.state.version(subject, version) is not None:
                     raise errors.operation_not_permitted(f"Subject {subject} already has a version {version}")
-            value = SchemaValue(subject, version, schema_id, parsed.canonical, request.schema_type,
+            value = SchemaValue(subject, version, schema_id, parsed.stored, request.schema_type,
                                 request.references)
             self._write([StoreRecord(StoreKey(KEYTYPE_SCHEMA, subject, version), value.to_json())])
         self.counters.registered += 1
@@ -332,6 +331,11 @@ class SchemaRegistry:
             return SCHEMA_TYPES[request.schema_type].parse(request.schema, references)
         except InvalidSchema as e:
             raise errors.invalid_schema(str(e)) from None
+
+    def _same_schema(self, sv: SchemaValue, request: SchemaRequest, parsed: ParsedSchema) -> bool:
+        if sv.schema_type != request.schema_type or sv.references != request.references:
+            return False
+        return sv.schema == parsed.stored or self._parse_stored(sv).canonical == parsed.canonical
 
     def _parse_stored(self, sv: SchemaValue) -> ParsedSchema:
         references = self._resolve_references(sv.references, set())

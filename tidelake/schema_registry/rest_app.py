@@ -11,7 +11,7 @@ import json
 import logging
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlencode
+from urllib.parse import unquote, urlencode
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -44,6 +44,11 @@ class Endpoint:
     run: Callable[..., Any]     # (registry, request params, body) -> JSON-able
     writes: bool = False
     takes_body: bool = False
+
+    def runs_inline(self, query) -> bool:
+        """A read answered from the in-memory state alone runs on the event loop (a thread hop costs more than
+        the read); writes, and reads that parse a schema (``?format=``, a request body), go to the thread pool."""
+        return self.method == "GET" and "format" not in query
 
 
 def _flag(params, name: str) -> bool:
@@ -150,20 +155,64 @@ ENDPOINTS = [
 ]
 
 
-def _handler(endpoint: Endpoint, registry: SchemaRegistry, forwarder: Forwarder):
-    async def handle(request: Request) -> Response:
+@dataclass(frozen=True)
+class _Pattern:
+    endpoint: Endpoint
+    parts: tuple[str, ...]        # literal segments, or "{name}" for a path parameter
+
+    def match(self, segments: list[str]) -> dict[str, str] | None:
+        if len(segments) != len(self.parts):
+            return None
+        params = {}
+        for part, segment in zip(self.parts, segments):
+            if part.startswith("{"):
+                params[part[1:-1]] = segment
+            elif part != segment:
+                return None
+        return params
+
+
+class Router:
+    """Matches on the raw path split at its slashes, each segment then decoded, because a subject may hold a
+    ``/`` (``%2F``, as Protobuf references' subjects do: ``google/type/date.proto``), which a router working on
+    the decoded path would take for a separator."""
+
+    def __init__(self, endpoints: list[Endpoint]):
+        self._patterns = [_Pattern(e, tuple(p for p in e.path.split("/") if p)) for e in endpoints]
+
+    def find(self, method: str, raw_path: bytes) -> tuple[Endpoint, dict[str, str]]:
+        segments = [unquote(s) for s in raw_path.decode("latin-1").split("/") if s]
+        allowed = False
+        for pattern in self._patterns:
+            params = pattern.match(segments)
+            if params is None:
+                continue
+            if pattern.endpoint.method == method:
+                return pattern.endpoint, params
+            allowed = True
+        raise errors.method_not_allowed() if allowed else errors.not_found("/" + "/".join(segments))
+
+
+def _dispatcher(router: Router, registry: SchemaRegistry, forwarder: Forwarder):
+    async def dispatch(request: Request) -> Response:
+        endpoint, path_params = router.find(request.method, request.scope.get("raw_path") or
+                                            request.url.path.encode())
         raw = await request.body() if endpoint.takes_body else b""
         if endpoint.writes and not forwarder.is_primary():
             answer = await run_in_threadpool(
-                forwarder.forward, request.method, request.url.path, urlencode(list(request.query_params.multi_items())),
-                raw, request.headers.get("authorization"), request.headers.get(FORWARDED_HEADER) is not None)
+                forwarder.forward, request.method, request.scope.get("raw_path", b"").decode("latin-1") or
+                request.url.path, urlencode(list(request.query_params.multi_items())), raw,
+                request.headers.get("authorization"), request.headers.get(FORWARDED_HEADER) is not None)
             return Response(answer.body, status_code=answer.status, media_type=CONTENT_TYPE)
         body = _body(raw) if endpoint.takes_body else None
         if endpoint.takes_body and body is None:
             raise errors.unprocessable("A JSON request body is required")
-        result = await run_in_threadpool(endpoint.run, registry, request.path_params, request.query_params, body)
+        if endpoint.runs_inline(request.query_params):
+            result = endpoint.run(registry, path_params, request.query_params, body)
+        else:
+            result = await run_in_threadpool(endpoint.run, registry, path_params, request.query_params, body)
         return RegistryJSON(result)
-    return handle
+    return dispatch
 
 
 async def _registry_error(request: Request, exc: Exception) -> Response:
@@ -190,8 +239,8 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 def create_app(registry: SchemaRegistry, forwarder: Forwarder, extra_routes: list[Route] | None = None,
                auth: BasicAuth | None = None) -> Starlette:
-    routes = [Route(e.path, _handler(e, registry, forwarder), methods=[e.method], name=f"{e.method} {e.path}")
-              for e in ENDPOINTS]
+    routes = [Route("/{path:path}", _dispatcher(Router(ENDPOINTS), registry, forwarder),
+                    methods=["GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"])]
     middleware = [Middleware(BasicAuthMiddleware, auth=auth)] if auth is not None else []
     return Starlette(routes=list(extra_routes or []) + routes, middleware=middleware,
                      exception_handlers={errors.RegistryError: _registry_error, HTTPException: _http_error,

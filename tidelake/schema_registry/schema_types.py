@@ -17,7 +17,8 @@ class InvalidSchema(ValueError):
 @dataclass(frozen=True)
 class ParsedSchema:
     schema_type: str
-    canonical: str           # the text stored and compared: equal canonical texts are the same schema
+    canonical: str           # the text compared: equal canonical texts are the same schema
+    stored: str              # the text kept in _schemas and answered (the canonical one, or a .proto as written)
     parsed: Any              # the type's own object (avro Schema, FileDescriptorProto, JSON document)
 
 

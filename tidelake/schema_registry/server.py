@@ -16,6 +16,7 @@ import socket
 import threading
 
 import uvicorn
+import uvloop
 
 from tidelake.schema_registry.election import SolePrimary
 from tidelake.schema_registry.forwarding import Forwarder
@@ -90,7 +91,7 @@ class SchemaRegistryServer:
         sock = self._sock
 
         def run() -> None:
-            loop = asyncio.new_event_loop()
+            loop = uvloop.new_event_loop()
             asyncio.set_event_loop(loop)
             try:
                 loop.run_until_complete(self._uvicorn.serve(sockets=[sock]))

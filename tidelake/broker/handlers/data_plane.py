@@ -77,6 +77,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
     by_name = broker.metadata.topics
     notify = broker.partitions.notify
     stats = broker.metrics
+    schemas = broker.schema_validation  # None: no schema registry configured, nothing to check
     transactional_id = request.transactional_id
     authorizer = broker.security.authorizer  # None: no ACLs, nothing to check
     if authorizer is not None:
@@ -139,6 +140,8 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
                     raise errors.InvalidRequest("produce request without records")
                 if transactional_id is not None:
                     await _verify_transaction(broker, transactional_id, name, index, records, plog)
+                if schemas is not None and info is not None:
+                    await schemas.check(name, index, records, info.configs)
                 result = plog.append(records, now_ms=now, leader_epoch=leader_epoch)
             except errors.InvalidRecord as e:
                 parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))
