@@ -22,7 +22,6 @@ import fastavro
 import numpy as np
 import polars as pl
 import pyarrow as pa
-import pyarrow.compute as pc
 from polars.exceptions import PanicException
 
 from tidelake.spark.avro_sizes import encoded_sizes
