@@ -62,7 +62,7 @@ def container_block(payloads: pa.BinaryArray) -> bytes:
     n = len(payloads)
     offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=n + 1, offset=payloads.offset * 4)
     first, last = int(offsets[0]), int(offsets[-1])
-    data = data_buffer.to_pybytes()[first:last] if data_buffer is not None and last > first else b""
+    data = data_buffer.slice(first, last - first).to_pybytes() if data_buffer is not None and last > first else b""
     return _zigzag_varint(n) + _zigzag_varint(last - first) + data + SYNC_MARKER
 
 
