@@ -389,3 +389,28 @@ def test_debezium_protobuf_change_events(spark, cluster, tmp_path):  # noqa: F81
     table = Table.open(str(tmp_path / "table"))
     assert table.schema.names == ["id", "amount"]   # the envelope's Value, not the envelope
     assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == {0: 0, 1: 1, 2: 20, 4: 4, 5: 5}
+
+
+def test_a_writer_schema_that_does_not_fit_the_table_is_never_half_applied(spark, cluster, tmp_path):  # noqa: F811
+    """With the subject's compatibility NONE an incompatible version registers; its records do not fit the
+    table's columns: bad records (fail names them; skip leaves them out), the table keeps its schema."""
+    bootstrap, url = cluster
+    client = SchemaRegistryClient({"url": url})
+    topic = "orders-misfit"
+    make_topic(bootstrap, topic)
+    v1 = {"type": "record", "name": "O", "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "long"}]}
+    produce(bootstrap, topic, avro_records(client, topic, v1, [{"id": 1, "amount": 1}]))
+    pipeline(spark, cluster, topic, tmp_path, "avro").run(once=True)
+    client.set_compatibility(f"{topic}-value", "NONE")
+    v2 = {**v1, "fields": [{"name": "id", "type": "long"}, {"name": "amount", "type": "string"}]}
+    produce(bootstrap, topic, avro_records(client, topic, v1, [{"id": 2, "amount": 2}])
+            + avro_records(client, topic, v2, [{"id": 3, "amount": "three"}]))
+    with pytest.raises(PoisonRecord) as e:
+        pipeline(spark, cluster, topic, tmp_path, "avro").run(once=True)
+    assert f"{topic} partition 0 offset 2: schema id" in str(e.value)
+    assert "amount is" in str(e.value) and "int64" in str(e.value)
+    table = Table.open(str(tmp_path / "table"))
+    assert table.scan().column("id").to_pylist() == [1] and table.schema.field("amount").type == pa.int64()
+    summary = pipeline(spark, cluster, topic, tmp_path, "avro", on_error="skip").run(once=True)
+    assert summary.skipped == 1
+    assert sorted(Table.open(str(tmp_path / "table")).scan().column("id").to_pylist()) == [1, 2]
