@@ -8,7 +8,9 @@ import datetime
 import decimal
 import json
 import struct
+import sys
 import uuid
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -29,6 +31,9 @@ from tidelake.spark.decode_errors import RegistryUnavailable
 from tidelake.spark.pipeline_config import PipelineConfigError
 from tidelake.spark.runner import Pipeline, PoisonRecord
 from tidelake.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import pipeline_avro_vs_json as avro_bench  # noqa: E402
 
 pytestmark = pytest.mark.spark
 
@@ -414,3 +419,17 @@ def test_a_writer_schema_that_does_not_fit_the_table_is_never_half_applied(spark
     summary = pipeline(spark, cluster, topic, tmp_path, "avro", on_error="skip").run(once=True)
     assert summary.skipped == 1
     assert sorted(Table.open(str(tmp_path / "table")).scan().column("id").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize("envelope", [True, False])
+def test_the_avro_benchmark_pipelines_fill_the_same_table(spark, cluster, tmp_path, envelope):  # noqa: F811
+    """benchmarks/pipeline_avro_vs_json.py compares like with like: its JSON and Avro topics hold the same
+    records, and both pipelines end with the same rows."""
+    bootstrap, url = cluster
+    json_topic, avro_topic, size_ratio = avro_bench.produce(bootstrap, url, 200, envelope, f"check-{envelope}")
+    assert size_ratio < 0.5   # Avro is the smaller encoding
+    formats = ("debezium-json", "debezium-avro") if envelope else ("json", "avro")
+    for topic, fmt in zip((json_topic, avro_topic), formats):
+        avro_bench.run(spark, bootstrap, url, topic, fmt, tmp_path / fmt, 30, 200)
+    tables = [Table.open(str(tmp_path / fmt)).scan().sort_by("id") for fmt in formats]
+    assert tables[0].to_pylist() == tables[1].to_pylist() and tables[0].num_rows == 100
