@@ -433,3 +433,28 @@ def test_the_avro_benchmark_pipelines_fill_the_same_table(spark, cluster, tmp_pa
         avro_bench.run(spark, bootstrap, url, topic, fmt, tmp_path / fmt, 30, 200)
     tables = [Table.open(str(tmp_path / fmt)).scan().sort_by("id") for fmt in formats]
     assert tables[0].to_pylist() == tables[1].to_pylist() and tables[0].num_rows == 100
+
+
+def test_key_fields_the_value_lacks_come_from_the_record_key(spark, cluster, tmp_path):  # noqa: F811
+    """A key record (customer_id) and a value without it: the table is keyed by the key schema's field, taken
+    from each record's key (Kafka Connect's JDBC sink, pk.mode=record_key)."""
+    bootstrap, url = cluster
+    client = SchemaRegistryClient({"url": url})
+    topic = "customers"
+    make_topic(bootstrap, topic)
+    key_schema = {"type": "record", "name": "CustomerKey", "fields": [{"name": "customer_id", "type": "long"}]}
+    value_schema = {"type": "record", "name": "Customer", "fields": [
+        {"name": "name", "type": "string"}, {"name": "visits", "type": "int"}]}
+    key = AvroSerializer(client, json.dumps(key_schema))
+    value = AvroSerializer(client, json.dumps(value_schema))
+    records = [(key({"customer_id": i % 4}, ctx(topic, MessageField.KEY)),
+                value({"name": f"c{i % 4}", "visits": i}, ctx(topic))) for i in range(10)]
+    produce(bootstrap, topic, records + [(None, value({"name": "nobody", "visits": 0}, ctx(topic)))])
+    with pytest.raises(PoisonRecord, match=f"{topic} partition 0 offset 10: record without a key"):
+        pipeline(spark, cluster, topic, tmp_path, "avro").run(once=True)
+    pipeline(spark, cluster, topic, tmp_path, "avro", on_error="skip").run(once=True)
+    table = Table.open(str(tmp_path / "table"))
+    assert table.primary_key == ["customer_id"] and table.schema.names == ["customer_id", "name", "visits"]
+    assert sorted(table.scan().to_pylist(), key=lambda r: r["customer_id"]) == [
+        {"customer_id": 0, "name": "c0", "visits": 8}, {"customer_id": 1, "name": "c1", "visits": 9},
+        {"customer_id": 2, "name": "c2", "visits": 6}, {"customer_id": 3, "name": "c3", "visits": 7}]

@@ -42,7 +42,7 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     BadChangeEvent (never silently ignored). The registered schemas the values were written with are added
     to ``schema_ids``."""
     out_schema = changes_schema(schema)
-    rows = pa.table(kafka_rows).select(["value", "partition", "offset"])
+    rows = pa.table(kafka_rows).select(list(fmt.kafka_columns))
     rows = rows.filter(rows.column("value").is_valid())  # tombstones carry no change
     if rows.num_rows == 0:
         return out_schema.empty_table()
@@ -56,6 +56,9 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     if rows.num_rows == 0:
         return out_schema.empty_table()
     resolved = fmt.envelope.resolve(parsed, schema)
+    columns = resolved.columns
+    if fmt.key_columns:
+        columns = {**columns, **_record_key_columns(rows.column("key"), schema, fmt)}
     if resolved.is_truncate is not None and pc.any(resolved.is_truncate).as_py():
         if truncates is None:
             raise BadChangeEvent("Debezium truncate (op 't') cannot be applied here")
@@ -66,12 +69,22 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     else:
         op = pc.if_else(resolved.is_delete, pa.scalar(OP_DELETE, pa.int8()), pa.scalar(OP_UPSERT, pa.int8()))
     try:
-        arrays = [pc.cast(resolved.columns[f.name], f.type) for f in schema]
+        arrays = [pc.cast(columns[f.name], f.type) for f in schema]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
         raise BadChangeEvent(f"value does not fit the table's columns: {str(e).splitlines()[0]}") from None
     arrays += [op, rows.column("partition").cast(pa.int32()), rows.column("offset").cast(pa.int64())]
     changes = pa.Table.from_arrays(arrays, schema=out_schema)
     return changes if resolved.keep is None else changes.filter(resolved.keep)
+
+
+def _record_key_columns(keys: pa.ChunkedArray, schema: pa.Schema, fmt: ValueFormat) -> dict[str, pa.Array]:
+    """The table's key columns that come from the record key, decoded by the format's decoder."""
+    if keys.null_count:
+        raise BadChangeEvent(f"record without a key: the table's key ({', '.join(fmt.key_columns)}) comes from "
+                             f"the record key")
+    read = pa.schema([schema.field(k).with_nullable(True) for k in fmt.key_columns])
+    decoded = fmt.decoder.decode(keys.combine_chunks(), read).table
+    return {k: decoded.column(k) for k in fmt.key_columns}
 
 
 def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: ValueFormat,

@@ -62,17 +62,21 @@ class RegisteredTableSchema:
                                       f"cannot be created from it (register one, or set sink.schema)")
         return schema
 
-    def key_columns(self) -> list[str]:
-        """The fields of the latest key schema (a record), the table's primary key."""
+    def key_schema(self) -> pa.Schema:
+        """The columns of the latest key schema (a record)."""
         latest = self.decoder.registry.latest(self.key_subject, self.decoder.registry_format)
         if latest is None:
             raise RegistrySchemaError(f"sink.primary_key is not set and no key schema is registered under "
                                       f"subject {self.key_subject}")
         try:
-            return self.decoder.value_schema(latest.schema).names
+            return self.decoder.value_schema(latest.schema)
         except BadChangeEvent as e:
             raise RegistrySchemaError(f"sink.primary_key is not set and the key schema of subject "
                                       f"{self.key_subject} gives none: {e.reason}") from None
+
+    def key_columns(self) -> list[str]:
+        """The fields of the latest key schema, the table's primary key."""
+        return self.key_schema().names
 
     def candidates(self, table_schema: pa.Schema) -> list[pa.Field]:
         """Columns of the latest value schema the table lacks."""

@@ -58,8 +58,7 @@ LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary",
            "install_signal_handlers"]
 
-KAFKA_COLUMNS = ("value", "partition", "offset")  # what parsing needs of a Kafka row
-TIMED_KAFKA_COLUMNS = KAFKA_COLUMNS + ("timestamp",)  # with metrics on: produce times, for freshness
+TIMESTAMP_COLUMN = "timestamp"  # with metrics on, also read: produce times, for freshness
 ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task, without a shuffle
 
 
@@ -158,7 +157,7 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
                          fmt: ValueFormat, primary_key: list[str], skipped, truncates, times=None, schema_ids=None):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
     parse = _parse_task(schema, fmt, primary_key, skipped, truncates, times, schema_ids)
-    columns = KAFKA_COLUMNS if times is None else TIMED_KAFKA_COLUMNS
+    columns = fmt.kafka_columns + (() if times is None else (TIMESTAMP_COLUMN,))
     librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -351,7 +350,7 @@ class Pipeline:
                       .option("failOnDataLoss", "true"))
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
-            rows = reader.load().select(*(KAFKA_COLUMNS if self._times is None else TIMED_KAFKA_COLUMNS))
+            rows = reader.load().select(*fmt.kafka_columns, *(() if self._times is None else (TIMESTAMP_COLUMN,)))
             return rows.mapInArrow(_parse_task(schema, fmt, primary_key, self._skipped, self._truncates, self._times,
                                                self._schema_ids), out), True
         # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
@@ -507,6 +506,7 @@ class Pipeline:
              progress: Callable[[int, int], None] | None = None) -> RunSummary:
         cfg, src = self.config, self.config.source
         table = self.open_table()
+        self.format = self.sink_table.with_record_key(self.format, table)
         if self.observer is not None:
             self.observer.watch_table(table)
         if src.reader == "datasource":

@@ -6,12 +6,14 @@ No pyspark imports: the Spark DDL of ``sink.schema`` is parsed by the runner and
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable
 
 import pyarrow as pa
 
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.registered_table_schema import RegisteredTableSchema, RegistrySchemaError
+from tidelake.spark.value_formats import ValueFormat
 from tidelake.table import Table, TableExists, TableNotFound
 from tidelake.table.schema import schema_mismatch
 
@@ -30,12 +32,7 @@ class SinkTable:
         if sink.primary_key:
             return list(sink.primary_key)
         if self.registered is not None and sink.mode == "upsert":
-            key = self.registered.key_columns()
-            missing = [k for k in key if k not in schema.names]
-            if missing:
-                raise RegistrySchemaError(f"the key schema of subject {self.registered.key_subject} has field(s) "
-                                          f"{', '.join(missing)} the value has not: set sink.primary_key")
-            return key
+            return self.registered.key_columns()
         return [schema.names[0]]
 
     def open(self) -> Table:
@@ -50,6 +47,15 @@ class SinkTable:
         properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
         schema = self.config_schema() if sink.schema else self.registered.table_schema()
         primary_key = self._primary_key(schema)
+        missing = [k for k in primary_key if k not in schema.names]
+        if missing and self.registered is not None and not self.format_is_debezium():
+            # the key's fields the value lacks come from the record key (its schema gives their types)
+            key_schema = self.registered.key_schema()
+            schema = pa.schema([key_schema.field(k) for k in missing] + list(schema))
+        elif missing:
+            raise RegistrySchemaError(f"primary key field(s) {', '.join(missing)} are not columns of the "
+                                      f"{'registered value' if self.registered is not None else 'configured'} "
+                                      f"schema: set sink.primary_key")
         if not sink.schema:
             log.info("sink table %s: created from subject %s (%s), primary key (%s)", sink.table,
                      self.registered.value_subject, ", ".join(f"{f.name} {f.type}" for f in schema),
@@ -80,6 +86,18 @@ class SinkTable:
             log.info("sink table %s: added column %s %s (sink.schema_evolution: add-columns)", sink.table, f.name,
                      f.type)
         return table
+
+    def format_is_debezium(self) -> bool:
+        return self.config.sink.format.startswith("debezium-")
+
+    def with_record_key(self, fmt: ValueFormat, table: Table) -> ValueFormat:
+        """``fmt`` reading the table's key columns that the registered value schema lacks from the record key."""
+        if self.registered is None or self.format_is_debezium():
+            return fmt
+        value = self.registered.latest_row_schema()
+        if value is None:
+            return fmt
+        return replace(fmt, key_columns=tuple(k for k in table.primary_key if k not in value.names))
 
     def batch_columns(self, table: Table) -> list[pa.Field]:
         """The columns the next batch may add: the latest registered value schema's that the table lacks (none

@@ -29,6 +29,14 @@ class ValueFormat:
     name: str
     decoder: ValueDecoder
     envelope: Envelope
+    # table key columns the value lacks, decoded from the record key (a registered key schema's record fields,
+    # as Kafka Connect's JDBC sink's pk.mode=record_key); set once the sink table is known
+    key_columns: tuple[str, ...] = ()
+
+    @property
+    def kafka_columns(self) -> tuple[str, ...]:
+        """The Kafka row columns parsing needs."""
+        return ("key", "value", "partition", "offset") if self.key_columns else ("value", "partition", "offset")
 
     @property
     def registry_decoder(self) -> RegistryDecoder | None:
