@@ -191,8 +191,8 @@ def main() -> None:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     tidelake = [sys.executable, "-m", "tidelake.cli.main"]
     with tempfile.TemporaryDirectory(prefix="sr-bench-") as tmp:
-        broker = subprocess.Popen(tidelake + ["broker", "start", "--data-dir", tmp, "--listen",
-                                              f"127.0.0.1:{free_port()}", "--set", "group.initial.rebalance.delay.ms=0"],
+        broker = subprocess.Popen(tidelake + ["broker", "start", "--data-dir", tmp, "--listen", f"127.0.0.1:{free_port()}",
+                                              "--set", "group.initial.rebalance.delay.ms=0"],
                                   stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env)
         registry = baseline = None
         try:

@@ -52,3 +52,11 @@ def test_a_busy_port_is_one_line(registry_broker):
         done = run_cli("-b", registry_broker.bootstrap_servers, "--listen", f"http://127.0.0.1:{port}")
         assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1
         assert "Address already in use" in done.stderr
+
+
+def test_a_config_file_error_names_its_line(tmp_path):
+    config = tmp_path / "schema-registry.properties"
+    config.write_text("# registry\nlisteners=http://127.0.0.1:0\nkafkastore.topc=_schemas\n")
+    done = run_cli("--config", str(config))
+    assert done.returncode == 1
+    assert f"{config}:3: unknown setting 'kafkastore.topc' (did you mean kafkastore.topic?)" in done.stderr

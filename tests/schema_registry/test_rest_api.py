@@ -92,6 +92,18 @@ def test_lookup(api, subject, v1, v2):
     assert found.body["subject"] == subject
     assert_error(api.post(f"/subjects/{subject}", {"schema": json.dumps(v2)}), 404, 40403)
     assert_error(api.post("/subjects/no-such-subject", {"schema": json.dumps(v1)}), 404, 40401)
+    api.delete(f"/subjects/{subject}")
+    assert_error(api.post(f"/subjects/{subject}", {"schema": json.dumps(v1)}), 404, 40401)    # soft-deleted
+    assert api.post(f"/subjects/{subject}", {"schema": json.dumps(v1)}, deleted=True).body["id"] == sid
+
+
+def test_list_schemas(api, subject, v1, v2):
+    api.register(subject, v1)
+    api.register(subject, v2)
+    every = api.get("/schemas", subjectPrefix=subject).body
+    assert [(s["subject"], s["version"]) for s in every] == [(subject, 1), (subject, 2)]
+    latest = api.get("/schemas", subjectPrefix=subject, latestOnly=True).body
+    assert [s["version"] for s in latest] == [2]
 
 
 def test_schema_types(api):
@@ -264,3 +276,20 @@ def test_avro_references(api, subject):
     missing = [{"name": "com.example.Address", "subject": "no-such-subject", "version": 1}]
     assert_error(api.register(subject + "-2", user, references=missing), 422, 42201)
     assert api.post(f"/subjects/{subject}", {"schema": json.dumps(user), "references": refs}).body["id"] == sid
+
+
+def test_global_mode_and_config_changes(api, subject, v1, v2):
+    """Last in the module: it changes the global settings (and puts them back)."""
+    api.register(subject, v1)
+    assert_error(api.put("/mode", {"mode": "IMPORT"}), 422, 42205)          # subjects exist
+    assert api.put("/mode", {"mode": "IMPORT"}, force=True).body == {"mode": "IMPORT"}
+    assert api.get(f"/mode/{subject}", defaultToGlobal=True).body == {"mode": "IMPORT"}
+    assert api.put("/mode", {"mode": "READONLY"}).body == {"mode": "READONLY"}
+    assert_error(api.register(subject, v2), 422, 42205)
+    assert api.put("/mode", {"mode": "READWRITE"}).body == {"mode": "READWRITE"}
+    assert api.put("/config", {"compatibility": "NONE"}).body == {"compatibility": "NONE"}
+    assert api.get(f"/config/{subject}", defaultToGlobal=True).body == {"compatibilityLevel": "NONE"}
+    assert api.delete("/config").body == {"compatibilityLevel": "NONE"}
+    assert api.get("/config").body == {"compatibilityLevel": "BACKWARD"}     # back to schema.compatibility.level
+    assert_error(api.put("/config", {"compatibility": 7}), 422, 42203)
+    assert_error(api.put("/config", ["BACKWARD"]), 422, 422)

@@ -1,7 +1,6 @@
 """JSON Schema and Protobuf through the REST API: validity, identity, compatibility, references."""
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -87,3 +86,16 @@ def test_protobuf_text_and_serialized_forms(api):
     assert bad.status == 422 and bad.body["error_code"] == 42201 and "Expected" in bad.body["message"]
     garbage = api.register("pb-bad", "bm90IGEgZGVzY3JpcHRvcg", "PROTOBUF")
     assert garbage.status == 422 and garbage.body["error_code"] == 42201
+
+
+def test_a_protobuf_descriptor_is_answered_as_proto_text(api):
+    """What Confluent's serializers register (a base64 descriptor) reads back as .proto text, and as the
+    descriptor with ?format=serialized."""
+    sid = api.register("pb-descriptor-src", PROTO_V1, "PROTOBUF").body["id"]
+    serialized = api.get(f"/schemas/ids/{sid}", format="serialized").body["schema"]
+    registered = api.register("pb-descriptor", serialized, "PROTOBUF")
+    assert registered.status == 200
+    text = api.get("/subjects/pb-descriptor/versions/1").body["schema"]
+    assert text.startswith('syntax = "proto3";\npackage shop;') and "int32 id = 1;" in text
+    assert api.get("/subjects/pb-descriptor/versions/1", format="serialized").body["schema"] == serialized
+    assert api.post("/subjects/pb-descriptor", {"schema": PROTO_V1, "schemaType": "PROTOBUF"}).body["version"] == 1

@@ -133,3 +133,32 @@ def test_a_schemas_topic_with_two_partitions_is_refused(tmp_path):
         with pytest.raises(StoreError, match="cleanup.policy=delete"):
             with start_registry(broker.bootstrap_servers, {"kafkastore.topic": "_deleting"}):
                 pass
+
+
+def test_any_kafka_a_registry_on_tansu(tansu):
+    """The registry is a Kafka client: another broker (Tansu, the project's peer) keeps `_schemas` as well."""
+    with start_registry(tansu) as registry:
+        sid = Rest(registry.url).register("tansu-value", record("T", ("a", "int"))).body["id"]
+    with start_registry(tansu) as registry:
+        assert Rest(registry.url).get("/subjects/tansu-value/versions/1").body["id"] == sid
+        assert Rest(registry.url).register("tansu-2", record("T2", ("a", "int"))).body["id"] == sid + 1
+
+
+def test_an_open_transaction_left_by_a_dead_writer_does_not_block_the_start(registry_broker):
+    """A primary killed inside a write leaves its transaction open until the broker times it out: a new registry
+    reads to the last stable offset (what read_committed can reach), becomes primary, and that aborts it."""
+    from confluent_kafka import Producer
+    with start_registry(registry_broker.bootstrap_servers) as registry:
+        sid = Rest(registry.url).register("before-crash", record("B", ("a", "int"))).body["id"]
+    orphan = Producer({"bootstrap.servers": registry_broker.bootstrap_servers,
+                       "transactional.id": "schema-registry-primary", "transaction.timeout.ms": 120000})
+    orphan.init_transactions(10)
+    orphan.begin_transaction()
+    value = SchemaValue("half-written", 1, sid + 1, '"string"')
+    orphan.produce("_schemas", key=StoreKey("SCHEMA", "half-written", 1).encode(),
+                   value=json.dumps(value.to_json()).encode(), partition=0)
+    orphan.flush(10)                                    # appended, never committed
+    with start_registry(registry_broker.bootstrap_servers, {"kafkastore.init.timeout.ms": "15000"}) as registry:
+        api = Rest(registry.url)
+        assert api.get("/subjects").body == ["before-crash"]
+        assert api.register("after-crash", record("A", ("a", "int"))).body["id"] == sid + 1

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import TYPE_CHECKING
 
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.schema_validation import SchemaValidator
-from tidelake.schema_registry.kafka_store import StoreError
 from tidelake.schema_registry.lookup import RegistryLookup
-from tidelake.schema_registry.server import SchemaRegistryServer
-from tidelake.schema_registry.settings import RegistrySettings, SettingsError
+
+if TYPE_CHECKING:
+    from tidelake.schema_registry.server import SchemaRegistryServer
 
 log = logging.getLogger("tidelake.broker.server")
 
@@ -60,6 +61,11 @@ class BrokerSchemaRegistry:
         """Starts the embedded registry (if configured) against ``bootstrap``, this broker's listener."""
         if self._listen is None:
             return
+        # the registry's web stack and schema libraries are loaded only by a broker that runs one (they would add
+        # a fifth to every broker's start-up)
+        from tidelake.schema_registry.kafka_store import StoreError
+        from tidelake.schema_registry.server import SchemaRegistryServer
+        from tidelake.schema_registry.settings import RegistrySettings, SettingsError
         try:
             settings = RegistrySettings.load(overrides={"listeners": self._listen,
                                                         "kafkastore.bootstrap.servers": bootstrap})

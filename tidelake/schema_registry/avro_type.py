@@ -40,5 +40,8 @@ class AvroType:
                 f"({', '.join(sorted(map(str, result.messages)))})', location:'{', '.join(sorted(result.locations))}'}}"
                 for kind in kinds]
 
+    def answered_as_stored(self, stored: str, fmt: str | None) -> bool:
+        return True
+
     def formatted(self, parsed: ParsedSchema, fmt: str | None) -> str:
         return parsed.canonical

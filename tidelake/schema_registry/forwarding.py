@@ -56,6 +56,9 @@ class Forwarder:
                 return ForwardedAnswer(answer.status, answer.read())
         except urllib.error.HTTPError as e:
             return ForwardedAnswer(e.code, e.read())
-        except (urllib.error.URLError, OSError) as e:
-            reason = getattr(e, "reason", e)
-            raise errors.forwarding_failed(f"Error while forwarding the request to the leader {url}: {reason}") from None
+        except urllib.error.URLError as e:
+            raise errors.forwarding_failed(
+                f"Error while forwarding the request to the leader {url}: {e.reason}") from None
+        except OSError as e:
+            raise errors.forwarding_failed(
+                f"Error while forwarding the request to the leader {url}: {e}") from None

@@ -4,8 +4,8 @@
 Each eligible process joins the group as a consumer of ``_schemas`` with its REST address as ``client.id``; the
 group has one partition to give, so exactly one member is assigned it, and that member is the primary. The
 cooperative sticky assignor leaves it where it is when processes join (a new member does not move the primary),
-and moves it only in a second rebalance, after its old owner has given it up. The owner never reads through this consumer
-(the partition is paused; the store has its own reader). Other processes learn the primary's address by
+and moves it only in a second rebalance, after its old owner has given it up. The owner never reads through this
+consumer (the partition is paused; the store has its own reader). Other processes learn the primary's address by
 describing the group (the member holding the partition), as Confluent's members learn it from the assignment.
 A process that leaves, crashes (session timeout) or loses its partition stops writing; the new primary's
 ``become_writer`` fences it in any case.
@@ -51,7 +51,8 @@ class GroupElection:
         """Joins the group; returns once some process is the primary (or the init timeout has passed)."""
         if self._eligible:
             self._consumer = Consumer({**self._client_config, "group.id": self._group, "client.id": self._url,
-                                       "enable.auto.commit": False, "partition.assignment.strategy": "cooperative-sticky",
+                                       "enable.auto.commit": False,
+                                       "partition.assignment.strategy": "cooperative-sticky",
                                        "session.timeout.ms": SESSION_TIMEOUT_MS,
                                        "heartbeat.interval.ms": SESSION_TIMEOUT_MS // 6,
                                        "auto.offset.reset": "latest"})

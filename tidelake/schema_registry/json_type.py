@@ -51,6 +51,9 @@ class JsonType:
         _compare(reader.parsed, writer.parsed, "#", problems)
         return problems
 
+    def answered_as_stored(self, stored: str, fmt: str | None) -> bool:
+        return True
+
     def formatted(self, parsed: ParsedSchema, fmt: str | None) -> str:
         return parsed.canonical
 

@@ -73,9 +73,12 @@ class KafkaStore:
                                    "enable.partition.eof": True, "fetch.wait.max.ms": 10,
                                    "client.id": "tidelake-schema-registry-reader"})
         self._consumer.assign([TopicPartition(self._topic, 0, OFFSET_BEGINNING)])
+        # read_committed: the end it reports is the last stable offset, which the reader can reach even while a
+        # dead writer's transaction is still open
         self._probe = Consumer({**self._client_config,
                                 "group.id": f"{self._settings.get('schema.registry.group.id')}-reader",
-                                "enable.auto.commit": False, "client.id": "tidelake-schema-registry-probe"})
+                                "enable.auto.commit": False, "isolation.level": "read_committed",
+                                "client.id": "tidelake-schema-registry-probe"})
         self._reader = threading.Thread(target=self._read_forever, name="schema-registry-reader", daemon=True)
         self._reader.start()
         self.wait_until_caught_up(max(0.0, deadline - time.monotonic()))

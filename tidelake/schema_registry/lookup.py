@@ -76,5 +76,7 @@ class RegistryLookup:
             if e.code == 404:
                 return None
             raise RegistryUnavailable(f"schema registry {self._url} answered {e.code} to {path}") from None
-        except (urllib.error.URLError, OSError, ValueError) as e:
-            raise RegistryUnavailable(f"schema registry {self._url}: {getattr(e, 'reason', e)}") from None
+        except urllib.error.URLError as e:
+            raise RegistryUnavailable(f"schema registry {self._url}: {e.reason}") from None
+        except (OSError, ValueError) as e:
+            raise RegistryUnavailable(f"schema registry {self._url}: {e}") from None

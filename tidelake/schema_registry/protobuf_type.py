@@ -3,7 +3,8 @@ process so its messages can be read), or a base64 ``FileDescriptorProto`` (what 
 register). Both become a ``FileDescriptorProto`` checked by protobuf's ``DescriptorPool`` with its references.
 
 The canonical form is the descriptor itself (deterministic bytes, base64, without its file name), so a
-schema registered as text and as a descriptor is one schema. A text schema is kept and answered as written;
+schema registered as text and as a descriptor is one schema. A text schema is kept and answered as written, a
+descriptor is kept as sent and answered as ``.proto`` text (``proto_text.py``), as Confluent answers;
 ``?format=serialized`` answers the base64 descriptor. A text schema imports its references whatever form they
 were registered in: they are handed to protoc as a descriptor set (``--descriptor_set_in``).
 
@@ -28,6 +29,7 @@ import grpc_tools
 from google.protobuf import descriptor_pb2, descriptor_pool, message
 from google.protobuf import any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2
 
+from tidelake.schema_registry.proto_text import proto_text
 from tidelake.schema_registry.schema_types import InvalidSchema, ParsedSchema
 
 F = descriptor_pb2.FieldDescriptorProto
@@ -53,10 +55,13 @@ class ProtobufType:
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         return _diff(reader.parsed, writer.parsed)
 
+    def answered_as_stored(self, stored: str, fmt: str | None) -> bool:
+        return fmt != "serialized" and not _is_base64(stored)
+
     def formatted(self, parsed: ParsedSchema, fmt: str | None) -> str:
         if fmt == "serialized":
             return base64.b64encode(parsed.parsed.SerializeToString(deterministic=True)).decode()
-        return parsed.stored
+        return parsed.stored if not _is_base64(parsed.stored) else proto_text(parsed.parsed)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -6,9 +6,10 @@ The REST layer sends a write here only on the primary; other processes forward i
 """
 from __future__ import annotations
 
+import functools
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from tidelake.schema_registry import errors
 from tidelake.schema_registry.avro_type import AvroType
@@ -61,6 +62,13 @@ class RegistryCounters:
     incompatible: int = 0
     deleted_versions: int = 0
     by_type: dict[str, int] = field(default_factory=dict)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_cached(schema_type: str, schema: str, references: tuple[tuple[str, str], ...]) -> ParsedSchema:
+    """Stored schemas are parsed again for every registration that compares with them: keep the results (a
+    stored schema with the same references' texts always parses the same)."""
+    return SCHEMA_TYPES[schema_type].parse(schema, dict(references))
 
 
 def parse_version(text: str | int, allow_negative: bool = False) -> int:
@@ -120,6 +128,16 @@ class SchemaRegistry:
                     return True
         return False
 
+    def schemas(self, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[dict]:
+        """``GET /schemas``: every version of the subjects under ``prefix`` (or each one's latest)."""
+        with self.lock:
+            out = []
+            for subject in self.state.subjects(include_deleted=deleted):
+                if subject.startswith(prefix):
+                    versions = self.state.versions(subject, include_deleted=deleted)
+                    out += [self._version_json(sv, None) for sv in (versions[-1:] if latest_only else versions)]
+            return out
+
     def subjects(self, deleted: bool = False, prefix: str = "") -> list[str]:
         with self.lock:
             return [s for s in self.state.subjects(include_deleted=deleted) if s.startswith(prefix)]
@@ -143,7 +161,7 @@ class SchemaRegistry:
     def lookup(self, subject: str, request: SchemaRequest, deleted: bool = False) -> dict:
         parsed = self._parse(request)
         with self.lock:
-            self._require_subject(subject, deleted=True)
+            self._require_subject(subject, deleted=deleted)
             for sv in reversed(self.state.versions(subject, include_deleted=deleted)):
                 if self._same_schema(sv, request, parsed):
                     return self._version_json(sv, None)
@@ -339,7 +357,7 @@ class SchemaRegistry:
 
     def _parse_stored(self, sv: SchemaValue) -> ParsedSchema:
         references = self._resolve_references(sv.references, set())
-        return SCHEMA_TYPES[sv.schema_type].parse(sv.schema, references)
+        return _parse_cached(sv.schema_type, sv.schema, tuple(references.items()))
 
     def _resolve_references(self, refs: tuple[SchemaReference, ...], seen: set[str]) -> dict[str, str]:
         """Every schema ``refs`` name, transitively, dependencies first (what a parser needs before the schema)."""
@@ -380,7 +398,7 @@ class SchemaRegistry:
         return out
 
     def _formatted(self, schema_type: str, schema: str, refs: tuple[SchemaReference, ...], fmt: str | None) -> str:
-        if not fmt:
+        if SCHEMA_TYPES[schema_type].answered_as_stored(schema, fmt):
             return schema
         with self.lock:
             references = self._resolve_references(refs, set())

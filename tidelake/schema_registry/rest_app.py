@@ -105,6 +105,8 @@ def _mode_of(registry: SchemaRegistry, subject: str | None, q) -> dict:
 ENDPOINTS = [
     Endpoint("GET", "/", lambda r, p, q, b: {}),
     Endpoint("GET", "/schemas/types", lambda r, p, q, b: sorted(SCHEMA_TYPES)),
+    Endpoint("GET", "/schemas", lambda r, p, q, b: r.schemas(q.get("subjectPrefix", ""), _flag(q, "deleted"),
+                                                             _flag(q, "latestOnly"))),
     Endpoint("GET", "/schemas/ids/{id}", lambda r, p, q, b: r.schema_by_id(
         _schema_id(p["id"]), q.get("subject"), q.get("format"))),
     Endpoint("GET", "/schemas/ids/{id}/schema", lambda r, p, q, b: r.schema_by_id(

@@ -32,5 +32,8 @@ class SchemaType(Protocol):
     def incompatibilities(self, reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
         """Why ``reader`` cannot read data written with ``writer`` (empty: it can)."""
 
+    def answered_as_stored(self, stored: str, fmt: str | None) -> bool:
+        """Whether the stored text is the answer for ``?format=fmt`` (else ``formatted`` makes it)."""
+
     def formatted(self, parsed: ParsedSchema, fmt: str | None) -> str:
         """The schema text for ``?format=`` (``serialized`` for Protobuf: a base64 FileDescriptorProto)."""

@@ -66,9 +66,11 @@ class RegistrySettings:
                 text = Path(path).read_text()
             except OSError as e:
                 raise SettingsError(f"{path}: {e.strerror}") from None
-            for key, value in parse_client_properties(text).items():
-                _check_name(key, str(path))
-                merged[key] = value
+            for number, line in enumerate(text.splitlines(), 1):   # each name checked where it is written
+                one = parse_client_properties(line)
+                for key, value in one.items():
+                    _check_name(key, f"{path}:{number}")
+                    merged[key] = value
         for key, value in (overrides or {}).items():
             _check_name(key, "--set")
             merged[key] = value
