@@ -458,3 +458,27 @@ def test_key_fields_the_value_lacks_come_from_the_record_key(spark, cluster, tmp
     assert sorted(table.scan().to_pylist(), key=lambda r: r["customer_id"]) == [
         {"customer_id": 0, "name": "c0", "visits": 8}, {"customer_id": 1, "name": "c1", "visits": 9},
         {"customer_id": 2, "name": "c2", "visits": 6}, {"customer_id": 3, "name": "c3", "visits": 7}]
+
+
+def test_debezium_json_schema_change_events(spark, cluster, tmp_path):  # noqa: F811
+    bootstrap, url = cluster
+    client = SchemaRegistryClient({"url": url})
+    row = {"type": "object", "properties": {"id": {"type": "integer"}, "amount": {"type": "integer"}},
+           "required": ["id"]}
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Envelope", "type": "object",
+              "properties": {"before": {"oneOf": [{"type": "null"}, row]},
+                             "after": {"oneOf": [{"type": "null"}, row]},
+                             "op": {"type": "string"}, "ts_ms": {"type": "integer"}},
+              "required": ["op"]}
+    topic = "dbz-orders-json-schema"
+    make_topic(bootstrap, topic)
+    serialize = JSONSerializer(json.dumps(schema), client)
+    events = [change("c", {"id": i, "amount": i}) for i in range(5)] + [change("u", {"id": 1, "amount": 10}),
+                                                                        change("d", {"id": 2, "amount": 2})]
+    for e in events:
+        e.pop("source")
+    produce(bootstrap, topic, [(None, serialize(e, ctx(topic))) for e in events])
+    pipeline(spark, cluster, topic, tmp_path, "debezium-json-schema", {"primary_key": ["id"]}).run(once=True)
+    table = Table.open(str(tmp_path / "table"))
+    assert table.schema.names == ["id", "amount"]
+    assert {r["id"]: r["amount"] for r in table.scan().to_pylist()} == {0: 0, 1: 10, 3: 3, 4: 4}
