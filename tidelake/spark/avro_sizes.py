@@ -19,6 +19,10 @@ import pyarrow.compute as pc
 from tidelake.spark.avro_types import named_type, remember_name
 
 FIXED_SIZES = {"boolean": 1, "float": 4, "double": 8, "null": 0}
+# the unit each logical type's integer is written in (a reader may hand the values over in another unit)
+LOGICAL_UNITS = {"date": pa.date32(), "time-millis": pa.time32("ms"), "time-micros": pa.time64("us"),
+                 "timestamp-millis": pa.timestamp("ms"), "timestamp-micros": pa.timestamp("us"),
+                 "local-timestamp-millis": pa.timestamp("ms"), "local-timestamp-micros": pa.timestamp("us")}
 
 
 def varint_sizes(values: np.ndarray) -> np.ndarray:
@@ -82,6 +86,11 @@ def encoded_sizes(array: pa.Array, schema: Any, names: dict | None = None, names
     if kind in FIXED_SIZES:
         return np.full(len(array), FIXED_SIZES[kind], np.int64)
     if kind in ("int", "long"):
+        if logical in LOGICAL_UNITS and pa.types.is_temporal(array.type):
+            unit = LOGICAL_UNITS[logical]
+            if pa.types.is_timestamp(array.type) and pa.types.is_timestamp(unit):
+                unit = pa.timestamp(unit.unit, array.type.tz)
+            array = array.cast(unit)
         return varint_sizes(_ints(array))
     if logical == "decimal" and kind == "bytes":
         return _decimal_lengths(array)
