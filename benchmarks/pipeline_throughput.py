@@ -42,6 +42,7 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 from tidelake.spark.changes import ORDER_COLUMNS, changes_schema  # noqa: E402
 from tidelake.spark.runner import Pipeline, _ListAccumulator, _parse_task  # noqa: E402
 from tidelake.table import Table  # noqa: E402
+from tidelake.spark.value_formats import value_format  # noqa: E402
 from tidelake.table.files import OP  # noqa: E402
 
 PARTITIONS = 4
@@ -131,7 +132,8 @@ def run_baseline(spark, rows: tuple[list, list, list], work: Path, name: str, ba
             df = df.where(f"offset >= {b * batch} and offset < {(b + 1) * batch}")
         # as the pipeline parses with on_error=fail: no skipped records; truncate events collected
         truncates = spark.sparkContext.accumulator([], _ListAccumulator())
-        parsed = df.mapInArrow(_parse_task(schema, "debezium-json", ["id"], None, truncates), parsed_schema)
+        parsed = df.mapInArrow(_parse_task(schema, value_format("debezium-json"), ["id"], None, truncates),
+                               parsed_schema)
         parsed = parsed.repartition(spark.sparkContext.defaultParallelism, "id")
         parsed.drop(OP, *ORDER_COLUMNS).write.mode("append").parquet(str(out))
     return time.monotonic() - began, batches

@@ -13,6 +13,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.broker import EmbeddedBroker
 from tidelake.spark.changes import BadChangeEvent, parse_changes_located
+from tidelake.spark.value_formats import value_format
 from tidelake.spark.pipeline_config import PipelineConfigError
 from tidelake.spark import runner
 from tidelake.spark.runner import Pipeline, PoisonRecord
@@ -37,9 +38,10 @@ def topic_with(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert producer.flush(30) == 0
 
 
-def pipeline(spark, bootstrap, topic, tmp_path, schema="id long, amount long", **extra) -> Pipeline:  # noqa: F811
+def pipeline(spark, bootstrap, topic, tmp_path, schema="id long, amount long", fmt="json",  # noqa: F811
+             **extra) -> Pipeline:
     config = {"source": {"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"g-{topic}"},
-              "sink": {"table": str(tmp_path / "table"), "format": "json", "primary_key": ["id"],
+              "sink": {"table": str(tmp_path / "table"), "format": fmt, "primary_key": ["id"],
                        "schema": schema, "buckets": 2}, **extra}
     return Pipeline(config, spark=spark)
 
@@ -118,9 +120,9 @@ def test_decimal_that_does_not_fit_is_an_error_never_rounded():
     rows = pa.table({"value": [b'{"id":1,"price":123.45}', b'{"id":2,"price":123.456}', b'{"id":3,"price":1.5}'],
                      "partition": [0, 0, 0], "offset": [10, 11, 12]})
     with pytest.raises(BadChangeEvent) as e:
-        parse_changes_located(rows, schema, "json", ["id"])
+        parse_changes_located(rows, schema, value_format("json"), ["id"])
     assert (e.value.partition, e.value.offset) == (0, 11) and "precision" in str(e.value)
-    changes, skipped = parse_changes_located(rows, schema, "json", ["id"], skip_bad=True)
+    changes, skipped = parse_changes_located(rows, schema, value_format("json"), ["id"], skip_bad=True)
     assert [(p, o) for p, o, _ in skipped] == [(0, 11)]
     assert changes.column("price").to_pylist() == [Decimal("123.45"), Decimal("1.50")]
 
@@ -160,8 +162,7 @@ def debezium(op: str, row: dict | None = None) -> bytes:
 
 def test_debezium_truncate_empties_the_table_in_the_batch_commit(spark, broker, tmp_path):  # noqa: F811
     topic_with(broker, "cdc-truncate", [debezium("c", {"id": i, "amount": i}) for i in range(5)])
-    p = pipeline(spark, broker, "cdc-truncate", tmp_path)
-    p.config.sink.format = "debezium-json"
+    p = pipeline(spark, broker, "cdc-truncate", tmp_path, fmt="debezium-json")
     p.run(once=True)
     table = Table.open(str(tmp_path / "table"))
     assert table.scan().num_rows == 5

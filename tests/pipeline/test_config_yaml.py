@@ -58,7 +58,8 @@ def test_s3_sink_with_storage_options(tmp_path):
     ("  topic: orders", "  topik: orders", "orders.yaml:3: unknown key 'topik' in source (did you mean 'topic'?)"),
     ("  max_rate_per_partition: 50", "  max_rate_per_partition: [1]",
      "orders.yaml:5: source.max_rate_per_partition: expected an integer >= 1, got [1]"),
-    ("  format: debezium-json", "  format: avro", "orders.yaml:10: sink.format must be one of"),
+    ("  format: debezium-json", "  format: avro2", "orders.yaml:10: sink.format must be one of"),
+    ("  format: debezium-json", "  format: avro", "orders.yaml:10: sink.format avro needs a schema_registry section"),
     ("offsets: exactly-once", "offsets: sometimes", "orders.yaml:7: offsets must be one of"),
     ("  batch_interval: 2s", "  batch_interval: soon", "orders.yaml:6: source.batch_interval:"),
     ("  group_id: g\n", "", "orders.yaml:1: source.group_id is required"),
@@ -112,3 +113,27 @@ def test_example_config_loads(tmp_path):
     text = CliRunner().invoke(cli, ["pipeline", "example"]).output
     assert "# metrics: {listen: 127.0.0.1:9405" in text
     assert load_pipeline_yaml(_write(tmp_path, text)).metrics.listen is None
+
+
+TYPED = GOOD.replace("  format: debezium-json\n  primary_key: id\n  schema: id long, amount long\n",
+                     "  format: avro\n") + "schema_registry:\n  url: http://127.0.0.1:8081\n  timeout: 5\n"
+
+
+def test_typed_format_with_a_schema_registry(tmp_path):
+    """sink.format avro takes its schema and key from the registry: neither sink.schema nor primary_key needed."""
+    cfg = load_pipeline_yaml(_write(tmp_path, TYPED))
+    assert cfg.sink.format == "avro" and cfg.schema_registry.url == "http://127.0.0.1:8081"
+    assert cfg.schema_registry.timeout == 5 and cfg.value_format().registry_decoder is not None
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("  url: http://127.0.0.1:8081", "  uri: http://127.0.0.1:8081",
+     "orders.yaml:13: unknown key 'uri' in schema_registry (did you mean 'url'?)"),
+    ("  url: http://127.0.0.1:8081", "  url: 127.0.0.1:8081",
+     "orders.yaml:13: schema_registry.url must be an http:// or https:// URL"),
+    ("  timeout: 5", "  timeout: soon", "orders.yaml:14: schema_registry.timeout: expected a number, got 'soon'"),
+])
+def test_schema_registry_errors_name_file_and_line(tmp_path, old, new, message):
+    with pytest.raises(PipelineConfigError) as e:
+        load_pipeline_yaml(_write(tmp_path, TYPED.replace(old, new)))
+    assert str(e.value).startswith(message), str(e.value)

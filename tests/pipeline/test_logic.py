@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from tidelake.spark.changes import BadChangeEvent, check_primary_key, parse_changes
+from tidelake.spark.value_formats import value_format
 from tidelake.spark.offset_modes import Batch, correct_offsets
 from tidelake.spark.offset_range import OffsetRange, offsets_to_json, parse_duration
 from tidelake.spark.offset_stores import ClientOffsetFile, offsets_from_app_state
@@ -102,7 +103,7 @@ def _kafka_rows(*events) -> pa.RecordBatch:
 
 def _change(value, fmt: str = "debezium-json") -> tuple[str, dict] | None:
     """One value -> (op, row) or None when it carries no change."""
-    rows = parse_changes(_kafka_rows((0, 0, value)), SCHEMA, fmt).to_pylist()
+    rows = parse_changes(_kafka_rows((0, 0, value)), SCHEMA, value_format(fmt)).to_pylist()
     if not rows:
         return None
     (row,) = rows
@@ -142,7 +143,7 @@ def test_typed_columns_from_json_numbers_and_text():
     schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("ms")), ("day", pa.date32()),
                         ("price", pa.decimal128(10, 2)), ("name", pa.string())])
     changes = parse_changes(_kafka_rows((0, 0, {"id": 1, "at": 1_700_000_000_000, "day": 19_000, "price": "1.25",
-                                                "name": "a"})), schema, "json")
+                                                "name": "a"})), schema, value_format("json"))
     import datetime as dt
     from decimal import Decimal
     assert changes.select(schema.names).to_pylist() == [
@@ -152,7 +153,7 @@ def test_typed_columns_from_json_numbers_and_text():
 
 def _events(*events) -> pa.Table:
     """(partition, offset, event) triples -> changes, in (partition, offset) order as a staging task sees them."""
-    return parse_changes(_kafka_rows(*events), SCHEMA, "debezium-json").sort_by(
+    return parse_changes(_kafka_rows(*events), SCHEMA, value_format("debezium-json")).sort_by(
         [("_kafka_partition", "ascending"), ("_kafka_offset", "ascending")])
 
 

@@ -48,11 +48,11 @@ def produce(bootstrap: str, topic: str, ids) -> None:
     assert producer.flush(30) == 0
 
 
-def pipeline(spark, bootstrap, topic, mode, tmp_path, reader="auto", **extra) -> Pipeline:  # noqa: F811
+def pipeline(spark, bootstrap, topic, mode, tmp_path, reader="auto", fmt="json", **extra) -> Pipeline:  # noqa: F811
     config = {"source": {"bootstrap_servers": bootstrap, "topic": topic, "group_id": f"g-{topic}",
                          "max_rate_per_partition": RATE, "batch_interval": INTERVAL, "reader": reader},
               "offsets": mode, "seo_dir": str(tmp_path / "gtoffset"),
-              "sink": {"table": str(tmp_path / "table"), "format": "json", "primary_key": ["id"],
+              "sink": {"table": str(tmp_path / "table"), "format": fmt, "primary_key": ["id"],
                        "schema": "id long, amount long", "buckets": 2}, **extra}
     return Pipeline(config, spark=spark)
 
@@ -180,8 +180,7 @@ def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker,
         producer.produce(topic, None if event is None else json.dumps({"schema": {}, "payload": event}).encode(),
                          key=json.dumps({"id": key}).encode(), partition=key % PARTITIONS)
     assert producer.flush(30) == 0
-    p = pipeline(spark, broker, topic, "exactly-once", tmp_path)
-    p.config.sink.format = "debezium-json"
+    p = pipeline(spark, broker, topic, "exactly-once", tmp_path, fmt="debezium-json")
     summary = p.run(once=True)
     assert summary.records == len(events) and len(summary.batches) >= 3
     assert sum(b.deletes for b in summary.batches) > 0

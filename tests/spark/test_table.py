@@ -278,3 +278,23 @@ def test_table_is_shipped_to_tasks_by_pickling(tmp_path):
     shipped = pickle.loads(pickle.dumps(table))
     assert shipped.path == table.path and shipped.version == table.version == 1
     assert shipped.scan().to_pylist() == table.scan().to_pylist()
+
+
+def test_stage_and_publish_add_columns_in_the_same_commit(tmp_path):
+    """Schema evolution of a sink: files staged with a column the table lacks, and the ONE commit that
+    publishes them adds it (the version before has no such column); a column of another type is refused."""
+    from tidelake.table import SchemaError
+
+    table = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("amount", pa.int64())]), ["id"],
+                         {"write.bucket.num": "2"})
+    v0 = table.version
+    currency = pa.field("currency", pa.string())
+    staged = stage(table, "upsert", iter(pa.table({"id": [1, 2], "amount": [10, 20], "currency": ["EUR", None]})
+                                         .to_batches()), [currency])
+    version = publish(table, [staged], operation="upsert", add_columns=[currency])
+    assert version == v0 + 1
+    assert table.schema_at(v0).names == ["id", "amount"] and table.schema.field("currency").type == pa.string()
+    assert table.scan().sort_by("id").to_pylist() == [{"id": 1, "amount": 10, "currency": "EUR"},
+                                                      {"id": 2, "amount": 20, "currency": None}]
+    with pytest.raises(SchemaError, match="currency"):
+        publish(table, [staged], operation="upsert", add_columns=[pa.field("currency", pa.int64())])

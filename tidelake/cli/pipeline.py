@@ -241,7 +241,8 @@ seo_dir: ./gtoffset                # seo only: <seo_dir>/<group_id>/<topic>/gtof
 sink:
   table: ./orders-table            # created if absent; or s3://bucket/prefix
   # storage_options: {endpoint: "http://127.0.0.1:9000", region: us-east-1}   # s3:// (else AWS_* env vars)
-  format: debezium-json            # debezium-json | json
+  format: debezium-json            # debezium-json | json; with schema_registry: avro | protobuf | json-schema
+                                   # (and debezium-avro | debezium-protobuf | debezium-json-schema)
   mode: upsert                     # upsert | append (json only)
   primary_key: [id]
   schema: "id long, amount long"   # Spark DDL
@@ -253,6 +254,7 @@ sink:
 # security: {security.protocol: SASL_SSL, sasl.mechanism: SCRAM-SHA-512, ...}   # Kafka client properties
 # spark: {master: "local[2]", conf: {spark.driver.memory: 1g}}   # or spark://HOST:7077 (README: on a cluster)
 # metrics: {listen: 127.0.0.1:9405, ready_intervals: 3}   # /metrics, /health/live, /health/ready while running
+# schema_registry: {url: "http://127.0.0.1:8081", basic_auth_user_info: "user:password"}   # typed formats
 """
 
 

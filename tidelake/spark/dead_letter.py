@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 H_TOPIC, H_PARTITION, H_OFFSET = "__connect.errors.topic", "__connect.errors.partition", "__connect.errors.offset"
 H_CLASS, H_MESSAGE = "__connect.errors.exception.class.name", "__connect.errors.exception.message"
-ERROR_CLASS = "tidelake.spark.changes.BadChangeEvent"
+ERROR_CLASS = "tidelake.spark.decode_errors.BadChangeEvent"
 DLQ_PARTITION = 0  # one partition: the records keep the order they were dead-lettered in
 
 

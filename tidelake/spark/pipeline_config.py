@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from tidelake.spark.changes import FORMATS
 from tidelake.spark.offset_modes import MODES
 from tidelake.spark.offset_range import parse_duration
+from tidelake.spark.registered_schemas import SchemaRegistryConfig
+from tidelake.spark.value_formats import FORMATS, REGISTRY_FORMATS, ValueFormat, value_format
 from tidelake.storage import is_local
 from tidelake.storage.objects import S3_OPTIONS
 
@@ -50,14 +51,19 @@ class SourceConfig:
 @dataclass
 class SinkConfig:
     table: str
-    format: str = "debezium-json"  # debezium-json | json
+    # json | debezium-json (schemaless JSON text); with schema_registry: avro | debezium-avro | protobuf |
+    # debezium-protobuf | json-schema | debezium-json-schema (Confluent's wire format)
+    format: str = "debezium-json"
+    # the table's key; with a schema registry, else the fields of the record key's schema (<topic>-key)
     primary_key: list[str] = field(default_factory=list)
-    schema: str = ""  # Spark DDL: "id long, amount long"
+    # Spark DDL: "id long, amount long"; with a schema registry, else the value's registered schema (<topic>-value)
+    schema: str = ""
     buckets: int = 4
     mode: str = "upsert"  # upsert | append (json only: every value inserted)
     properties: dict[str, str] = field(default_factory=dict)
     app_id: str | None = None  # exactly-once: the name the table keeps this pipeline's offsets under
-    # an existing table lacking columns of `schema`: "none" (an error) or "add-columns" (added, nullable)
+    # an existing table lacking columns of `schema` (or, with a schema registry, fields a record's schema
+    # carries): "none" (an error) or "add-columns" (added, nullable; from a record, in the commit holding it)
     schema_evolution: str = "none"
     # an s3:// table: endpoint, region, access_key_id, secret_access_key, session_token, allow_http
     # (else AWS's environment variables)
@@ -89,6 +95,8 @@ class PipelineConfig:
     # ssl.truststore.location, ...), as in a Kafka client's properties file; merged into source.kafka
     security: dict[str, str] = field(default_factory=dict)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    # where the registry-backed formats find their schemas: {url: http://..., basic_auth_user_info: USER:PASS}
+    schema_registry: SchemaRegistryConfig | None = None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -128,10 +136,24 @@ class PipelineConfig:
             raise PipelineConfigError("sink.mode must be upsert or append", ("sink", "mode"))
         if sink.schema_evolution not in ("none", "add-columns"):
             raise PipelineConfigError("sink.schema_evolution must be none or add-columns", ("sink", "schema_evolution"))
-        if sink.mode == "upsert" and not sink.primary_key:
+        registry = None
+        if raw.get("schema_registry") is not None:
+            try:
+                registry = SchemaRegistryConfig(**dict(raw["schema_registry"]))
+            except TypeError as e:
+                raise PipelineConfigError(f"schema_registry: {e}", ("schema_registry",)) from None
+            if not registry.url.startswith(("http://", "https://")):
+                raise PipelineConfigError(f"schema_registry.url must be an http:// or https:// URL, not "
+                                          f"{registry.url!r}", ("schema_registry", "url"))
+        if sink.format in REGISTRY_FORMATS and registry is None:
+            raise PipelineConfigError(f"sink.format {sink.format} needs a schema_registry section (url: ...)",
+                                      ("sink", "format"))
+        if sink.mode == "upsert" and not sink.primary_key and sink.format not in REGISTRY_FORMATS:
             raise PipelineConfigError("sink.primary_key is required", ("sink",))
-        if sink.format == "debezium-json" and sink.mode != "upsert":
-            raise PipelineConfigError("debezium-json needs sink.mode upsert", ("sink", "mode"))
+        if sink.format not in REGISTRY_FORMATS and not sink.schema:
+            raise PipelineConfigError(f"sink.schema is required for format {sink.format}", ("sink",))
+        if sink.format.startswith("debezium-") and sink.mode != "upsert":
+            raise PipelineConfigError(f"{sink.format} needs sink.mode upsert", ("sink", "mode"))
         unknown = sorted(set(sink.storage_options) - set(S3_OPTIONS))
         if unknown:
             raise PipelineConfigError(f"sink.storage_options: unknown option(s) {', '.join(unknown)} "
@@ -183,7 +205,11 @@ class PipelineConfig:
             raise PipelineConfigError("metrics.ready_intervals must be >= 1", ("metrics", "ready_intervals"))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
                    spark=dict(raw.get("spark") or {}), on_error=on_error, dead_letter_topic=dead_letter_topic,
-                   security=security, metrics=metrics)
+                   security=security, metrics=metrics, schema_registry=registry)
+
+    def value_format(self) -> ValueFormat:
+        """How the pipeline decodes record values (``sink.format`` with the schema registry)."""
+        return value_format(self.sink.format, self.schema_registry)
 
     @property
     def app_id(self) -> str:

@@ -19,13 +19,16 @@ import yaml
 
 from tidelake.spark.pipeline_config import (MetricsConfig, PipelineConfig, PipelineConfigError, SinkConfig,
                                             SourceConfig)
+from tidelake.spark.registered_schemas import SchemaRegistryConfig
 
 Location = tuple[str, ...]  # the keys leading to a value: ("sink", "buckets")
 
-SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig}
+SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig,
+            "schema_registry": SchemaRegistryConfig}
 REQUIRED_SECTIONS = ("source", "sink")
 # Lower bounds of numeric fields (everything else numeric is unbounded).
-MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1}
+MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1,
+           ("schema_registry", "max_retries"): 0}
 # Fields given as a number or a duration string ("2s", "500ms"); checked by parse_duration in from_dict.
 DURATIONS = {("source", "batch_interval")}
 # Fields that take one string as a one-element list.

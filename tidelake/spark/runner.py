@@ -32,8 +32,9 @@ import pyarrow.compute as pc
 
 from tidelake.observability.pipeline_stats import PipelineStats
 from tidelake.observability.server import parse_listen
-from tidelake.spark.changes import ORDER_COLUMNS, BadChangeEvent, changes_schema, parse_changes_located
+from tidelake.spark.changes import ORDER_COLUMNS, changes_schema, parse_changes_located
 from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
+from tidelake.spark.decode_errors import BadChangeEvent, RegistryUnavailable
 from tidelake.spark.kafka_options import KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
 from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Correction, ExactlyOnce,
@@ -42,10 +43,12 @@ from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_rang
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+from tidelake.spark.registered_table_schema import RegisteredTableSchema
+from tidelake.spark.sink_table import SinkTable
 from tidelake.spark.ship import package_zip
+from tidelake.spark.value_formats import ValueFormat
 from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.table import Table, TableExists, TableNotFound
-from tidelake.table.schema import schema_mismatch
+from tidelake.table import Table
 
 log = logging.getLogger("tidelake.pipeline")
 # The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
@@ -56,8 +59,7 @@ LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary", "PoisonRecord",
            "TaskFailed", "install_signal_handlers"]
 
-KAFKA_COLUMNS = ("value", "partition", "offset")  # what parsing needs of a Kafka row
-TIMED_KAFKA_COLUMNS = KAFKA_COLUMNS + ("timestamp",)  # with metrics on: produce times, for freshness
+TIMESTAMP_COLUMN = "timestamp"  # with metrics on, also read: produce times, for freshness
 ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task, without a shuffle
 
 
@@ -123,11 +125,13 @@ class _ListAccumulator:
         return a
 
 
-def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, truncates, times=None):
+def _parse_task(schema: pa.Schema, fmt: ValueFormat, primary_key: list[str], skipped, truncates, times=None,
+                schema_ids=None):
     """Kafka rows -> changes. ``skipped``: a Spark accumulator collecting the records left out (on_error
     skip or dead-letter); None makes the first bad record fail the batch, naming it. ``truncates``: an
     accumulator collecting the (partition, offset) of Debezium truncate events, which the driver applies.
-    ``times`` (metrics on): an accumulator of each Arrow batch's (oldest, newest) produce timestamp in ms."""
+    ``times`` (metrics on): an accumulator of each Arrow batch's (oldest, newest) produce timestamp in ms.
+    ``schema_ids`` (registry-backed formats): an accumulator of the writer schema ids decoded."""
 
     def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
@@ -137,21 +141,24 @@ def _parse_task(schema: pa.Schema, fmt: str, primary_key: list[str], skipped, tr
                 if span["min"].is_valid:
                     times.add([(span["min"].as_py() // 1000, span["max"].as_py() // 1000)])
             found: list[tuple[int, int]] = []
+            ids: set[int] = set()
             changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None,
-                                                 truncates=found)
+                                                 truncates=found, schema_ids=ids)
             if bad:
                 skipped.add(bad)
             if found:
                 truncates.add(found)
+            if ids and schema_ids is not None:
+                schema_ids.add(sorted(ids))
             yield from changes.to_batches()
     return parse
 
 
 def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRange]], schema: pa.Schema,
-                         fmt: str, primary_key: list[str], skipped, truncates, times=None):
+                         fmt: ValueFormat, primary_key: list[str], skipped, truncates, times=None, schema_ids=None):
     """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
-    parse = _parse_task(schema, fmt, primary_key, skipped, truncates, times)
-    columns = KAFKA_COLUMNS if times is None else TIMED_KAFKA_COLUMNS
+    parse = _parse_task(schema, fmt, primary_key, skipped, truncates, times, schema_ids)
+    columns = fmt.kafka_columns + (() if times is None else (TIMESTAMP_COLUMN,))
     librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -189,19 +196,20 @@ def _worker_exception(exc: BaseException) -> str | None:
     return None
 
 
-def _bad_record(exc: BaseException) -> str | None:
-    """'partition P offset O: reason' of a BadChangeEvent raised in a Spark task, else None."""
+def _task_error(exc: BaseException, kind: type[Exception]) -> str | None:
+    """The message of a ``kind`` exception raised in a Spark task (its last line names it), else None: for a
+    BadChangeEvent 'partition P offset O: reason'."""
     text = str(exc)
-    marker = f"{BadChangeEvent.__name__}: "
+    marker = f"{kind.__name__}: "
     if marker not in text:
         return None
     line = text[text.rindex(marker) + len(marker):].splitlines()[0].strip()
     return line or None
 
 
-def _stage_task(table: Table):
-    """Every change of this task's keys, in (Kafka partition, offset) order -> staged delta files; yields the
-    task's :class:`StagedFiles` message."""
+def _stage_task(table: Table, add_columns: list[pa.Field]):
+    """Every change of this task's keys, in (Kafka partition, offset) order -> staged delta files (with the
+    columns the batch's commit may add); yields the task's :class:`StagedFiles` message."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         _ignore_interrupt()
@@ -210,7 +218,7 @@ def _stage_task(table: Table):
         if received:
             changes = pa.Table.from_batches(received).sort_by([(c, "ascending") for c in ORDER_COLUMNS])
             ordered = changes.drop_columns(list(ORDER_COLUMNS)).to_batches()
-        yield stage(table, "changes", iter(ordered)).to_arrow()
+        yield stage(table, "changes", iter(ordered), add_columns).to_arrow()
     return run
 
 
@@ -228,6 +236,12 @@ class Pipeline:
         self._skipped_accumulator = None
         self._truncates_accumulator = None
         self._times_accumulator = None
+        self._schema_ids_accumulator = None
+        self.format = self.config.value_format()
+        #: the sink table's schema from the schema registry (registry-backed formats only)
+        self.registered = RegisteredTableSchema(self.format, self.config.source.topic) \
+            if self.format.registry_decoder is not None else None
+        self.sink_table = SinkTable(self.config, self.registered, self.arrow_schema)
         metrics = self.config.metrics
         #: what the driver loop counts (None unless metrics.listen is set); served by ``observer`` during run()
         self.stats = PipelineStats(self.config.source.batch_interval, metrics.ready_intervals) \
@@ -263,6 +277,15 @@ class Pipeline:
         if self._times_accumulator is None:
             self._times_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
         return self._times_accumulator
+
+    @property
+    def _schema_ids(self):
+        """With a registry-backed format, the accumulator of the writer schema ids the tasks decoded."""
+        if self.registered is None:
+            return None
+        if self._schema_ids_accumulator is None:
+            self._schema_ids_accumulator = self.spark().sparkContext.accumulator([], _ListAccumulator())
+        return self._schema_ids_accumulator
 
     @property
     def metrics_url(self) -> str | None:
@@ -322,39 +345,8 @@ class Pipeline:
         return to_arrow_schema(struct)
 
     def open_table(self) -> Table:
-        """Open the sink table, creating it (schema, primary key, buckets, properties) if absent."""
-        sink = self.config.sink
-        options = sink.storage_options or None
-        try:
-            return self._checked(Table.open(sink.table, storage_options=options))
-        except TableNotFound:
-            pass
-        properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
-        schema = self.arrow_schema()
-        primary_key = sink.primary_key or [schema.names[0]]
-        try:
-            return Table.create(sink.table, schema, primary_key, properties, storage_options=options)
-        except TableExists:  # another process created it first
-            return Table.open(sink.table, storage_options=options)
-
-    def _checked(self, table: Table) -> Table:
-        """An existing table must have the config's primary key and schema; with
-        ``sink.schema_evolution: add-columns`` the config's columns it lacks are added (nullable)."""
-        sink = self.config.sink
-        if not sink.schema:
-            return table
-        problems, addable = schema_mismatch(table.schema, table.primary_key, self.arrow_schema(), sink.primary_key)
-        if addable and sink.schema_evolution != "add-columns":
-            problems += [f"column {f.name} ({f.type}) is in the config, not in the table (set "
-                         f"sink.schema_evolution: add-columns to add it)" for f in addable]
-        if problems:
-            raise PipelineConfigError(f"sink table {sink.table} does not match the pipeline config: "
-                                      + "; ".join(problems), ("sink", "schema"))
-        for f in addable:
-            table.add_column(f.name, f.type)
-            log.info("sink table %s: added column %s %s (sink.schema_evolution: add-columns)", sink.table, f.name,
-                     f.type)
-        return table
+        """Open the sink table, creating it if absent (sink_table.py)."""
+        return self.sink_table.open()
 
     def offset_mode(self, table: Table, broker: BrokerOffsets) -> OffsetMode:
         cfg, src = self.config, self.config.source
@@ -367,12 +359,13 @@ class Pipeline:
         return ExactlyOnce(table, cfg.app_id, src.topic, broker)
 
     # -- one batch
-    def _changes(self, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema):
-        """(a DataFrame of the changes in ``ranges``: the table's columns, ``_op`` and the ordering columns;
+    def _changes(self, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema,
+                 primary_key: list[str]):
+        """(a DataFrame of the changes in ``ranges``: ``schema``'s columns, ``_op`` and the ordering columns;
         whether it comes from several tasks)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
-        spark, src, sink = self.spark(), self.config.source, self.config.sink
+        spark, src, fmt = self.spark(), self.config.source, self.format
         out = from_arrow_schema(changes_schema(schema))
         if src.reader == "datasource":
             topic = src.topic
@@ -384,32 +377,38 @@ class Pipeline:
                       .option("failOnDataLoss", "true"))
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
-            rows = reader.load().select(*(KAFKA_COLUMNS if self._times is None else TIMED_KAFKA_COLUMNS))
-            return rows.mapInArrow(_parse_task(schema, sink.format, sink.primary_key, self._skipped,
-                                               self._truncates, self._times), out), True
+            rows = reader.load().select(*fmt.kafka_columns, *(() if self._times is None else (TIMESTAMP_COLUMN,)))
+            return rows.mapInArrow(_parse_task(schema, fmt, primary_key, self._skipped, self._truncates, self._times,
+                                               self._schema_ids), out), True
         # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
         # is one task: a shuffle would cost more than spreading it gains.
         small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
         groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
         tasks = spark.range(0, len(groups), 1, len(groups))
-        task = _read_and_parse_task(options, groups, schema, sink.format, sink.primary_key, self._skipped,
-                                    self._truncates, self._times)
+        task = _read_and_parse_task(options, groups, schema, fmt, primary_key, self._skipped, self._truncates,
+                                    self._times, self._schema_ids)
         return tasks.mapInArrow(task, out), len(groups) > 1
 
-    def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange]) -> list[StagedFiles]:
-        """Read, parse and stage one batch; every task's StagedFiles message."""
+    def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange],
+               add_columns: list[pa.Field]) -> list[StagedFiles]:
+        """Read, parse and stage one batch (with the columns its commit may add); every task's StagedFiles
+        message."""
         spark, sink = self.spark(), self.config.sink
-        changes, several_tasks = self._changes(options, ranges, table.schema)
+        schema = pa.schema(list(table.schema) + add_columns)
+        changes, several_tasks = self._changes(options, ranges, schema, table.primary_key)
         if sink.mode == "upsert" and several_tasks:
             # Every change of one key in one task, so the table's last-change-per-key rule sees all of them.
-            changes = changes.repartition(spark.sparkContext.defaultParallelism, *sink.primary_key)
+            changes = changes.repartition(spark.sparkContext.defaultParallelism, *table.primary_key)
         try:
-            rows = changes.mapInArrow(_stage_task(table), StagedFiles.DDL).collect()
+            rows = changes.mapInArrow(_stage_task(table, add_columns), StagedFiles.DDL).collect()
         except Exception as e:   # a task's exception reaches the driver as Spark's PythonException
-            bad = _bad_record(e)
+            bad = _task_error(e, BadChangeEvent)
             if bad is not None:
                 raise PoisonRecord(f"{self.config.source.topic} {bad} (on_error: fail stops here; "
                                    f"on_error: skip leaves such records out)") from e
+            unavailable = _task_error(e, RegistryUnavailable)
+            if unavailable is not None:
+                raise RegistryUnavailable(f"{unavailable} (nothing of the batch was committed)") from e
             reason = _worker_exception(e)
             if reason is None:
                 raise
@@ -423,7 +422,9 @@ class Pipeline:
         seen = len(self._skipped.value) if self._skipped is not None else 0
         truncates_seen = len(self._truncates.value)
         times_seen = len(self._times.value) if self._times is not None else 0
-        staged = self._stage(table, options, batch.ranges)
+        schema_ids_seen = len(self._schema_ids.value) if self._schema_ids is not None else 0
+        candidates = self.sink_table.batch_columns(table)
+        staged = self._stage(table, options, batch.ranges, candidates)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
         operation = "insert" if self.config.sink.mode == "append" else "upsert"
         truncates = self._truncates.value[truncates_seen:]
@@ -441,10 +442,12 @@ class Pipeline:
                      batch.batch_id, self.config.source.topic,
                      ", ".join(f"partition {p} offset {o}" for p, o in sorted(last.items())))
             skipped_again = len(self._skipped.value) if self._skipped is not None else 0
-            staged = self._stage(table, options, [r for r in after if r.end > r.start])
+            staged = self._stage(table, options, [r for r in after if r.end > r.start], candidates)
             if self._skipped is not None:   # bad records were counted by the first staging
                 del self._skipped.value[skipped_again:]
             operation = "overwrite"
+        added = self.sink_table.columns_to_add(batch.batch_id, candidates,
+                                               set(self._schema_ids.value[schema_ids_seen:]) if candidates else set())
         commit = mode.table_commit(batch)
         dead_lettered = self._dead_letter(bad, commit, mode)
         if bad:
@@ -453,7 +456,7 @@ class Pipeline:
                         f"{dead_lettered} dead-lettered" if self.config.on_error == "dead-letter" else "skipped",
                         self.config.on_error)
         committing = time.monotonic()
-        version = publish(table, staged, operation=operation, **commit)
+        version = publish(table, staged, operation=operation, add_columns=added, **commit)
         done = time.monotonic()
         committed_at_ms = int(time.time() * 1000)
         files = [f for m in staged for f in m.files]
@@ -535,6 +538,7 @@ class Pipeline:
              progress: Callable[[int, int], None] | None = None) -> RunSummary:
         cfg, src = self.config, self.config.source
         table = self.open_table()
+        self.format = self.sink_table.with_record_key(self.format, table)
         if self.observer is not None:
             self.observer.watch_table(table)
         if src.reader == "datasource":

@@ -300,27 +300,31 @@ class StagedFiles(WriterCommitMessage):
         return cls(files=json.loads(row.files), rows=row.rows)
 
 
-def stage(table: Table, op: str, batches: Iterator[pa.RecordBatch]) -> StagedFiles:
+def stage(table: Table, op: str, batches: Iterator[pa.RecordBatch], add_columns: Sequence[pa.Field] = ()
+          ) -> StagedFiles:
     """In a task: write its rows as staged (invisible) delta files. ``op``: upsert | insert | delete, or
-    ``changes`` (each row's ``_op`` says upsert or delete; the last change per key, in row order, wins)."""
+    ``changes`` (each row's ``_op`` says upsert or delete; the last change per key, in row order, wins).
+    ``add_columns``: columns the batch's commit may add (schema evolution), written with the rest."""
     batches = list(batches)
     if not batches or sum(b.num_rows for b in batches) == 0:
         return StagedFiles(files=[], rows=0)
     data = pa.Table.from_batches(batches)
-    files = table.stage_files(data, op=op)
+    files = table.stage_files(data, op=op, add_columns=add_columns)
     return StagedFiles(files=[f.to_dict() for f in files], rows=data.num_rows)
 
 
 def publish(table: Table, messages: list[StagedFiles | None], *, operation: str, read_version: int | None = None,
-            app_id: str | None = None, batch_id: int | None = None, app_extra: dict | None = None) -> int | None:
+            app_id: str | None = None, batch_id: int | None = None, app_extra: dict | None = None,
+            add_columns: Sequence[pa.Field] = ()) -> int | None:
     """On the driver: commit every task's staged files as ONE table version; returns it. Nothing to publish
     commits nothing (None) — unless the commit has meaning without files: an overwrite (it empties the
-    table) or an application's batch (its id and ``app_extra`` are recorded)."""
+    table) or an application's batch (its id and ``app_extra`` are recorded). ``add_columns`` are added to
+    the table's schema by that same commit."""
     files = [f for m in messages if m for f in m.files]
     if not files and operation != "overwrite" and app_id is None:
         return None
     return table.commit_staged(files, operation=operation, read_version=read_version, app_id=app_id,
-                               batch_id=batch_id, app_extra=app_extra)
+                               batch_id=batch_id, app_extra=app_extra, add_columns=add_columns)
 
 
 def remove_staged(table: Table, messages: list[StagedFiles | None]) -> None:

@@ -290,25 +290,29 @@ class Table:
             time.sleep(poll_seconds)
 
     # ================================================================ staging and committing
-    def stage_files(self, data: Any, *, op: str = "upsert") -> list[DataFile]:
+    def stage_files(self, data: Any, *, op: str = "upsert", add_columns: Sequence[pa.Field] = ()) -> list[DataFile]:
         """Write bucketed, PK-sorted L0 delta Parquet files (not yet visible) for commit_staged().
         ``op``: 'upsert' | 'insert' (rows upserted), 'delete' (only the key columns are used), or
         'changes' (each row's own ``_op`` column, int8 0 upsert / 1 delete, in the order they happened:
         the last change of a key wins). Safe to call on Spark executors. Stages in the latest schema,
         so it first looks for newer log entries (one file lookup when up to date);
-        ``snapshot().stage_files`` stages in the snapshot's schema with no log I/O at all."""
-        return self.writer.stage_files(data, op, self.metadata.schema)
+        ``snapshot().stage_files`` stages in the snapshot's schema with no log I/O at all. ``add_columns``:
+        columns the commit of these files adds (``commit_staged(add_columns=)``), staged with the rest."""
+        return self.writer.stage_files(data, op, with_columns(self.metadata.schema, add_columns))
 
     def commit_staged(self, files: list[DataFile], *, operation: str = "upsert",
                       read_version: int | None = None, app_id: str | None = None,
-                      batch_id: int | None = None, app_extra: dict | None = None) -> int:
+                      batch_id: int | None = None, app_extra: dict | None = None,
+                      add_columns: Sequence[pa.Field] = ()) -> int:
         """Publish staged files as one new version (atomic). ``operation`` names the conflict class:
         'upsert' (blind stream write), 'insert', 'update', 'delete', 'overwrite' (all rows live at
         ``read_version`` are replaced). ``read_version``: the version the job read (None: no
         conflict detection except overwrite). With ``app_id``/``batch_id`` the commit also records
         the application's batch id and ``app_extra`` (e.g. Kafka offsets) atomically; if that batch
         was already committed this is a no-op returning that version (idempotent sink).
-        Automatic maintenance this commit makes due runs afterwards, off this call's path."""
+        Automatic maintenance this commit makes due runs afterwards, off this call's path. ``add_columns``
+        (nullable columns, schema evolution) are added to the schema by the same commit: the version that first
+        holds their values is the one that has them."""
         if operation not in COMMIT_OPERATIONS:
             raise ValueError(f"unknown operation {operation!r}")
         app = None
@@ -322,7 +326,10 @@ class Table:
         if operation == "overwrite":
             files = files + self._overwrite_tombstones(rv, files)
             removes = _all_live
-        v = self.committer.commit(operation, adds=files, read_version=rv, app=app, removes=removes)
+        current = self.metadata.schema
+        schema = with_columns(current, add_columns) if add_columns else None
+        v = self.committer.commit(operation, adds=files, read_version=rv, app=app, removes=removes,
+                                  schema=schema if schema is not None and not schema.equals(current) else None)
         self.maintenance.after_commit()
         return v
 
@@ -467,6 +474,19 @@ class Table:
 def _all_live(md: TableMetadata) -> list[str]:
     """Every live file at commit time (what an overwrite or a restore replaces)."""
     return [fe.file.path for fe in md.files.values() if fe.live]
+
+
+def with_columns(schema: pa.Schema, columns: Sequence[pa.Field]) -> pa.Schema:
+    """``schema`` with ``columns`` appended as nullable columns (a column it has already, of the same type, is
+    left as it is; of another type, a SchemaError)."""
+    for column in columns:
+        if column.name in schema.names:
+            have = schema.field(column.name).type
+            if not have.equals(column.type):
+                raise SchemaError(f"column {column.name!r} is {have}, cannot add it as {column.type}")
+            continue
+        schema = schema.append(column.with_nullable(True))
+    return schema
 
 
 class Transaction:
