@@ -9,10 +9,10 @@ import sys
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
-from tidelake.broker.config import BrokerConfig, parse_properties
+from tidelake.broker.config import BrokerConfig, advertised_address, listen_address, parse_properties
 from tidelake.broker.config_definitions import (SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, ConfigError,
                                                 validate_topic_configs)
-from tidelake.broker.listeners import Listener, advertised_address, listen_address
+from tidelake.broker.listeners import Listener
 from tidelake.protocol.wire_client import WireClient
 from tidelake.errors import InvalidConfig
 

@@ -6,7 +6,8 @@ A topic config's effective value is the topic override if any, else its broker s
 (``segment.bytes`` <- ``log.segment.bytes``; ``retention.ms`` <- ``log.retention.ms`` /
 ``log.retention.minutes`` / ``log.retention.hours``), else Kafka's default. DescribeConfigs reports
 that value with its source, exactly as Kafka's ``ConfigSource`` enumerates them. What each name means
-and accepts is in ``config_definitions``; listener parsing in ``listeners``.
+and accepts is in ``config_definitions``; listener parsing in ``listeners``. ``listen_address`` /
+``advertised_address`` check the command line's ``--listen`` / ``--advertised`` shortcuts against them.
 """
 from __future__ import annotations
 
@@ -282,3 +283,32 @@ def _to_topic_unit(broker_name: str, value: str) -> str:
         return value
     n = int(value)
     return str(n * factor) if n >= 0 else str(n)
+
+
+def _address(text: str, option: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"{option}: expected HOST:PORT, got {text!r}")
+    return host.removeprefix("[").removesuffix("]") or "0.0.0.0", int(port)
+
+
+def listen_address(config: BrokerConfig, listen: str | None) -> tuple[str, int]:
+    """Where to bind: ``--listen HOST:PORT`` (a shortcut) or the served entry of ``listeners``. Both
+    given and different is an error: the operator asked for two things."""
+    listener = config.listener()
+    configured = (listener.host or "0.0.0.0", listener.port)
+    if listen is None:
+        return configured
+    address = _address(listen, "--listen")
+    if "listeners" in config.static and address != configured:
+        raise ConfigError(f"--listen {listen} disagrees with listeners={config.static['listeners']}")
+    return address
+
+
+def advertised_address(config: BrokerConfig, advertised: str | None) -> tuple[str | None, int | None]:
+    """What clients are told: ``--advertised HOST:PORT`` or ``advertised.listeners`` (None: the bind
+    address, see ``Broker``)."""
+    if advertised is not None:
+        return _address(advertised, "--advertised")
+    listener = config.advertised_listener()
+    return (None, None) if listener is None else (listener.host or None, listener.port)

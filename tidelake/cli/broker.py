@@ -39,9 +39,8 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
 
     With --zookeeper (or zookeeper.connect) the broker is one of a replicated cluster: each broker
     needs its own --broker-id, port and data directory."""
-    from tidelake.broker.config import BrokerConfig
+    from tidelake.broker.config import BrokerConfig, advertised_address, listen_address
     from tidelake.broker.config_definitions import ConfigError
-    from tidelake.broker.listeners import advertised_address, listen_address
     from tidelake.broker.allocator import keep_large_buffers
     from tidelake.broker.embedded import new_event_loop
     from tidelake.broker.server import Broker

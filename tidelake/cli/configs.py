@@ -9,7 +9,11 @@ import click
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.output import json_option, print_json, print_rows
-from tidelake.cli.topics import SOURCE_NAMES
+
+# confluent-kafka reports a config's source as an int; these are Kafka's names for them.
+SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "topic": "topic", "broker": "broker"}
 

@@ -6,16 +6,11 @@ import socket
 
 import click
 
+from tidelake.cli.configs import SOURCE_NAMES, alter_configs
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.output import json_option, print_json, print_rows
 from tidelake.cli.values import parse_pairs
-
-# confluent-kafka reports a config's source as an int; these are Kafka's names for them.
-SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
-                3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-
 
 # how long describe waits for a partition leader to take a connection before it marks the leader's offsets unknown
 LEADER_PROBE_S = 2.0
@@ -171,7 +166,6 @@ def alter(conn: BrokerConnection, topic: str, partitions: int | None, set_config
           delete_configs: tuple[str, ...]) -> None:
     """Add partitions to TOPIC and/or change its configs (incrementally)."""
     from confluent_kafka.admin import NewPartitions
-    from tidelake.cli.configs import alter_configs
     if partitions is None and not set_configs and not delete_configs:
         raise click.UsageError("nothing to alter: give --partitions, --set or --delete-config")
     sets = parse_pairs(set_configs, "--set")

@@ -8,6 +8,8 @@ from typing import Iterable
 
 import click
 
+from tidelake.clock import parse_timestamp_ms
+
 
 class TimestampMs(click.ParamType):
     """A point in time -> milliseconds since the epoch: ISO-8601 (UTC unless it names a zone) or epoch ms."""
@@ -17,17 +19,11 @@ class TimestampMs(click.ParamType):
     def convert(self, value, param, ctx) -> int:
         if isinstance(value, int):
             return value
-        text = str(value).strip()
-        if re.fullmatch(r"-?\d+", text):
-            return int(text)
         try:
-            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+            return parse_timestamp_ms(value)
         except ValueError:
             self.fail(f"{value!r} is not a time: use ISO-8601 (2026-01-31T12:00:00Z, 2026-01-31) "
                       f"or milliseconds since the epoch", param, ctx)
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=dt.timezone.utc)
-        return int(when.timestamp() * 1000)
 
 
 class IsoDuration(click.ParamType):

@@ -24,12 +24,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 from tidelake import errors
 from tidelake.cluster import election
 from tidelake.cluster.controller_context import ControllerContext
-from tidelake.cluster.controller_events import ControllerEvent, ControllerEventQueue
+from tidelake.cluster.controller_events import (AlterReassignments, BrokersChanged, ControlledShutdown, ControllerEvent,
+                                                ControllerEventQueue, DeletionsRequested, Elect, ElectLeaders,
+                                                IsrChanged, PartitionsChanged, RebalanceDue, TopicsChanged,
+                                                ZkReassignment)
 from tidelake.cluster.controller_requests import ControllerRequests
 from tidelake.cluster.election import Refused
 from tidelake.cluster.partition_states import PartitionStates
@@ -70,12 +73,25 @@ class Controller:
         self.reassigner = PartitionReassigner(self.context, store, self.partition_states, self.requests,
                                               self._still_controller)
         self.topic_creator = TopicCreator(self.context, store, self.partition_states, self.requests,
-                                          lambda topic: self.events.watch("partitions", topic),
+                                          lambda topic: self.events.watch(PartitionsChanged(topic)),
                                           self._still_controller, self._repair)
         self.topic_deletion = TopicDeletionManager(self.context, store, self.requests)
-        # "elect" (retried until it succeeds); while active "brokers", "topics", "partitions" (of event.topic),
-        # "delete", "isr", "rebalance", "zk_reassign"; requests: "elect_leaders", "shutdown", "reassign"
-        self.events = ControllerEventQueue(self._process, retried=frozenset({"elect"}))
+        self.events = ControllerEventQueue(self._process)
+        # every event type's handler (events are dispatched by type)
+        self.handlers: dict[type[ControllerEvent], Callable[[Any], Awaitable[None]]] = {
+            Elect: lambda _: self._elect(),
+            BrokersChanged: lambda _: self._on_brokers_changed(),
+            TopicsChanged: lambda _: self.topic_creator.on_topics_changed(self.events.watch(TopicsChanged())),
+            PartitionsChanged: lambda e: self.topic_creator.on_partitions_added(e.topic),
+            DeletionsRequested: lambda _: self.topic_deletion.on_delete_requests(
+                self.events.watch(DeletionsRequested())),
+            IsrChanged: lambda _: self._on_isr_changes(),
+            RebalanceDue: lambda _: self._rebalance_leaders(),
+            ZkReassignment: lambda _: self.reassigner.on_zk_reassignment(self.events.watch(ZkReassignment())),
+            ElectLeaders: self._elect_leaders,
+            ControlledShutdown: self._controlled_shutdown,
+            AlterReassignments: self._alter_reassignments,
+        }
         self._rebalance_task: asyncio.Task | None = None
 
     @property
@@ -88,7 +104,7 @@ class Controller:
         self.listener = inter_broker_listener
         self.events.start()
         self._rebalance_task = asyncio.get_running_loop().create_task(self._rebalance_clock())
-        self.events.put("elect")
+        self.events.put(Elect())
 
     async def stop(self) -> None:
         await self.events.stop()
@@ -107,7 +123,7 @@ class Controller:
         while True:
             await asyncio.sleep(self._rebalance_interval_s)
             if self.context.active and self._auto_rebalance():
-                self.events.put("rebalance")
+                self.events.put(RebalanceDue())
 
     def session_renewed(self) -> None:
         """Our ZooKeeper session expired and a new one began: /controller (if it was ours) and every
@@ -115,39 +131,17 @@ class Controller:
         if self.context.active:
             log.info("broker %d resigns as controller: its ZooKeeper session expired", self.broker_id)
             self._resign()
-        self.events.put("elect")
+        self.events.put(Elect())
 
     async def _process(self, event: ControllerEvent) -> None:
-        kind = event.kind
-        if kind == "elect_leaders":
-            await self._elect_leaders(*event.args, event.future)
-        elif kind == "shutdown":
-            await self._controlled_shutdown(*event.args, event.future)
-        elif kind == "reassign":
-            await self._alter_reassignments(*event.args, event.future)
-        elif kind == "elect":
-            await self._elect()
-        elif not self.context.active:
+        if event.active_only and not self.context.active:
             return
-        elif kind == "brokers":
-            await self._on_brokers_changed()
-        elif kind == "topics":
-            await self.topic_creator.on_topics_changed(self.events.watch("topics"))
-        elif kind == "partitions":
-            await self.topic_creator.on_partitions_added(event.topic)
-        elif kind == "delete":
-            await self.topic_deletion.on_delete_requests(self.events.watch("delete"))
-        elif kind == "isr":
-            await self._on_isr_changes()
-        elif kind == "rebalance":
-            await self._rebalance_leaders()
-        elif kind == "zk_reassign":
-            await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
+        await self.handlers[type(event)](event)
 
     # -- controller election ---------------------------------------------------------------------------
     async def _elect(self) -> None:
         store = self.store
-        current = await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
+        current = await asyncio.to_thread(store.controller_id, self.events.watch(Elect()))
         if current == self.broker_id and self.context.active:
             return
         if current != -1:
@@ -156,7 +150,7 @@ class Controller:
                 self._resign()
             return
         if not await asyncio.to_thread(store.try_elect, self.broker_id):
-            await asyncio.to_thread(store.controller_id, self.events.watch("elect"))
+            await asyncio.to_thread(store.controller_id, self.events.watch(Elect()))
             return
         self.context.epoch, self.context.epoch_version = await asyncio.to_thread(store.increment_controller_epoch)
         log.info("broker %d elected controller (epoch %d)", self.broker_id, self.context.epoch)
@@ -172,7 +166,7 @@ class Controller:
         """Read the whole cluster, repair leadership, and tell every broker everything."""
         for registration in (await self._read_brokers()).registrations.values():
             self._add_live(registration)
-        names = await asyncio.to_thread(self.store.topic_names, self.events.watch("topics"))
+        names = await asyncio.to_thread(self.store.topic_names, self.events.watch(TopicsChanged()))
         for name in names:
             await self.topic_creator.load(name)
         for (topic, p) in sorted(self.context.states):
@@ -183,17 +177,17 @@ class Controller:
                     await self.topic_creator.init_partition(topic, p)
         self.requests.leader_and_isr(list(self.context.states))
         self.requests.update_metadata()
-        await self.topic_deletion.on_delete_requests(self.events.watch("delete"))
+        await self.topic_deletion.on_delete_requests(self.events.watch(DeletionsRequested()))
         await self._on_isr_changes()
         await self.reassigner.resume()  # a reassignment the previous controller left half-way
         # and any written to /admin/reassign_partitions (watched from now on)
-        await self.reassigner.on_zk_reassignment(self.events.watch("zk_reassign"))
+        await self.reassigner.on_zk_reassignment(self.events.watch(ZkReassignment()))
 
     # -- brokers -------------------------------------------------------------------------------------
     async def _read_brokers(self) -> BrokerChanges:
         """Re-read /brokers/ids (watched again) and every registration in it, epochs included; ``context.live``
         is not changed here."""
-        ids = await asyncio.to_thread(self.store.live_broker_ids, self.events.watch("brokers"))
+        ids = await asyncio.to_thread(self.store.live_broker_ids, self.events.watch(BrokersChanged()))
         now: dict[int, BrokerRegistration] = {}
         for bid in ids:
             reg = await asyncio.to_thread(self.store.broker, bid)
@@ -274,7 +268,7 @@ class Controller:
         if epoch != self.context.epoch:
             log.info("controller epoch moved to %d: broker %d resigns", epoch, self.broker_id)
             self._resign()
-            self.events.put("elect")
+            self.events.put(Elect())
             return False
         return True
 
@@ -284,7 +278,7 @@ class Controller:
 
     # -- ISR changes leaders reported ------------------------------------------------------------------
     async def _on_isr_changes(self) -> None:
-        changed = await asyncio.to_thread(self.store.take_isr_changes, self.events.watch("isr"))
+        changed = await asyncio.to_thread(self.store.take_isr_changes, self.events.watch(IsrChanged()))
         fresh = []
         for key in set(changed):
             if key in self.context.states and await self.partition_states.refresh(key) is not None:
@@ -298,9 +292,10 @@ class Controller:
                             ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Elect the preferred replica (or, ``unclean``, any live replica of a leaderless partition) of
         ``partitions`` (None: all); (error code, message) per partition. Only on the active controller."""
-        return await self.events.request("elect_leaders", partitions, unclean)
+        return await self.events.request(lambda future: ElectLeaders(future, partitions, unclean))
 
-    async def _elect_leaders(self, partitions, unclean: bool, fut: asyncio.Future) -> None:
+    async def _elect_leaders(self, request: ElectLeaders) -> None:
+        partitions, unclean, fut = request.partitions, request.unclean, request.future
         ctx = self.context
         results: dict[tuple[str, int], tuple[int, str | None]] = {}
         changed = []
@@ -339,12 +334,12 @@ class Controller:
                                   ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Start (a list of replicas) or cancel (None) the reassignment of each partition; (error code,
         message) per partition once it has started, not finished. Only on the active controller."""
-        return await self.events.request("reassign", wanted, allow_rf_change)
+        return await self.events.request(lambda future: AlterReassignments(future, wanted, allow_rf_change))
 
-    async def _alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], allow_rf_change: bool,
-                                   fut: asyncio.Future) -> None:
+    async def _alter_reassignments(self, request: AlterReassignments) -> None:
+        fut = request.future
         try:
-            results = await self.reassigner.alter(wanted, allow_rf_change)
+            results = await self.reassigner.alter(request.wanted, request.allow_rf_change)
         except BaseException as e:
             if not fut.done():
                 fut.set_exception(e)
@@ -362,9 +357,10 @@ class Controller:
         """A broker about to stop asks the controller to move its leaderships and take it out of the
         ISRs first (Kafka's ControlledShutdown); returns the partitions it still leads (no other ISR member).
         ``broker_epoch`` older than its registration's: a previous process asking (StaleBrokerEpoch); -1: unknown."""
-        return await self.events.request("shutdown", broker_id, broker_epoch)
+        return await self.events.request(lambda future: ControlledShutdown(future, broker_id, broker_epoch))
 
-    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int, fut: asyncio.Future) -> None:
+    async def _controlled_shutdown(self, request: ControlledShutdown) -> None:
+        broker_id, broker_epoch, fut = request.broker_id, request.broker_epoch, request.future
         if not self.context.active:
             fut.set_exception(errors.NotController(f"broker {self.broker_id} is no longer the controller"))
             return

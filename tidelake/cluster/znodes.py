@@ -60,10 +60,6 @@ def topic_path(topic: str) -> str:
     return f"{TOPICS}/{topic}"
 
 
-def partitions_path(topic: str) -> str:
-    return f"{TOPICS}/{topic}/partitions"
-
-
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{TOPICS}/{topic}/partitions/{partition}/state"
 

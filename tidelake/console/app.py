@@ -27,6 +27,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from tidelake.clock import parse_timestamp_ms
 from tidelake.console.broker_view import BrokerUnavailable, BrokerView
 from tidelake.console.history import History, rate
 from tidelake.console.message_browser import MessageBrowser
@@ -89,17 +90,6 @@ def _duration(seconds: float | None) -> str:
     if s < 3600:
         return f"{s / 60:.1f} min"
     return f"{s / 3600:.1f} h"
-
-
-def _parse_time(text: str) -> int:
-    """Epoch milliseconds from digits, or from ISO-8601 (a time without zone is UTC)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    when = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    return int(when.timestamp() * 1000)
 
 
 def _int_arg(request: Request, name: str, default: int | None = None, minimum: int | None = None) -> int | None:
@@ -218,7 +208,7 @@ def messages_page(request: Request) -> Response:
     timestamp = None
     if ts_text:
         try:
-            timestamp = _parse_time(ts_text)
+            timestamp = parse_timestamp_ms(ts_text)
         except ValueError:
             raise HTTPException(400, f"timestamp: {ts_text!r} is neither epoch milliseconds nor ISO-8601") from None
     result = c.browser.browse(name, partition, offset=offset, timestamp_ms=timestamp, limit=limit)
@@ -286,7 +276,7 @@ def table_page(request: Request) -> Response:
     context: dict[str, Any] = {"info": info, "version": version, "timestamp": ts_text, "start": start, "end": end,
                                "message": request.query_params.get("message")}
     try:
-        timestamp = _parse_time(ts_text) if ts_text else None
+        timestamp = parse_timestamp_ms(ts_text) if ts_text else None
         context["preview"] = c.tables.preview(name, version=version, timestamp_ms=timestamp)
         if start is not None:
             context["changes"] = c.tables.changes(name, start, end if end is not None else info.version)

@@ -352,13 +352,6 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------------------------
     # TxnOffsetCommit: offsets pending until the transaction's marker
     # ------------------------------------------------------------------------------------------
-    def commit_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str,
-                       records: list[OffsetRecord]) -> None:
-        """TxnOffsetCommit: write the group's offset records into the open transaction; they stay
-        pending (invisible to OffsetFetch) until the COMMIT marker, and are dropped on ABORT."""
-        self.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
-        self.write_txn_offsets(producer_id, producer_epoch, group_id, records)
-
     def write_txn_offsets(self, producer_id: int, producer_epoch: int, group_id: str,
                           records: list[OffsetRecord]) -> None:
         """The group coordinator's half of TxnOffsetCommit: the transactional batch and the pending

@@ -16,7 +16,7 @@ dropped on ABORT. Two pieces here:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from tidelake.coordinator.offsets import OffsetKey, decode_key
 from tidelake.protocol.records import CONTROL_COMMIT, BatchHeader, control_type, decode_records
@@ -80,9 +80,3 @@ def resolve_transactional_records(batches: Iterable[tuple[BatchHeader, bytes]]
         else:
             applied.extend(recs)
     return applied, open_txns
-
-
-def iter_committed_records(batches: Iterable[tuple[BatchHeader, bytes]]) -> Iterator[Record]:
-    """The records of ``resolve_transactional_records`` alone (open transactions left out)."""
-    applied, _ = resolve_transactional_records(batches)
-    yield from applied

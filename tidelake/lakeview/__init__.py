@@ -5,11 +5,16 @@ in place, plus one merged file per bucket that still had delta files. It is publ
 the table root (``delta.py``, delta-rs) and/or an Iceberg table with a SQLite catalog and static metadata
 (``iceberg.py``, pyiceberg), and listed in ``_lakeview/view.json`` for engines that read Parquet files
 (DuckDB, polars); each records its source version. ``publish.py`` does it, from the ``tidelake table
-publish`` command or from the table's maintenance after each compaction (table property ``view.formats``).
+publish`` command or from the table's maintenance after each compaction (table property ``view.formats``):
+importing this package installs ``publish_after_compaction`` as the table's view publisher.
 """
+from tidelake.table.maintenance import install_view_publisher
+
 from .publish import FORMATS, FORMATS_PROPERTY, Published, parse_formats, publish, publish_after_compaction, \
     publish_snapshot, source_versions
 from .view import VIEW_FILE, LakeviewError, ReadView, ViewFile, build_view, read_view_file
+
+install_view_publisher(publish_after_compaction)
 
 __all__ = ["FORMATS", "FORMATS_PROPERTY", "Published", "parse_formats", "publish", "publish_after_compaction",
            "publish_snapshot", "source_versions", "VIEW_FILE", "LakeviewError", "ReadView", "ViewFile", "build_view",

@@ -37,11 +37,6 @@ def subject_not_soft_deleted(subject: str) -> RegistryError:
                          f"Subject '{subject}' was not deleted first before being permanently deleted")
 
 
-def version_soft_deleted(subject: str, version: int) -> RegistryError:
-    return RegistryError(404, 40406, f"Subject '{subject}' Version {version} was soft deleted."
-                                     "Set permanent=true to delete permanently")
-
-
 def version_not_soft_deleted(subject: str, version: int) -> RegistryError:
     return RegistryError(404, 40407, f"Subject '{subject}' Version {version} was not deleted "
                                      "first before being permanently deleted")
@@ -90,10 +85,6 @@ def id_does_not_match(message: str) -> RegistryError:
     return RegistryError(422, 42207, message)
 
 
-def invalid_subject(subject: str) -> RegistryError:
-    return RegistryError(422, 42208, f"The specified subject '{subject}' is not valid.")
-
-
 def unprocessable(message: str) -> RegistryError:
     """A request body that is not the JSON the endpoint takes (Confluent's Jackson errors: 422, code 422)."""
     return RegistryError(422, 422, message)
@@ -113,10 +104,6 @@ def forwarding_failed(message: str) -> RegistryError:
 
 def unknown_leader(message: str) -> RegistryError:
     return RegistryError(500, 50004, message)
-
-
-def unauthorized() -> RegistryError:
-    return RegistryError(401, 401, "Unauthorized")
 
 
 def not_found(path: str) -> RegistryError:

@@ -119,15 +119,6 @@ class SchemaRegistry:
                     found.append({"subject": subject, "version": version})
             return found
 
-    def is_registered_for(self, subject: str, schema_id: int) -> bool:
-        """Whether a live version of ``subject`` has this id (the broker's produce-time validation)."""
-        with self.lock:
-            for user_subject, version in self.state.users_of_id(schema_id):
-                sv = self.state.version(user_subject, version)
-                if user_subject == subject and sv is not None and not sv.deleted:
-                    return True
-        return False
-
     def schemas(self, prefix: str = "", deleted: bool = False, latest_only: bool = False) -> list[dict]:
         """``GET /schemas``: every version of the subjects under ``prefix`` (or each one's latest)."""
         with self.lock:

@@ -93,9 +93,6 @@ class RegistrySettings:
             raise SettingsError(f"{name}={self.get(name)!r}: expected true or false")
         return value == "true"
 
-    def with_values(self, **values: str) -> "RegistrySettings":
-        return RegistrySettings({**self.values, **values})
-
     @property
     def listener(self) -> "Listener":
         return Listener.parse(self.get("listeners").split(",")[0].strip())

@@ -113,9 +113,6 @@ class RegistryState:
         return sorted(s for s, versions in self._subjects.items()
                       if include_deleted or any(not v.deleted for v in versions.values()))
 
-    def has_subject(self, subject: str) -> bool:
-        return subject in self._subjects
-
     def versions(self, subject: str, include_deleted: bool = False) -> list[SchemaValue]:
         """The subject's versions, oldest first."""
         versions = self._subjects.get(subject, {})

@@ -56,7 +56,8 @@ from pyspark.sql.datasource import (
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import StructType
 
-from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true, parse_timestamp_ms
+from tidelake.clock import parse_timestamp_ms
+from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true
 from tidelake.table import Table, TableExists
 from tidelake.table.change_feed import change_schema
 

@@ -33,7 +33,6 @@ changes; a task reads its bucket's changes and looks its before-images up in tha
 """
 from __future__ import annotations
 
-import datetime as dt
 from dataclasses import dataclass
 from typing import Iterator, Mapping, Sequence
 
@@ -43,22 +42,12 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
+from tidelake.clock import parse_timestamp_ms
 from tidelake.table import Table, VersionExpired, VersionNotFound
 
 # Java's Long.MAX_VALUE: "no row cap" while still asking Spark for admission control.
 NO_ROW_LIMIT = 2**63 - 1
 CHANGE_COLUMNS = ("_op", "_commit_version", "_commit_time")
-
-
-def parse_timestamp_ms(value: str) -> int:
-    """Epoch milliseconds, or an ISO-8601 date/time (UTC unless it names a zone)."""
-    text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.timezone.utc)
-    return int(moment.timestamp() * 1000)
 
 
 def _positive(options: Mapping[str, str], name: str) -> int | None:

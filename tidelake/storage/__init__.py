@@ -17,6 +17,7 @@ needed. Errors of a store are ``StorageError`` (an OSError), one line naming the
 """
 from __future__ import annotations
 
-from .storage import FileInfo, Storage, StorageError, is_local, open_storage
+from .opening import is_local, open_storage
+from .storage import FileInfo, Storage, StorageError
 
 __all__ = ["Storage", "StorageError", "FileInfo", "open_storage", "is_local"]

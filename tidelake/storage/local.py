@@ -24,6 +24,9 @@ class LocalStorage(Storage):
         self.fsync = fsync
         self.options = {} if fsync else {"fsync": "false"}
 
+    def __reduce__(self):
+        return (_reopen, (self.url, self.fsync))
+
     def written(self, path: str) -> None:
         if not self.fsync:
             return
@@ -122,3 +125,8 @@ class LocalStorage(Storage):
             return True
         except FileNotFoundError:
             return False
+
+
+def _reopen(root: str, fsync: bool) -> LocalStorage:
+    """Unpickling (a Spark task): the same directory with the same fsync choice."""
+    return LocalStorage(root, fsync=fsync)

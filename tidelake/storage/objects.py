@@ -48,6 +48,9 @@ class ObjectStorage(Storage):
         self.url = url
         self.options = dict(options or {})
 
+    def __reduce__(self):
+        return (_reopen, (self.url, self.options))
+
     def _failed(self, path: str, e: Exception) -> StorageError:
         """One line: the file, then S3's error code and message, or the client's first line."""
         text = str(e).strip()
@@ -190,3 +193,9 @@ def memory_storage(url: str) -> ObjectStorage:
     with _memory_lock:
         store = _memory.setdefault(url, MemoryStore())
     return ObjectStorage(store, url)
+
+
+def _reopen(url: str, options: Mapping[str, str]) -> ObjectStorage:
+    """Unpickling (a Spark task): the same S3 location with the same options, or this process's memory
+    store of that name."""
+    return s3_storage(url, options) if url.lower().startswith("s3://") else memory_storage(url)

@@ -52,6 +52,16 @@ BACKGROUND_NICENESS = 19     # the worker thread's CPU niceness (0 normal .. 19 
 
 _workers: "weakref.WeakSet[MaintenanceWorker]" = weakref.WeakSet()
 
+#: publishes a table's read-optimized view after a compaction (table property view.formats)
+ViewPublisher = Callable[[Storage, TableMetadata, int], object]
+_view_publisher: list[ViewPublisher] = []
+
+
+def install_view_publisher(publisher: ViewPublisher) -> None:
+    """What a compaction of a table with view.formats set calls once committed. ``tidelake.lakeview``
+    installs its publisher when imported: it sits above the table, which never imports it."""
+    _view_publisher[:] = [publisher]
+
 
 @atexit.register
 def _finish_at_exit() -> None:
@@ -249,15 +259,19 @@ class Maintenance:
 
     def _publish_views(self, version: int) -> None:
         """Table property view.formats: publish the read-optimized view of what this compaction
-        committed (tidelake.lakeview sits above the table: imported only when asked for). A failed
-        publish never fails the compaction; ``tidelake table publish`` redoes it."""
+        committed, through the installed publisher. A failed publish never fails the compaction;
+        ``tidelake table publish`` redoes it."""
         md = self.current.get()
-        if md.setting(VIEW_FORMATS):
-            try:
-                from tidelake.lakeview import publish_after_compaction
-                publish_after_compaction(self.storage, md, version)
-            except Exception:   # noqa: BLE001 - the compaction is committed whatever the view does
-                log.exception("%s: publishing the view of version %d failed", self.path, version)
+        if not md.setting(VIEW_FORMATS):
+            return
+        if not _view_publisher:
+            log.warning("%s: view.formats is set but this process has no view publisher (import tidelake.lakeview);"
+                        " version %d's view is not published", self.path, version)
+            return
+        try:
+            _view_publisher[0](self.storage, md, version)
+        except Exception:   # noqa: BLE001 - the compaction is committed whatever the view does
+            log.exception("%s: publishing the view of version %d failed", self.path, version)
 
     # ------------------------------------------------------------ clustering (T5)
     def cluster(self, *, force: bool = True, auto: bool = False) -> int | None:
