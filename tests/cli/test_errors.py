@@ -85,7 +85,8 @@ def test_every_command_is_covered() -> None:
     assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example"),
                                                                                 ("pipeline", "health")}
     assert {p for p in COMMANDS if p[0] == "table" and p != ("table", "create")} == set(TABLE_ARGS)
-    # cluster start/status/restart-broker: their failures are tested in tests/cluster/test_cli.py
+    # cluster start/status/restart-broker: their failures are tested in tests/cluster/test_cli.py; schema-registry
+    # start: in tests/schema_registry/test_cli.py
     covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | HEALTH_COMMANDS | {
         ("table", "create"), ("broker", "start"), ("cluster", "start"), ("cluster", "status"),
         ("cluster", "restart-broker")}
