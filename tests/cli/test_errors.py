@@ -89,7 +89,7 @@ def test_every_command_is_covered() -> None:
     # start: in tests/schema_registry/test_cli.py
     covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | HEALTH_COMMANDS | {
         ("table", "create"), ("broker", "start"), ("cluster", "start"), ("cluster", "status"),
-        ("cluster", "restart-broker")}
+        ("cluster", "restart-broker"), ("schema-registry", "start")}
     assert covered == set(COMMANDS)
 
 
