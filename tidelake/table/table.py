@@ -20,6 +20,7 @@ from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
 from .change_feed import ChangeFeed
+from .change_files import CHANGELOG_PRODUCER, DEFAULT_PRODUCER, ChangeFileWriter, check_producer
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -52,6 +53,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "compaction.parallelism": "4",       # buckets compacted in parallel (threads)
     "checkpoint.interval": "10",         # write a metadata checkpoint every this many versions
     "maintenance.mode": "background",    # automatic maintenance: 'background' thread or 'inline' in the commit
+    CHANGELOG_PRODUCER: DEFAULT_PRODUCER,  # 'lookup': data commits store the change feed's before-images
 }
 
 COMMIT_OPERATIONS = ("upsert", "insert", "update", "delete", "overwrite")
@@ -84,7 +86,8 @@ class Table:
         #: staging of delta files (``prepare``, ``keys``, ``stage``)
         self.writer = DeltaWriter(storage, metadata.primary_key, metadata.bucket_num)
         #: the optimistic commit of this table
-        self.committer = Committer(self._current, self._clock)
+        self.committer = Committer(self._current, self._clock,
+                                   change_files=ChangeFileWriter(storage, self.reader))
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
@@ -115,6 +118,7 @@ class Table:
             raise TableError("only transactional=true tables are supported")
         if int(props["write.bucket.num"]) < 1:
             raise TableError("write.bucket.num must be >= 1")
+        check_producer(props)
         # primary key columns are never null
         schema = pa.schema([f.with_nullable(False) if f.name in primary_key else f for f in schema])
         storage = open_storage(path, storage_options)
@@ -279,8 +283,9 @@ class Table:
         ``before_images=True``: Delta's change data feed instead (see change_feed.py): ``_op`` is
         'insert' (a new key), 'update_preimage' + 'update_postimage' (a key that existed: the row as
         it was, then as it is), 'delete' (the row removed; a delete of a missing key yields nothing).
-        The images come from the table as of the range start, looked up by key (that version must
-        still be within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
+        The images come from the change files of versions committed with ``changelog.producer=lookup``,
+        else from the table as of the range start, looked up by key (that version must still be
+        within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
         Spark partition per bucket)."""
         f = ScanFilter.parse(filter)
         md = self._current.refresh()
@@ -444,6 +449,7 @@ class Table:
             raise TableError("write.bucket.num is fixed at creation")
         props = dict(md.properties_at(md.version))
         props.update({k: str(v) for k, v in properties.items()})
+        check_producer(props)
         return self.committer.commit("properties", read_version=md.version, properties=props)
 
     # ================================================================ restore

@@ -1,0 +1,105 @@
+"""Change files: the change data feed with before-images written by the commit that makes the changes
+(table property ``changelog.producer=lookup``; Paimon's lookup changelog producer, Delta's
+``_change_data`` files), so ``Table.changes(before_images=True)`` reads them instead of looking the
+images up at read time.
+
+One change file per L0 delta a data commit adds, beside it (``data/bucket-NNNNN/change-<uuid>.parquet``),
+named by the delta's ``DataFile.changes``: its rows are the delta's changes as image rows (every table
+column of the delta's schema, then ``_op``: int8, the index into ``change_feed.CHANGE_TYPES``), in key order,
+a preimage before its postimage. A separate file rather than extra columns of the delta: merge on read,
+clustering and compaction never read it, and the change feed reads only it (no delta) for such a version.
+It lives and dies with its delta: retention deletes both once no retained version reads the delta.
+
+The images are looked up (``KeyLookup``: only the buckets and rows of the changed keys) in the state the
+commit is published on, version N-1 for version N, not the version the writer read: a blind upsert
+committed after other upserts still records the rows it replaced. The committer calls :meth:`write`
+for every attempt: an attempt that loses the race for its version number discards its change files, and
+the next attempt looks the images up again in the newer state (never recording stale images).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from tidelake.storage import Storage
+
+from .change_feed import build_images
+from .errors import TableError
+from .files import IO_THREADS, OP, DataFile, parallel_map, remove_files, shared_pool, write_parquet
+from .key_lookup import KeyLookup
+from .metadata import TableMetadata
+from .reader import MergeOnReadReader
+
+#: the table property choosing who produces the change feed's before-images: ``none`` (looked up when
+#: read) or ``lookup`` (looked up by the commit and stored in change files)
+CHANGELOG_PRODUCER = "changelog.producer"
+PRODUCERS = ("none", "lookup")
+DEFAULT_PRODUCER = "none"
+
+
+def check_producer(properties: dict[str, str]) -> None:
+    """A ``changelog.producer`` value that is not one of ``PRODUCERS`` fails naming it."""
+    value = properties.get(CHANGELOG_PRODUCER, DEFAULT_PRODUCER)
+    if value not in PRODUCERS:
+        raise TableError(f"table property {CHANGELOG_PRODUCER}={value!r}: must be one of {', '.join(PRODUCERS)}")
+
+
+class ChangeFileWriter:
+    """Writes the change files of one commit's L0 deltas (see the module's doc)."""
+
+    def __init__(self, storage: Storage, reader: MergeOnReadReader):
+        self.storage = storage
+        self.reader = reader
+
+    @staticmethod
+    def wanted(md: TableMetadata) -> bool:
+        """Whether commits on ``md`` write change files (the table property)."""
+        return md.prop(CHANGELOG_PRODUCER, DEFAULT_PRODUCER) == "lookup"
+
+    def write(self, md: TableMetadata, adds: Sequence[DataFile]) -> list[DataFile]:
+        """``adds`` with each L0 delta of version ``md.version + 1`` naming its change file, written with
+        the images of the rows live at ``md.version``. Nothing is left behind if this fails."""
+        version = md.version + 1
+        mine = [i for i, f in enumerate(adds) if f.kind == "delta" and f.level == 0 and f.min_version == version]
+        if not mine:
+            return list(adds)
+        schema = md.schema
+        columns = schema.names
+        deltas = self.reader.map_files(lambda i: self.reader.read_file(adds[i], columns, schema), mine,
+                                       sum(adds[i].rows for i in mine))
+        # the deltas in the order they were added: a key in two of them changed in that order
+        raw = pa.concat_tables(deltas)
+        lookup = KeyLookup(self.storage, md, self.reader)
+        images = build_images(raw, lambda keys: lookup.rows(md.version, keys, columns, schema),
+                              list(md.primary_key), columns)
+        delta_of_change = np.repeat(np.arange(len(mine)), [t.num_rows for t in deltas])[images.changes]
+        rows = images.rows.append_column(pa.field(OP, pa.int8()), pa.array(images.codes))
+        # each delta's image rows, in its (key) order: a stable sort by delta keeps raw order within one
+        by_delta = np.argsort(delta_of_change, kind="stable")
+        bounds = np.searchsorted(delta_of_change[by_delta], np.arange(len(mine) + 1))
+        pk = list(md.primary_key)
+        written: list[DataFile] = []
+
+        def write_one(j: int) -> DataFile:
+            f = write_parquet(self.storage, rows.take(pa.array(by_delta[bounds[j]:bounds[j + 1]])), kind="change",
+                              bucket=adds[mine[j]].bucket, level=0, primary_key=pk, min_version=version,
+                              max_version=version)
+            written.append(f)
+            return f
+        try:
+            changed = parallel_map(write_one, list(range(len(mine))), pool=shared_pool(IO_THREADS))
+        except BaseException:
+            remove_files(self.storage, [f.path for f in written])
+            raise
+        out = list(adds)
+        for i, c in zip(mine, changed):
+            out[i] = replace(out[i], changes=c.path)
+        return out
+
+    def discard(self, adds: Sequence[DataFile]) -> None:
+        """Delete the change files :meth:`write` wrote for ``adds`` (an attempt that was not published)."""
+        remove_files(self.storage, [f.changes for f in adds if f.changes])
+
