@@ -250,6 +250,9 @@ def test_stored_images_give_the_feed_worked_out_from_snapshots_over_a_random_his
                 t.cluster()
         t.update(data([5, 6, 7], 99))
         t.delete(where=pa.compute.field("amount") == 3)
+        t.insert_overwrite(data(list(range(0, 120, 2)), 50, name="o"))   # rows and tombstones: 2 deltas a bucket
+        t.upsert(data([1, 2, 3], 51))
+        t.restore(t.version - 3)
     plain, stored = tables["none"], tables["lookup"]
     # every data commit of the property's table wrote its images; none of the other's did
     assert all(f.changes for f in data_commit_deltas(stored)) and data_commit_deltas(stored)
@@ -337,3 +340,18 @@ def test_an_unknown_changelog_producer_is_refused_naming_the_property(tmp_path):
     t = make(tmp_path / "ok")
     with pytest.raises(TableError, match="changelog.producer='full-compaction'"):
         t.set_properties({"changelog.producer": "full-compaction"})
+
+
+def test_decoded_files_keep_the_most_recently_used_within_their_limit():
+    from tidelake.table.key_lookup import DecodedFiles
+    t = pa.table({"id": pa.array(range(100), pa.int64())})       # 800 bytes
+    cache = DecodedFiles(2_000)
+    reads = []
+
+    def read(name):
+        return lambda: reads.append(name) or t
+    for name in ("a", "b", "a", "c", "a", "b"):                 # c evicts b (a was used more recently)
+        assert cache.get((name,), read(name)) is t
+    assert reads == ["a", "b", "c", "b"]
+    cache.get(("big",), lambda: pa.table({"id": pa.array(range(300), pa.int64())}))   # over the limit: not kept
+    assert cache.get(("a",), read("a")) is t and reads == ["a", "b", "c", "b"]

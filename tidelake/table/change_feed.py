@@ -31,7 +31,7 @@ from tidelake.storage import Storage
 from .errors import CorruptDataFile, VersionExpired
 from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, conform, read_parquet
 from .key_lookup import KeyLookup
-from .key_order import int_key, sort_indices_by_key, stable_argsort
+from .key_order import int_key, sort_indices_by_key
 from .metadata import FileEntry, TableMetadata
 from .reader import MergeOnReadReader, dictionary_strings
 from .scan import ScanFilter, ScanPlanner
@@ -235,7 +235,8 @@ def _key_order(t: pa.Table, primary_key: list[str]) -> np.ndarray:
     if keys is not None:
         if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):   # (one commit's changes are in key order)
             return np.arange(len(keys), dtype=np.int64)
-        return stable_argsort(keys)
+        # sorted runs (a commit's files, or several commits): numpy's stable sort merges them
+        return np.argsort(keys, kind="stable")
     row = "__row"
     with_row = t.select(primary_key).append_column(row, pa.array(np.arange(t.num_rows, dtype=np.int64)))
     return pc.sort_indices(with_row, sort_keys=[(k, "ascending") for k in primary_key] + [(row, "ascending")]

@@ -14,7 +14,9 @@ The images are looked up (``KeyLookup``: only the buckets and rows of the change
 commit is published on, version N-1 for version N, not the version the writer read: a blind upsert
 committed after other upserts still records the rows it replaced. The committer calls :meth:`write`
 for every attempt: an attempt that loses the race for its version number discards its change files, and
-the next attempt looks the images up again in the newer state (never recording stale images).
+the next attempt looks the images up again in the newer state (never recording stale images). The
+files a lookup decodes stay decoded for the next commits (``changelog.lookup.cache.bytes``; the big
+older files of a bucket then cost a commit nothing until compaction or clustering replaces them).
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from tidelake.storage import Storage
 from .change_feed import build_images
 from .errors import TableError
 from .files import IO_THREADS, OP, DataFile, parallel_map, remove_files, shared_pool, write_parquet
-from .key_lookup import KeyLookup
+from .key_lookup import DecodedFiles, KeyLookup
 from .metadata import TableMetadata
 from .reader import MergeOnReadReader
 
@@ -38,6 +40,9 @@ from .reader import MergeOnReadReader
 CHANGELOG_PRODUCER = "changelog.producer"
 PRODUCERS = ("none", "lookup")
 DEFAULT_PRODUCER = "none"
+#: the table property bounding the memory a writer keeps older files decoded in for its lookups
+LOOKUP_CACHE_BYTES = "changelog.lookup.cache.bytes"
+DEFAULT_LOOKUP_CACHE_BYTES = str(256 << 20)
 
 
 def check_producer(properties: dict[str, str]) -> None:
@@ -53,6 +58,9 @@ class ChangeFileWriter:
     def __init__(self, storage: Storage, reader: MergeOnReadReader):
         self.storage = storage
         self.reader = reader
+        # the older files this writer's lookups decoded, for its next commits (the big ones change only
+        # at a compaction or clustering)
+        self.decoded = DecodedFiles(int(DEFAULT_LOOKUP_CACHE_BYTES))
 
     @staticmethod
     def wanted(md: TableMetadata) -> bool:
@@ -72,7 +80,8 @@ class ChangeFileWriter:
                                        sum(adds[i].rows for i in mine))
         # the deltas in the order they were added: a key in two of them changed in that order
         raw = pa.concat_tables(deltas)
-        lookup = KeyLookup(self.storage, md, self.reader)
+        self.decoded.limit_bytes = int(md.prop(LOOKUP_CACHE_BYTES, DEFAULT_LOOKUP_CACHE_BYTES))
+        lookup = KeyLookup(self.storage, md, self.reader, self.decoded)
         images = build_images(raw, lambda keys: lookup.rows(md.version, keys, columns, schema),
                               list(md.primary_key), columns)
         delta_of_change = np.repeat(np.arange(len(mine)), [t.num_rows for t in deltas])[images.changes]

@@ -20,7 +20,8 @@ from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
 from .change_feed import ChangeFeed
-from .change_files import CHANGELOG_PRODUCER, DEFAULT_PRODUCER, ChangeFileWriter, check_producer
+from .change_files import (CHANGELOG_PRODUCER, DEFAULT_LOOKUP_CACHE_BYTES, DEFAULT_PRODUCER, LOOKUP_CACHE_BYTES,
+                           ChangeFileWriter, check_producer)
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -54,6 +55,7 @@ DEFAULT_PROPERTIES: dict[str, str] = {
     "checkpoint.interval": "10",         # write a metadata checkpoint every this many versions
     "maintenance.mode": "background",    # automatic maintenance: 'background' thread or 'inline' in the commit
     CHANGELOG_PRODUCER: DEFAULT_PRODUCER,  # 'lookup': data commits store the change feed's before-images
+    LOOKUP_CACHE_BYTES: DEFAULT_LOOKUP_CACHE_BYTES,   # ... keeping older files decoded for that, up to this
 }
 
 COMMIT_OPERATIONS = ("upsert", "insert", "update", "delete", "overwrite")
