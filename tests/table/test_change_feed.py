@@ -55,8 +55,9 @@ def test_insert_update_delete_carry_their_images(tmp_path):
                                                                             (3, "delete")]
 
 
-def test_several_changes_of_a_key_in_one_range_chain_their_images(tmp_path):
-    t = make(tmp_path)
+@pytest.mark.parametrize("producer", ["none", "lookup"])   # (images looked up when read / stored)
+def test_several_changes_of_a_key_in_one_range_chain_their_images(tmp_path, producer):
+    t = make(tmp_path, changelog_producer=producer)
     v0 = t.upsert(data([1], 1))
     t.upsert(data([1], 2))
     t.delete([1])
@@ -102,9 +103,10 @@ def test_images_come_from_compacted_and_clustered_state(tmp_path):
     assert maintenance and all(feed(t, m - 1, m) == [] for m in maintenance)
 
 
-def test_composite_string_key_columns_and_filter(tmp_path):
+@pytest.mark.parametrize("producer", ["none", "lookup"])   # (images looked up when read / stored)
+def test_composite_string_key_columns_and_filter(tmp_path, producer):
     schema = pa.schema([("region", pa.string()), ("id", pa.int32()), ("amount", pa.int64())])
-    t = make(tmp_path, schema=schema, pk=("region", "id"))
+    t = make(tmp_path, schema=schema, pk=("region", "id"), changelog_producer=producer)
     v1 = t.upsert(pa.table({"region": ["eu", "eu", "us"], "id": pa.array([1, 2, 1], pa.int32()),
                             "amount": [1, 2, 3]}))
     v2 = t.upsert(pa.table({"region": ["eu", "us", "us"], "id": pa.array([2, 1, 2], pa.int32()),
@@ -122,8 +124,9 @@ def test_composite_string_key_columns_and_filter(tmp_path):
     assert [r["_op"] for r in ch.to_pylist()] == ["update_preimage", "update_postimage"]
 
 
-def test_column_added_in_the_range_reads_null_in_older_images(tmp_path):
-    t = make(tmp_path)
+@pytest.mark.parametrize("producer", ["none", "lookup"])   # (images looked up when read / stored)
+def test_column_added_in_the_range_reads_null_in_older_images(tmp_path, producer):
+    t = make(tmp_path, changelog_producer=producer)
     v1 = t.upsert(data([1], 1))
     t.add_column("note", pa.string())
     v3 = t.upsert(pa.table({"id": [1], "name": ["x"], "amount": [2], "note": ["hi"]}))
@@ -148,8 +151,9 @@ def test_start_version_expired_by_retention_names_the_property(tmp_path):
     assert horizon > v - 1
 
 
-def test_overwrite_and_restore_read_as_the_changes_they_are(tmp_path):
-    t = make(tmp_path)
+@pytest.mark.parametrize("producer", ["none", "lookup"])   # (images looked up when read / stored)
+def test_overwrite_and_restore_read_as_the_changes_they_are(tmp_path, producer):
+    t = make(tmp_path, changelog_producer=producer)
     v1 = t.upsert(data([1, 2], 1))
     v2 = t.insert_overwrite(data([2, 3], 5))
     assert [(k, op) for _, k, op, _, _ in feed(t, v1, v2)] == [

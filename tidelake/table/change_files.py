@@ -33,7 +33,7 @@ from .errors import TableError
 from .files import IO_THREADS, OP, DataFile, parallel_map, remove_files, shared_pool, write_parquet
 from .key_lookup import DecodedFiles, KeyLookup
 from .metadata import TableMetadata
-from .reader import MergeOnReadReader
+from .reader import MergeOnReadReader, dictionary_strings
 
 #: the table property choosing who produces the change feed's before-images: ``none`` (looked up when
 #: read) or ``lookup`` (looked up by the commit and stored in change files)
@@ -74,7 +74,8 @@ class ChangeFileWriter:
         mine = [i for i, f in enumerate(adds) if f.kind == "delta" and f.level == 0 and f.min_version == version]
         if not mine:
             return list(adds)
-        schema = md.schema
+        # strings stay encoded as stored through to the file written (not the key: it is sorted and joined)
+        schema = dictionary_strings(md.schema, md.primary_key)
         columns = schema.names
         deltas = self.reader.map_files(lambda i: self.reader.read_file(adds[i], columns, schema), mine,
                                        sum(adds[i].rows for i in mine))

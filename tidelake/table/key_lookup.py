@@ -90,7 +90,9 @@ class KeyLookup:
         wanted = int_key(keys, self.primary_key)
         if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
             live = self.reader.merge_bucket(plan, columns, schema)
-            return live.join(keys.select(self.primary_key), keys=self.primary_key, join_type="left semi")
+            # (one dictionary per column: the join cannot unify the files' different ones)
+            return live.unify_dictionaries().join(keys.select(self.primary_key), keys=self.primary_key,
+                                                  join_type="left semi")
         if len(wanted) > 1 and not (wanted[1:] > wanted[:-1]).all():   # (one commit's keys come sorted)
             wanted = np.sort(wanted)
         return self._probe(plan, wanted, columns, schema)
