@@ -31,7 +31,7 @@ from tidelake.storage import Storage
 from .errors import CorruptDataFile, VersionExpired
 from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, conform, read_parquet
 from .key_lookup import KeyLookup
-from .key_order import int_key, sort_indices_by_key
+from .key_order import int_key, sort_indices_by_key, stable_argsort
 from .metadata import FileEntry, TableMetadata
 from .reader import MergeOnReadReader, dictionary_strings
 from .scan import ScanFilter, ScanPlanner
@@ -167,18 +167,22 @@ class Images:
 
 
 def build_images(raw: pa.Table, before_of: Callable[[pa.Table], pa.Table], primary_key: list[str],
-                 columns: list[str]) -> Images:
+                 columns: list[str], distinct_keys: bool = False) -> Images:
     """The images of ``raw`` (changes ordered by commit, then key; ``_op`` int8 as stored), in raw order:
     a key's first change replaces its row in ``before_of(keys)`` (the live rows of those distinct keys
-    before the first change, as ``columns``), a later change the key's previous change."""
+    before the first change, as ``columns``), a later change the key's previous change.
+    ``distinct_keys``: no key changes twice in ``raw`` (one commit's delta files of distinct buckets)."""
     pk = primary_key
     n = raw.num_rows
     deletes = raw.column(OP).to_numpy() == OP_DELETE
-    # by key, each key's changes in the order they happened (raw's order within a key)
-    by_key = _key_order(raw, pk)
-    keys_sorted = raw.select(pk).take(by_key)
-    first = np.ones(n, dtype=bool)
-    first[1:] = ~_same_key_as_previous(keys_sorted, pk)
+    if distinct_keys:
+        by_key = np.arange(n, dtype=np.int64)
+        first = np.ones(n, dtype=bool)
+    else:
+        # by key, each key's changes in the order they happened (raw's order within a key)
+        by_key = _key_order(raw, pk)
+        first = np.ones(n, dtype=bool)
+        first[1:] = ~_same_key_as_previous(raw.select(pk).take(by_key), pk)
     first_rows = by_key[first]
     first_keys = raw.select(pk).take(first_rows)
     before = before_of(first_keys)   # only the keys that were live come back
@@ -259,7 +263,7 @@ def _positions(keys: pa.Table, rows: pa.Table, primary_key: list[str]) -> np.nda
         return out
     mine, theirs = int_key(keys, primary_key), int_key(rows, primary_key)
     if mine is not None and theirs is not None:
-        order = np.argsort(theirs, kind="stable")
+        order = stable_argsort(theirs)   # (distinct keys: any order would do; this sort is the fastest)
         pos = np.minimum(np.searchsorted(theirs, mine, sorter=order), len(theirs) - 1)
         hit = theirs[order[pos]] == mine
         out[hit] = order[pos[hit]]

@@ -30,10 +30,11 @@ from tidelake.storage import Storage
 
 from .change_feed import build_images
 from .errors import TableError
-from .files import IO_THREADS, OP, DataFile, parallel_map, remove_files, shared_pool, write_parquet
+from .files import OP, DataFile, remove_files, write_parquet
 from .key_lookup import DecodedFiles, KeyLookup
 from .metadata import TableMetadata
 from .reader import MergeOnReadReader, dictionary_strings
+from .scan import ScanPlanner
 
 #: the table property choosing who produces the change feed's before-images: ``none`` (looked up when
 #: read) or ``lookup`` (looked up by the commit and stored in change files)
@@ -77,36 +78,42 @@ class ChangeFileWriter:
         # strings stay encoded as stored through to the file written (not the key: it is sorted and joined)
         schema = dictionary_strings(md.schema, md.primary_key)
         columns = schema.names
-        deltas = self.reader.map_files(lambda i: self.reader.read_file(adds[i], columns, schema), mine,
-                                       sum(adds[i].rows for i in mine))
-        # the deltas in the order they were added: a key in two of them changed in that order
-        raw = pa.concat_tables(deltas)
+        pk = list(md.primary_key)
+        by_bucket: dict[int, list[int]] = {}
+        for i in mine:   # (in the order they were added: a key in two of them changed in that order)
+            by_bucket.setdefault(adds[i].bucket, []).append(i)
+        plans = {p.bucket: p for p in ScanPlanner(md).snapshot(md.version, buckets=set(by_bucket))}
         self.decoded.limit_bytes = int(md.prop(LOOKUP_CACHE_BYTES, DEFAULT_LOOKUP_CACHE_BYTES))
         lookup = KeyLookup(self.storage, md, self.reader, self.decoded)
-        images = build_images(raw, lambda keys: lookup.rows(md.version, keys, columns, schema),
-                              list(md.primary_key), columns)
-        delta_of_change = np.repeat(np.arange(len(mine)), [t.num_rows for t in deltas])[images.changes]
-        rows = images.rows.append_column(pa.field(OP, pa.int8()), pa.array(images.codes))
-        # each delta's image rows, in its (key) order: a stable sort by delta keeps raw order within one
-        by_delta = np.argsort(delta_of_change, kind="stable")
-        bounds = np.searchsorted(delta_of_change[by_delta], np.arange(len(mine) + 1))
-        pk = list(md.primary_key)
         written: list[DataFile] = []
 
-        def write_one(j: int) -> DataFile:
-            f = write_parquet(self.storage, rows.take(pa.array(by_delta[bounds[j]:bounds[j + 1]])), kind="change",
-                              bucket=adds[mine[j]].bucket, level=0, primary_key=pk, min_version=version,
-                              max_version=version)
-            written.append(f)
-            return f
+        def one_bucket(bucket: int) -> list[DataFile]:
+            """The bucket's change files, one per delta (each in its delta's key order, as its images are)."""
+            mine_here = by_bucket[bucket]
+            deltas = [self.reader.read_file(adds[i], columns, schema) for i in mine_here]
+            raw = pa.concat_tables(deltas)
+            images = build_images(raw, lambda keys: lookup.bucket_rows(plans.get(bucket), keys, columns, schema),
+                                  pk, columns, distinct_keys=len(mine_here) == 1)
+            rows = images.rows.append_column(pa.field(OP, pa.int8()), pa.array(images.codes))
+            delta_of_change = np.repeat(np.arange(len(mine_here)), [t.num_rows for t in deltas])[images.changes]
+            out = []
+            for j in range(len(mine_here)):
+                part = rows if len(mine_here) == 1 else rows.filter(pa.array(delta_of_change == j))
+                f = write_parquet(self.storage, part, kind="change", bucket=bucket, level=0, primary_key=pk,
+                                  min_version=version, max_version=version)
+                written.append(f)
+                out.append(f)
+            return out
         try:
-            changed = parallel_map(write_one, list(range(len(mine))), pool=shared_pool(IO_THREADS))
+            # the buckets in the reader's threads: each reads, looks up, builds and writes on its own
+            changed = self.reader.map_files(one_bucket, sorted(by_bucket), sum(adds[i].rows for i in mine))
         except BaseException:
             remove_files(self.storage, [f.path for f in written])
             raise
         out = list(adds)
-        for i, c in zip(mine, changed):
-            out[i] = replace(out[i], changes=c.path)
+        for bucket, files in zip(sorted(by_bucket), changed):
+            for i, c in zip(by_bucket[bucket], files):
+                out[i] = replace(out[i], changes=c.path)
         return out
 
     def discard(self, adds: Sequence[DataFile]) -> None:

@@ -86,6 +86,15 @@ class KeyLookup:
                                       plans, sum(fe.file.rows for p in plans for fe in p.files))
         return pa.concat_tables([p.cast(out_schema) for p in parts]) if parts else out_schema.empty_table()
 
+    def bucket_rows(self, plan: BucketPlan | None, keys: pa.Table, columns: Sequence[str],
+                    schema: pa.Schema) -> pa.Table:
+        """As :meth:`rows` for keys all in one bucket, given its plan (``ScanPlanner.snapshot``; None: the
+        bucket has no file)."""
+        out_schema = pa.schema([schema.field(c) for c in columns])
+        if plan is None or keys.num_rows == 0:
+            return out_schema.empty_table()
+        return self._bucket(plan, keys, list(columns), schema).cast(out_schema)
+
     def _bucket(self, plan: BucketPlan, keys: pa.Table, columns: list[str], schema: pa.Schema) -> pa.Table:
         wanted = int_key(keys, self.primary_key)
         if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
