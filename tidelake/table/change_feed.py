@@ -125,14 +125,16 @@ class ChangeFeed:
             return conform(t, target, extra=[pa.field(OP, pa.int8())])
         parts = self.reader.map_files(one, files, sum(fe.file.rows for fe in files))
         t = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).unify_dictionaries()
-        versions = np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64),
-                             [p.num_rows for p in parts])
+        one_version = files[0].file.min_version == files[-1].file.min_version
+        versions = (np.full(t.num_rows, files[0].file.min_version, dtype=np.int64) if one_version else
+                    np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64),
+                              [p.num_rows for p in parts]))
         keys = int_key(t, self.primary_key)
-        if files[0].file.min_version == files[-1].file.min_version and keys is not None:
+        if one_version and keys is not None:
             # one sorted run per file: numpy's stable sort merges runs (several times faster here
             # than the packed sort, which does not look for them)
             order = np.argsort(keys, kind="stable")
-        elif files[0].file.min_version == files[-1].file.min_version:
+        elif one_version:
             order = sort_indices_by_key(t, self.primary_key)
         else:
             order = pc.sort_indices(t.append_column(COMMIT_VERSION, pa.array(versions)),
@@ -228,8 +230,11 @@ def _runs(files: list[FileEntry]) -> list[tuple[bool, list[FileEntry]]]:
 
 def _times(timestamps: Mapping[int, int], versions: np.ndarray) -> np.ndarray:
     """The commit time (ms) of each of ``versions`` (ascending)."""
-    distinct, first = np.unique(versions, return_index=True)
-    counts = np.diff(np.append(first, len(versions)))
+    if not len(versions) or versions[0] == versions[-1]:
+        return np.full(len(versions), timestamps[int(versions[0])] if len(versions) else 0, dtype=np.int64)
+    starts = np.flatnonzero(np.diff(versions)) + 1   # (where each version's rows begin, after the first)
+    counts = np.diff(np.concatenate([[0], starts, [len(versions)]]))
+    distinct = versions[np.concatenate([[0], starts])]
     return np.repeat(np.array([timestamps[int(v)] for v in distinct], dtype=np.int64), counts)
 
 
