@@ -326,13 +326,13 @@ def bench_before_images(work: str, load_rows: int, upsert_rows: int, upserts: in
            "both tables' feeds were checked equal.", "",
            f"What writing the images costs an upsert of {fmt(upsert_rows)} rows (median of {upserts}; each batch "
            "into the three tables in turn):", "",
-           "| upsert | wall s | CPU s | delta-rs MERGE / this (wall) | first upsert: wall s / CPU s |",
+           "| upsert | wall s | CPU s | delta-rs MERGE / this: wall, CPU | first upsert: wall s / CPU s |",
            "|---|---:|---:|---:|---:|",
-           f"| tidelake, `changelog.producer=none` | {tl:.3f} | {tlc:.3f} | {dl / tl:.1f}x | "
+           f"| tidelake, `changelog.producer=none` | {tl:.3f} | {tlc:.3f} | {dl / tl:.1f}x, {dlc / tlc:.1f}x | "
            f"{up['none'][0][0]:.3f} / {up['none'][0][1]:.3f} |",
-           f"| tidelake, `changelog.producer=lookup` | {tli:.3f} | {tlic:.3f} | {dl / tli:.1f}x | "
+           f"| tidelake, `changelog.producer=lookup` | {tli:.3f} | {tlic:.3f} | {dl / tli:.1f}x, {dlc / tlic:.1f}x | "
            f"{up['lookup'][0][0]:.3f} / {up['lookup'][0][1]:.3f} |",
-           f"| delta-rs MERGE (change data feed on) | {dl:.3f} | {dlc:.3f} | 1.0x | "
+           f"| delta-rs MERGE (change data feed on) | {dl:.3f} | {dlc:.3f} | 1.0x, 1.0x | "
            f"{up['delta'][0][0]:.3f} / {up['delta'][0][1]:.3f} |",
            "", f"Upsert with `lookup` / without: {tli / tl:.2f}x wall, {tlic / tlc:.2f}x CPU."]
     for line in out:
