@@ -337,13 +337,15 @@ def test_retention_deletes_change_files_with_their_deltas(tmp_path):
     assert feed(t, last, after) == [(after, 2, "update_preimage", "n2", 9), (after, 2, "update_postimage", "n2", 10)]
 
 
-def test_an_unknown_changelog_producer_is_refused_naming_the_property(tmp_path):
+def test_a_bad_changelog_property_is_refused_naming_it(tmp_path):
     from tidelake.table import TableError
     with pytest.raises(TableError, match="changelog.producer='input'"):
         make(tmp_path, changelog_producer="input")
     t = make(tmp_path / "ok")
     with pytest.raises(TableError, match="changelog.producer='full-compaction'"):
         t.set_properties({"changelog.producer": "full-compaction"})
+    with pytest.raises(TableError, match="changelog.lookup.cache.bytes='1GB'"):
+        t.set_properties({"changelog.lookup.cache.bytes": "1GB"})
 
 
 def test_decoded_files_keep_the_most_recently_used_within_their_limit():
@@ -359,3 +361,6 @@ def test_decoded_files_keep_the_most_recently_used_within_their_limit():
     assert reads == ["a", "b", "c", "b"]
     cache.get(("big",), lambda: pa.table({"id": pa.array(range(300), pa.int64())}))   # over the limit: not kept
     assert cache.get(("a",), read("a")) is t and reads == ["a", "b", "c", "b"]
+    cache.resize(1_000)                                         # room for one: the least recently used goes
+    assert cache.get(("a",), read("a")) is t and cache.get(("b",), read("b")) is t
+    assert reads == ["a", "b", "c", "b", "b"]

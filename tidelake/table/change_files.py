@@ -46,11 +46,15 @@ LOOKUP_CACHE_BYTES = "changelog.lookup.cache.bytes"
 DEFAULT_LOOKUP_CACHE_BYTES = str(256 << 20)
 
 
-def check_producer(properties: dict[str, str]) -> None:
-    """A ``changelog.producer`` value that is not one of ``PRODUCERS`` fails naming it."""
+def check_properties(properties: dict[str, str]) -> None:
+    """A ``changelog.producer`` that is not one of ``PRODUCERS``, or a ``changelog.lookup.cache.bytes`` that is
+    not a whole number of bytes, fails naming it."""
     value = properties.get(CHANGELOG_PRODUCER, DEFAULT_PRODUCER)
     if value not in PRODUCERS:
         raise TableError(f"table property {CHANGELOG_PRODUCER}={value!r}: must be one of {', '.join(PRODUCERS)}")
+    size = properties.get(LOOKUP_CACHE_BYTES, DEFAULT_LOOKUP_CACHE_BYTES)
+    if not size.isdigit():
+        raise TableError(f"table property {LOOKUP_CACHE_BYTES}={size!r}: must be a number of bytes (0 or more)")
 
 
 class ChangeFileWriter:
@@ -83,7 +87,7 @@ class ChangeFileWriter:
         for i in mine:   # (in the order they were added: a key in two of them changed in that order)
             by_bucket.setdefault(adds[i].bucket, []).append(i)
         plans = {p.bucket: p for p in ScanPlanner(md).snapshot(md.version, buckets=set(by_bucket))}
-        self.decoded.limit_bytes = int(md.prop(LOOKUP_CACHE_BYTES, DEFAULT_LOOKUP_CACHE_BYTES))
+        self.decoded.resize(int(md.prop(LOOKUP_CACHE_BYTES, DEFAULT_LOOKUP_CACHE_BYTES)))
         lookup = KeyLookup(self.storage, md, self.reader, self.decoded)
         written: list[DataFile] = []
 

@@ -40,6 +40,17 @@ class DecodedFiles:
         self._bytes = 0
         self._lock = threading.Lock()
 
+    def resize(self, limit_bytes: int) -> None:
+        """Keep at most ``limit_bytes`` from now on (dropping the least recently used beyond it)."""
+        with self._lock:
+            self.limit_bytes = limit_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.limit_bytes:
+            _, old = self._tables.popitem(last=False)
+            self._bytes -= old.get_total_buffer_size()
+
     def get(self, key: tuple, read: Callable[[], pa.Table]) -> pa.Table:
         """The table cached under ``key`` (a file's path and how it was read), else ``read()``, kept."""
         with self._lock:
@@ -53,9 +64,7 @@ class DecodedFiles:
             if key not in self._tables and size <= self.limit_bytes:
                 self._tables[key] = t
                 self._bytes += size
-                while self._bytes > self.limit_bytes:
-                    _, old = self._tables.popitem(last=False)
-                    self._bytes -= old.get_total_buffer_size()
+                self._evict()
         return t
 
 

@@ -21,7 +21,7 @@ from tidelake.observability.table_stats import TableStats
 
 from .change_feed import ChangeFeed
 from .change_files import (CHANGELOG_PRODUCER, DEFAULT_LOOKUP_CACHE_BYTES, DEFAULT_PRODUCER, LOOKUP_CACHE_BYTES,
-                           ChangeFileWriter, check_producer)
+                           ChangeFileWriter, check_properties)
 from .commit import Committer
 from .errors import SchemaError, TableError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -120,7 +120,7 @@ class Table:
             raise TableError("only transactional=true tables are supported")
         if int(props["write.bucket.num"]) < 1:
             raise TableError("write.bucket.num must be >= 1")
-        check_producer(props)
+        check_properties(props)
         # primary key columns are never null
         schema = pa.schema([f.with_nullable(False) if f.name in primary_key else f for f in schema])
         storage = open_storage(path, storage_options)
@@ -451,7 +451,7 @@ class Table:
             raise TableError("write.bucket.num is fixed at creation")
         props = dict(md.properties_at(md.version))
         props.update({k: str(v) for k, v in properties.items()})
-        check_producer(props)
+        check_properties(props)
         return self.committer.commit("properties", read_version=md.version, properties=props)
 
     # ================================================================ restore
