@@ -27,7 +27,8 @@ Properties (see ``DEFAULT_PROPERTIES``): transactional, write.bucket.num, acid.d
 retention.auto, retention.check.commit.num, clustering.auto, clustering.l0.num, clustering.l1.num, clustering.max.file.bytes,
 clustering.max.time.span.hours, compaction.delta.num, compaction.commit.num,
 compaction.parallelism, checkpoint.interval, maintenance.mode, changelog.producer (``lookup``: data commits
-write change files with the change feed's before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``).
+write change files with the change feed's before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``),
+changelog.lookup.cache.bytes (what a writer keeps decoded for those lookups).
 """
 from .commit import conflict_rule
 from .errors import (CommitConflict, CorruptDataFile, CorruptLog, SchemaError, TableError, TableExists,
