@@ -256,39 +256,87 @@ IMAGES_START, IMAGES_END = "<!-- table-before-images:start -->", "<!-- table-bef
 
 
 def bench_before_images(work: str, load_rows: int, upsert_rows: int, upserts: int, deletes: int, rng,
-                        repeat: int = 7) -> list[str]:
+                        repeat: int = 15) -> list[str]:
     """Issue 24, 6(c): ``changes(v-1, v, before_images=True)`` against ``changes(v-1, v)`` on the last
-    upsert of the side-by-side workload (the same rows as ``bench_versus_delta`` with the same seed;
-    tidelake only). The first call of each (nothing of the older files read yet in this process), then
-    the median of ``repeat`` alternated calls, wall and CPU time."""
-    t = Table.create(f"{work}/images", SCHEMA, ["id"], {"write.bucket.num": "16", "clustering.auto": "false"})
-    t.insert_into(rows(np.arange(load_rows, dtype=np.int64), rng))
+    upsert of the side-by-side workload (the same rows as ``bench_versus_delta`` with the same seed), on
+    a table with ``changelog.producer=lookup`` (the images written by the commit) and on one without (the
+    images looked up when read); and what writing the images costs the upserts: each batch upserted
+    into both tables and MERGEd into delta-rs (change data feed on), alternately. The first call of each
+    read (nothing of the older files read yet in this process), then the median of ``repeat``
+    alternated calls, wall and CPU time."""
+    from deltalake import DeltaTable, write_deltalake
+    base = rows(np.arange(load_rows, dtype=np.int64), rng)
+    tables = {}
+    for producer in ("none", "lookup"):
+        tables[producer] = Table.create(f"{work}/images-{producer}", SCHEMA, ["id"],
+                                        {"write.bucket.num": "16", "clustering.auto": "false",
+                                         "changelog.producer": producer})
+        tables[producer].insert_into(base)
+    write_deltalake(f"{work}/images-delta", base, configuration={"delta.enableChangeDataFeed": "true"})
+    dt = DeltaTable(f"{work}/images-delta")
+    del base
     next_id, version = load_rows, 0
+    up: dict[str, list[tuple[float, float]]] = {"none": [], "lookup": [], "delta": []}
     for _ in range(upserts):
         half = upsert_rows // 2
         ids = np.concatenate([rng.choice(next_id, half, replace=False),
                               np.arange(next_id, next_id + upsert_rows - half)])
         next_id += upsert_rows - half
-        version = t.upsert(rows(rng.permutation(ids), rng))
-    t.delete(pa.table({"id": pa.array(rng.choice(next_id, deletes, replace=False), pa.int64())}))
+        batch = rows(rng.permutation(ids), rng)
+        for producer, t in tables.items():
+            s, c, version = timed_cpu(lambda: t.upsert(batch))
+            up[producer].append((s, c))
+        s, c, _ = timed_cpu(lambda: dt.merge(batch, predicate="t.id = s.id", source_alias="s", target_alias="t")
+                            .when_matched_update_all().when_not_matched_insert_all().execute())
+        up["delta"].append((s, c))
+    gone = pa.table({"id": pa.array(rng.choice(next_id, deletes, replace=False), pa.int64())})
+    for t in tables.values():
+        t.delete(gone)
+    for t in tables.values():   # (its background maintenance would count in the reads' process CPU time)
+        t.maintenance.wait()
+    stored, looked_up = tables["lookup"], tables["none"]
+    assert all(fe.file.changes for fe in stored.metadata.files.values() if fe.file.min_version == version)
 
     def plain():
-        return t.changes(start_version=version - 1, end_version=version)
+        return stored.changes(start_version=version - 1, end_version=version)
 
     def images():
-        return t.changes(start_version=version - 1, end_version=version, before_images=True)
+        return stored.changes(start_version=version - 1, end_version=version, before_images=True)
+
+    def lookup_images():
+        return looked_up.changes(start_version=version - 1, end_version=version, before_images=True)
     first_images = timed_cpu(images)
     first_plain = timed_cpu(plain)
     a, b, ra, rb, ca, cb = alternate(plain, images, repeat)
+    la, lb, _, rl, lca, lcb = alternate(plain, lookup_images, repeat)
     assert ra.num_rows == upsert_rows and rb.num_rows == upsert_rows + upsert_rows // 2, (ra.num_rows, rb.num_rows)
+    assert rb.drop_columns(["_commit_time"]) == rl.drop_columns(["_commit_time"])   # (the two tables' clocks)
+    m = statistics.median
+    tl, tli, dl = (m(x[0] for x in up[k]) for k in ("none", "lookup", "delta"))
+    tlc, tlic, dlc = (m(x[1] for x in up[k]) for k in ("none", "lookup", "delta"))
     out = ["| call | `changes()` s | `changes(before_images=True)` s | ratio | CPU s `changes()` / before-images | CPU ratio |",
            "|---|---:|---:|---:|---:|---:|",
-           f"| first call in the process | {first_plain[0]:.3f} | {first_images[0]:.3f} | "
-           f"{first_images[0] / first_plain[0]:.2f}x | {first_plain[1]:.3f} / {first_images[1]:.3f} | "
-           f"{first_images[1] / first_plain[1]:.2f}x |",
-           f"| median of {repeat}, alternated | {a:.3f} | {b:.3f} | {b / a:.2f}x | {ca:.3f} / {cb:.3f} | {cb / ca:.2f}x |",
+           f"| stored images (`changelog.producer=lookup`), first call in the process | {first_plain[0]:.3f} | "
+           f"{first_images[0]:.3f} | {first_images[0] / first_plain[0]:.2f}x | {first_plain[1]:.3f} / "
+           f"{first_images[1]:.3f} | {first_images[1] / first_plain[1]:.2f}x |",
+           f"| stored images (`changelog.producer=lookup`), median of {repeat}, alternated | {a:.3f} | {b:.3f} | "
+           f"{b / a:.2f}x | {ca:.3f} / {cb:.3f} | {cb / ca:.2f}x |",
+           f"| looked up when read (`changelog.producer=none`), median of {repeat}, alternated | {la:.3f} | {lb:.3f} | "
+           f"{lb / la:.2f}x | {lca:.3f} / {lcb:.3f} | {lcb / lca:.2f}x |",
            "", f"Rows: {fmt(ra.num_rows)} changes; {fmt(rb.num_rows)} with before-images "
-           f"({fmt(upsert_rows // 2)} inserts, {fmt(upsert_rows - upsert_rows // 2)} updates as preimage + postimage)."]
+           f"({fmt(upsert_rows // 2)} inserts, {fmt(upsert_rows - upsert_rows // 2)} updates as preimage + postimage); "
+           "both tables' feeds were checked equal.", "",
+           f"What writing the images costs an upsert of {fmt(upsert_rows)} rows (median of {upserts}; each batch "
+           "into the three tables in turn):", "",
+           "| upsert | wall s | CPU s | delta-rs MERGE / this: wall, CPU | first upsert: wall s / CPU s |",
+           "|---|---:|---:|---:|---:|",
+           f"| tidelake, `changelog.producer=none` | {tl:.3f} | {tlc:.3f} | {dl / tl:.1f}x, {dlc / tlc:.1f}x | "
+           f"{up['none'][0][0]:.3f} / {up['none'][0][1]:.3f} |",
+           f"| tidelake, `changelog.producer=lookup` | {tli:.3f} | {tlic:.3f} | {dl / tli:.1f}x, {dlc / tlic:.1f}x | "
+           f"{up['lookup'][0][0]:.3f} / {up['lookup'][0][1]:.3f} |",
+           f"| delta-rs MERGE (change data feed on) | {dl:.3f} | {dlc:.3f} | 1.0x, 1.0x | "
+           f"{up['delta'][0][0]:.3f} / {up['delta'][0][1]:.3f} |",
+           "", f"Upsert with `lookup` / without: {tli / tl:.2f}x wall, {tlic / tlc:.2f}x CPU."]
     for line in out:
         print(line, flush=True)
     return out

@@ -27,7 +27,8 @@ Properties (``properties.py``, their one home: type, default, allowed values, me
 write.bucket.num, acid.data.retain.hours, retention.auto, retention.check.commit.num, clustering.auto,
 clustering.l0.num, clustering.l1.num, clustering.max.file.bytes, clustering.max.time.span.hours,
 compaction.delta.num, compaction.commit.num, compaction.parallelism, checkpoint.interval, maintenance.mode,
-view.formats; users' own properties go under ``user.`` (any other name is refused).
+changelog.producer (``lookup``: data commits write change files with the change feed's
+before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``), changelog.lookup.cache.bytes, view.formats; users' own properties go under ``user.`` (any other name is refused).
 """
 from .commit import conflict_rule
 from .errors import (CommitConflict, CorruptDataFile, CorruptLog, SchemaError, TableError, TableExists,

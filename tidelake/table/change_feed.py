@@ -19,7 +19,8 @@ full scan: the lookup reads a file's key column first and gathers only the match
 """
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,12 +28,12 @@ import pyarrow.compute as pc
 
 from tidelake.storage import Storage
 
-from .errors import VersionExpired
-from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE
+from .errors import CorruptDataFile, VersionExpired
+from .files import COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, OP, OP_DELETE, conform, read_parquet
 from .key_lookup import KeyLookup
-from .key_order import int_key, stable_argsort
-from .metadata import TableMetadata
-from .reader import MergeOnReadReader
+from .key_order import int_key, sort_indices_by_key, stable_argsort
+from .metadata import FileEntry, TableMetadata
+from .reader import MergeOnReadReader, dictionary_strings
 from .scan import ScanFilter, ScanPlanner
 from .versions import VersionResolver
 
@@ -87,54 +88,154 @@ class ChangeFeed:
         needed = set(pk) | set(wanted) | filter.columns(schema)
         read_cols = [c for c in schema.names if c in needed]
         files = ScanPlanner(self.md).incremental(start, end, filter, buckets)
-        raw = self.reader.read_changes(files, schema, read_cols, filter.on_key(pk), self.md.timestamps, op_codes=True)
-        out = self._with_images(raw, start, schema, read_cols)
+        key_filter = filter.on_key(pk)
+        parts = []
+        run_start = start
+        for stored, run in _runs(files):
+            if stored:
+                parts.append(self._stored(run, schema, read_cols, key_filter))
+            else:
+                raw = self.reader.read_changes(run, schema, read_cols, key_filter, self.md.timestamps, op_codes=True)
+                parts.append(self._with_images(raw, run_start, schema, read_cols))
+            run_start = run[-1].file.min_version
+        out_schema = change_schema(schema, read_cols)
+        out = (pa.concat_tables([p.cast(out_schema) for p in parts]) if len(parts) > 1 else
+               parts[0] if parts else out_schema.empty_table())
         if filter.expression is not None and out.num_rows:
             out = out.filter(filter.expression)
         return out.select(wanted + [OP, COMMIT_VERSION, COMMIT_TIME]).cast(change_schema(schema, wanted))
 
+    def _stored(self, files: list[FileEntry], schema: pa.Schema, columns: list[str],
+                key_filter: pc.Expression | None) -> pa.Table:
+        """The image rows the change files of ``files`` (L0 deltas, commit order) hold, ordered by commit,
+        then key (the sorts are stable: a preimage stays before its postimage)."""
+        stored = dictionary_strings(schema, self.primary_key)
+        target = pa.schema([stored.field(c) for c in columns])
+        strings = [c for c in columns if pa.types.is_dictionary(target.field(c).type)]
+
+        def one(fe: FileEntry) -> pa.Table:
+            try:
+                t = read_parquet(self.storage, replace(fe.file, path=fe.file.changes), columns + [OP], key_filter,
+                                 strings=strings)
+            except FileNotFoundError:
+                raise VersionExpired(f"change file {fe.file.changes} of version {fe.file.min_version} is missing: "
+                                     f"removed by retention cleanup, or lost (`tidelake table check`)") from None
+            except (pa.ArrowInvalid, OSError) as e:
+                raise CorruptDataFile(str(fe.file.changes), str(e)) from e
+            return conform(t, target, extra=[pa.field(OP, pa.int8())])
+        parts = self.reader.map_files(one, files, sum(fe.file.rows for fe in files))
+        t = (pa.concat_tables(parts) if len(parts) > 1 else parts[0]).unify_dictionaries()
+        one_version = files[0].file.min_version == files[-1].file.min_version
+        versions = (np.full(t.num_rows, files[0].file.min_version, dtype=np.int64) if one_version else
+                    np.repeat(np.array([fe.file.min_version for fe in files], dtype=np.int64),
+                              [p.num_rows for p in parts]))
+        keys = int_key(t, self.primary_key)
+        if one_version and keys is not None:
+            # one sorted run per file: numpy's stable sort merges runs (several times faster here
+            # than the packed sort, which does not look for them)
+            order = np.argsort(keys, kind="stable")
+        elif one_version:
+            order = sort_indices_by_key(t, self.primary_key)
+        else:
+            order = pc.sort_indices(t.append_column(COMMIT_VERSION, pa.array(versions)),
+                                    sort_keys=[(COMMIT_VERSION, "ascending")] +
+                                    [(k, "ascending") for k in self.primary_key]).to_numpy()
+            versions = versions[order]
+        t = pc.take(t, order, boundscheck=False)
+        return pa.table([*t.select(columns).columns, pc.take(_LABELS, t.column(OP)), pa.array(versions),
+                         pa.array(_times(self.md.timestamps, versions)).view(COMMIT_TIME_TYPE)],
+                        schema=pa.schema(list(target) + [pa.field(OP, pa.string()), pa.field(COMMIT_VERSION, pa.int64()),
+                                                         pa.field(COMMIT_TIME, COMMIT_TIME_TYPE)]))
+
     def _with_images(self, raw: pa.Table, start: int, schema: pa.Schema, columns: list[str]) -> pa.Table:
         """``raw`` (changes ordered by commit, then key; ``_op`` int8 as stored) as image rows."""
-        pk = self.primary_key
-        n = raw.num_rows
-        if n == 0:
+        if raw.num_rows == 0:
             return change_schema(schema, columns).empty_table()
-        deletes = raw.column(OP).to_numpy() == OP_DELETE
+        lookup = KeyLookup(self.storage, self.md, self.reader)
+        images = build_images(raw, lambda keys: lookup.rows(start, keys, columns, schema), self.primary_key, columns)
+        out = images.rows.append_column(pa.field(OP, pa.string()), _LABELS.take(pa.array(images.codes)))
+        for name in (COMMIT_VERSION, COMMIT_TIME):
+            out = out.append_column(raw.schema.field(name), raw.column(name).take(pa.array(images.changes)))
+        return out
+
+
+@dataclass(frozen=True)
+class Images:
+    """Changes as image rows: ``rows`` (the image columns), ``codes`` (int8 index into ``CHANGE_TYPES``)
+    and ``changes`` (for each image row, the index of the change it belongs to)."""
+    rows: pa.Table
+    codes: np.ndarray
+    changes: np.ndarray
+
+
+def build_images(raw: pa.Table, before_of: Callable[[pa.Table], pa.Table], primary_key: list[str],
+                 columns: list[str], distinct_keys: bool = False) -> Images:
+    """The images of ``raw`` (changes ordered by commit, then key; ``_op`` int8 as stored), in raw order:
+    a key's first change replaces its row in ``before_of(keys)`` (the live rows of those distinct keys
+    before the first change, as ``columns``), a later change the key's previous change.
+    ``distinct_keys``: no key changes twice in ``raw`` (one commit's delta files of distinct buckets)."""
+    pk = primary_key
+    n = raw.num_rows
+    deletes = raw.column(OP).to_numpy() == OP_DELETE
+    if distinct_keys:
+        by_key = np.arange(n, dtype=np.int64)
+        first = np.ones(n, dtype=bool)
+    else:
         # by key, each key's changes in the order they happened (raw's order within a key)
         by_key = _key_order(raw, pk)
-        keys_sorted = raw.select(pk).take(by_key)
         first = np.ones(n, dtype=bool)
-        first[1:] = ~_same_key_as_previous(keys_sorted, pk)
-        first_rows = by_key[first]
-        # the state at the range start of every changed key (only the keys that were live come back)
-        before = KeyLookup(self.storage, self.md, self.reader).rows(start, raw.select(pk).take(first_rows), columns,
-                                                                     schema)
-        found = _positions(raw.select(pk).take(first_rows), before, pk)   # index into ``before`` or -1
-        # the image each change replaced: index into concat([before, raw]), or -1 for none
-        replaced_sorted = np.full(n, -1, dtype=np.int64)
-        replaced_sorted[first] = found
-        later = np.flatnonzero(~first)
-        previous = by_key[later - 1]
-        replaced_sorted[later] = np.where(deletes[previous], -1, before.num_rows + previous)
-        replaced = np.empty(n, dtype=np.int64)
-        replaced[by_key] = replaced_sorted
-        # each change as 0 (delete of nothing), 1 (insert, delete) or 2 (preimage, postimage) rows, in raw order
-        had = replaced >= 0
-        counts = np.where(deletes, had.astype(np.int64), np.where(had, 2, 1))
-        change = np.repeat(np.arange(n, dtype=np.int64), counts)
-        second = np.zeros(len(change), dtype=bool)
-        starts = np.cumsum(counts) - counts
-        second[starts[counts == 2] + 1] = True
-        d, h = deletes[change], had[change]
-        code = np.where(d, _DELETE, np.where(~h, _INSERT, np.where(second, _POSTIMAGE, _PREIMAGE)))
-        own = (code == _INSERT) | (code == _POSTIMAGE)
-        source = np.where(own, before.num_rows + change, replaced[change])
-        images = pa.concat_tables([before.select(columns), raw.select(columns)])
-        out = images.take(pa.array(source))
-        out = out.append_column(pa.field(OP, pa.string()), _LABELS.take(pa.array(code.astype(np.int8))))
-        for name in (COMMIT_VERSION, COMMIT_TIME):
-            out = out.append_column(raw.schema.field(name), raw.column(name).take(pa.array(change)))
-        return out
+        first[1:] = ~_same_key_as_previous(raw.select(pk).take(by_key), pk)
+    first_rows = by_key[first]
+    first_keys = raw.select(pk).take(first_rows)
+    before = before_of(first_keys)   # only the keys that were live come back
+    found = _positions(first_keys, before, pk)   # index into ``before`` or -1
+    # the image each change replaced: index into concat([before, raw]), or -1 for none
+    replaced_sorted = np.full(n, -1, dtype=np.int64)
+    replaced_sorted[first] = found
+    later = np.flatnonzero(~first)
+    previous = by_key[later - 1]
+    replaced_sorted[later] = np.where(deletes[previous], -1, before.num_rows + previous)
+    replaced = np.empty(n, dtype=np.int64)
+    replaced[by_key] = replaced_sorted
+    # each change as 0 (delete of nothing), 1 (insert, delete) or 2 (preimage, postimage) rows, in raw order
+    had = replaced >= 0
+    counts = np.where(deletes, had.astype(np.int64), np.where(had, 2, 1))
+    change = np.repeat(np.arange(n, dtype=np.int64), counts)
+    second = np.zeros(len(change), dtype=bool)
+    starts = np.cumsum(counts) - counts
+    second[starts[counts == 2] + 1] = True
+    d, h = deletes[change], had[change]
+    code = np.where(d, _DELETE, np.where(~h, _INSERT, np.where(second, _POSTIMAGE, _PREIMAGE))).astype(np.int8)
+    own = (code == _INSERT) | (code == _POSTIMAGE)
+    source = np.where(own, before.num_rows + change, replaced[change])
+    images = pa.concat_tables([before.select(columns), raw.select(columns)])
+    return Images(images.take(pa.array(source)), code, change)
+
+
+def _runs(files: list[FileEntry]) -> list[tuple[bool, list[FileEntry]]]:
+    """``files`` (L0 deltas, commit order) as runs of consecutive versions that all have change files
+    (True) or not (False)."""
+    runs: list[tuple[bool, list[FileEntry]]] = []
+    by_version: dict[int, list[FileEntry]] = {}
+    for fe in files:
+        by_version.setdefault(fe.file.min_version, []).append(fe)
+    for fes in by_version.values():
+        stored = all(fe.file.changes for fe in fes)
+        if runs and runs[-1][0] == stored:
+            runs[-1][1].extend(fes)
+        else:
+            runs.append((stored, list(fes)))
+    return runs
+
+
+def _times(timestamps: Mapping[int, int], versions: np.ndarray) -> np.ndarray:
+    """The commit time (ms) of each of ``versions`` (ascending)."""
+    if not len(versions) or versions[0] == versions[-1]:
+        return np.full(len(versions), timestamps[int(versions[0])] if len(versions) else 0, dtype=np.int64)
+    starts = np.flatnonzero(np.diff(versions)) + 1   # (where each version's rows begin, after the first)
+    counts = np.diff(np.concatenate([[0], starts, [len(versions)]]))
+    distinct = versions[np.concatenate([[0], starts])]
+    return np.repeat(np.array([timestamps[int(v)] for v in distinct], dtype=np.int64), counts)
 
 
 def _key_order(t: pa.Table, primary_key: list[str]) -> np.ndarray:
@@ -143,7 +244,8 @@ def _key_order(t: pa.Table, primary_key: list[str]) -> np.ndarray:
     if keys is not None:
         if len(keys) < 2 or bool((keys[1:] > keys[:-1]).all()):   # (one commit's changes are in key order)
             return np.arange(len(keys), dtype=np.int64)
-        return stable_argsort(keys)
+        # sorted runs (a commit's files, or several commits): numpy's stable sort merges them
+        return np.argsort(keys, kind="stable")
     row = "__row"
     with_row = t.select(primary_key).append_column(row, pa.array(np.arange(t.num_rows, dtype=np.int64)))
     return pc.sort_indices(with_row, sort_keys=[(k, "ascending") for k in primary_key] + [(row, "ascending")]
@@ -166,7 +268,7 @@ def _positions(keys: pa.Table, rows: pa.Table, primary_key: list[str]) -> np.nda
         return out
     mine, theirs = int_key(keys, primary_key), int_key(rows, primary_key)
     if mine is not None and theirs is not None:
-        order = np.argsort(theirs, kind="stable")
+        order = stable_argsort(theirs)   # (distinct keys: any order would do; this sort is the fastest)
         pos = np.minimum(np.searchsorted(theirs, mine, sorter=order), len(theirs) - 1)
         hit = theirs[order[pos]] == mine
         out[hit] = order[pos[hit]]

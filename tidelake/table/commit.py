@@ -8,6 +8,9 @@ just means re-checking the versions in between and trying the next number.
 Automatic maintenance (a compaction or clustering the table ran by itself, ``LogEntry.auto``) changes
 no logical row, so it never makes a data commit fail: a data commit skips such versions in its check.
 The maintenance job itself still loses to anything it conflicts with (and is retried later).
+
+With ``changelog.producer=lookup`` a data commit's change files (change_files.py) are written by each
+attempt against the state that attempt publishes on, and discarded when the attempt loses its race.
 """
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ import pyarrow as pa
 
 from tidelake.observability.table_stats import TableStats
 
+from .change_files import ChangeFileWriter
 from .errors import CommitConflict, TableError, VersionExpired, VersionNotFound
 from .files import DataFile
 from .log import CurrentMetadata
@@ -71,8 +75,9 @@ class Committer:
     """Publishes the commits of one table (thread-safe; processes coordinate through the log)."""
 
     def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000,
-                 stats: TableStats | None = None):
+                 stats: TableStats | None = None, change_files: ChangeFileWriter | None = None):
         self.current = current
+        self.change_files = change_files   # writes a data commit's change files when the table asks for them
         self.clock = clock
         self.max_attempts = max_attempts
         self.stats = stats or TableStats()  # retries and conflicts, for the table's metrics
@@ -109,10 +114,14 @@ class Committer:
                 ts = max(int(self.clock()), md.timestamp(md.version) + 1)   # strictly increasing commit times
                 rm = removes(md) if callable(removes) else list(removes or [])
                 actions: list[Action] = [RemoveFile(p) for p in rm]
+                stamped: list[DataFile] = []
                 for f in adds:   # an L0 file gets its commit's version now that it is known
                     if f.kind == "delta" and f.level == 0 and f.min_version is None:
                         f = replace(f, min_version=version, max_version=version)
-                    actions.append(AddFile(f))
+                    stamped.append(f)
+                if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
+                    stamped = self.change_files.write(md, stamped)
+                actions.extend(AddFile(f) for f in stamped)
                 if schema is not None:
                     actions.append(ChangeSchema(schema))
                 if properties is not None:
@@ -125,6 +134,8 @@ class Committer:
                 if self.current.log.publish(entry):
                     self._checkpoint_if_due(self.current.published(entry))
                     return version
+                if self.change_files is not None:   # its images were of a state it no longer publishes on
+                    self.change_files.discard(stamped)
                 self.stats.commit_retries += 1  # another writer took this version: check again, retry
             raise TableError(f"{operation}: gave up after {self.max_attempts} commit attempts")
 

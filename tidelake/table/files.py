@@ -5,6 +5,7 @@ Layout under the table root::
     data/bucket-00003/delta-L0-<uuid>.parquet   rows written by one commit (one row per key)
     data/bucket-00003/delta-L1-<uuid>.parquet   clustering output (many commits, every row kept)
     data/bucket-00003/base-<uuid>.parquet       compaction output (merged state, one row per key)
+    data/bucket-00003/change-<uuid>.parquet     an L0 delta's changes with before-images (change_files.py)
 
 Every file is plain Parquet (LZ4; a floating-point column LZ4 cannot shrink is stored plain), sorted
 by the primary key, readable by any Parquet reader.
@@ -129,9 +130,14 @@ class DataFile:
     key_min: list | None = None
     key_max: list | None = None
     deletes: int = 0
+    #: an L0 delta's change file (change_files.py): its changes with before-images, written by its commit
+    changes: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if d["changes"] is None:   # (most files have none: the log entry stays as it was)
+            del d["changes"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "DataFile":
@@ -353,7 +359,7 @@ def write_parquet(storage: Storage, table: pa.Table, *, kind: str, bucket: int, 
                   primary_key: list[str], min_version: int | None = None,
                   max_version: int | None = None) -> DataFile:
     """Write a PK-sorted table as one LZ4 Parquet file under ``data/bucket-NNNNN/``."""
-    name = f"{'base' if kind == 'base' else f'delta-L{level}'}-{uuid.uuid4().hex}.parquet"
+    name = f"{kind if kind in ('base', 'change') else f'delta-L{level}'}-{uuid.uuid4().hex}.parquet"
     rel = f"data/bucket-{bucket:05d}/{name}"
     sorting = [pq.SortingColumn(table.schema.get_field_index(k)) for k in primary_key]
     # 128k-row groups: PK-sorted files then let a key filter skip most of a big base file.

@@ -8,10 +8,16 @@ finds the rows) and only the matching rows are kept. (Reading the key column fir
 where some key is found cost more: a second open per file, and nearly every file holds some key.) A
 bucket merged by row versions (overlapping clustered files), or a key that is not one integer column,
 is merged whole, then filtered to the keys.
+
+A :class:`DecodedFiles` cache keeps probed files decoded between lookups (data files are immutable):
+a writer producing change files at every commit (change_files.py) then decodes a bucket's big older
+files once, not at every commit, as Paimon's lookup changelog producer keeps its lookup files.
 """
 from __future__ import annotations
 
-from typing import Sequence
+import threading
+from collections import OrderedDict
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -25,13 +31,52 @@ from .reader import MergeOnReadReader, dictionary_strings, needs_version_order
 from .scan import BucketPlan, ScanPlanner
 
 
-class KeyLookup:
-    """Looks keys up in the versions of one metadata snapshot."""
+class DecodedFiles:
+    """Decoded data files, least recently used dropped first beyond ``limit_bytes`` (thread-safe)."""
 
-    def __init__(self, storage: Storage, metadata: TableMetadata, reader: MergeOnReadReader):
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        self._tables: OrderedDict[tuple, pa.Table] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def resize(self, limit_bytes: int) -> None:
+        """Keep at most ``limit_bytes`` from now on (dropping the least recently used beyond it)."""
+        with self._lock:
+            self.limit_bytes = limit_bytes
+            self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.limit_bytes:
+            _, old = self._tables.popitem(last=False)
+            self._bytes -= old.get_total_buffer_size()
+
+    def get(self, key: tuple, read: Callable[[], pa.Table]) -> pa.Table:
+        """The table cached under ``key`` (a file's path and how it was read), else ``read()``, kept."""
+        with self._lock:
+            t = self._tables.get(key)
+            if t is not None:
+                self._tables.move_to_end(key)
+                return t
+        t = read()   # (outside the lock: other buckets' files are read meanwhile)
+        size = t.get_total_buffer_size()
+        with self._lock:
+            if key not in self._tables and size <= self.limit_bytes:
+                self._tables[key] = t
+                self._bytes += size
+                self._evict()
+        return t
+
+
+class KeyLookup:
+    """Looks keys up in the versions of one metadata snapshot (``cache``: keep the files it decodes)."""
+
+    def __init__(self, storage: Storage, metadata: TableMetadata, reader: MergeOnReadReader,
+                 cache: DecodedFiles | None = None):
         self.storage = storage
         self.md = metadata
         self.reader = reader
+        self.cache = cache
         self.primary_key = list(metadata.primary_key)
 
     def rows(self, version: int, keys: pa.Table, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
@@ -50,11 +95,22 @@ class KeyLookup:
                                       plans, sum(fe.file.rows for p in plans for fe in p.files))
         return pa.concat_tables([p.cast(out_schema) for p in parts]) if parts else out_schema.empty_table()
 
+    def bucket_rows(self, plan: BucketPlan | None, keys: pa.Table, columns: Sequence[str],
+                    schema: pa.Schema) -> pa.Table:
+        """As :meth:`rows` for keys all in one bucket, given its plan (``ScanPlanner.snapshot``; None: the
+        bucket has no file)."""
+        out_schema = pa.schema([schema.field(c) for c in columns])
+        if plan is None or keys.num_rows == 0:
+            return out_schema.empty_table()
+        return self._bucket(plan, keys, list(columns), schema).cast(out_schema)
+
     def _bucket(self, plan: BucketPlan, keys: pa.Table, columns: list[str], schema: pa.Schema) -> pa.Table:
         wanted = int_key(keys, self.primary_key)
         if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
             live = self.reader.merge_bucket(plan, columns, schema)
-            return live.join(keys.select(self.primary_key), keys=self.primary_key, join_type="left semi")
+            # (one dictionary per column: the join cannot unify the files' different ones)
+            return live.unify_dictionaries().join(keys.select(self.primary_key), keys=self.primary_key,
+                                                  join_type="left semi")
         if len(wanted) > 1 and not (wanted[1:] > wanted[:-1]).all():   # (one commit's keys come sorted)
             wanted = np.sort(wanted)
         return self._probe(plan, wanted, columns, schema)
@@ -79,7 +135,11 @@ class KeyLookup:
                 continue
             candidates = remaining[lo:hi]
             deletes = f.kind == "delta" and f.deletes > 0
-            read = self.reader.read_file(f, columns, stored, ops=deletes)
+            if self.cache is None:
+                read = self.reader.read_file(f, columns, stored, ops=deletes)
+            else:
+                read = self.cache.get((f.path, tuple(columns), stored, deletes),
+                                      lambda: self.reader.read_file(f, columns, stored, ops=deletes))
             file_keys = read.column(key).to_numpy()
             if not len(file_keys):
                 continue

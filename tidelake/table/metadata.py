@@ -285,7 +285,7 @@ class TableMetadata:
 
     def expire(self, horizon: int) -> tuple["TableMetadata", list[str]]:
         """The metadata without history before ``horizon``, and the paths of the data files no
-        retained version reads any more."""
+        retained version reads any more (with the change files of those deltas)."""
         horizon = max(horizon, self.horizon)
         dead = [p for p, fe in self.files.items() if not fe.live_since(horizon) and not fe.live_at(horizon)]
         gone = set(dead)
@@ -295,6 +295,7 @@ class TableMetadata:
         commits = {v: c for v, c in self.commits.items() if v >= horizon}
         # keep the latest batch per application, whatever its age
         apps = {a: tuple(c for c in cs if c.version >= horizon) or cs[-1:] for a, cs in self.apps.items()}
+        dead += [self.files[p].file.changes for p in gone if self.files[p].file.changes]   # (they go with their delta)
         return replace(self, horizon=horizon, files=files, commits=commits, timestamps=timestamps, apps=apps), dead
 
     def pinned(self, v: int) -> "TableMetadata":

@@ -152,6 +152,11 @@ CHECKPOINT_INTERVAL = IntProperty("checkpoint.interval", "10",
 MAINTENANCE_MODE = ChoiceProperty("maintenance.mode", "background",
                                   "automatic maintenance: a background thread, or inline in the commit",
                                   ("background", "inline"))
+CHANGELOG_PRODUCER = ChoiceProperty("changelog.producer", "none",
+                                    "who produces the change feed's before-images: none (looked up when read) or "
+                                    "lookup (looked up by the commit and stored in change files)", ("none", "lookup"))
+CHANGELOG_LOOKUP_CACHE_BYTES = IntProperty("changelog.lookup.cache.bytes", str(256 << 20),
+                                           "memory a writer keeps older files decoded in for its lookups", 0)
 VIEW_FORMATS = ChoicesProperty("view.formats", "", "publish the read-optimized view after each compaction in these "
                                "open formats", ("delta", "iceberg"))
 
@@ -160,7 +165,7 @@ TABLE_PROPERTIES: dict[str, TableProperty] = {p.name: p for p in (
     TRANSACTIONAL, BUCKET_NUM, RETAIN_HOURS, RETENTION_AUTO, RETENTION_CHECK_COMMIT_NUM, CLUSTERING_AUTO,
     CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES, CLUSTERING_MAX_TIME_SPAN_HOURS,
     COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM, CHECKPOINT_INTERVAL, MAINTENANCE_MODE,
-    VIEW_FORMATS)}
+    CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS)}
 
 #: what a new table starts with (every property but view.formats, whose default is "none")
 CREATION_DEFAULTS: dict[str, str] = {p.name: p.default for p in TABLE_PROPERTIES.values() if p.default}

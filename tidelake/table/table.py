@@ -20,6 +20,7 @@ from tidelake.storage import Storage, open_storage
 from tidelake.observability.table_stats import TableStats
 
 from .change_feed import ChangeFeed
+from .change_files import ChangeFileWriter
 from .commit import Committer
 from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -66,7 +67,8 @@ class Table:
         #: staging of delta files (``prepare``, ``keys``, ``stage``)
         self.writer = DeltaWriter(storage, metadata.primary_key, metadata.bucket_num)
         #: the optimistic commit of this table
-        self.committer = Committer(self._current, self._clock)
+        self.committer = Committer(self._current, self._clock,
+                                   change_files=ChangeFileWriter(storage, self.reader))
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
@@ -256,8 +258,9 @@ class Table:
         ``before_images=True``: Delta's change data feed instead (see change_feed.py): ``_op`` is
         'insert' (a new key), 'update_preimage' + 'update_postimage' (a key that existed: the row as
         it was, then as it is), 'delete' (the row removed; a delete of a missing key yields nothing).
-        The images come from the table as of the range start, looked up by key (that version must
-        still be within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
+        The images come from the change files of versions committed with ``changelog.producer=lookup``,
+        else from the table as of the range start, looked up by key (that version must still be
+        within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
         Spark partition per bucket)."""
         f = ScanFilter.parse(filter)
         md = self._current.refresh()
