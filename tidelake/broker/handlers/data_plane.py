@@ -19,7 +19,8 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.broker.handlers.common import per_partition
+from tidelake.errors import error_code
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.broker.registry import api
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC

@@ -27,7 +27,7 @@ from kafka.protocol.producer import (
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import error_code
+from tidelake.errors import error_code
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
