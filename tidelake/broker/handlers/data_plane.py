@@ -7,7 +7,6 @@ are encoded by hand; per-request Python work here is what bounds the broker's th
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
@@ -20,19 +19,16 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import per_partition
-from tidelake.errors import error_code
+from tidelake.broker.partition_service import AppendOutcome, PendingAcks, ReadOutcome
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.broker.registry import api
-from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
 from tidelake.protocol.framing import FramingError
-from tidelake.protocol.records import parse_header
 
 log = logging.getLogger("tidelake.broker.api")
 
 NONE = errors.NONE
-UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
 UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
 ZERO_UUID = uuid.UUID(int=0)
@@ -45,140 +41,64 @@ WRITE, READ, TOPIC, TRANSACTIONAL_ID = Operation.WRITE, Operation.READ, Resource
 # ------------------------------------------------------------------------------------------------
 # Produce
 # ------------------------------------------------------------------------------------------------
-async def _verify_transaction(broker: BrokerContext, transactional_id: str, topic: str, partition: int, records,
-                              plog) -> None:
-    """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
-    transaction; the leader asks the transaction coordinator (Kafka 3.9 answers INVALID_TXN_STATE). In a
-    cluster the coordinator may be another broker, asked (AddPartitionsToTxn verify_only) only for the
-    batch that starts the transaction here, as Kafka's leader does."""
-    h = parse_header(records, 0)
-    if not h.is_transactional:
-        return
-    transactions = broker.transactions
-    state_partition = transactions.partition_for(transactional_id)
-    if broker.cluster is None or state_partition in transactions.partition_epochs:
-        transactions.verify_produce(transactional_id, h.producer_id, h.producer_epoch, (topic, partition))
-        return
-    entry = plog.producer_state.producers.get(h.producer_id)
-    if entry is not None and entry.epoch == h.producer_epoch and entry.current_txn_first_offset is not None:
-        return  # this transaction already began here, verified then
-    await broker.cluster.txn_verifier.verify(TRANSACTION_STATE_TOPIC, state_partition, transactional_id,
-                                             h.producer_id, h.producer_epoch, topic, partition)
-    broker.cluster.check_leader(topic, partition)  # still the leader after the wait
+def _produce_denied(td, reason: int, stats) -> tuple:
+    if stats is not None:
+        for _pd in td.partition_data:
+            stats.error(0, reason)
+    return td.name, td.topic_id, [(pd.index, reason, -1, -1, -1, None) for pd in td.partition_data]
+
+
+def _count_produce(stats, name: str, records, outcome: AppendOutcome) -> None:
+    if outcome.appended:
+        traffic = stats.topics.get(name) or stats.topic(name)
+        traffic.bytes_in += len(records)
+        traffic.messages_in += outcome.last_offset - outcome.base_offset + 1
+    elif outcome.error != NONE:
+        stats.error(0, outcome.error)
+
+
+def _produce_part(index: int, outcome: AppendOutcome) -> tuple:
+    """The response encoder's partition entry (tidelake.protocol.fast)."""
+    if outcome.record_errors is not None:
+        return (index, outcome.error, -1, -1, outcome.log_start_offset, outcome.message, outcome.record_errors)
+    return (index, outcome.error, outcome.base_offset, outcome.log_append_time_ms, outcome.log_start_offset,
+            outcome.message)
 
 
 @api(ProduceRequest, ProduceResponse, 3, 13)
 async def produce(broker: BrokerContext, ctx: RequestContext, request):
-    acks = request.acks
-    version = ctx.api_version
-    now = broker.clock_ms()
-    by_id = version >= 13
-    logs = broker.logs
-    topics = broker.topics
-    by_name = broker.metadata.topics
-    notify = broker.partitions.notify
-    stats = broker.metrics
-    schemas = broker.schema_validation  # None: no schema registry configured, nothing to check
-    transactional_id = request.transactional_id
-    authorizer = broker.security.authorizer  # None: no ACLs, nothing to check
-    if authorizer is not None:
-        principal, host = ctx.session.principal, ctx.session.client_host
-        if transactional_id is not None and not authorizer.authorize(principal, host, WRITE, TRANSACTIONAL_ID,
-                                                                     transactional_id):
-            raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
-    cluster = broker.cluster
-    waits = []  # acks=all appends awaiting the ISR: (the topic's parts, index in it, topic, partition, last offset)
+    acks, version, now, stats = request.acks, ctx.api_version, broker.clock_ms(), broker.metrics
+    service, transactional_id, authorizer = broker.partition_service, request.transactional_id, broker.security.authorizer
+    if authorizer is not None and transactional_id is not None and not authorizer.authorize(
+            ctx.session.principal, ctx.session.client_host, WRITE, TRANSACTIONAL_ID, transactional_id):
+        raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
+    pending: list[tuple[list, int, PendingAcks]] = []  # acks=all appends awaiting the ISR, where they answer
     topics_out = []
     for td in request.topic_data:
-        name = td.name
-        if by_id:
-            info = topics.by_id(td.topic_id)
-            name = info.name if info is not None else None
-        if authorizer is not None and name is not None and not authorizer.authorize(principal, host, WRITE, TOPIC,
-                                                                                    name):
-            topics_out.append((td.name, td.topic_id, [(pd.index, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
-                                                      for pd in td.partition_data]))
+        name = _topic_name(broker, td.name, td.topic_id, version >= 13)
+        if authorizer is not None and name is not None and not authorizer.authorize(
+                ctx.session.principal, ctx.session.client_host, WRITE, TOPIC, name):
+            topics_out.append(_produce_denied(td, TOPIC_AUTHORIZATION_FAILED, stats))
             continue
         parts = []
         for pd in td.partition_data:
-            index = pd.index
-            if acks not in (0, 1, -1):
-                parts.append((index, errors.InvalidRequiredAcks.code, -1, -1, -1, None))
-                continue
-            plog = logs.get(name, index) if name is not None else None
-            if plog is None:
-                code = broker.missing_log_code(name, index)
-                if by_id and code == UNKNOWN_TOPIC_OR_PARTITION:
-                    code = UNKNOWN_TOPIC_ID
-                parts.append((index, code, -1, -1, -1, None))
-                continue
-            info = by_name.get(name)
-            if info is not None and info.internal:
-                # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
-                parts.append((index, errors.InvalidTopic.code, -1, -1, -1, f"cannot produce to internal topic {name}"))
-                continue
-            leader_epoch = 0
-            if cluster is not None:
-                try:
-                    leader_epoch = cluster.check_leader(name, index)
-                except errors.KafkaApiError as e:
-                    parts.append((index, e.code, -1, -1, -1, None))
-                    continue
-                if acks == -1 and cluster.isr_size(name, index) < topics.min_insync_replicas(name):
-                    # Kafka rejects before appending when the ISR is already too small
-                    parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
-                                  f"the in-sync replicas ({cluster.isr_size(name, index)}) are fewer than "
-                                  f"min.insync.replicas"))
-                    continue
-            elif acks == -1 and topics.min_insync_replicas(name) > 1:
-                # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
-                parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
-                              "min.insync.replicas exceeds the in-sync replicas (1)"))
-                continue
-            records = pd.records
-            try:
-                if records is None or not len(records):
-                    raise errors.InvalidRequest("produce request without records")
-                if transactional_id is not None:
-                    await _verify_transaction(broker, transactional_id, name, index, records, plog)
-                if schemas is not None and info is not None:
-                    await schemas.check(name, index, records, info.configs)
-                result = plog.append(records, now_ms=now, leader_epoch=leader_epoch)
-            except errors.InvalidRecord as e:
-                parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))
-                continue
-            except Exception as e:
-                code = error_code(e)
-                if code == UNKNOWN_SERVER_ERROR:
-                    log.exception("append to %s-%d failed", name, index)
-                elif code == errors.KafkaStorageError.code:  # the reason is the OS's: no trace to add
-                    log.error("append to %s-%d failed: KAFKA_STORAGE_ERROR: %s", name, index, e)
-                parts.append((index, code, -1, -1, plog.log_start_offset, str(e)))
-                continue
-            if not result.duplicate:
-                notify(name, index)
-                if stats is not None:
-                    traffic = stats.topics.get(name) or stats.topic(name)
-                    traffic.bytes_in += len(records)
-                    traffic.messages_in += result.last_offset - result.base_offset + 1
-            if cluster is not None:
-                cluster.leader_appended(name, index, plog)
-                if acks == -1:
-                    waits.append((parts, len(parts), name, index, result.last_offset))
-            parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
+            outcome = await service.append(name, pd.index, pd.records, acks=acks, now_ms=now,
+                                           transactional_id=transactional_id)
+            if outcome.error == UNKNOWN_TOPIC_OR_PARTITION and version >= 13:
+                outcome.error = UNKNOWN_TOPIC_ID
+            if acks == -1 and outcome.error == NONE:
+                pending.append((parts, len(parts), PendingAcks(name, pd.index, outcome.last_offset)))
+            if stats is not None:
+                _count_produce(stats, name, pd.records, outcome)
+            parts.append(_produce_part(pd.index, outcome))
         topics_out.append((td.name, td.topic_id, parts))
-    if waits:
-        # acks=all in a cluster: answer once the in-sync replicas have the records (the HW passed them)
-        codes = await asyncio.gather(*(cluster.wait_for_acks(name, index, last, request.timeout_ms)
-                                       for _parts, _i, name, index, last in waits))
-        for (parts, i, _name, _index, _last), code in zip(waits, codes):
+    if pending:
+        codes = await service.wait_for_acks([p for _parts, _i, p in pending], request.timeout_ms)
+        for (parts, i, _p), code in zip(pending, codes):
             if code != NONE:
                 parts[i] = (parts[i][0], code, -1, -1, -1, None)
-    if stats is not None:
-        for _name, _tid, parts in topics_out:
-            for part in parts:
-                if part[1] != NONE:
-                    stats.error(0, part[1])
+                if stats is not None:
+                    stats.error(0, code)
     if acks == 0:
         if any(part[1] != NONE for _, _, parts in topics_out for part in parts):
             # with acks=0 the only way to tell the producer is to close the connection (it then
@@ -186,6 +106,14 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
             raise FramingError("acks=0 produce failed on some partition; closing the connection")
         return None
     return encode_produce_response(version, topics_out)
+
+
+def _topic_name(broker: BrokerContext, name: str | None, topic_id: uuid.UUID, by_id: bool) -> str | None:
+    """The topic a request names: by id from v13 (None when unknown)."""
+    if not by_id:
+        return name
+    info = broker.topics.by_id(topic_id)
+    return info.name if info is not None else None
 
 
 # ------------------------------------------------------------------------------------------------
