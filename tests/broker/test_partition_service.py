@@ -65,3 +65,18 @@ def test_single_broker_rules_are_the_services(broker):
     assert append(broker, "plain", 0, batch([b"x"]), acks=2).error == errors.InvalidRequiredAcks.code
     assert append(broker, "plain", 0, b"").error == errors.InvalidRequest.code
     assert append(broker, "plain", 0, b"\x00" * 70).error == errors.CorruptMessage.code
+
+
+def test_a_marker_and_a_coordinator_write_on_a_single_broker(broker):
+    service = broker.broker.context.partition_service
+    b = broker.broker.context.logs.get("plain", 0)
+    end = b.log_end_offset
+    marker = service.append_marker("plain", 0, producer_id=7, producer_epoch=0, commit=False, coordinator_epoch=0,
+                                   now_ms=6_000)
+    assert (marker.error, marker.base_offset, marker.last_offset) == (errors.NONE, end, end)
+    assert b.log_end_offset == end + 1
+    missing = service.append_marker("nope", 0, producer_id=7, producer_epoch=0, commit=True, coordinator_epoch=0,
+                                    now_ms=6_000)
+    assert missing.error == errors.UnknownTopicOrPartition.code
+    # one broker is the whole ISR: a coordinator's write is replicated as soon as it is written
+    assert broker.call(service.log_end_replicated("plain", 0, 1000)) == errors.NONE

@@ -104,14 +104,9 @@ class BrokerContext:
         """In a cluster, wait until the in-sync replicas of the id's ``__transaction_state`` partition have
         everything written to it so far (acks=all for the coordinator's writes). Raises NotCoordinator
         (leadership lost) or CoordinatorNotAvailable (too few replicas, timeout), Kafka's mapping."""
-        if self.cluster is None:
-            return
         partition = self.transactions.partition_for(transactional_id)
-        plog = self.logs.get(TRANSACTION_STATE_TOPIC, partition)
-        if plog is None:
-            raise errors.NotCoordinator(f"no {TRANSACTION_STATE_TOPIC}-{partition} here")
-        code = await self.cluster.wait_for_acks(TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
-                                                self.config.get_int("request.timeout.ms", 30000))
+        code = await self.partition_service.log_end_replicated(TRANSACTION_STATE_TOPIC, partition,
+                                                               self.config.get_int("request.timeout.ms", 30000))
         if code == errors.NotLeaderOrFollower.code:
             raise errors.NotCoordinator(f"broker {self.node_id} lost {TRANSACTION_STATE_TOPIC}-{partition}")
         if code:

@@ -59,6 +59,9 @@ class LocalPartitions:
     async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
         return [NONE] * len(pending)
 
+    async def log_end_replicated(self, topic: str, partition: int, timeout_ms: int) -> int:
+        return NONE
+
     def reads_as_follower(self, replica_id: int | None) -> bool:
         return False
 
@@ -113,6 +116,24 @@ class LocalPartitions:
         self._appended(topic, partition, plog)
         return AppendOutcome(NONE, result.base_offset, result.last_offset, result.log_append_time_ms,
                              result.log_start_offset, appended=not result.duplicate)
+
+    def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return AppendOutcome(self.missing_log_code(topic, partition))
+        try:
+            offset = plog.append_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                        coordinator_epoch=coordinator_epoch, now_ms=now_ms,
+                                        leader_epoch=self.leader_epoch(topic, partition))
+        except Exception as e:
+            code = error_code(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("marker for producer %d in %s-%d failed", producer_id, topic, partition)
+            return AppendOutcome(code)
+        self.partitions.notify(topic, partition)  # the LSO moved
+        self._appended(topic, partition, plog)
+        return AppendOutcome(NONE, offset, offset, -1, plog.log_start_offset, appended=True)
 
     def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *, read_committed: bool,
              min_one: bool, follower: bool) -> ReadOutcome:

@@ -26,6 +26,15 @@ class PartitionService(Protocol):
     async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
         """acks=all: one error code per pending append once its in-sync replicas have it (0) or not."""
 
+    async def log_end_replicated(self, topic: str, partition: int, timeout_ms: int) -> int:
+        """A coordinator's write: the error code once the in-sync replicas have the partition's whole log
+        (0), or why not (NOT_LEADER_OR_FOLLOWER: leadership lost; a timeout's or too few replicas')."""
+
+    def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+        """WriteTxnMarkers: a COMMIT/ABORT control batch at this broker's leader epoch, fetchers woken.
+        Never raises: errors are the outcome's code (its offsets the marker's)."""
+
     def reads_as_follower(self, replica_id: int | None) -> bool:
         """A fetch from this replica id reads to the log end (a follower), not the high watermark."""
 

@@ -63,6 +63,12 @@ class ReplicatedPartitions(LocalPartitions):
         return list(await asyncio.gather(*(self.cluster.wait_for_acks(p.topic, p.partition, p.last_offset, timeout_ms)
                                            for p in pending)))
 
+    async def log_end_replicated(self, topic: str, partition: int, timeout_ms: int) -> int:
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return errors.NotLeaderOrFollower.code
+        return await self.cluster.wait_for_acks(topic, partition, plog.log_end_offset - 1, timeout_ms)
+
     def reads_as_follower(self, replica_id: int | None) -> bool:
         return replica_id is not None and replica_id >= 0
 
