@@ -119,3 +119,13 @@ class InvalidRecord(KafkaApiError):
         super().__init__(message)
         self.record_errors = record_errors
 
+
+
+def error_code(e: BaseException) -> int:
+    """The Kafka error code reporting ``e``: its own for KafkaApiError, CORRUPT_MESSAGE for a
+    record decoding error (records.CorruptRecordError and friends), else UNKNOWN_SERVER_ERROR."""
+    if isinstance(e, KafkaApiError):
+        return e.code
+    if isinstance(e, ValueError):
+        return CorruptMessage.code
+    return UnknownServerError.code

@@ -13,6 +13,7 @@ from tidelake import errors
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
+from tidelake.broker.partition_service import PartitionService
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
@@ -50,6 +51,7 @@ class BrokerContext:
     logs: LogManager
     topics: TopicManager  # topic create/delete/alter over metadata + logs
     partitions: Partitions  # appends that wake Fetch long-polls
+    partition_service: PartitionService  # produce/fetch's append, read, leader checks, acks wait (one node or a cluster)
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator
@@ -66,9 +68,7 @@ class BrokerContext:
         """The leader epoch to serve (and stamp appends with) a partition at: 0 on a single broker;
         in a cluster this broker's, raising NotLeaderOrFollower (clients refresh their metadata and
         go to the leader), FencedLeaderEpoch or UnknownLeaderEpoch."""
-        if self.cluster is None:
-            return 0
-        return self.cluster.check_leader(topic, partition, current_leader_epoch)
+        return self.partition_service.leader_epoch(topic, partition, current_leader_epoch)
 
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before: this broker's own sequence, or in a cluster one unique
@@ -104,14 +104,9 @@ class BrokerContext:
         """In a cluster, wait until the in-sync replicas of the id's ``__transaction_state`` partition have
         everything written to it so far (acks=all for the coordinator's writes). Raises NotCoordinator
         (leadership lost) or CoordinatorNotAvailable (too few replicas, timeout), Kafka's mapping."""
-        if self.cluster is None:
-            return
         partition = self.transactions.partition_for(transactional_id)
-        plog = self.logs.get(TRANSACTION_STATE_TOPIC, partition)
-        if plog is None:
-            raise errors.NotCoordinator(f"no {TRANSACTION_STATE_TOPIC}-{partition} here")
-        code = await self.cluster.wait_for_acks(TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
-                                                self.config.get_int("request.timeout.ms", 30000))
+        code = await self.partition_service.log_end_replicated(TRANSACTION_STATE_TOPIC, partition,
+                                                               self.config.get_int("request.timeout.ms", 30000))
         if code == errors.NotLeaderOrFollower.code:
             raise errors.NotCoordinator(f"broker {self.node_id} lost {TRANSACTION_STATE_TOPIC}-{partition}")
         if code:
@@ -121,9 +116,7 @@ class BrokerContext:
     def missing_log_code(self, topic: str | None, partition: int) -> int:
         """The error for a partition with no log here: in a cluster, one hosted by other brokers is
         NOT_LEADER_OR_FOLLOWER (the client refreshes its metadata), as Kafka answers; else unknown."""
-        if self.cluster is not None and topic is not None and self.cluster.partition(topic, partition) is not None:
-            return errors.NotLeaderOrFollower.code
-        return errors.UnknownTopicOrPartition.code
+        return self.partition_service.missing_log_code(topic, partition)
 
     def endpoint_for(self, ctx: RequestContext) -> Endpoint:
         """The address of the listener the client is connected to (Kafka advertises that one)."""

@@ -28,6 +28,7 @@ from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
+from tidelake.broker.partition_service import LocalPartitions, ReplicatedPartitions
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
@@ -109,16 +110,20 @@ class Broker:
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self.schema_registry = BrokerSchemaRegistry(config, next(
             (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
+        transactions = build_transaction_coordinator(
+            config, topics, partitions, groups,
+            cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster)
+        schemas = self.schema_registry.validator
+        # the one place a broker's handlers learn whether they serve a cluster
+        service = (LocalPartitions(logs, partitions, topics, transactions, schemas) if cluster is None
+                   else ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
-            topics=topics, partitions=partitions, fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS),
-            groups=groups,
-            transactions=build_transaction_coordinator(
-                config, topics, partitions, groups,
-                cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster),
+            topics=topics, partitions=partitions, partition_service=service,
+            fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
-            schema_validation=self.schema_registry.validator)
+            schema_validation=schemas)
         if cluster is not None:
             partitions.cluster = cluster
             cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,

@@ -14,7 +14,8 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.config_definitions import validate_topic_configs
-from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.broker.handlers.common import per_partition
+from tidelake.errors import error_code
 from tidelake.broker.topics import validate_topic_name
 from tidelake.broker.registry import api
 

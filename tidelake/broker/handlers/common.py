@@ -1,20 +1,11 @@
-"""Helpers shared by the handler modules: an exception's Kafka error code, per-partition answers,
-authorization checks made inside handlers."""
+"""Helpers shared by the handler modules: per-partition answers, authorization checks made inside
+handlers."""
 from __future__ import annotations
 
 from tidelake import errors
+from tidelake.errors import error_code
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.security.acl.model import SUPPORTED_OPERATIONS, Operation, ResourceType
-
-
-def error_code(e: BaseException) -> int:
-    """The Kafka error code reporting ``e``: its own for KafkaApiError, CORRUPT_MESSAGE for a
-    record decoding error (records.CorruptRecordError and friends), else UNKNOWN_SERVER_ERROR."""
-    if isinstance(e, errors.KafkaApiError):
-        return e.code
-    if isinstance(e, ValueError):
-        return errors.CorruptMessage.code
-    return errors.UnknownServerError.code
 
 
 def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,

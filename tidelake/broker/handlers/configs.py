@@ -9,7 +9,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Des
 from tidelake import errors
 from tidelake.broker import config_definitions as cfg
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import error_code
+from tidelake.errors import error_code
 from tidelake.broker.registry import api
 
 NONE = errors.NONE

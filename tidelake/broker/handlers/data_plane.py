@@ -7,11 +7,9 @@ are encoded by hand; per-request Python work here is what bounds the broker's th
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 import uuid
-from typing import Any
 
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
@@ -19,19 +17,17 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import error_code, per_partition
+from tidelake.broker.handlers.common import per_partition
+from tidelake.broker.partition_service import AppendOutcome, PartitionService, PendingAcks, ReadOutcome
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.broker.registry import api
-from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
 from tidelake.protocol.framing import FramingError
-from tidelake.protocol.records import parse_header
 
 log = logging.getLogger("tidelake.broker.api")
 
 NONE = errors.NONE
-UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
 UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
 ZERO_UUID = uuid.UUID(int=0)
@@ -44,140 +40,64 @@ WRITE, READ, TOPIC, TRANSACTIONAL_ID = Operation.WRITE, Operation.READ, Resource
 # ------------------------------------------------------------------------------------------------
 # Produce
 # ------------------------------------------------------------------------------------------------
-async def _verify_transaction(broker: BrokerContext, transactional_id: str, topic: str, partition: int, records,
-                              plog) -> None:
-    """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
-    transaction; the leader asks the transaction coordinator (Kafka 3.9 answers INVALID_TXN_STATE). In a
-    cluster the coordinator may be another broker, asked (AddPartitionsToTxn verify_only) only for the
-    batch that starts the transaction here, as Kafka's leader does."""
-    h = parse_header(records, 0)
-    if not h.is_transactional:
-        return
-    transactions = broker.transactions
-    state_partition = transactions.partition_for(transactional_id)
-    if broker.cluster is None or state_partition in transactions.partition_epochs:
-        transactions.verify_produce(transactional_id, h.producer_id, h.producer_epoch, (topic, partition))
-        return
-    entry = plog.producer_state.producers.get(h.producer_id)
-    if entry is not None and entry.epoch == h.producer_epoch and entry.current_txn_first_offset is not None:
-        return  # this transaction already began here, verified then
-    await broker.cluster.txn_verifier.verify(TRANSACTION_STATE_TOPIC, state_partition, transactional_id,
-                                             h.producer_id, h.producer_epoch, topic, partition)
-    broker.cluster.check_leader(topic, partition)  # still the leader after the wait
+def _produce_denied(td, reason: int, stats) -> tuple:
+    if stats is not None:
+        for _pd in td.partition_data:
+            stats.error(0, reason)
+    return td.name, td.topic_id, [(pd.index, reason, -1, -1, -1, None) for pd in td.partition_data]
+
+
+def _count_produce(stats, name: str, records, outcome: AppendOutcome) -> None:
+    if outcome.appended:
+        traffic = stats.topics.get(name) or stats.topic(name)
+        traffic.bytes_in += len(records)
+        traffic.messages_in += outcome.last_offset - outcome.base_offset + 1
+    elif outcome.error != NONE:
+        stats.error(0, outcome.error)
+
+
+def _produce_part(index: int, outcome: AppendOutcome) -> tuple:
+    """The response encoder's partition entry (tidelake.protocol.fast)."""
+    if outcome.record_errors is not None:
+        return (index, outcome.error, -1, -1, outcome.log_start_offset, outcome.message, outcome.record_errors)
+    return (index, outcome.error, outcome.base_offset, outcome.log_append_time_ms, outcome.log_start_offset,
+            outcome.message)
 
 
 @api(ProduceRequest, ProduceResponse, 3, 13)
 async def produce(broker: BrokerContext, ctx: RequestContext, request):
-    acks = request.acks
-    version = ctx.api_version
-    now = broker.clock_ms()
-    by_id = version >= 13
-    logs = broker.logs
-    topics = broker.topics
-    by_name = broker.metadata.topics
-    notify = broker.partitions.notify
-    stats = broker.metrics
-    schemas = broker.schema_validation  # None: no schema registry configured, nothing to check
-    transactional_id = request.transactional_id
-    authorizer = broker.security.authorizer  # None: no ACLs, nothing to check
-    if authorizer is not None:
-        principal, host = ctx.session.principal, ctx.session.client_host
-        if transactional_id is not None and not authorizer.authorize(principal, host, WRITE, TRANSACTIONAL_ID,
-                                                                     transactional_id):
-            raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
-    cluster = broker.cluster
-    waits = []  # acks=all appends awaiting the ISR: (the topic's parts, index in it, topic, partition, last offset)
+    acks, version, now, stats = request.acks, ctx.api_version, broker.clock_ms(), broker.metrics
+    service, transactional_id, authorizer = broker.partition_service, request.transactional_id, broker.security.authorizer
+    if authorizer is not None and transactional_id is not None and not authorizer.authorize(
+            ctx.session.principal, ctx.session.client_host, WRITE, TRANSACTIONAL_ID, transactional_id):
+        raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
+    pending: list[tuple[list, int, PendingAcks]] = []  # acks=all appends awaiting the ISR, where they answer
     topics_out = []
     for td in request.topic_data:
-        name = td.name
-        if by_id:
-            info = topics.by_id(td.topic_id)
-            name = info.name if info is not None else None
-        if authorizer is not None and name is not None and not authorizer.authorize(principal, host, WRITE, TOPIC,
-                                                                                    name):
-            topics_out.append((td.name, td.topic_id, [(pd.index, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, None)
-                                                      for pd in td.partition_data]))
+        name = _topic_name(broker, td.name, td.topic_id, version >= 13)
+        if authorizer is not None and name is not None and not authorizer.authorize(
+                ctx.session.principal, ctx.session.client_host, WRITE, TOPIC, name):
+            topics_out.append(_produce_denied(td, TOPIC_AUTHORIZATION_FAILED, stats))
             continue
         parts = []
         for pd in td.partition_data:
-            index = pd.index
-            if acks not in (0, 1, -1):
-                parts.append((index, errors.InvalidRequiredAcks.code, -1, -1, -1, None))
-                continue
-            plog = logs.get(name, index) if name is not None else None
-            if plog is None:
-                code = broker.missing_log_code(name, index)
-                if by_id and code == UNKNOWN_TOPIC_OR_PARTITION:
-                    code = UNKNOWN_TOPIC_ID
-                parts.append((index, code, -1, -1, -1, None))
-                continue
-            info = by_name.get(name)
-            if info is not None and info.internal:
-                # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
-                parts.append((index, errors.InvalidTopic.code, -1, -1, -1, f"cannot produce to internal topic {name}"))
-                continue
-            leader_epoch = 0
-            if cluster is not None:
-                try:
-                    leader_epoch = cluster.check_leader(name, index)
-                except errors.KafkaApiError as e:
-                    parts.append((index, e.code, -1, -1, -1, None))
-                    continue
-                if acks == -1 and cluster.isr_size(name, index) < topics.min_insync_replicas(name):
-                    # Kafka rejects before appending when the ISR is already too small
-                    parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
-                                  f"the in-sync replicas ({cluster.isr_size(name, index)}) are fewer than "
-                                  f"min.insync.replicas"))
-                    continue
-            elif acks == -1 and topics.min_insync_replicas(name) > 1:
-                # one broker = an ISR of one: acks=all cannot be satisfied (Kafka rejects before appending)
-                parts.append((index, errors.NotEnoughReplicas.code, -1, -1, plog.log_start_offset,
-                              "min.insync.replicas exceeds the in-sync replicas (1)"))
-                continue
-            records = pd.records
-            try:
-                if records is None or not len(records):
-                    raise errors.InvalidRequest("produce request without records")
-                if transactional_id is not None:
-                    await _verify_transaction(broker, transactional_id, name, index, records, plog)
-                if schemas is not None and info is not None:
-                    await schemas.check(name, index, records, info.configs)
-                result = plog.append(records, now_ms=now, leader_epoch=leader_epoch)
-            except errors.InvalidRecord as e:
-                parts.append((index, e.code, -1, -1, plog.log_start_offset, str(e), e.record_errors))
-                continue
-            except Exception as e:
-                code = error_code(e)
-                if code == UNKNOWN_SERVER_ERROR:
-                    log.exception("append to %s-%d failed", name, index)
-                elif code == errors.KafkaStorageError.code:  # the reason is the OS's: no trace to add
-                    log.error("append to %s-%d failed: KAFKA_STORAGE_ERROR: %s", name, index, e)
-                parts.append((index, code, -1, -1, plog.log_start_offset, str(e)))
-                continue
-            if not result.duplicate:
-                notify(name, index)
-                if stats is not None:
-                    traffic = stats.topics.get(name) or stats.topic(name)
-                    traffic.bytes_in += len(records)
-                    traffic.messages_in += result.last_offset - result.base_offset + 1
-            if cluster is not None:
-                cluster.leader_appended(name, index, plog)
-                if acks == -1:
-                    waits.append((parts, len(parts), name, index, result.last_offset))
-            parts.append((index, NONE, result.base_offset, result.log_append_time_ms, result.log_start_offset, None))
+            outcome = await service.append(name, pd.index, pd.records, acks=acks, now_ms=now,
+                                           transactional_id=transactional_id)
+            if outcome.error == UNKNOWN_TOPIC_OR_PARTITION and version >= 13:
+                outcome.error = UNKNOWN_TOPIC_ID
+            if acks == -1 and outcome.error == NONE:
+                pending.append((parts, len(parts), PendingAcks(name, pd.index, outcome.last_offset)))
+            if stats is not None:
+                _count_produce(stats, name, pd.records, outcome)
+            parts.append(_produce_part(pd.index, outcome))
         topics_out.append((td.name, td.topic_id, parts))
-    if waits:
-        # acks=all in a cluster: answer once the in-sync replicas have the records (the HW passed them)
-        codes = await asyncio.gather(*(cluster.wait_for_acks(name, index, last, request.timeout_ms)
-                                       for _parts, _i, name, index, last in waits))
-        for (parts, i, _name, _index, _last), code in zip(waits, codes):
+    if pending:
+        codes = await service.wait_for_acks([p for _parts, _i, p in pending], request.timeout_ms)
+        for (parts, i, _p), code in zip(pending, codes):
             if code != NONE:
                 parts[i] = (parts[i][0], code, -1, -1, -1, None)
-    if stats is not None:
-        for _name, _tid, parts in topics_out:
-            for part in parts:
-                if part[1] != NONE:
-                    stats.error(0, part[1])
+                if stats is not None:
+                    stats.error(0, code)
     if acks == 0:
         if any(part[1] != NONE for _, _, parts in topics_out for part in parts):
             # with acks=0 the only way to tell the producer is to close the connection (it then
@@ -187,39 +107,23 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
     return encode_produce_response(version, topics_out)
 
 
+def _topic_name(broker: BrokerContext, name: str | None, topic_id: uuid.UUID, by_id: bool) -> str | None:
+    """The topic a request names: by id from v13 (None when unknown)."""
+    if not by_id:
+        return name
+    info = broker.topics.by_id(topic_id)
+    return info.name if info is not None else None
+
+
 # ------------------------------------------------------------------------------------------------
 # Fetch
 # ------------------------------------------------------------------------------------------------
-def _read_partition(plog: PartitionLog | None, fetch_offset: int, max_bytes: int, read_committed: bool,
-                    min_one: bool, follower: bool = False) -> tuple[int, int, int, int, Any, list | None, int]:
-    """(error, hw, lso, log_start, records, aborted, offsets the records span) for one partition. Consumers
-    read below the high watermark (the LSO for read_committed); a follower reads up to the log end."""
-    if plog is None:
-        return UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1, b"", None, 0
-    try:
-        hw = plog.high_watermark
-        lso = plog.last_stable_offset
-        max_offset = plog.log_end_offset if follower else lso if read_committed else hw
-        if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
-            raise errors.OffsetOutOfRange(
-                f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
-        if fetch_offset >= max_offset:
-            return NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None, 0
-        rr = plog.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
-        data = rr.data
-        aborted = None
-        if read_committed:
-            aborted = plog.aborted_transactions(fetch_offset, max_offset) if data else []
-        return (NONE, rr.high_watermark, rr.last_stable_offset, rr.log_start_offset, data, aborted,
-                rr.next_offset - rr.first_offset)
-    except errors.KafkaApiError as e:
-        return e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset, b"", None, 0
-
-
-def _requested_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple]:
-    """(topic, topic_id, partition, fetch_offset, partition_max_bytes) per requested partition."""
+def _requested_partitions(broker: BrokerContext, request, by_id: bool, with_epochs: bool
+                          ) -> tuple[list[tuple], dict[tuple[str | None, int], int]]:
+    """(topic, topic_id, partition, fetch_offset, partition_max_bytes) per requested partition, and the
+    leader epoch the sender knows for each (KIP-320, v9+; none before: -1)."""
     topics = broker.topics
-    out = []
+    out, epochs = [], {}
     for ft in request.topics:
         if by_id:
             info = topics.by_id(ft.topic_id)
@@ -229,7 +133,9 @@ def _requested_partitions(broker: BrokerContext, request, by_id: bool) -> list[t
             name, tid = ft.topic, (info.topic_id if info else ZERO_UUID)
         for fp in ft.partitions:
             out.append((name, tid, fp.partition, fp.fetch_offset, fp.partition_max_bytes))
-    return out
+            if with_epochs:
+                epochs[(name, fp.partition)] = fp.current_leader_epoch
+    return out, epochs
 
 
 def _forgotten_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple[str | None, int]]:
@@ -256,15 +162,57 @@ def _denied_fetch_topics(broker: BrokerContext, ctx: RequestContext, request, re
     return {n for n in names if not authorizer.authorize(principal, host, READ, TOPIC, n)}
 
 
+def _read_requested(service: PartitionService, requested: list[tuple], refused: dict, max_bytes: int,
+                    read_committed: bool, follower: bool, by_id: bool) -> tuple[list[tuple[tuple, ReadOutcome]], int]:
+    """Each requested partition's outcome within the request's byte budget, and the bytes read."""
+    total = 0
+    results = []
+    for position in requested:
+        name, _tid, partition, offset, pmax = position
+        code = refused.get((name, partition)) if refused else None
+        if code is not None:
+            outcome = ReadOutcome(code)
+        elif name is None and by_id:
+            outcome = ReadOutcome(UNKNOWN_TOPIC_ID)
+        else:
+            outcome = service.read(name, partition, offset, min(pmax, max_bytes - total), read_committed=read_committed,
+                                   min_one=total == 0, follower=follower)
+            total += len(outcome.records)
+        results.append((position, outcome))
+    return results, total
+
+
+def _fetch_response(broker: BrokerContext, version: int, session, results: list[tuple[tuple, ReadOutcome]]):
+    stats = broker.metrics
+    topics_out: dict[tuple, list] = {}
+    for (name, tid, partition, _offset, _pmax), o in results:
+        if stats is not None:
+            if o.records:
+                traffic = stats.topics.get(name) or stats.topic(name)
+                traffic.bytes_out += len(o.records)
+                traffic.messages_out += o.offsets_spanned
+            elif o.error != NONE:
+                stats.error(1, o.error)
+        if session is not None and not session.include(name, partition, o.error, o.high_watermark,
+                                                       o.last_stable_offset, o.log_start_offset, bool(o.records)):
+            continue
+        parts = topics_out.get((name, tid))
+        if parts is None:
+            parts = topics_out[(name, tid)] = []
+        parts.append((partition, o.error, o.high_watermark, o.last_stable_offset, o.log_start_offset, o.aborted,
+                      o.records))
+    return encode_fetch_response(version, NONE, session.session_id if session is not None else 0,
+                                 [(k[0] if k[0] is not None else "", k[1], v) for k, v in topics_out.items()])
+
+
 @api(FetchRequest, FetchResponse, 4, 18)
 async def fetch(broker: BrokerContext, ctx: RequestContext, request):
-    version = ctx.api_version
-    by_id = version >= 13
+    version, by_id, service = ctx.api_version, ctx.api_version >= 13, broker.partition_service
     read_committed = request.isolation_level == READ_COMMITTED
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(request.min_bytes, 0)
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
-    requested = _requested_partitions(broker, request, by_id)
+    requested, epochs = _requested_partitions(broker, request, by_id, version >= 9)
     session = None
     if version >= 7:  # fetch sessions (KIP-227)
         try:
@@ -275,84 +223,18 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
                 broker.metrics.error(1, e.code)
             return encode_fetch_response(version, e.code, 0, [])
         requested = session.partitions
-    logs = broker.logs
-    missing = UNKNOWN_TOPIC_ID if by_id else UNKNOWN_TOPIC_OR_PARTITION
-    denied = _denied_fetch_topics(broker, ctx, request, requested) if broker.security.authorizer is not None \
-        else None
-    cluster = broker.cluster
-    follower = -1 if cluster is None or request.replica_id is None else request.replica_id
-    not_led: dict[tuple, int] = {}  # in a cluster: partitions this broker does not lead -> error
-    if cluster is not None:
-        # KIP-320: a fetch names the leader epoch its sender knows (v9+; -1 before): an older one is fenced
-        # (a follower must not rejoin the ISR, a consumer must refresh its metadata), a newer one is not known yet
-        epochs = {}
-        for ft in request.topics:
-            name = ft.topic
-            if by_id:
-                info = broker.topics.by_id(ft.topic_id)
-                name = info.name if info else None
-            for fp in ft.partitions:
-                epochs[(name, fp.partition)] = fp.current_leader_epoch if version >= 9 else -1
-        for (name, _tid, partition, offset, _pmax) in requested:
-            if name is None or logs.get(name, partition) is None:
-                continue
-            try:
-                cluster.check_leader(name, partition, epochs.get((name, partition), -1))
-            except errors.KafkaApiError as e:
-                not_led[(name, partition)] = e.code
-                continue
-            if follower >= 0:  # a follower's fetch offset is its log end: the leader's ISR/HW input
-                cluster.follower_fetched(name, partition, logs.get(name, partition), follower, offset)
-
+    refused = service.fetch_leadership(requested, epochs, request.replica_id)  # partitions not led here
+    if broker.security.authorizer is not None:
+        denied = _denied_fetch_topics(broker, ctx, request, requested)
+        refused = {**refused, **{(r[0], r[2]): TOPIC_AUTHORIZATION_FAILED for r in requested if r[0] in denied}}
+    follower = service.reads_as_follower(request.replica_id)
     while True:
-        total = 0
-        results = []  # (topic, tid, partition, error, hw, lso, log_start, records, aborted, offsets spanned)
-        for (name, tid, partition, offset, pmax) in requested:
-            if denied and name in denied:
-                results.append((name, tid, partition, TOPIC_AUTHORIZATION_FAILED, -1, -1, -1, b"", None, 0))
-                continue
-            if not_led and (name, partition) in not_led:
-                results.append((name, tid, partition, not_led[(name, partition)], -1, -1, -1, b"", None, 0))
-                continue
-            plog = logs.get(name, partition) if name is not None else None
-            remaining = max_bytes - total
-            if remaining <= 0 or pmax <= 0:
-                if plog is None:
-                    results.append((name, tid, partition, missing, -1, -1, -1, b"", None, 0))
-                else:
-                    results.append((name, tid, partition, NONE, plog.high_watermark, plog.last_stable_offset,
-                                    plog.log_start_offset, b"", [] if read_committed else None, 0))
-                continue
-            err, hw, lso, lstart, data, aborted, spanned = _read_partition(plog, offset, min(pmax, remaining),
-                                                                           read_committed, min_one=total == 0,
-                                                                           follower=follower >= 0)
-            if err == UNKNOWN_TOPIC_OR_PARTITION:
-                err = UNKNOWN_TOPIC_ID if by_id and name is None else broker.missing_log_code(name, partition)
-            total += len(data)
-            results.append((name, tid, partition, err, hw, lso, lstart, data, aborted, spanned))
+        results, total = _read_requested(service, requested, refused, max_bytes, read_committed, follower, by_id)
         now = time.monotonic()
-        if total >= min_bytes or now >= deadline or not requested or any(r[3] != NONE for r in results):
+        if total >= min_bytes or now >= deadline or not requested or any(o.error != NONE for _p, o in results):
             break
-        await broker.partitions.wait_for_data([(r[0], r[2]) for r in results if r[0] is not None], deadline - now)
-
-    stats = broker.metrics
-    topics_out: dict[tuple, list] = {}
-    for (name, tid, partition, err, hw, lso, lstart, data, aborted, spanned) in results:
-        if stats is not None:
-            if data:
-                traffic = stats.topics.get(name) or stats.topic(name)
-                traffic.bytes_out += len(data)
-                traffic.messages_out += spanned
-            elif err != NONE:
-                stats.error(1, err)
-        if session is not None and not session.include(name, partition, err, hw, lso, lstart, bool(data)):
-            continue
-        parts = topics_out.get((name, tid))
-        if parts is None:
-            parts = topics_out[(name, tid)] = []
-        parts.append((partition, err, hw, lso, lstart, aborted, data))
-    return encode_fetch_response(version, NONE, session.session_id if session is not None else 0,
-                                 [(k[0] if k[0] is not None else "", k[1], v) for k, v in topics_out.items()])
+        await service.wait_for_data([(p[0], p[2]) for p, _o in results if p[0] is not None], deadline - now)
+    return _fetch_response(broker, version, session, results)
 
 
 # ------------------------------------------------------------------------------------------------

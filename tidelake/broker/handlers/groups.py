@@ -232,10 +232,10 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     if commits:
         try:
             gc.commit(req.group_id, commits, now)
-            if broker.cluster is not None:  # acknowledged once the offsets topic's ISR has the commit
-                code = await _replicated(broker, gc.partition_for(req.group_id))
-                if code:
-                    raise errors.KafkaApiError(f"commit not replicated ({code})", code)
+            # acknowledged once the offsets topic's ISR has the commit
+            code = await _replicated(broker, gc.partition_for(req.group_id))
+            if code:
+                raise errors.KafkaApiError(f"commit not replicated ({code})", code)
         except errors.KafkaApiError as e:
             for topic, partition, _ in commits:
                 per_partition[(topic, partition)] = e.code
@@ -249,11 +249,8 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
 async def _replicated(broker: BrokerContext, partition: int) -> int:
     """Wait until the in-sync replicas of __consumer_offsets-``partition`` have everything written to
     it so far (the group coordinator just appended); the error code, NONE once they do."""
-    plog = broker.logs.get(OFFSETS_TOPIC, partition)
-    if plog is None:
-        return errors.NotCoordinator.code
-    code = await broker.cluster.wait_for_acks(OFFSETS_TOPIC, partition, plog.log_end_offset - 1,
-                                              broker.config.get_int("offsets.commit.timeout.ms", 5000))
+    code = await broker.partition_service.log_end_replicated(
+        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms", 5000))
     if code == errors.NotLeaderOrFollower.code:
         return errors.NotCoordinator.code
     return errors.CoordinatorNotAvailable.code if code else errors.NONE  # Kafka's mapping of the other errors

@@ -12,7 +12,6 @@ and WriteTxnMarkers by the leaders of the transaction's partitions (the coordina
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import re
 
@@ -27,7 +26,8 @@ from kafka.protocol.producer import (
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import error_code
+from tidelake.broker.partition_service import PendingAcks
+from tidelake.errors import error_code
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
@@ -181,8 +181,7 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
                    for t in req.topics for p in t.partitions]
         transactions.write_txn_offsets(req.producer_id, req.producer_epoch, req.group_id,
                                        list(offset_records(req.group_id, commits)))
-        if broker.cluster is not None:
-            await _offsets_replicated(broker, req.group_id)
+        await _offsets_replicated(broker, req.group_id)
         code = errors.NONE
     except errors.KafkaApiError as e:
         code = _client_code(e.code, v)
@@ -193,9 +192,8 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
 
 async def _offsets_replicated(broker: BrokerContext, group_id: str) -> None:
     partition = broker.groups.partition_for(group_id)
-    plog = broker.logs.get(OFFSETS_TOPIC, partition)
-    code = await broker.cluster.wait_for_acks(OFFSETS_TOPIC, partition, plog.log_end_offset - 1,
-                                              broker.config.get_int("offsets.commit.timeout.ms", 5000))
+    code = await broker.partition_service.log_end_replicated(
+        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms", 5000))
     if code == errors.NotLeaderOrFollower.code:
         raise errors.NotCoordinator(f"no longer the coordinator of group {group_id}")
     if code:
@@ -268,41 +266,26 @@ async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
     """Append each COMMIT/ABORT marker as this partition's leader (replicated like any append, and
     answered once the in-sync replicas have it, as Kafka's acks=-1 append of markers); a marker in
     ``__consumer_offsets`` also settles the transaction's pending offsets of the groups there."""
-    cluster = broker.cluster
+    service = broker.partition_service
     codes: dict[tuple[int, str, int], int] = {}
-    waits = []  # (key, topic, partition, marker offset)
+    pending: list[tuple[tuple[int, str, int], PendingAcks]] = []  # markers awaiting the in-sync replicas
     for marker in req.markers:
         pid = marker.producer_id
         for topic in marker.topics:
             for p in topic.partition_indexes:
                 key = (pid, topic.name, p)
-                plog = broker.logs.get(topic.name, p)
-                if plog is None:
-                    codes[key] = broker.missing_log_code(topic.name, p)
-                    continue
-                try:
-                    leader_epoch = broker.leader_epoch(topic.name, p)
-                    offset = plog.append_marker(producer_id=pid, producer_epoch=marker.producer_epoch,
+                outcome = service.append_marker(topic.name, p, producer_id=pid, producer_epoch=marker.producer_epoch,
                                                 commit=marker.transaction_result,
-                                                coordinator_epoch=marker.coordinator_epoch,
-                                                now_ms=broker.clock_ms(), leader_epoch=leader_epoch)
-                except Exception as e:
-                    codes[key] = error_code(e)
-                    if codes[key] == errors.UnknownServerError.code:
-                        log.exception("marker for producer %d in %s-%d failed", pid, topic.name, p)
+                                                coordinator_epoch=marker.coordinator_epoch, now_ms=broker.clock_ms())
+                codes[key] = outcome.error
+                if outcome.error != errors.NONE:
                     continue
-                broker.partitions.notify(topic.name, p)
                 if topic.name == OFFSETS_TOPIC:
                     broker.transactions.complete_offsets(pid, p, marker.transaction_result)
-                codes[key] = errors.NONE
-                if cluster is not None:
-                    cluster.leader_appended(topic.name, p, plog)
-                    waits.append((key, topic.name, p, offset))
-    if waits:
+                pending.append((key, PendingAcks(topic.name, p, outcome.last_offset)))
+    if pending:
         timeout_ms = broker.config.get_int("request.timeout.ms", 30000) // 2
-        results = await asyncio.gather(*(cluster.wait_for_acks(t, p, offset, timeout_ms)
-                                         for _key, t, p, offset in waits))
-        for (key, _t, _p, _o), code in zip(waits, results):
+        for (key, _p), code in zip(pending, await service.wait_for_acks([p for _key, p in pending], timeout_ms)):
             codes[key] = code
     R = WriteTxnMarkersResponse.WritableTxnMarkerResult
     T = R.WritableTxnMarkerTopicResult

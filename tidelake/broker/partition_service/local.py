@@ -1,0 +1,165 @@
+"""``LocalPartitions``: the partition service of a single broker. It always leads, an ISR is itself,
+and an acknowledged append is acknowledged by every replica there is."""
+from __future__ import annotations
+
+import logging
+from typing import Iterable, Sequence
+
+from tidelake import errors
+from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+from tidelake.broker.partition_service.protocol import FetchPosition
+from tidelake.broker.partitions import Partitions
+from tidelake.broker.schema_validation import SchemaValidator
+from tidelake.broker.topics import TopicManager
+from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.errors import error_code
+from tidelake.log import LogManager, PartitionLog
+from tidelake.protocol.records import parse_header
+
+log = logging.getLogger("tidelake.broker.api")
+
+NONE = errors.NONE
+UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
+KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
+INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcks.code
+NOT_LED: dict[tuple[str, int], int] = {}  # a single broker leads every partition it has (never written)
+
+
+class LocalPartitions:
+    def __init__(self, logs: LogManager, partitions: Partitions, topics: TopicManager,
+                 transactions: TransactionCoordinator, schemas: SchemaValidator | None):
+        self.logs = logs
+        self.partitions = partitions
+        self.topics = topics
+        self.transactions = transactions
+        self.schemas = schemas  # None: no schema registry configured, nothing to check
+
+    # -- what differs in a cluster -------------------------------------------------------------------
+    def leader_epoch(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        return 0
+
+    def missing_log_code(self, topic: str | None, partition: int) -> int:
+        return errors.UnknownTopicOrPartition.code
+
+    def _isr_shortfall(self, topic: str, partition: int) -> str | None:
+        """Why acks=all cannot be satisfied now (Kafka rejects before appending), or None."""
+        if self.topics.min_insync_replicas(topic) > 1:
+            return "min.insync.replicas exceeds the in-sync replicas (1)"
+        return None
+
+    async def _verify_transaction(self, transactional_id: str, topic: str, partition: int, producer_id: int,
+                                  producer_epoch: int, plog: PartitionLog) -> None:
+        """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
+        transaction (Kafka 3.9 answers INVALID_TXN_STATE); here the coordinator is this broker."""
+        self.transactions.verify_produce(transactional_id, producer_id, producer_epoch, (topic, partition))
+
+    def _appended(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        """After a leader append (the replicated service moves the high watermark)."""
+
+    async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
+        return [NONE] * len(pending)
+
+    async def log_end_replicated(self, topic: str, partition: int, timeout_ms: int) -> int:
+        return NONE
+
+    def reads_as_follower(self, replica_id: int | None) -> bool:
+        return False
+
+    def fetch_leadership(self, requested: Iterable[FetchPosition], epochs: dict[tuple[str | None, int], int],
+                         replica_id: int | None) -> dict[tuple[str, int], int]:
+        return NOT_LED
+
+    # -- the same everywhere -------------------------------------------------------------------------
+    async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
+                     transactional_id: str | None) -> AppendOutcome:
+        if acks not in (0, 1, -1):
+            return AppendOutcome(INVALID_REQUIRED_ACKS)
+        plog = self.logs.get(topic, partition) if topic is not None else None
+        if plog is None:
+            return AppendOutcome(self.missing_log_code(topic, partition))
+        info = self.topics.get(topic)
+        if info is not None and info.internal:
+            # only the coordinators write __consumer_offsets / __transaction_state (Kafka's rule)
+            return AppendOutcome(errors.InvalidTopic.code, message=f"cannot produce to internal topic {topic}")
+        try:
+            leader_epoch = self.leader_epoch(topic, partition)
+        except errors.KafkaApiError as e:
+            return AppendOutcome(e.code)
+        if acks == -1:
+            shortfall = self._isr_shortfall(topic, partition)
+            if shortfall is not None:
+                return AppendOutcome(errors.NotEnoughReplicas.code, log_start_offset=plog.log_start_offset,
+                                     message=shortfall)
+        try:
+            if records is None or not len(records):
+                raise errors.InvalidRequest("produce request without records")
+            if transactional_id is not None:
+                h = parse_header(records, 0)
+                if h.is_transactional:
+                    await self._verify_transaction(transactional_id, topic, partition, h.producer_id,
+                                                   h.producer_epoch, plog)
+            if self.schemas is not None and info is not None:
+                await self.schemas.check(topic, partition, records, info.configs)
+            result = plog.append(records, now_ms=now_ms, leader_epoch=leader_epoch)
+        except errors.InvalidRecord as e:
+            return AppendOutcome(e.code, log_start_offset=plog.log_start_offset, message=str(e),
+                                 record_errors=e.record_errors)
+        except Exception as e:
+            code = error_code(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("append to %s-%d failed", topic, partition)
+            elif code == KAFKA_STORAGE_ERROR:  # the reason is the OS's: no trace to add
+                log.error("append to %s-%d failed: KAFKA_STORAGE_ERROR: %s", topic, partition, e)
+            return AppendOutcome(code, log_start_offset=plog.log_start_offset, message=str(e))
+        if not result.duplicate:
+            self.partitions.notify(topic, partition)
+        self._appended(topic, partition, plog)
+        return AppendOutcome(NONE, result.base_offset, result.last_offset, result.log_append_time_ms,
+                             result.log_start_offset, appended=not result.duplicate)
+
+    def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            return AppendOutcome(self.missing_log_code(topic, partition))
+        try:
+            offset = plog.append_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
+                                        coordinator_epoch=coordinator_epoch, now_ms=now_ms,
+                                        leader_epoch=self.leader_epoch(topic, partition))
+        except Exception as e:
+            code = error_code(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("marker for producer %d in %s-%d failed", producer_id, topic, partition)
+            return AppendOutcome(code)
+        self.partitions.notify(topic, partition)  # the LSO moved
+        self._appended(topic, partition, plog)
+        return AppendOutcome(NONE, offset, offset, -1, plog.log_start_offset, appended=True)
+
+    def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *, read_committed: bool,
+             min_one: bool, follower: bool) -> ReadOutcome:
+        plog = self.logs.get(topic, partition) if topic is not None else None
+        if plog is None:
+            return ReadOutcome(self.missing_log_code(topic, partition))
+        try:
+            hw = plog.high_watermark
+            lso = plog.last_stable_offset
+            if max_bytes <= 0:  # the request's byte budget is spent: the partition's bounds only
+                return ReadOutcome(NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None)
+            max_offset = plog.log_end_offset if follower else lso if read_committed else hw
+            if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
+                raise errors.OffsetOutOfRange(
+                    f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
+            if fetch_offset >= max_offset:
+                return ReadOutcome(NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None)
+            rr = plog.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_batch=min_one)
+            data = rr.data
+            aborted = None
+            if read_committed:
+                aborted = plog.aborted_transactions(fetch_offset, max_offset) if data else []
+            return ReadOutcome(NONE, rr.high_watermark, rr.last_stable_offset, rr.log_start_offset, data, aborted,
+                               rr.next_offset - rr.first_offset)
+        except errors.KafkaApiError as e:
+            return ReadOutcome(e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset)
+
+    async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        await self.partitions.wait_for_data(partitions, timeout_s)

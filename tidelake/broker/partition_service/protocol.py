@@ -1,0 +1,52 @@
+"""``PartitionService``: what the data-plane handlers ask of the partitions, the same on one broker
+and in a cluster (Kafka's ``ReplicaManager``, Tansu's ``Storage``)."""
+from __future__ import annotations
+
+from typing import Iterable, Protocol, Sequence
+
+from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+
+# a Fetch's requested partition: (topic or None, topic id, partition, fetch offset, partition max bytes)
+FetchPosition = tuple
+
+
+class PartitionService(Protocol):
+    def leader_epoch(self, topic: str, partition: int, current_leader_epoch: int = -1) -> int:
+        """The leader epoch to serve (and stamp appends with) the partition at; raises
+        NotLeaderOrFollower, FencedLeaderEpoch or UnknownLeaderEpoch where this broker may not."""
+
+    def missing_log_code(self, topic: str | None, partition: int) -> int:
+        """The error for a partition with no log here."""
+
+    async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
+                     transactional_id: str | None) -> AppendOutcome:
+        """A client's Produce to one partition: the leader, min.insync.replicas, transaction and
+        schema checks, the append, the fetchers woken. Never raises: errors are the outcome's code."""
+
+    async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
+        """acks=all: one error code per pending append once its in-sync replicas have it (0) or not."""
+
+    async def log_end_replicated(self, topic: str, partition: int, timeout_ms: int) -> int:
+        """A coordinator's write: the error code once the in-sync replicas have the partition's whole log
+        (0), or why not (NOT_LEADER_OR_FOLLOWER: leadership lost; a timeout's or too few replicas')."""
+
+    def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
+                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+        """WriteTxnMarkers: a COMMIT/ABORT control batch at this broker's leader epoch, fetchers woken.
+        Never raises: errors are the outcome's code (its offsets the marker's)."""
+
+    def reads_as_follower(self, replica_id: int | None) -> bool:
+        """A fetch from this replica id reads to the log end (a follower), not the high watermark."""
+
+    def fetch_leadership(self, requested: Iterable[FetchPosition], epochs: dict[tuple[str | None, int], int],
+                         replica_id: int | None) -> dict[tuple[str, int], int]:
+        """The partitions of a Fetch this broker may not serve, with their error (KIP-320 epochs
+        checked); a follower's fetch offsets recorded (its log end, the leader's ISR/HW input)."""
+
+    def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *, read_committed: bool,
+             min_one: bool, follower: bool) -> ReadOutcome:
+        """One partition's records from ``fetch_offset``: up to the high watermark (the LSO for
+        read_committed, the log end for a follower). Never raises."""
+
+    async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
+        """A Fetch long poll: until one of ``partitions`` changes or the timeout passes."""
