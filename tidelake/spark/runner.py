@@ -41,7 +41,7 @@ from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_rang
 from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offsets
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
-from tidelake.spark.ship import package_zip
+from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table, TableExists, TableNotFound
 from tidelake.table.schema import schema_mismatch
@@ -262,26 +262,7 @@ class Pipeline:
     # -- spark / table set-up
     def spark(self):
         if self._spark is None:
-            from pyspark.sql import SparkSession
-
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-            master = self.config.spark.get("master", "local[2]")
-            if master.startswith("local"):
-                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no outward interface needed
-            builder = (SparkSession.builder.appName(f"tidelake-pipeline-{self.config.source.topic}")
-                       .master(master)
-                       .config("spark.ui.enabled", "false")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.sql.shuffle.partitions", "2"))
-            for k, v in (self.config.spark.get("conf") or {}).items():
-                builder = builder.config(k, str(v))
-            self._spark = builder.getOrCreate()
-            self._spark.sparkContext.setLogLevel("ERROR")
-            if not master.startswith("local"):   # executors elsewhere run the driver's tidelake (ship.py)
-                shipped = package_zip()
-                self._spark.sparkContext.addPyFile(shipped)
-                log.info("pipeline on %s: tidelake shipped to the executors as %s", master, os.path.basename(shipped))
+            self._spark = spark_session(self.config.spark, f"tidelake-pipeline-{self.config.source.topic}")
         return self._spark
 
     def arrow_schema(self) -> pa.Schema:
