@@ -177,9 +177,10 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
             _check_broker(stage.config, DEFAULT_TIMEOUT_S)
     _logging(quiet)
     server = PipelineServer(graph)
-    for stage in graph.stages:
-        if stage.config.is_table_source:
-            server.runner(stage).plan()
+    for stage in graph.stages:   # what can be checked now (a stage whose upstream is not created yet: later)
+        runner = server.runner(stage) if stage.config.is_table_source else None
+        if runner is not None and runner.upstream_exists():
+            runner.plan()
     install_signal_handlers(server)
     observer = None
     if metrics_listen is not None:

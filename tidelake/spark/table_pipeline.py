@@ -167,8 +167,14 @@ class TablePipeline:
         return Position(state["batch_id"], extra.get("to_version"), dict(extra.get("lookups") or {}),
                         state["version"], extra.get("upstream_committed_ms"))
 
+    def upstream_exists(self) -> bool:
+        """Whether the upstream table exists yet (in a chain, its own stage creates it on its first run)."""
+        return self._upstream is not None or Table.exists(self.config.source.table)
+
     def pending(self, position: Position | None = None) -> int:
         """New upstream versions not yet consumed (a pipeline that never ran: 1 if the upstream exists)."""
+        if not self.upstream_exists():
+            return 0
         position = position if position is not None else self.position()
         latest = self.upstream().refresh()
         if position.version is None:
