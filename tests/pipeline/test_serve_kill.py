@@ -67,7 +67,7 @@ def _consistent(root: Path) -> list[str]:
         if state is None:
             continue
         up = Table.open(str(root / upstream_name)).scan(version=state["extra"]["to_version"])  # noqa: F841
-        want = duckdb.sql(sql).fetch_arrow_table()
+        want = duckdb.sql(sql).to_arrow_table()
         got = sink.scan(version=state["version"]).select(want.column_names)
         rows = sorted(got.to_pylist(), key=lambda r: r[key]), sorted(want.to_pylist(), key=lambda r: r[key])
         if rows[0] != [{k: (int(v) if isinstance(v, (int, float)) and k != key else v) for k, v in r.items()}
