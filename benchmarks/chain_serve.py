@@ -138,11 +138,12 @@ def freshness(args) -> None:
             gen = OrdersGenerator(bootstrap, int(args.rate * args.seconds), args.seconds, seed=11)
             gen.start()
             gen.join(args.seconds + 120)
+            total = gen.produced
+            # the same serve process catches up: every record in orders, revenue at orders' latest version
+            _wait_for(lambda: _caught_up(work, total), 300, "serve catching up")
         finally:
-            pass
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(120)
-        serve_until_caught_up(work, bootstrap, log)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
         records = topic_records(bootstrap)
         orders = Table.open(str(work / "tables" / "orders")).history()
         revenue = Table.open(str(work / "tables" / "revenue_by_region")).history()
@@ -168,9 +169,19 @@ def freshness(args) -> None:
         print(f"rate {args.rate} records/s for {args.seconds}s; serve log {log}")
 
 
+def _caught_up(work: Path, total: int) -> bool:
+    orders, revenue = open_table(work / "tables" / "orders"), open_table(work / "tables" / "revenue_by_region")
+    if orders is None or revenue is None:
+        return False
+    state, rstate = orders.app_state("pipeline:chain-orders:orders"), revenue.app_state("table-pipeline:orders")
+    return (state is not None and rstate is not None and sum(state["extra"]["offsets"].values()) >= total
+            and rstate["extra"]["to_version"] >= state["version"])
+
+
 def _create_topic(bootstrap: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
-    AdminClient({"bootstrap.servers": bootstrap}).create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # kept alive until the topic exists
+    admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(30)
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:
