@@ -253,7 +253,8 @@ def kill(args) -> None:
         _create_topic(bootstrap)
         write_chain(work / "chain", bootstrap)
         log = work / "serve.log"
-        gen = OrdersGenerator(bootstrap, int(args.rate * args.trials * 25), args.trials * 25, seed=13)
+        # the stream lasts longer than the trials (a trial waits for serve's next commit, which needs new records)
+        gen = OrdersGenerator(bootstrap, int(args.rate * args.trials * 75), args.trials * 75, seed=13)
         gen.start()
         for trial in range(1, args.trials + 1):
             revenue_before = open_table(work / "tables" / "revenue_by_region")
@@ -261,7 +262,7 @@ def kill(args) -> None:
             proc = start_serve(work, log)
             # kill once it is working: after its first new revenue commit, a random moment later
             _wait_for(lambda: (t := open_table(work / "tables" / "revenue_by_region")) is not None
-                      and t.version > before, 300, f"trial {trial}: serve committing")
+                      and (t.version > before or not gen.is_alive()), 300, f"trial {trial}: serve committing")
             time.sleep(rng.uniform(0.0, args.max_delay))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(60)
@@ -272,7 +273,7 @@ def kill(args) -> None:
                 totals[stage][1] += dup
             print(f"trial {trial:2d}: kill -9 at +{time.monotonic():.0f}; " +
                   ", ".join(f"{s} lost {lost} duplicated {dup}" for s, (lost, dup) in result.items()), flush=True)
-        gen.join(args.trials * 25 + 120)
+        gen.join(args.trials * 75 + 120)
         serve_until_caught_up(work, bootstrap, log)
         final = check(work, bootstrap)
         print("after the stream ended and serve caught up: " +
