@@ -6,7 +6,9 @@
 3. the PySpark pipeline runs in ``exactly-once`` mode into a tidelake table with automatic clustering and
    compaction, while the generator is still producing;
 4. prints a report: throughput, group lag, table versions and files, a time-travel read, an incremental read,
-   and checks the table against what the generator produced (no loss, no duplicate).
+   and checks the table against what the generator produced (no loss, no duplicate);
+5. a second stage, orders -> revenue per region (a table pipeline: an aggregate maintained from each increment
+   of the orders table while it grows), checked against a full recompute of its query.
 
 ``--broker-only`` runs just the broker part (produce and consume a few thousand records).
 """
@@ -23,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
@@ -32,6 +35,10 @@ from rich.table import Table as RichTable
 console = Console()
 TOPIC = "orders"
 GROUP = "orders-to-table"
+REGIONS = ("north", "south", "east", "west")
+REVENUE_SQL = ("SELECT region, count(*) AS orders, sum(amount) AS revenue, avg(amount) AS avg_amount, "
+               "min(amount) AS min_amount, max(amount) AS max_amount FROM source GROUP BY region")
+REVENUE_EVERY_S = 4.0  # the second stage steps this often while the stream runs
 
 
 def stage(number: int, total: int, what: str) -> None:
@@ -110,8 +117,9 @@ class OrdersGenerator(threading.Thread):
         roll = self.rng.random()
         now = int(time.time() * 1000)
         if not live or roll < 0.5:  # create
-            row = {"id": next_id, "customer": f"c{self.rng.randrange(200)}", "amount": self.rng.randrange(1, 1000),
-                   "status": "created"}
+            customer = self.rng.randrange(200)
+            row = {"id": next_id, "customer": f"c{customer}", "region": REGIONS[customer % len(REGIONS)],
+                   "amount": self.rng.randrange(1, 1000), "status": "created"}
             self.state[next_id] = row
             return next_id, {"op": "c", "before": None, "after": row, "ts_ms": now}, next_id + 1
         oid = self.rng.choice(live)
@@ -171,7 +179,9 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from tidelake.broker import EmbeddedBroker
+    from tidelake.spark.pipeline_config import PipelineConfig
     from tidelake.spark.runner import Pipeline
+    from tidelake.spark.table_pipeline import TablePipeline
     from tidelake.table import Table
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -190,16 +200,22 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
                        "max_rate_per_partition": 1500, "batch_interval": "2s"},
             "offsets": "exactly-once",
             "sink": {"table": str(table_path), "format": "debezium-json", "primary_key": ["id"],
-                     "schema": "id long, customer string, amount long, status string", "buckets": 4,
+                     "schema": "id long, customer string, region string, amount long, status string", "buckets": 4,
                      "properties": {"clustering.auto": "true", "clustering.l0.num": "4",
                                     "compaction.commit.num": "2"}},
         }
         pipeline = Pipeline(config)
-        stage(2, 5, "starting Spark")
+        stage(2, 6, "starting Spark")
         t_spark = time.monotonic()
         with console.status("[bold]spark[/]    starting local[2] ..."):
             pipeline.spark()
         console.print(f"[bold]spark[/]    ready in {time.monotonic() - t_spark:.1f}s; table: {table_path}")
+        # the second stage, orders -> revenue per region, maintained from each increment of the orders table
+        revenue = TablePipeline(PipelineConfig.from_dict({
+            "source": {"table": str(table_path)},
+            "transform": REVENUE_SQL,
+            "sink": {"table": str(data_dir / "tables" / "revenue_by_region"), "buckets": 1}}),
+            spark=pipeline.spark())
 
         gen = OrdersGenerator(bootstrap, events, seconds)
         done = threading.Event()
@@ -213,12 +229,15 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
             finally:
                 done.set()
 
-        stage(3, 5, f"streaming {events:,} change events through the pipeline into the table")
+        stage(3, 6, f"streaming {events:,} change events through the pipeline into the table, and on into "
+                    f"revenue per region")
         t0 = time.monotonic()
         gen.start()
         runner = threading.Thread(target=run_pipeline, name="pipeline", daemon=True)
         runner.start()
         table = None
+        revenue_steps = []
+        last_step = time.monotonic()
         with _bars() as progress:
             produced_task = progress.add_task("produced  ", total=events)
             landed_task = progress.add_task("in table  ", total=events)
@@ -234,6 +253,10 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
                     state = table.app_state(pipeline.config.app_id) or {}
                     landed = sum(int(v) for v in ((state.get("extra") or {}).get("offsets") or {}).values())
                 progress.update(landed_task, completed=landed)
+                if table is not None and time.monotonic() - last_step > REVENUE_EVERY_S:
+                    step = revenue.step()   # the chain: new orders versions -> one incremental step
+                    revenue_steps.extend([step] if step else [])
+                    last_step = time.monotonic()
                 if gen.error:
                     break
                 if not gen.is_alive() and landed >= events:
@@ -249,10 +272,13 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
         if summary is None:
             raise SystemExit("the pipeline did not stop in time")
         lag = _group_lag(bootstrap, partitions)
+        step = revenue.step()   # the last orders versions
+        revenue_steps.extend([step] if step else [])
+        revenue_check = _check_revenue(revenue)
 
     table = Table.open(str(table_path))
     # ------------------------------------------------------------------ report
-    stage(4, 5, "report")
+    stage(4, 6, "report")
     batches = summary.batches
     t = RichTable(title="pipeline (exactly-once)")
     for c in ("events produced", "c / u / d", "records processed", "batches", "wall time", "records/s"):
@@ -294,7 +320,7 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
         console.print(f"incremental read ({lo}, {hi}]: {inc.num_rows:,} changes {dict(by_op)} "
                       f"from {len(table.plan(start_version=lo, end_version=hi))} delta files")
 
-    stage(5, 5, "checking the table against the generator's final state")
+    stage(5, 6, "checking the table against the generator's final state")
     expected = gen.state
     got = {r["id"]: r for r in latest.to_pylist()}
     missing = set(expected) - set(got)
@@ -305,6 +331,41 @@ def run_pipeline_demo(data_dir: Path, events: int, seconds: float, partitions: i
                          f"{len(wrong)} wrong rows")
     console.print(f"[green]check[/]: the table equals the generator's final state ({len(expected):,} orders) — "
                   f"no change lost, none applied twice")
+    stage(6, 6, "second stage: orders -> revenue per region, against a full recompute")
+    t = RichTable(title="revenue_by_region (incremental aggregate)")
+    for c in ("steps", "kinds", "orders changes read", "groups recomputed (min/max)", "time per step"):
+        t.add_column(c, justify="right")
+    kinds = Counter(s.kind for s in revenue_steps)
+    t.add_row(str(len(revenue_steps)), ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items())),
+              f"{sum(s.changes for s in revenue_steps):,}", str(sum(s.recomputed_groups for s in revenue_steps)),
+              f"{sum(s.seconds for s in revenue_steps) / max(1, len(revenue_steps)):.2f}s")
+    console.print(t)
+    console.print(revenue_check.rendered)
+    if not revenue_check.equal:
+        raise SystemExit(f"revenue_by_region differs from a full recompute at orders version {revenue_check.version}")
+    console.print(f"[green]check[/]: revenue_by_region equals a full recompute of its query at orders version "
+                  f"{revenue_check.version}")
+
+
+@dataclass(frozen=True)
+class RevenueCheck:
+    version: int
+    equal: bool
+    rendered: RichTable
+
+
+def _check_revenue(revenue) -> RevenueCheck:
+    """The incremental sink against the same query over the orders snapshot it consumed."""
+    version = revenue.position().version
+    got = sorted(revenue.results().to_pylist(), key=lambda r: r["region"])
+    want = sorted(revenue.recompute(version).to_pylist(), key=lambda r: r["region"])
+    t = RichTable(title=f"revenue per region at orders version {version}")
+    for c in ("region", "orders", "revenue", "avg", "min", "max"):
+        t.add_column(c, justify="right")
+    for r in got:
+        t.add_row(r["region"], f"{r['orders']:,}", f"{r['revenue']:,}", f"{r['avg_amount']:.1f}", str(r["min_amount"]),
+                  str(r["max_amount"]))
+    return RevenueCheck(version, got == want, t)
 
 
 def main(argv: list[str] | None = None) -> None:

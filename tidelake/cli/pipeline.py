@@ -1,4 +1,8 @@
-"""``tidelake pipeline run|status|reset|example``: the Kafka -> PySpark -> table pipeline of a YAML config.
+"""``tidelake pipeline run|status|reset|example|validate|serve|graph``: the pipelines of YAML configs.
+
+A config reads a Kafka topic (``source: {bootstrap_servers, topic, group_id}``) or a table (``source: {table:
+PATH}`` with a Spark SQL ``transform:``); ``serve DIR`` runs a directory's pipelines as one graph, ``graph DIR``
+prints it with each stage's lag and freshness, ``validate`` checks files (and a directory's graph) without Spark.
 
 Every command that talks to the broker first checks, within ``--timeout``, that it answers, so a down
 broker is one error line rather than a Spark start-up followed by retries. ``reset`` moves the pipeline's
@@ -74,13 +78,11 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
         except ValueError as e:
             raise click.BadParameter(str(e).removeprefix("--metrics-listen: "), param_hint="--metrics-listen")
         cfg.metrics.listen = metrics_listen
+    _logging(quiet)
+    if cfg.is_table_source:
+        _run_table_pipeline(cfg, once, max_batches)
+        return
     _check_broker(cfg, timeout)
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    logging.getLogger("py4j").setLevel(logging.DEBUG if debug_enabled() else logging.WARNING)
-    # librdkafka's own lines (FAIL ... Connection refused when the broker goes down): with --debug only
-    logging.getLogger("tidelake.pipeline.librdkafka").setLevel(
-        logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
     p = Pipeline(cfg, task_failure_logs=debug_enabled())
     install_signal_handlers(p)
     with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
@@ -94,6 +96,145 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
                else "")
     click.echo(f"{summary.mode}: {len(summary.batches)} batches, {summary.records} records{skipped}, "
                f"offsets {summary.start_offsets} -> {summary.end_offsets} ({summary.stopped_by})")
+
+
+def _logging(quiet: bool) -> None:
+    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.DEBUG if debug_enabled() else logging.WARNING)
+    # librdkafka's own lines (FAIL ... Connection refused when the broker goes down): with --debug only
+    logging.getLogger("tidelake.pipeline.librdkafka").setLevel(
+        logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
+
+
+def _run_table_pipeline(cfg, once: bool, max_batches: int | None) -> None:
+    from tidelake.spark.runner import install_signal_handlers
+    from tidelake.spark.table_pipeline import TablePipeline
+    p = TablePipeline(cfg)
+    p.plan()   # a transform that cannot be incremental is refused before Spark starts
+    install_signal_handlers(p)
+    summary = p.run(once=once, max_batches=max_batches)
+    last = summary.steps[-1] if summary.steps else None
+    click.echo(f"{cfg.name}: {len(summary.steps)} steps" + (f", upstream version {last.to_version} -> sink version "
+                                                            f"{last.sink_version}" if last else "")
+               + f" ({summary.stopped_by})")
+
+
+@pipeline.command()
+@click.argument("path", type=click.Path(exists=True))
+def validate(path: str) -> None:
+    """Check a pipeline file, or every file of a directory and their graph (no cycle, one writer per table),
+    without starting Spark: a table transform that cannot be maintained incrementally is refused with the
+    reason unless it says refresh: full."""
+    import os
+
+    from tidelake.spark.pipeline_graph import PipelineGraph, Stage
+    from tidelake.spark.transform_plan import TransformError, plan_transform
+    from tidelake.table import Table, TableNotFound
+    if os.path.isdir(path):
+        graph = PipelineGraph.load(path)
+        stages = graph.stages
+    else:
+        cfg = _load(path)
+        stages = [Stage(cfg.name, os.path.basename(path), cfg)]
+        graph = None
+    for stage in stages:
+        cfg = stage.config
+        if not cfg.is_table_source:
+            click.echo(f"{stage.file}: ok (topic {cfg.source.topic} -> {stage.name}, {cfg.offsets})")
+            continue
+        try:
+            key = Table.open(cfg.source.table).primary_key
+        except TableNotFound:
+            key = []   # not created yet (its stage has not run): a row-wise transform is checked at run time
+        try:
+            plan = plan_transform(cfg.transform, key)
+        except TransformError as e:
+            raise CliError(f"{stage.file}: {e}")
+        if plan.incremental and cfg.refresh == "incremental":
+            click.echo(f"{stage.file}: ok ({stage.upstream_label} -> {stage.name}, incremental {plan.kind})")
+        elif cfg.refresh == "full":
+            click.echo(f"{stage.file}: ok ({stage.upstream_label} -> {stage.name}, refresh: full)")
+        else:
+            raise CliError(f"{stage.file}: transform cannot be maintained incrementally: {plan.reason} (set "
+                           f"refresh: full to re-run it over the snapshot instead)")
+    if graph is not None:
+        click.echo("order: " + " -> ".join(s.name for s in graph.stages))
+
+
+@pipeline.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@click.option("-q", "--quiet", is_flag=True, help="Only warnings on stderr.")
+@click.option("--metrics-listen", default=None, metavar="HOST:PORT",
+              help="Serve /metrics (per-stage lag and freshness) and /health/* there while running.")
+@click.option("--max-passes", type=click.IntRange(min=1), default=None, hidden=True)
+def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: int | None) -> None:
+    """Run every pipeline in DIRECTORY in one process sharing one Spark session: each stage runs when its
+    upstream has new data (Kafka records or table commits), in dependency order. SIGTERM/SIGINT stop it
+    after the current stage."""
+    from tidelake.spark.pipeline_graph import PipelineGraph
+    from tidelake.spark.pipeline_server import PipelineServer
+    from tidelake.spark.runner import install_signal_handlers
+    graph = PipelineGraph.load(directory)
+    for stage in graph.stages:
+        if not stage.config.is_table_source:
+            _check_broker(stage.config, DEFAULT_TIMEOUT_S)
+    _logging(quiet)
+    server = PipelineServer(graph)
+    for stage in graph.stages:   # what can be checked now (a stage whose upstream is not created yet: later)
+        runner = server.runner(stage) if stage.config.is_table_source else None
+        if runner is not None and runner.upstream_exists():
+            runner.plan()
+    install_signal_handlers(server)
+    observer = None
+    if metrics_listen is not None:
+        from prometheus_client import CollectorRegistry
+
+        from tidelake.observability.server import MetricsServer, parse_listen
+        from tidelake.observability.stage_collector import StageCollector
+        host, port = parse_listen(metrics_listen, "--metrics-listen")
+        registry = CollectorRegistry()
+        registry.register(StageCollector(server.statuses))
+        observer = MetricsServer(host, port, registry)
+        observer.start()
+    try:
+        summary = server.serve(max_passes=max_passes)
+    finally:
+        if observer is not None:
+            observer.stop()
+    click.echo(f"served {len(graph.stages)} pipelines, {summary.passes} passes: "
+               + ", ".join(f"{n} {c}" for n, c in summary.runs.items()) + f" ({summary.stopped_by})")
+
+
+@pipeline.command()
+@click.argument("directory", type=click.Path(exists=True, file_okay=False))
+@timeout_option
+@json_option
+def graph(directory: str, timeout: float, as_json: bool) -> None:
+    """The pipelines of DIRECTORY as a graph in dependency order: each stage's upstream, the position it
+    consumed, its lag (table versions, or records for a Kafka stage), lag in seconds and freshness."""
+    from tidelake.spark.pipeline_graph import PipelineGraph, kafka_stage_status, table_stage_status
+    g = PipelineGraph.load(directory)
+    statuses = [table_stage_status(s) if s.config.is_table_source else
+                kafka_stage_status(s, _connection(s.config, timeout).config(s.config.source.kafka), timeout)
+                for s in g.stages]
+    if as_json:
+        print_json({"stages": [{**st.as_dict(), "reads": g.upstreams[st.name]} for st in statuses]})
+        return
+
+    def seconds(v):
+        return "-" if v is None else f"{v:.1f}s"
+    headers = ("STAGE", "UPSTREAM", "UPSTREAM-POSITION", "CONSUMED", "LAG", "LAG-SECONDS", "FRESHNESS",
+               "SINK-VERSION")
+    rows = [(("  " * _depth(g, st.name)) + st.name, st.upstream, st.upstream_position, st.consumed,
+             st.lag if not st.error else st.error, seconds(st.lag_seconds), seconds(st.freshness_seconds),
+             st.sink_version) for st in statuses]
+    print_rows(headers, rows, title=f"pipelines in {directory}", right=headers[2:])
+
+
+def _depth(g, name: str) -> int:
+    ups = g.upstreams[name]
+    return 1 + max(_depth(g, u) for u in ups) if ups else 0
 
 
 @pipeline.command()

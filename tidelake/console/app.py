@@ -240,7 +240,9 @@ def group_page(request: Request) -> Response:
 def pipelines_page(request: Request) -> Response:
     c = _console(request)
     entries = c.pipelines.entries()
-    return c.render(request, "pipelines.html", statuses=[c.pipelines.status(e.name) for e in entries])
+    graph, graph_error = c.pipelines.graph()
+    return c.render(request, "pipelines.html", statuses=[c.pipelines.status(e.name) for e in entries],
+                    graph=graph, graph_error=graph_error)
 
 
 def pipeline_page(request: Request) -> Response:

@@ -35,6 +35,22 @@ class PipelineStatus:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class GraphRow:
+    """One stage of the directory's pipeline graph, in dependency order."""
+    depth: int
+    name: str              # the stage (its sink table's name)
+    pipeline: str          # the file's page name
+    upstream: str
+    reads: list[str]       # the stages it reads
+    upstream_position: int | None
+    consumed: int | None
+    lag: int | None        # versions, or records for a Kafka stage
+    lag_s: float | None
+    freshness_s: float | None
+    error: str | None = None
+
+
 class PipelineCatalog:
     def __init__(self, directory: str | None, view: BrokerView, client_config: Mapping[str, Any], timeout: float,
                  ttl: float = 2.0):
@@ -103,6 +119,31 @@ class PipelineCatalog:
             self._status[key] = self._compute(entry)
         return self._status[key]
 
+    def graph(self) -> tuple[list[GraphRow], str | None]:
+        """The valid pipelines as one graph (``pipeline graph``'s view): rows in dependency order, or the reason
+        they do not form one (a cycle, two writers of a table)."""
+        from tidelake.spark.pipeline_graph import GraphError, PipelineGraph, Stage, table_stage_status
+        entries = {Path(e.path).name: e for e in self.entries() if e.config is not None}
+        try:
+            graph = PipelineGraph.of([Stage(e.config.name, file, e.config) for file, e in entries.items()])
+        except GraphError as e:
+            return [], str(e)
+        depth: dict[str, int] = {}
+        rows = []
+        for stage in graph.stages:
+            ups = graph.upstreams[stage.name]
+            depth[stage.name] = 1 + max(depth[u] for u in ups) if ups else 0
+            entry = entries[stage.file]
+            if stage.config.is_table_source:
+                st = table_stage_status(stage)
+                rows.append(GraphRow(depth[stage.name], stage.name, entry.name, st.upstream, ups, st.upstream_position,
+                                     st.consumed, st.lag, st.lag_seconds, st.freshness_seconds, st.error or None))
+            else:
+                status = self.status(entry.name)
+                rows.append(GraphRow(depth[stage.name], stage.name, entry.name, stage.upstream_label, ups, None, None,
+                                     status.lag, None, status.freshness_s, status.error))
+        return rows, None
+
     def _compute(self, entry: PipelineEntry) -> PipelineStatus:
         from confluent_kafka import KafkaException
 
@@ -111,6 +152,11 @@ class PipelineCatalog:
         cfg = entry.config
         if cfg is None:
             return PipelineStatus(entry, error=entry.error)
+        if cfg.is_table_source:   # its position is in its upstream's log and its sink's commits, no broker
+            from tidelake.spark.pipeline_graph import Stage, table_stage_status
+            st = table_stage_status(Stage(cfg.name, Path(entry.path).name, cfg))
+            return PipelineStatus(entry, store="table", lag=st.lag, progress=Progress(),
+                                  freshness_s=st.freshness_seconds, error=st.error or None)
         state, _ = table_state(cfg)
         progress = Progress.of_history(Table.open(cfg.sink.table).history(), cfg.app_id) \
             if Table.exists(cfg.sink.table) else Progress()

@@ -30,9 +30,12 @@ class PipelineConfigError(ValueError):
 
 @dataclass
 class SourceConfig:
-    bootstrap_servers: str
-    topic: str
-    group_id: str
+    # a Kafka topic (bootstrap_servers, topic, group_id) or a tidelake table (table, read by ``transform``)
+    bootstrap_servers: str = ""
+    topic: str = ""
+    group_id: str = ""
+    table: str | None = None  # a table source: the upstream table's path (or s3://)
+    tables: dict[str, str] = field(default_factory=dict)  # other tables the transform reads by name -> path
     max_rate_per_partition: int | None = None  # records per second per partition (the paper's maxRatePerPartition)
     batch_interval: float = 2.0  # seconds
     # How Spark reads the ranges, with the same reader (kafka_reader.read_ranges) either way: auto / direct =
@@ -80,6 +83,17 @@ class MetricsConfig:
 
 
 @dataclass
+class TriggerConfig:
+    """``trigger:``: when a table pipeline (or, under ``pipeline serve``, any stage) runs: once its upstream has
+    ``min_versions`` new versions, or has any and ``interval`` has passed since the stage last ran."""
+    interval: float = 1.0  # seconds
+    min_versions: int = 1
+
+
+REFRESH_MODES = ("incremental", "full")
+
+
+@dataclass
 class PipelineConfig:
     source: SourceConfig
     sink: SinkConfig
@@ -97,6 +111,15 @@ class PipelineConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     # where the registry-backed formats find their schemas: {url: http://..., basic_auth_user_info: USER:PASS}
     schema_registry: SchemaRegistryConfig | None = None
+    # a table source: Spark SQL over ``source`` (the upstream's snapshot) or ``changes`` (its increment)
+    transform: str | None = None
+    trigger: TriggerConfig = field(default_factory=TriggerConfig)
+    # incremental: maintained from each increment (refused when it cannot be); full: re-run over the snapshot
+    refresh: str = "incremental"
+
+    @property
+    def is_table_source(self) -> bool:
+        return self.source.table is not None
 
     @classmethod
     def from_dict(cls, raw: Mapping[str, Any], base_dir: str | os.PathLike | None = None) -> "PipelineConfig":
@@ -105,9 +128,15 @@ class PipelineConfig:
             src, snk = dict(raw["source"]), dict(raw["sink"])
         except (KeyError, TypeError) as e:
             raise PipelineConfigError("a pipeline needs 'source' and 'sink' sections") from e
+        base = Path(base_dir) if base_dir is not None else Path.cwd()
+        if src.get("table") is not None:
+            return cls._table_pipeline(raw, src, snk, base)
         for key in ("bootstrap_servers", "topic", "group_id"):
             if not src.get(key):
                 raise PipelineConfigError(f"source.{key} is required", ("source",))
+        for key in ("transform", "refresh"):
+            if key in raw:
+                raise PipelineConfigError(f"{key} is for a table source (source: {{table: PATH}})", (key,))
         if "batch_interval" in src:
             try:
                 src["batch_interval"] = parse_duration(src["batch_interval"])
@@ -158,7 +187,6 @@ class PipelineConfig:
         if unknown:
             raise PipelineConfigError(f"sink.storage_options: unknown option(s) {', '.join(unknown)} "
                                       f"(known: {', '.join(S3_OPTIONS)})", ("sink", "storage_options"))
-        base = Path(base_dir) if base_dir is not None else Path.cwd()
         if is_local(sink.table):
             sink.table = str((base / sink.table).resolve())
         elif not sink.table.startswith("s3://"):
@@ -205,12 +233,90 @@ class PipelineConfig:
             raise PipelineConfigError("metrics.ready_intervals must be >= 1", ("metrics", "ready_intervals"))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
                    spark=dict(raw.get("spark") or {}), on_error=on_error, dead_letter_topic=dead_letter_topic,
-                   security=security, metrics=metrics, schema_registry=registry)
+                   security=security, metrics=metrics, schema_registry=registry, trigger=_trigger(raw))
 
     def value_format(self) -> ValueFormat:
         """How the pipeline decodes record values (``sink.format`` with the schema registry)."""
         return value_format(self.sink.format, self.schema_registry)
 
+    @classmethod
+    def _table_pipeline(cls, raw: Mapping[str, Any], src: dict, snk: dict, base: Path) -> "PipelineConfig":
+        """``source: {table: PATH, tables: {name: PATH}}`` + ``transform:``: a table -> table pipeline."""
+        kafka = sorted(k for k in ("bootstrap_servers", "topic", "group_id", "kafka") if src.get(k))
+        if kafka:
+            raise PipelineConfigError(f"source: a table source takes no Kafka settings ({', '.join(kafka)})",
+                                      ("source",))
+        for key in ("offsets", "seo_dir", "commit", "on_error", "dead_letter_topic", "security"):
+            if key in raw:
+                raise PipelineConfigError(f"{key} is for a Kafka source; a table source is always exactly-once",
+                                          (key,))
+        transform = raw.get("transform")
+        if not isinstance(transform, str) or not transform.strip():
+            raise PipelineConfigError("a table source needs transform: Spark SQL over source or changes",
+                                      ("transform",))
+        refresh = raw.get("refresh", "incremental")
+        if refresh not in REFRESH_MODES:
+            raise PipelineConfigError(f"refresh must be one of {', '.join(REFRESH_MODES)}", ("refresh",))
+        src["tables"] = {str(k): str(v) for k, v in (src.get("tables") or {}).items()}
+        source = SourceConfig(**{k: v for k, v in src.items() if k in ("table", "tables")})
+        source.table = _table_path(source.table, base, ("source", "table"))
+        for name in list(source.tables):
+            if name.lower() in ("source", "changes"):
+                raise PipelineConfigError(f"source.tables: {name!r} is the upstream's own name", ("source", "tables"))
+            source.tables[name] = _table_path(source.tables[name], base, ("source", "tables", name))
+        if isinstance(snk.get("primary_key"), str):
+            snk["primary_key"] = [snk["primary_key"]]
+        if "properties" in snk:
+            snk["properties"] = {str(k): str(v) for k, v in (snk["properties"] or {}).items()}
+        extra = sorted(set(snk) - {"table", "primary_key", "buckets", "properties", "app_id"})
+        if extra:
+            raise PipelineConfigError(f"sink: {', '.join(extra)} is for a Kafka source (a table pipeline's columns "
+                                      f"come from its transform)", ("sink", extra[0]))
+        try:
+            sink = SinkConfig(**snk)
+        except TypeError as e:
+            raise PipelineConfigError(f"sink: {e}") from e
+        sink.table = _table_path(sink.table, base, ("sink", "table"))
+        if sink.table == source.table or sink.table in source.tables.values():
+            raise PipelineConfigError("sink.table is the pipeline's own source", ("sink", "table"))
+        try:
+            metrics = MetricsConfig(**dict(raw.get("metrics") or {}))
+        except TypeError as e:
+            raise PipelineConfigError(f"metrics: {e}", ("metrics",)) from None
+        return cls(source=source, sink=sink, spark=dict(raw.get("spark") or {}), metrics=metrics,
+                   transform=transform, trigger=_trigger(raw), refresh=refresh)
+
     @property
     def app_id(self) -> str:
+        if self.is_table_source:
+            return self.sink.app_id or f"table-pipeline:{os.path.basename(self.source.table.rstrip('/'))}"
         return self.sink.app_id or f"pipeline:{self.source.group_id}:{self.source.topic}"
+
+    @property
+    def name(self) -> str:
+        """What a stage is called in a graph: the sink table's name."""
+        return os.path.basename(self.sink.table.rstrip("/"))
+
+
+def _table_path(path: str, base: Path, key: tuple[str, ...]) -> str:
+    if is_local(path):
+        return str((base / path).resolve())
+    if not path.startswith("s3://"):
+        raise PipelineConfigError(f"{'.'.join(key)} must be a path or s3://bucket/prefix, not {path!r}", key)
+    return path
+
+
+def _trigger(raw: Mapping[str, Any]) -> TriggerConfig:
+    trigger = dict(raw.get("trigger") or {})
+    if "interval" in trigger:
+        try:
+            trigger["interval"] = parse_duration(trigger["interval"])
+        except ValueError as e:
+            raise PipelineConfigError(f"trigger.interval: {e}", ("trigger", "interval")) from None
+    try:
+        config = TriggerConfig(**trigger)
+    except TypeError as e:
+        raise PipelineConfigError(f"trigger: {e}", ("trigger",)) from None
+    if config.min_versions < 1:
+        raise PipelineConfigError("trigger.min_versions must be >= 1", ("trigger", "min_versions"))
+    return config

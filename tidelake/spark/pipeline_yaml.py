@@ -18,19 +18,19 @@ from typing import Any
 import yaml
 
 from tidelake.spark.pipeline_config import (MetricsConfig, PipelineConfig, PipelineConfigError, SinkConfig,
-                                            SourceConfig)
+                                            SourceConfig, TriggerConfig)
 from tidelake.spark.registered_schemas import SchemaRegistryConfig
 
 Location = tuple[str, ...]  # the keys leading to a value: ("sink", "buckets")
 
 SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig,
-            "schema_registry": SchemaRegistryConfig}
+            "schema_registry": SchemaRegistryConfig, "trigger": TriggerConfig}
 REQUIRED_SECTIONS = ("source", "sink")
 # Lower bounds of numeric fields (everything else numeric is unbounded).
 MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1,
-           ("schema_registry", "max_retries"): 0}
+           ("schema_registry", "max_retries"): 0, ("trigger", "min_versions"): 1}
 # Fields given as a number or a duration string ("2s", "500ms"); checked by parse_duration in from_dict.
-DURATIONS = {("source", "batch_interval")}
+DURATIONS = {("source", "batch_interval"), ("trigger", "interval")}
 # Fields that take one string as a one-element list.
 STRING_OR_LIST = {("sink", "primary_key")}
 
@@ -128,7 +128,7 @@ def check_document(raw: Any, name: str, lines: dict[Location, int]) -> None:
         check.section(raw[section], cls, (section,))
     for key in top:
         if key in raw and key not in SECTIONS:
-            check.value((key,), raw[key], hints[key] | None if key in ("spark", "seo_dir") else hints[key])
+            check.value((key,), raw[key], hints[key] | None if key in ("spark", "seo_dir", "transform") else hints[key])
 
 
 def load_pipeline_yaml(path: str | os.PathLike) -> PipelineConfig:

@@ -24,7 +24,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 import pyarrow as pa
@@ -44,8 +43,8 @@ from tidelake.spark.offset_stores import BrokerOffsets, ClientOffsetFile, Offset
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 from tidelake.spark.registered_table_schema import RegisteredTableSchema
+from tidelake.spark.session import spark_session
 from tidelake.spark.sink_table import SinkTable
-from tidelake.spark.ship import package_zip
 from tidelake.spark.value_formats import ValueFormat
 from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.table import Table
@@ -179,10 +178,6 @@ class TaskFailed(RuntimeError):
     without Spark's Python and Java stacks (the cause keeps them)."""
 
 
-# Spark's logging for a session the pipeline starts, unless asked for the task failure logs (--debug)
-QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
-
-
 def _worker_exception(exc: BaseException) -> str | None:
     """``Type: message`` of the last exception in the Python worker traceback a task failure carries, else None."""
     text = str(exc)
@@ -310,28 +305,8 @@ class Pipeline:
     # -- spark / table set-up
     def spark(self):
         if self._spark is None:
-            from pyspark.sql import SparkSession
-
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-            master = self.config.spark.get("master", "local[2]")
-            if master.startswith("local"):
-                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no outward interface needed
-            builder = (SparkSession.builder.appName(f"tidelake-pipeline-{self.config.source.topic}")
-                       .master(master)
-                       .config("spark.ui.enabled", "false")
-                       .config("spark.ui.showConsoleProgress", "false")
-                       .config("spark.sql.shuffle.partitions", "2"))
-            if not self._task_failure_logs:
-                builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
-            for k, v in (self.config.spark.get("conf") or {}).items():
-                builder = builder.config(k, str(v))
-            self._spark = builder.getOrCreate()
-            self._spark.sparkContext.setLogLevel("ERROR")
-            if not master.startswith("local"):   # executors elsewhere run the driver's tidelake (ship.py)
-                shipped = package_zip()
-                self._spark.sparkContext.addPyFile(shipped)
-                log.info("pipeline on %s: tidelake shipped to the executors as %s", master, os.path.basename(shipped))
+            self._spark = spark_session(self.config.spark, f"tidelake-pipeline-{self.config.source.topic}",
+                                        task_failure_logs=self._task_failure_logs)
         return self._spark
 
     def arrow_schema(self) -> pa.Schema:

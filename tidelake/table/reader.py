@@ -97,10 +97,16 @@ def without_keys(t: pa.Table, keys: pa.Table, primary_key: Sequence[str]) -> pa.
         return _rows_where(t, keep)
     if len(primary_key) == 1:
         k = primary_key[0]
-        drop = pc.is_in(t.column(k), value_set=keys.column(k).combine_chunks())
+        drop = pc.is_in(_decoded(t.column(k)), value_set=_decoded(keys.column(k)).combine_chunks())
         return t.filter(pc.invert(drop)) if pc.any(drop).as_py() else t
     kept = t.join(keys.select(list(primary_key)), keys=list(primary_key), join_type="left anti")
     return kept.select(t.column_names).cast(t.schema)   # the join drops "not null" from the key fields
+
+
+def _decoded(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A string key read dictionary-encoded, as plain values: files' dictionaries differ, and Arrow's
+    is_in / group_by take one type."""
+    return column.cast(column.type.value_type) if pa.types.is_dictionary(column.type) else column
 
 
 def _rows_where(t: pa.Table, keep: np.ndarray) -> pa.Table:
@@ -226,8 +232,9 @@ class MergeOnReadReader:
                 firsts = first_of_each_key(ints)
                 changed = pa.table({pk[0]: np.take(ints, firsts)})   # (in key order)
             else:
-                firsts = np.asarray(first_indices(newer_keys, pk))
-                changed = newer_keys.take(firsts)
+                plain_keys = pa.table({k: _decoded(newer_keys.column(k)) for k in pk})
+                firsts = np.asarray(first_indices(plain_keys, pk))
+                changed = plain_keys.take(firsts)
             live = [_upserts(without_keys(oldest, changed, pk), columns, has_deletes)]
             keep = np.zeros(newer_keys.num_rows, dtype=bool)
             keep[firsts] = True
