@@ -74,6 +74,8 @@ TABLE_ARGS: dict[tuple[str, ...], list[str]] = {
     ("table", "upsert"): ["ROWS"], ("table", "check"): [], ("table", "sql"): ["SELECT count(*) FROM t"],
     ("table", "publish"): ["--format", "delta"],
 }
+# Commands over a directory of pipelines: a malformed file in it is their failure (and a down broker, for serve).
+PIPELINE_DIR_COMMANDS = (("pipeline", "graph"), ("pipeline", "validate"), ("pipeline", "serve"))
 NO_STATE = {("pipeline", "example")}  # prints a constant: only bad arguments can fail it
 # Commands that read a metrics listener's health (--url): a listener that does not answer.
 HEALTH_COMMANDS = {("broker", "status"), ("pipeline", "health")}
@@ -82,12 +84,13 @@ HEALTH_COMMANDS = {("broker", "status"), ("pipeline", "health")}
 def test_every_command_is_covered() -> None:
     broker = {path for path, cmd in COMMANDS.items() if takes(cmd, "bootstrap")}
     assert broker == set(BROKER_ARGS)
-    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | {("pipeline", "example"),
-                                                                                ("pipeline", "health")}
+    assert {p for p in COMMANDS if p[0] == "pipeline"} == set(PIPELINE_ARGS) | set(PIPELINE_DIR_COMMANDS) | {
+        ("pipeline", "example"), ("pipeline", "health")}
     assert {p for p in COMMANDS if p[0] == "table" and p != ("table", "create")} == set(TABLE_ARGS)
     # cluster start/status/restart-broker: their failures are tested in tests/cluster/test_cli.py; schema-registry
     # start: in tests/schema_registry/test_cli.py
-    covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(TABLE_ARGS) | NO_STATE | HEALTH_COMMANDS | {
+    covered = set(BROKER_ARGS) | set(PIPELINE_ARGS) | set(PIPELINE_DIR_COMMANDS) | set(TABLE_ARGS) | NO_STATE | \
+        HEALTH_COMMANDS | {
         ("table", "create"), ("broker", "start"), ("cluster", "start"), ("cluster", "status"),
         ("cluster", "restart-broker"), ("schema-registry", "start")}
     assert covered == set(COMMANDS)
@@ -230,6 +233,14 @@ def process_results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     for path, args in PIPELINE_ARGS.items():
         cases["malformed YAML: " + " ".join(path)] = ([*path, str(bad_yaml), *args], "")
         cases["invalid config: " + " ".join(path)] = ([*path, str(wrong_yaml), *args], "")
+    bad_dir, down_dir = d / "bad-dir", d / "down-dir"
+    bad_dir.mkdir()
+    down_dir.mkdir()
+    (bad_dir / "bad.yaml").write_text(bad_yaml.read_text())
+    pipeline_yaml(down_dir, down)
+    for path in PIPELINE_DIR_COMMANDS:
+        cases["malformed YAML: " + " ".join(path)] = ([*path, str(bad_dir)], "")
+    cases["down broker, no --timeout: pipeline serve"] = (["pipeline", "serve", str(down_dir)], "")
     bad_properties = d / "server.properties"
     bad_properties.write_text("num.partitions=many\n")
     cases["malformed config: broker start"] = (
@@ -254,7 +265,7 @@ def process_results(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
 
 
 DOWN_CASES = sorted("down broker: " + " ".join(p) for p in [*BROKER_ARGS, *PIPELINE_ARGS])
-CONFIG_CASES = sorted([*("malformed YAML: " + " ".join(p) for p in PIPELINE_ARGS),
+CONFIG_CASES = sorted([*("malformed YAML: " + " ".join(p) for p in [*PIPELINE_ARGS, *PIPELINE_DIR_COMMANDS]),
                        *("invalid config: " + " ".join(p) for p in PIPELINE_ARGS),
                        "malformed config: broker start", "port in use: broker start",
                        "malformed config: records delete"])
@@ -266,6 +277,12 @@ def test_down_broker(case: str, process_results) -> None:
     assert proc.returncode == 1, proc.stderr
     line = assert_one_error_line(proc.stderr, proc.stdout)  # no librdkafka FAIL lines either
     assert "no Kafka broker answered" in line and f"within {DOWN_TIMEOUT_S}s" in line
+
+
+def test_serve_with_a_down_broker_fails_fast(process_results) -> None:
+    proc = process_results["down broker, no --timeout: pipeline serve"]
+    assert proc.returncode == 1, proc.stderr
+    assert "no Kafka broker answered" in assert_one_error_line(proc.stderr, proc.stdout)
 
 
 @pytest.mark.parametrize("case", CONFIG_CASES)
