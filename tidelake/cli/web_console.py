@@ -10,6 +10,7 @@ import socket
 import click
 
 from tidelake.cli.errors import CliError
+from tidelake.listen_socket import ListenError, bind_listener
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 
 
@@ -24,18 +25,9 @@ def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before the server starts, so a busy port is one error line and port 0's
     choice can be printed."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
+        sock = bind_listener(host, port)
+    except ListenError as e:
         raise CliError(f"--listen {host}:{port}: {e.strerror}") from None
-    family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as e:
-        sock.close()
-        raise CliError(f"--listen {host}:{port}: {e.strerror}") from None
-    sock.listen(128)
     sock.set_inheritable(True)
     return sock
 

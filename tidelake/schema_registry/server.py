@@ -18,6 +18,7 @@ import threading
 import uvicorn
 import uvloop
 
+from tidelake.listen_socket import ListenError, bind_listener
 from tidelake.schema_registry.election import SolePrimary
 from tidelake.schema_registry.forwarding import Forwarder
 from tidelake.schema_registry.group_election import GroupElection
@@ -131,16 +132,6 @@ class SchemaRegistryServer:
 def _bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything starts, so a busy port is one error line."""
     try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    except socket.gaierror as e:
+        return bind_listener(host, port)
+    except ListenError as e:
         raise SettingsError(f"listeners: {host}:{port}: {e.strerror}") from None
-    family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind(address)
-    except OSError as e:
-        sock.close()
-        raise SettingsError(f"listeners: {host}:{port}: {e.strerror}") from None
-    sock.listen(128)
-    return sock

@@ -46,38 +46,28 @@ def _add(a: Any, b: Any, sign: int) -> Any:
 
 def states_from_state_rows(rows: list[dict], plan: TransformPlan) -> dict[Key, GroupState]:
     """The state query's rows (``__g<j>``, ``__rows``, ``__n<i>``, ``__s<i>``, ``__x<i>``) by group."""
-    out = {}
-    for r in rows:
-        key = tuple(r[f"__g{j}"] for j in range(len(plan.group_sql)))
-        state = GroupState(r[ROWS_COLUMN])
-        for i, a in enumerate(plan.aggregates):
-            if a.argument is None:
-                continue
-            state.counts[i] = r[count_column(i)]
-            if a.function in ("sum", "avg"):
-                state.sums[i] = r[sum_column(i)]
-            elif a.function in ("min", "max"):
-                state.extremes[i] = r[f"__x{i}"]
-        out[key] = state
-    return out
+    return {tuple(r[f"__g{j}"] for j in range(len(plan.group_sql))): _state(r, plan, lambda i, a: f"__x{i}")
+            for r in rows}
 
 
 def states_from_sink_rows(rows: list[dict], plan: TransformPlan, names: list[str]) -> dict[Key, GroupState]:
     """The sink's rows (results plus hidden state) by group; ``names``: the output column names."""
     keys = [names[p] for p in plan.group_positions]
-    out = {}
-    for r in rows:
-        state = GroupState(r[ROWS_COLUMN])
-        for i, a in enumerate(plan.aggregates):
-            if a.argument is None:
-                continue
-            state.counts[i] = r[count_column(i)]
-            if a.function in ("sum", "avg"):
-                state.sums[i] = r[sum_column(i)]
-            elif a.function in ("min", "max"):
-                state.extremes[i] = r[names[a.position]]
-        out[tuple(r[k] for k in keys)] = state
-    return out
+    return {tuple(r[k] for k in keys): _state(r, plan, lambda i, a: names[a.position]) for r in rows}
+
+
+def _state(row: dict, plan: TransformPlan, extreme_column) -> GroupState:
+    """One group's state from a row holding it; ``extreme_column(i, aggregate)``: where min/max ``i`` stands."""
+    state = GroupState(row[ROWS_COLUMN])
+    for i, a in enumerate(plan.aggregates):
+        if a.argument is None:
+            continue
+        state.counts[i] = row[count_column(i)]
+        if a.function in ("sum", "avg"):
+            state.sums[i] = row[sum_column(i)]
+        elif a.function in ("min", "max"):
+            state.extremes[i] = row[extreme_column(i, a)]
+    return state
 
 
 def merge(old: dict[Key, GroupState], retract: dict[Key, GroupState], add: dict[Key, GroupState],
