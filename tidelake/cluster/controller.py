@@ -422,4 +422,4 @@ class Controller:
         if wanted:
             log.info("controller: leader imbalance; moving %d partition(s) back to their preferred replica",
                      len(wanted))
-            await self._elect_leaders(wanted, False, asyncio.get_running_loop().create_future())
+            await self._elect_leaders(ElectLeaders(asyncio.get_running_loop().create_future(), wanted, False))
