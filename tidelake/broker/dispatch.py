@@ -15,7 +15,7 @@ import struct
 from bisect import bisect_left
 from time import perf_counter
 
-from tidelake.broker import handlers  # noqa: F401 (registers every handler in REGISTRY)
+import tidelake.broker.handlers  # noqa: F401 (registers every handler in REGISTRY)
 from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.sasl import raw_sasl_token

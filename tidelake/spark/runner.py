@@ -44,6 +44,7 @@ from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 from tidelake.spark.registered_table_schema import RegisteredTableSchema
 from tidelake.spark.session import spark_session
+from tidelake.spark.task_failures import PoisonRecord, TaskFailed, task_error, worker_exception
 from tidelake.spark.sink_table import SinkTable
 from tidelake.spark.value_formats import ValueFormat
 from tidelake.spark.table_source import StagedFiles, publish, stage
@@ -167,39 +168,6 @@ def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRa
             for i in batch.column("id").to_pylist():
                 yield from parse(read_ranges(options, groups[i], columns=columns))
     return read
-
-
-class PoisonRecord(ValueError):
-    """A record the pipeline cannot turn into a change, with on_error: fail: topic, partition, offset, why."""
-
-
-class TaskFailed(RuntimeError):
-    """A Spark task of a batch failed: one line, what the batch read and the worker's exception (type: message),
-    without Spark's Python and Java stacks (the cause keeps them)."""
-
-
-def _worker_exception(exc: BaseException) -> str | None:
-    """``Type: message`` of the last exception in the Python worker traceback a task failure carries, else None."""
-    text = str(exc)
-    at = text.rfind("Traceback (most recent call last):")
-    if at < 0:
-        return None
-    for line in text[at:].splitlines()[1:]:
-        if line and not line[0].isspace():  # the first unindented line after the frames
-            kind, sep, message = line.partition(": ")
-            return f"{kind.rsplit('.', 1)[-1]}{sep}{message}".strip()
-    return None
-
-
-def _task_error(exc: BaseException, kind: type[Exception]) -> str | None:
-    """The message of a ``kind`` exception raised in a Spark task (its last line names it), else None: for a
-    BadChangeEvent 'partition P offset O: reason'."""
-    text = str(exc)
-    marker = f"{kind.__name__}: "
-    if marker not in text:
-        return None
-    line = text[text.rindex(marker) + len(marker):].splitlines()[0].strip()
-    return line or None
 
 
 def _stage_task(table: Table, add_columns: list[pa.Field]):
@@ -377,14 +345,14 @@ class Pipeline:
         try:
             rows = changes.mapInArrow(_stage_task(table, add_columns), StagedFiles.DDL).collect()
         except Exception as e:   # a task's exception reaches the driver as Spark's PythonException
-            bad = _task_error(e, BadChangeEvent)
+            bad = task_error(e, BadChangeEvent)
             if bad is not None:
                 raise PoisonRecord(f"{self.config.source.topic} {bad} (on_error: fail stops here; "
                                    f"on_error: skip leaves such records out)") from e
-            unavailable = _task_error(e, RegistryUnavailable)
+            unavailable = task_error(e, RegistryUnavailable)
             if unavailable is not None:
                 raise RegistryUnavailable(f"{unavailable} (nothing of the batch was committed)") from e
-            reason = _worker_exception(e)
+            reason = worker_exception(e)
             if reason is None:
                 raise
             read = ", ".join(f"{r.partition}:{r.start}-{r.end}" for r in ranges)

@@ -7,7 +7,7 @@ from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, Des
                                   IncrementalAlterConfigsResponse)
 
 from tidelake import errors
-from tidelake.broker import config_definitions as cfg
+import tidelake.broker.config_definitions as cfg
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.errors import error_code
 from tidelake.broker.registry import api
