@@ -28,6 +28,8 @@ def get_spark():
                     .config("spark.sql.shuffle.partitions", "2")
                     .config("spark.sql.session.timeZone", "UTC")
                     .config("spark.driver.memory", "1g")
+                    # collect()'s local socket waits 15 s by default: too short for a loaded CI machine
+                    .config("spark.python.authenticate.socketTimeout", "120s")
                     .getOrCreate())
         _session.sparkContext.setLogLevel("ERROR")
         tidelake.spark.register(_session)

@@ -32,7 +32,10 @@ def spark_session(spark_config: Mapping[str, Any], app_name: str, *, task_failur
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", "2"))
+               .config("spark.sql.shuffle.partitions", "2")
+               # the driver fetches collect()'s result over a local socket the JVM keeps open this long; 15 s
+               # (Spark's default) is not enough when a loaded machine delays the Python side
+               .config("spark.python.authenticate.socketTimeout", "120s"))
     if not task_failure_logs:
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
     for k, v in (spark_config.get("conf") or {}).items():
