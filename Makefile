@@ -7,7 +7,7 @@ STAMP := $(VENV)/.tidelake-installed
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: demo test venv bench clean system-deps
+.PHONY: demo test venv bench clean system-deps node-deps
 
 # Commands the tests run (kcat: librdkafka's command-line client, in the security interop tests; chromium: the
 # headless browser of the web console tests, driven by playwright without its own browser download) and Debian
@@ -35,7 +35,17 @@ system-deps:
 	  else echo "missing:$$missing -- run: sudo apt-get install -y$$missing"; exit 1; fi; \
 	fi
 
-test: $(STAMP) system-deps
+# The Node.js Kafka clients of tests/broker/test_node_clients.py, pinned by tests/node/package-lock.json and
+# installed into tests/node/node_modules (reused while the lock file is unchanged).
+NODE_DIR := tests/node
+NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
+
+$(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+
+node-deps: $(NODE_STAMP)
+
+test: $(STAMP) system-deps node-deps
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 clean:
