@@ -175,33 +175,39 @@ _DTPTopic = _DTP.DescribeTopicPartitionsResponseTopic
 _DTPPartition = _DTPTopic.DescribeTopicPartitionsResponsePartition
 
 
+def _dtp_error(name: str, code: int) -> Any:
+    return _DTPTopic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
+
+
 @api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)
 async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, request):
-    """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
-    partitions, a cursor to continue from."""
-    guarded = broker.security.authorizer is not None
-    names = sorted({t.name for t in request.topics}) if request.topics else sorted(
-        n for n in broker.metadata.topics
-        if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, n))
+    """Paged topic description (KIP-966) as Kafka's handler answers it: topics from the cursor on in name order,
+    at most min(response_partition_limit, max.request.partition.size.limit) partitions, a cursor to continue
+    from; topics denied Describe are named at the end (listed only when asked for by name)."""
+    fetch_all = not request.topics
     cursor = request.cursor
-    if cursor is not None:
-        names = [n for n in names if n >= cursor.topic_name]
-    limit = max(1, request.response_partition_limit)
-    topics, next_cursor, budget = [], None, limit
-    for name in names:
-        if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
-            topics.append(_DTPTopic(error_code=errors.TopicAuthorizationFailed.code, name=name, topic_id=ZERO_UUID,
-                                    is_internal=False, partitions=[]))
-            continue
+    cursor_name = "" if cursor is None else cursor.topic_name
+    names = sorted(n for n in ({t.name for t in request.topics} if not fetch_all else broker.metadata.topics)
+                   if n >= cursor_name)
+    if cursor is not None and not fetch_all and cursor_name not in names:
+        raise errors.InvalidRequest(f"the topic list must contain the cursor topic {cursor_name!r}")
+    if cursor is not None and cursor.partition_index < 0:
+        raise errors.InvalidRequest(f"cursor partition {cursor.partition_index} of {cursor_name!r} is negative")
+    guarded = broker.security.authorizer is not None
+    denied = [n for n in names if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)]
+    budget = max(1, min(broker.config.get_int("max.request.partition.size.limit"), request.response_partition_limit))
+    topics, next_cursor = [], None
+    for name in (n for n in names if n not in denied):
+        if budget <= 0:  # the page is full: the next one starts at this topic, whether or not it exists
+            next_cursor = _DTP.Cursor(topic_name=name, partition_index=0)
+            break
         info = broker.topics.get(name)
         if info is None:
-            topics.append(_DTPTopic(error_code=errors.UnknownTopicOrPartition.code, name=name, topic_id=ZERO_UUID,
-                                    is_internal=False, partitions=[]))
+            if not fetch_all:
+                topics.append(_dtp_error(name, errors.UnknownTopicOrPartition.code if _valid_topic_name(name)
+                                         else errors.InvalidTopic.code))
             continue
-        start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
-        if budget <= 0:
-            next_cursor = _DTP.Cursor(topic_name=name, partition_index=start)
-            break
+        start = cursor.partition_index if name == cursor_name else 0
         end = min(info.partitions, start + budget)
         parts = [_DTPPartition(error_code=code, partition_index=p, leader_id=leader, leader_epoch=epoch,
                                replica_nodes=replicas, isr_nodes=isr,
@@ -215,7 +221,17 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
         if end < info.partitions:
             next_cursor = _DTP.Cursor(topic_name=name, partition_index=end)
             break
+    if not fetch_all:  # Kafka names no topic the client may not see unless it asked for it
+        topics += [_dtp_error(n, errors.TopicAuthorizationFailed.code) for n in denied]
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
+
+
+def _valid_topic_name(name: str) -> bool:
+    try:
+        validate_topic_name(name)
+    except errors.InvalidTopic:
+        return False
+    return True
 
 
 @api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
