@@ -33,11 +33,14 @@ def test_security_settings_are_checked(tmp_path):
         ({"sasl.enabled.mechanisms": "PLAIN"}, "plain.sasl.jaas.config is required"),
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": "my.Authorizer"},
          "authorizer.class.name=my.Authorizer"),
-        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": "60000"},
-         "re-authentication .KIP-368. is not supported"),
+        ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": "-5"},
+         "connections.max.reauth.ms=-5: must be 0"),
     ]:
         with pytest.raises(SecurityConfigError, match=message):
             _security(tmp_path, **configs)
+    sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "connections.max.reauth.ms": "60000",
+                                 "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000"}, **jaas)
+    assert sec.listeners["SASL_PLAINTEXT"].max_reauth_ms == {"PLAIN": 5000, "SCRAM-SHA-256": 60000}  # KIP-368
     for name in ["kafka.security.authorizer.AclAuthorizer", "org.apache.kafka.metadata.authorizer.StandardAuthorizer"]:
         sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-512", "authorizer.class.name": name,
                                      "super.users": "User:admin;User:ops"})

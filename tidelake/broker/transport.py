@@ -122,6 +122,12 @@ class KafkaTransport(asyncio.Protocol):
                     await self._wakeup
                     self._wakeup = None
                     continue
+                if session.expires_at is not None and not conn.raw_token and session.expired_on(
+                        int.from_bytes(frame[0:2], "big", signed=True), time.monotonic()):
+                    log.info("closing connection from %s: its SASL session (%s) expired without re-authentication "
+                             "(connections.max.reauth.ms)", self.peer, session.principal)
+                    self.close()
+                    return
                 try:
                     if conn.raw_token:  # after SaslHandshake v0 (the Connection knows): not a request
                         out = self.dispatcher.handle_raw_sasl_token(frame, session)

@@ -2,8 +2,8 @@
 SASL mechanisms (with PLAIN's users from the JAAS config), and the broker-wide authorizer.
 
 Settings are Kafka's names (``listener.security.protocol.map``, ``ssl.*``, ``sasl.enabled.mechanisms``,
-``listener.name.<l>.<mechanism>.sasl.jaas.config``, ``authorizer.class.name``, ``super.users``,
-``allow.everyone.if.no.acl.found``); ``lookup(name)`` reads the broker's config."""
+``listener.name.<l>.<mechanism>.sasl.jaas.config``, ``connections.max.reauth.ms``, ``authorizer.class.name``,
+``super.users``, ``allow.everyone.if.no.acl.found``); ``lookup(name)`` reads the broker's config."""
 from __future__ import annotations
 
 import ssl
@@ -41,6 +41,8 @@ class ListenerSecurity:
     plain_users: Mapping[str, str] = field(default_factory=dict)
     # ssl.client.auth=requested: TLS through pyOpenSSL (requested_auth.py), ssl_context is None
     requested_auth: SSL.Context | None = None
+    # KIP-368 per mechanism: connections.max.reauth.ms (0: a session lasts as long as its connection)
+    max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def sasl(self) -> bool:
@@ -83,7 +85,24 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
         if entry.login_module != PLAIN_LOGIN_MODULE:
             raise SecurityConfigError(f"{jaas_key}: PLAIN uses {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
         users = entry.users()
-    return ListenerSecurity(name, protocol, context, mechanisms, users, requested)
+    return ListenerSecurity(name, protocol, context, mechanisms, users, requested,
+                            {m: _max_reauth_ms(lookup, name, m) for m in mechanisms})
+
+
+def _max_reauth_ms(lookup: Lookup, listener: str, mechanism: str) -> int:
+    """``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else ``connections.max.reauth.ms`` (Kafka's
+    order); unset is 0, as the broker config's definition says."""
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
+    value = lookup(key)
+    if value is None:
+        key, value = "connections.max.reauth.ms", lookup("connections.max.reauth.ms")
+    try:
+        ms = int(value or 0)
+    except (TypeError, ValueError):
+        raise SecurityConfigError(f"{key}={value}: expected a number of milliseconds") from None
+    if ms < 0:
+        raise SecurityConfigError(f"{key}={value}: must be 0 (no re-authentication) or more")
+    return ms
 
 
 class BrokerSecurity:
@@ -100,10 +119,6 @@ class BrokerSecurity:
                                       "subject DN) is supported")
         if lookup("principal.builder.class"):
             raise SecurityConfigError("principal.builder.class: custom principal builders are not supported")
-        reauth = int(lookup("connections.max.reauth.ms") or 0)
-        if reauth > 0:  # KIP-368 re-authentication is not implemented: refuse rather than ignore it
-            raise SecurityConfigError(f"connections.max.reauth.ms={reauth}: re-authentication (KIP-368) is not "
-                                      "supported; leave it 0 (sessions last as long as their connection)")
         class_name = (lookup("authorizer.class.name") or "").strip()
         self.authorizer: Authorizer | None = None
         if class_name:

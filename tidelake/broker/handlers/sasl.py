@@ -3,11 +3,15 @@ and the SCRAM credential APIs (KIP-554: AlterUserScramCredentials, DescribeUserS
 
 The connection's authentication state (what may be sent before login) is the sans-IO
 ``Connection``'s; these handlers run the mechanism's server (``tidelake.security.sasl``), set the
-session's principal on success, and on failure answer SASL_AUTHENTICATION_FAILED and close."""
+session's principal on success, and on failure answer SASL_AUTHENTICATION_FAILED and close.
+KIP-368: a login ends with the session's lifetime (told to SaslAuthenticate clients); a SaslHandshake on the
+authenticated connection of an expiring session starts a re-authentication with the same mechanism, which must
+end with the same principal (Kafka's SaslServerAuthenticator rules)."""
 from __future__ import annotations
 
 import logging
 import struct
+import time
 
 from kafka.protocol.admin import (AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse,
                                   DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse)
@@ -25,7 +29,7 @@ from tidelake.security.principal import user
 from tidelake.security.sasl import SaslAuthenticationError
 from tidelake.security.sasl.scram import (HASHES, MAX_ITERATIONS, MIN_ITERATIONS,
                                           credential_from_salted_password)
-from tidelake.security.session import Session
+from tidelake.security.session import Session, session_lifetime_ms
 
 log = logging.getLogger("tidelake.broker.sasl")
 
@@ -44,31 +48,57 @@ async def sasl_handshake(broker: BrokerContext, ctx: RequestContext, request):
     session = ctx.session
     conn = session.connection
     mechanisms = list(_enabled(broker, session))
-    if conn is None or not mechanisms or conn.auth_state == AUTHENTICATED:
-        # a non-SASL listener, or a second login (re-authentication, KIP-368, is not served)
-        return SaslHandshakeResponse(version=ctx.api_version, error_code=errors.IllegalSaslState.code,
-                                     mechanisms=mechanisms)
+    version = ctx.api_version
+    if conn is None or not mechanisms:
+        return SaslHandshakeResponse(version=version, error_code=errors.IllegalSaslState.code, mechanisms=mechanisms)
+    if conn.auth_state == AUTHENTICATED:
+        now = time.monotonic()
+        if version < 1 or not session.may_reauthenticate(now):
+            # a second login without an expiring session, within a second of the last, or with raw v0 tokens
+            return SaslHandshakeResponse(version=version, error_code=errors.IllegalSaslState.code,
+                                         mechanisms=mechanisms)
+        session.reauth_started_at = now
+        if request.mechanism != session.mechanism:
+            log.info("re-authentication of %s on %s refused: mechanism %s, not %s", session.client_host,
+                     session.listener, request.mechanism, session.mechanism)
+            conn.close_after_response()
+            return SaslHandshakeResponse(version=version, error_code=errors.UnsupportedSaslMechanism.code,
+                                         mechanisms=[session.mechanism])
+        session.reauthenticating = True
     server = broker.security.sasl_server(session.listener, request.mechanism)
     if server is None:
         conn.close_after_response()
-        return SaslHandshakeResponse(version=ctx.api_version, error_code=errors.UnsupportedSaslMechanism.code,
+        return SaslHandshakeResponse(version=version, error_code=errors.UnsupportedSaslMechanism.code,
                                      mechanisms=mechanisms)
     session.sasl, session.mechanism = server, request.mechanism
-    conn.handshake_done(ctx.api_version)
-    return SaslHandshakeResponse(version=ctx.api_version, error_code=errors.NONE, mechanisms=mechanisms)
+    conn.handshake_done(version)
+    return SaslHandshakeResponse(version=version, error_code=errors.NONE, mechanisms=mechanisms)
 
 
-def _step(session: Session, token: bytes) -> bytes:
-    """One SASL step; completes the login (principal, connection state). Raises SaslAuthenticationError."""
+def _step(broker: BrokerContext, session: Session, token: bytes) -> tuple[bytes, int]:
+    """One SASL step: (reply, session lifetime ms); completes the login (principal, session lifetime, connection
+    state). Raises SaslAuthenticationError."""
     server = session.sasl
     reply = server.step(token)
-    if server.complete:
-        session.principal = user(server.username)
-        session.sasl = None
-        session.connection.authenticated()
-        log.debug("%s authenticated as %s with %s on %s", session.client_host, session.principal,
-                  session.mechanism, session.listener)
-    return reply
+    if not server.complete:
+        return reply, 0
+    principal = user(server.username)
+    if session.reauthenticating and principal != session.principal:
+        raise SaslAuthenticationError(f"Cannot change principals during re-authentication from "
+                                      f"{session.principal}: {principal}")
+    max_reauth_ms = broker.security.listeners[session.listener].max_reauth_ms.get(session.mechanism, 0)
+    expiry_ms = server.credential_expiry_ms
+    lifetime_ms = session_lifetime_ms(max_reauth_ms, expiry_ms, broker.clock_ms())
+    limited = max_reauth_ms > 0 or expiry_ms is not None
+    session.expires_at = time.monotonic() + lifetime_ms / 1000 if limited else None
+    log.debug("%s %s as %s with %s on %s (session lifetime %d ms)", session.client_host,
+              "re-authenticated" if session.reauthenticating else "authenticated", principal, session.mechanism,
+              session.listener, lifetime_ms)
+    session.principal = principal
+    session.sasl = None
+    session.reauthenticating = False
+    session.connection.authenticated()
+    return reply, lifetime_ms
 
 
 @api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2)
@@ -82,16 +112,17 @@ async def sasl_authenticate(broker: BrokerContext, ctx: RequestContext, request)
                                         error_message="SaslAuthenticate before a SaslHandshake", auth_bytes=b"",
                                         session_lifetime_ms=0)
     try:
-        reply = _step(session, bytes(request.auth_bytes or b""))
+        reply, lifetime_ms = _step(broker, session, bytes(request.auth_bytes or b""))
     except SaslAuthenticationError as e:
-        log.info("authentication of %s with %s on %s failed: %s", session.client_host, session.mechanism,
-                 session.listener, e)
+        log.info("%s of %s with %s on %s failed: %s",
+                 "re-authentication" if session.reauthenticating else "authentication", session.client_host,
+                 session.mechanism, session.listener, e)
         session.sasl = None
         session.connection.close_after_response()
         return SaslAuthenticateResponse(version=version, error_code=errors.SaslAuthenticationFailed.code,
                                         error_message=str(e), auth_bytes=b"", session_lifetime_ms=0)
     return SaslAuthenticateResponse(version=version, error_code=errors.NONE, error_message=None, auth_bytes=reply,
-                                    session_lifetime_ms=0)
+                                    session_lifetime_ms=lifetime_ms)
 
 
 def raw_sasl_token(broker: BrokerContext, session: Session, frame) -> bytes:
@@ -99,7 +130,7 @@ def raw_sasl_token(broker: BrokerContext, session: Session, frame) -> bytes:
     if session.sasl is None:
         raise FramingError("raw SASL token without a mechanism")
     try:
-        reply = _step(session, bytes(frame))
+        reply, _lifetime_ms = _step(broker, session, bytes(frame))  # v0 clients are not told; the limit holds
     except SaslAuthenticationError as e:
         log.info("authentication of %s with %s on %s failed: %s", session.client_host, session.mechanism,
                  session.listener, e)

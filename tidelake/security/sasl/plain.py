@@ -12,6 +12,7 @@ MAX_TOKEN = 65535  # RFC 4616: each field <= 255 octets of UTF-8 in practice; bo
 
 class PlainServer:
     mechanism = "PLAIN"
+    credential_expiry_ms = None  # a password does not expire (KIP-368: only connections.max.reauth.ms)
 
     def __init__(self, users: Mapping[str, str]):
         self._users = users

@@ -77,6 +77,8 @@ def _decode_username(name: str) -> str:
 class ScramServer:
     """One SCRAM exchange. ``credential_for(username)`` returns the stored credential or None."""
 
+    credential_expiry_ms = None  # a stored credential does not expire (KIP-368: only connections.max.reauth.ms)
+
     def __init__(self, mechanism: str, credential_for: Callable[[str], ScramCredential | None],
                  nonce: Callable[[], str] = lambda: secrets.token_urlsafe(24)):
         self.mechanism = mechanism
