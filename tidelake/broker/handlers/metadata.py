@@ -12,7 +12,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import authorized, authorized_operations, bit_set
+from tidelake.broker.handlers.common import authorized_operations, bit_set
+from tidelake.broker.access import TOPIC, HandlerCheck, in_handler, open_to_all
 from tidelake.broker.registry import api, api_versions_response
 from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import LiveBroker
@@ -23,9 +24,11 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
 _INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # created by their coordinators only
+DESCRIBE_TOPIC = HandlerCheck(Operation.DESCRIBE, TOPIC)  # a topic named, or listed
+CREATE_TOPIC = HandlerCheck(Operation.CREATE, TOPIC, cluster_suffices=True)  # auto-creation
 
 
-@api(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
+@api(ApiVersionsRequest, ApiVersionsResponse, 0, 4, access=open_to_all("asked before authenticating"))
 async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
     return api_versions_response(ctx.api_version)
 
@@ -69,12 +72,12 @@ def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
     return _MRTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-@api(MetadataRequest, MetadataResponse, 0, 13)
+@api(MetadataRequest, MetadataResponse, 0, 13, access=in_handler(DESCRIBE_TOPIC, CREATE_TOPIC))
 async def metadata(broker: BrokerContext, ctx: RequestContext, request):
     await _cluster_view_known(broker)
     version = ctx.api_version
     topics_mgr = broker.topics
-    guarded = broker.security.authorizer is not None
+    grants = ctx.grants
     want_ops = version >= 8 and request.include_topic_authorized_operations
 
     def describe(info):
@@ -84,7 +87,7 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
     if request.topics is None or (version == 0 and not request.topics):
         # a listing shows only the topics the principal may describe (Kafka's rule)
         topics = [describe(info) for info in list(broker.metadata.topics.values())
-                  if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
+                  if grants.permits(DESCRIBE_TOPIC, info.name)]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
@@ -98,14 +101,12 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                     topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
                     continue
                 name = info.name
-            if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name or ""):
+            if not grants.permits(DESCRIBE_TOPIC, name or ""):
                 # the same answer whether or not it exists: a denied name reveals nothing
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name, t.topic_id or ZERO_UUID))
                 continue
             info = topics_mgr.get(name)
-            if info is None and auto and name not in _INTERNAL_TOPICS and guarded and not (
-                    authorized(broker, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-                    or authorized(broker, ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+            if info is None and auto and name not in _INTERNAL_TOPICS and not grants.permits(CREATE_TOPIC, name):
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name))
                 continue
             if info is None and auto and name not in _INTERNAL_TOPICS and broker.cluster is not None:
@@ -179,7 +180,7 @@ def _dtp_error(name: str, code: int) -> Any:
     return _DTPTopic(error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[])
 
 
-@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)
+@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0, access=in_handler(DESCRIBE_TOPIC))
 async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, request):
     """Paged topic description (KIP-966) as Kafka's handler answers it: topics from the cursor on in name order,
     at most min(response_partition_limit, max.request.partition.size.limit) partitions, a cursor to continue
@@ -193,8 +194,7 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
         raise errors.InvalidRequest(f"the topic list must contain the cursor topic {cursor_name!r}")
     if cursor is not None and cursor.partition_index < 0:
         raise errors.InvalidRequest(f"cursor partition {cursor.partition_index} of {cursor_name!r} is negative")
-    guarded = broker.security.authorizer is not None
-    denied = [n for n in names if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, n)]
+    denied = [n for n in names if not ctx.grants.permits(DESCRIBE_TOPIC, n)]
     budget = max(1, min(broker.config.get_int("max.request.partition.size.limit"), request.response_partition_limit))
     topics, next_cursor = [], None
     for name in (n for n in names if n not in denied):
@@ -234,7 +234,8 @@ def _valid_topic_name(name: str) -> bool:
     return True
 
 
-@api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
+@api(DescribeClusterRequest, DescribeClusterResponse, 0, 2,
+     access=open_to_all("as Kafka's: only the authorized operations it reports depend on the principal"))
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
     await _cluster_view_known(broker)
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
