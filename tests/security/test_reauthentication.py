@@ -22,7 +22,8 @@ SASL_FAILED, ILLEGAL_STATE, UNSUPPORTED_MECHANISM = 58, 34, 33
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
-    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0", "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+              "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
               "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
               "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
               "connections.max.reauth.ms": str(LIFETIME_MS)}

@@ -1,5 +1,6 @@
 """The broker's security settings, resolved once at start: per listener its protocol, TLS context and
-SASL mechanisms (with PLAIN's users from the JAAS config), and the broker-wide authorizer.
+SASL mechanisms (with PLAIN's users from the JAAS config, OAUTHBEARER's token validator), and the broker-wide
+authorizer.
 
 Settings are Kafka's names (``listener.security.protocol.map``, ``ssl.*``, ``sasl.enabled.mechanisms``,
 ``listener.name.<l>.<mechanism>.sasl.jaas.config``, ``connections.max.reauth.ms``, ``authorizer.class.name``,
@@ -14,9 +15,13 @@ from typing import Callable, Mapping
 from OpenSSL import SSL
 
 from tidelake.security.acl.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer
+from tidelake.clock import wall_ms
 from tidelake.security.jaas import JaasError, parse_jaas
+from tidelake.security.oauth_config import OAuthConfigError, oauthbearer_validator
+from tidelake.security.oauth_tokens import TokenValidator
 from tidelake.security.principal import super_users
 from tidelake.security.sasl import MECHANISMS
+from tidelake.security.sasl.oauthbearer import OAuthBearerServer
 from tidelake.security.sasl.plain import PlainServer
 from tidelake.security.sasl.scram import HASHES, ScramServer
 from tidelake.security.requested_auth import requested_auth_context
@@ -43,6 +48,7 @@ class ListenerSecurity:
     requested_auth: SSL.Context | None = None
     # KIP-368 per mechanism: connections.max.reauth.ms (0: a session lasts as long as its connection)
     max_reauth_ms: Mapping[str, int] = field(default_factory=dict)
+    oauthbearer: TokenValidator | None = None  # OAUTHBEARER's token validator (oauth_config.py)
 
     @property
     def sasl(self) -> bool:
@@ -85,8 +91,14 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
         if entry.login_module != PLAIN_LOGIN_MODULE:
             raise SecurityConfigError(f"{jaas_key}: PLAIN uses {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
         users = entry.users()
+    validator = None
+    if "OAUTHBEARER" in mechanisms:
+        try:
+            validator = oauthbearer_validator(lookup, name)
+        except OAuthConfigError as e:
+            raise SecurityConfigError(str(e)) from None
     return ListenerSecurity(name, protocol, context, mechanisms, users, requested,
-                            {m: _max_reauth_ms(lookup, name, m) for m in mechanisms})
+                            {m: _max_reauth_ms(lookup, name, m) for m in mechanisms}, validator)
 
 
 def _max_reauth_ms(lookup: Lookup, listener: str, mechanism: str) -> int:
@@ -109,8 +121,10 @@ class BrokerSecurity:
     """Listeners' security, the persisted credentials and ACLs, and the authorizer (None when
     ``authorizer.class.name`` is empty: every request is allowed, as in Kafka)."""
 
-    def __init__(self, lookup: Lookup, listeners: Mapping[str, str], data_dir: Path):
-        """``listeners``: listener name -> security protocol."""
+    def __init__(self, lookup: Lookup, listeners: Mapping[str, str], data_dir: Path,
+                 clock_ms: Callable[[], int] = wall_ms):
+        """``listeners``: listener name -> security protocol; ``clock_ms`` judges tokens' expiry."""
+        self.clock_ms = clock_ms
         self.listeners = {name: listener_security(lookup, name, protocol) for name, protocol in listeners.items()}
         self.store = SecurityStore(data_dir)
         rules = (lookup("ssl.principal.mapping.rules") or "DEFAULT").strip()
@@ -138,4 +152,6 @@ class BrokerSecurity:
             return PlainServer(sec.plain_users)
         if mechanism in HASHES:
             return ScramServer(mechanism, lambda user: self.store.credential(user, mechanism))
+        if mechanism == "OAUTHBEARER":
+            return OAuthBearerServer(sec.oauthbearer, self.clock_ms)
         return None

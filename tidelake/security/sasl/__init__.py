@@ -7,4 +7,4 @@ class SaslAuthenticationError(Exception):
     """Authentication failed: the message is what the client is told (never which part was wrong)."""
 
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
