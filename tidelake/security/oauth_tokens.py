@@ -23,6 +23,7 @@ from joserfc.errors import JoseError
 from tidelake.security.jwks import JwksKeySet
 
 # what a signed token may use (jose4j's DISALLOW_NONE: anything but "none")
+LATEST_TIME_S = 2**53 / 1000  # past this a time in milliseconds is no longer exact (and floats overflow)
 SIGNING_ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 
 
@@ -45,6 +46,16 @@ def _string_claim(claims: dict, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise TokenValidationError(f"the token has no '{name}' claim naming the principal")
     return value
+
+
+def _time_ms(claims: dict, name: str) -> int | None:
+    """A NumericDate claim (seconds) in milliseconds; None when absent; refused when not a time."""
+    value = claims.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value < LATEST_TIME_S:
+        raise TokenValidationError(f"the token's '{name}' claim is not a time in seconds")
+    return int(value * 1000)
 
 
 def _scopes(value) -> set[str]:
@@ -74,15 +85,13 @@ class UnsecuredJwsValidator:
         if not isinstance(claims, dict):
             raise TokenValidationError("the token's payload is not a JSON object")
         principal = _string_claim(claims, self.principal_claim)
-        exp = claims.get("exp")
-        if not isinstance(exp, (int, float)) or isinstance(exp, bool):
+        expiry_ms = _time_ms(claims, "exp")
+        if expiry_ms is None:
             raise TokenValidationError("the token has no numeric 'exp' claim")
-        expiry_ms = int(exp * 1000)
         if now_ms - self.clock_skew_ms >= expiry_ms:
             raise TokenValidationError(f"the token expired at {expiry_ms} ms (now {now_ms} ms)")
-        iat = claims.get("iat")
-        numeric_iat = isinstance(iat, (int, float)) and not isinstance(iat, bool)
-        if numeric_iat and int(iat * 1000) > now_ms + self.clock_skew_ms:
+        issued_ms = _time_ms(claims, "iat")
+        if issued_ms is not None and issued_ms > now_ms + self.clock_skew_ms:
             raise TokenValidationError("the token was issued in the future ('iat')")
         missing = self.required_scopes - _scopes(claims.get(self.scope_claim))
         if missing:
@@ -122,5 +131,4 @@ class JwksValidator:
             registry.validate(decoded.claims)
         except JoseError as e:
             raise TokenValidationError(f"the token's claims are refused: {e}") from None
-        exp = decoded.claims["exp"]
-        return ValidatedToken(_string_claim(decoded.claims, self.principal_claim), int(exp * 1000))
+        return ValidatedToken(_string_claim(decoded.claims, self.principal_claim), _time_ms(decoded.claims, "exp"))
