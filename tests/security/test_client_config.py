@@ -2,6 +2,9 @@
 pipeline's ``security:`` block, Spark's ``kafka.*`` options)."""
 from __future__ import annotations
 
+import base64
+import json
+
 import pytest
 
 from tidelake.security.client_config import (ClientConfigError, kafka_python_config, librdkafka_config,
@@ -47,3 +50,37 @@ def test_spark_kafka_options_and_pipeline_security_block():
     assert PipelineConfig.from_dict(raw).source.kafka == {"client.id": "me", **librdkafka_config(props)}
     with pytest.raises(PipelineConfigError, match="security: unknown client security property"):
         PipelineConfig.from_dict({**raw, "security": {"sasl.jass.config": "x"}})
+
+
+OAUTH = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required"
+
+
+def test_oauthbearer_properties_to_librdkafka():
+    unsecured = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+                 "sasl.jaas.config": f'{OAUTH} unsecuredLoginStringClaim_sub="alice" '
+                                     'unsecuredLoginLifetimeSeconds="60" unsecuredLoginListClaim_scope=",kafka,read";'}
+    assert librdkafka_config(unsecured) == {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+        "sasl.oauthbearer.config": "principal=alice lifeSeconds=60 scope=kafka,read"}
+    oidc = {"security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.token.endpoint.url": "https://idp/token",
+            "sasl.jaas.config": f'{OAUTH} clientId="app" clientSecret="s3" scope="kafka";'}
+    assert librdkafka_config(oidc) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "https://idp/token", "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "app", "sasl.oauthbearer.client.secret": "s3", "sasl.oauthbearer.scope": "kafka"}
+    for bad, message in [({**unsecured, "sasl.jaas.config": f"{OAUTH};"}, "unsecuredLoginStringClaim_sub"),
+                         ({**oidc, "sasl.jaas.config": f'{OAUTH} clientId="app";'}, "clientSecret are required"),
+                         ({**unsecured, "sasl.jaas.config": 'x.PlainLoginModule required username="a" password="b";'},
+                          "needs sasl.jaas.config=org.apache.kafka.common.security.oauthbearer")]:
+        with pytest.raises(ClientConfigError, match=message):
+            librdkafka_config(bad)
+    kp = kafka_python_config(unsecured)  # kafka-python: Kafka's unsecured token, made by a token provider
+    header, claims, signature = kp["sasl_oauth_token_provider"].token().split(".")
+    decoded = json.loads(base64.urlsafe_b64decode(claims + "=" * (-len(claims) % 4)))
+    assert (kp["sasl_mechanism"], json.loads(base64.urlsafe_b64decode(header + "==")), signature) == (
+        "OAUTHBEARER", {"alg": "none"}, "")
+    assert (decoded["sub"], decoded["scope"], decoded["exp"] - decoded["iat"]) == ("alice", ["kafka", "read"], 60)
+    with pytest.raises(ClientConfigError, match="take only unsecured OAUTHBEARER tokens"):
+        kafka_python_config(oidc)

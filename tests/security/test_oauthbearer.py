@@ -12,12 +12,14 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import Consumer, Producer
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from tidelake.broker import EmbeddedBroker
+from tidelake.cli.main import cli
 from tidelake.protocol.wire_client import WireClient
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
 
@@ -195,3 +197,24 @@ def test_a_jwks_file_and_the_settings_checked_at_start(tmp_path, provider):
     ]:
         with pytest.raises(SecurityConfigError, match=message):
             security(**configs)
+
+
+def test_the_cli_logs_in_with_kafka_oauthbearer_client_properties(unsecured_broker, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG, logger="tidelake.broker.sasl")
+    config = tmp_path / "alice.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n"
+                      f'sasl.jaas.config={LOGIN} unsecuredLoginStringClaim_sub="alice" '
+                      'unsecuredLoginStringClaim_scope="kafka";\n')
+
+    def tl(*args: str, stdin: str | None = None):
+        result = CliRunner().invoke(cli, [*args, "--bootstrap-server", unsecured_broker.bootstrap_servers,
+                                          "--command-config", str(config), "--timeout", "10"], input=stdin,
+                                    catch_exceptions=False)
+        assert result.exit_code == 0, (args, result.output)
+        return result.output
+
+    tl("produce", "oauth-cli", stdin="a\nb\n")
+    out = tl("consume", "oauth-cli", "--from-beginning", "--group", "oauth-cli-g", "--max-messages", "2")
+    assert out.split()[:2] == ["a", "b"] and "Processed a total of 2 messages" in out
+    assert "oauth-cli-g" in tl("groups", "list", "--json")  # a kafka-python based command: its token provider
+    assert any("authenticated as User:alice with OAUTHBEARER" in r.getMessage() for r in caplog.records)
