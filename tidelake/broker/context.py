@@ -37,6 +37,10 @@ class Endpoint:
     host: str
     port: int
 
+    def bound_to(self, port: int) -> None:
+        """The listener is bound: a port 0 (any) becomes the one it got."""
+        self.port = port
+
 
 @dataclass(eq=False)
 class BrokerContext:

@@ -21,6 +21,7 @@ from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
+from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           coordinator_leadership, load_transactions)
 from tidelake.broker.dispatch import Dispatcher
@@ -106,13 +107,15 @@ class Broker:
         logs = LogManager(data_dir)
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
-        groups = build_group_coordinator(config, topics, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
+        # the coordinators' writes: in a cluster only a partition's leader appends
+        appends = LocalAppends(partitions) if cluster is None else LeaderAppends(partitions, cluster)
+        groups = build_group_coordinator(config, topics, appends, wall_ms)
         self.schema_registry = BrokerSchemaRegistry(config, next(
             (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
         transactions = build_transaction_coordinator(
-            config, topics, partitions, groups,
+            config, topics, partitions, appends, groups,
             cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster)
         schemas = self.schema_registry.validator
         # the one place a broker's handlers learn whether they serve a cluster
@@ -126,7 +129,6 @@ class Broker:
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
             schema_validation=schemas)
         if cluster is not None:
-            partitions.cluster = cluster
             cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,
                                                                 wall_ms))
         self.dispatcher = Dispatcher(self.context)
@@ -240,7 +242,7 @@ class Broker:
             raise
         self.port = self.ports[self._binds[0][0]]
         for name, _h, _p, _adv_host, adv_port in self._binds:
-            ctx.endpoints[name].port = adv_port or self.ports[name]
+            ctx.endpoints[name].bound_to(adv_port or self.ports[name])
         if ctx.cluster is not None:
             try:
                 await self._join_cluster()
@@ -310,7 +312,7 @@ class Broker:
         endpoints = [BrokerEndpoint(name, ctx.endpoints[name].host, ctx.endpoints[name].port,
                                     ctx.security.listeners[name].protocol) for name, *_ in self._binds]
         self._cluster_joining = True
-        ctx.metadata.cluster_id = await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id)
+        ctx.metadata.adopt_cluster_id(await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id))
         # the controller sends LeaderAndIsr/UpdateMetadata to our listener: serve before it is elected
         for server in self._servers:
             await server.start_serving()
