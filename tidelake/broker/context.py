@@ -11,6 +11,7 @@ from typing import Callable
 
 from tidelake import errors
 from tidelake.broker.access import Grants
+from tidelake.broker.cluster_role import ClusterView, ControllerRequests
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
@@ -57,6 +58,8 @@ class BrokerContext:
     topics: TopicManager  # topic create/delete/alter over metadata + logs
     partitions: Partitions  # appends that wake Fetch long-polls
     partition_service: PartitionService  # produce/fetch's append, read, leader checks, acks wait (one node or a cluster)
+    controller: ControllerRequests  # the controller's requests and the admin requests it answers (one node or a cluster)
+    cluster_view: ClusterView  # the brokers, controller and partition leaders metadata answers name
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator

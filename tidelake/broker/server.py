@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from tidelake.broker.cluster_role import SingleBrokerController, SingleBrokerView, ZooKeeperView
 from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
@@ -125,6 +126,8 @@ class Broker:
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, partition_service=service,
+            controller=SingleBrokerController(node_id, logs, metadata) if cluster is None else cluster,
+            cluster_view=SingleBrokerView(node_id, logs) if cluster is None else ZooKeeperView(cluster),
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
             schema_validation=schemas)

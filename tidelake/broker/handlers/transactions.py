@@ -87,10 +87,8 @@ async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_i
     P = R.AddPartitionsToTxnPartitionResult
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int]
-    if broker.cluster is None:
-        unknown = {tp for tp in wanted if broker.logs.get(*tp) is None}
-    else:  # the partitions of a transaction are anywhere in the cluster
-        unknown = {tp for tp in wanted if broker.cluster.partition(*tp) is None}
+    # the partitions of a transaction are anywhere in the cluster
+    unknown = {tp for tp in wanted if not broker.cluster_view.knows_partition(*tp)}
     if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
         codes = {tp: errors.UnknownTopicOrPartition.code if tp in unknown else errors.OperationNotAttempted.code
                  for tp in wanted}
