@@ -6,7 +6,8 @@ import inspect
 
 import pytest
 
-from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, SingleBrokerController, SingleBrokerView,
+from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, SingleBrokerController,
+                                          SingleBrokerCoordination, SingleBrokerView, ZooKeeperCoordination,
                                           ZooKeeperView)
 from tidelake.broker.coordinator_appends import CoordinatorAppends, LeaderAppends, LocalAppends
 from tidelake.broker.partition_service import LocalPartitions, PartitionService, ReplicatedPartitions
@@ -21,6 +22,7 @@ def _methods(protocol) -> dict[str, inspect.Signature]:
 @pytest.mark.parametrize("protocol, implementations", [
     (ControllerRequests, [SingleBrokerController, ClusterMember]),
     (ClusterView, [SingleBrokerView, ZooKeeperView]),
+    (Coordination, [SingleBrokerCoordination, ZooKeeperCoordination]),
     (CoordinatorAppends, [LocalAppends, LeaderAppends]),
     (PartitionService, [LocalPartitions, ReplicatedPartitions]),
 ])

@@ -11,6 +11,17 @@ ElectionResults = dict[PartitionKey, tuple[int, str | None]]  # (error code, mes
 
 
 @dataclass(frozen=True)
+class CoordinatorAnswer:
+    """FindCoordinator's answer for one key."""
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None = None  # why there is none (e.g. too few brokers for the internal topic)
+
+
+@dataclass(frozen=True)
 class PartitionState:
     """A partition as Metadata and DescribeTopicPartitions describe it."""
     partition: int
@@ -66,3 +77,25 @@ class ClusterView(Protocol):
 
     def knows_partition(self, topic: str, partition: int) -> bool:
         """Whether the partition exists (anywhere in the cluster)."""
+
+
+class Coordination(Protocol):
+    """Which broker coordinates a group or a transactional id, and the producer ids handed out."""
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before (in a cluster: unique across brokers)."""
+
+    def check_group_coordinator(self, group_id: str) -> None:
+        """NotCoordinator unless this broker coordinates the group."""
+
+    def check_transaction_coordinator(self, transactional_id: str) -> None:
+        """NotCoordinator unless this broker coordinates the transactional id (and has loaded it)."""
+
+    async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
+        """The coordinator of a group (key type 0) or transactional id (1) on ``listener`` (``here``: this
+        broker's address on it)."""
+
+    async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                      group_id: str) -> None:
+        """TxnOffsetCommit's checks: this broker coordinates the group, and the group's offsets partition is in
+        the producer's open transaction (asking its coordinator, KIP-890, when that is another broker)."""

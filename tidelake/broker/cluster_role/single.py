@@ -3,9 +3,10 @@ requests as Kafka's single broker would."""
 from __future__ import annotations
 
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import ElectionResults, PartitionKey, PartitionState
+from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, ElectionResults, PartitionKey, PartitionState
 from tidelake.broker.metadata import MetadataStore
 from tidelake.cluster.member import LiveBroker
+from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
 
 
@@ -78,3 +79,26 @@ class SingleBrokerView:
 
     def knows_partition(self, topic: str, partition: int) -> bool:
         return self._logs.get(topic, partition) is not None
+
+
+class SingleBrokerCoordination:
+    """This broker coordinates every group and transactional id; producer ids are its own sequence."""
+
+    def __init__(self, metadata: MetadataStore, transactions: TransactionCoordinator):
+        self._metadata, self._transactions = metadata, transactions
+
+    def allocate_producer_id(self) -> int:
+        return self._metadata.allocate_producer_id()
+
+    def check_group_coordinator(self, group_id: str) -> None:
+        return None
+
+    def check_transaction_coordinator(self, transactional_id: str) -> None:
+        return None
+
+    async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
+        return CoordinatorAnswer(key, here.broker_id, here.host, here.port, errors.NONE)
+
+    async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                      group_id: str) -> None:
+        self._transactions.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
