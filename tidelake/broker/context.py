@@ -11,6 +11,7 @@ from typing import Callable
 
 from tidelake import errors
 from tidelake.broker.access import Grants
+from tidelake.broker.cluster_role import ClusterView, ControllerRequests, Coordination
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
@@ -21,7 +22,6 @@ from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_coordinator import GroupCoordinator
-from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import LogManager
@@ -36,6 +36,10 @@ class Endpoint:
     """The address clients are told to dial (Metadata, FindCoordinator, DescribeCluster)."""
     host: str
     port: int
+
+    def bound_to(self, port: int) -> None:
+        """The listener is bound: a port 0 (any) becomes the one it got."""
+        self.port = port
 
 
 @dataclass(eq=False)
@@ -53,6 +57,9 @@ class BrokerContext:
     topics: TopicManager  # topic create/delete/alter over metadata + logs
     partitions: Partitions  # appends that wake Fetch long-polls
     partition_service: PartitionService  # produce/fetch's append, read, leader checks, acks wait (one node or a cluster)
+    controller: ControllerRequests  # the controller's requests and the admin requests it answers (one node or a cluster)
+    cluster_view: ClusterView  # the brokers, controller and partition leaders metadata answers name
+    coordination: Coordination  # who coordinates groups and transactional ids; producer ids
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator
@@ -74,32 +81,18 @@ class BrokerContext:
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before: this broker's own sequence, or in a cluster one unique
         across brokers (blocks claimed in ZooKeeper)."""
-        if self.cluster is None:
-            return self.metadata.allocate_producer_id()
-        return self.cluster.allocate_producer_id()
+        return self.coordination.allocate_producer_id()
 
     def check_group_coordinator(self, *group_ids: str) -> None:
-        """In a cluster, this broker coordinates a group only while it leads the group's
-        ``__consumer_offsets`` partition: otherwise NotCoordinator (the client finds the new one)."""
-        if self.cluster is None:
-            return
+        """NotCoordinator unless this broker coordinates every one of the groups (in a cluster: it leads the
+        group's ``__consumer_offsets`` partition; the client finds the new one)."""
         for group_id in group_ids:
-            partition = self.groups.partition_for(group_id)
-            try:
-                self.cluster.check_leader(OFFSETS_TOPIC, partition)
-            except errors.KafkaApiError:
-                raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of group {group_id} "
-                                            f"({OFFSETS_TOPIC}-{partition})") from None
+            self.coordination.check_group_coordinator(group_id)
 
     def check_transaction_coordinator(self, transactional_id: str) -> None:
-        """In a cluster, this broker coordinates a transactional id only while it leads the id's
-        ``__transaction_state`` partition (and has loaded it): otherwise NotCoordinator."""
-        if self.cluster is None:
-            return
-        partition = self.transactions.partition_for(transactional_id)
-        if partition not in self.transactions.partition_epochs:
-            raise errors.NotCoordinator(f"broker {self.node_id} is not the coordinator of transactional id "
-                                        f"{transactional_id} ({TRANSACTION_STATE_TOPIC}-{partition})")
+        """NotCoordinator unless this broker coordinates the transactional id (in a cluster: it leads the id's
+        ``__transaction_state`` partition and has loaded it)."""
+        self.coordination.check_transaction_coordinator(transactional_id)
 
     async def transaction_state_replicated(self, transactional_id: str) -> None:
         """In a cluster, wait until the in-sync replicas of the id's ``__transaction_state`` partition have

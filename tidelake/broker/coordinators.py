@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Callable
 
 from tidelake.broker.config import BrokerConfig
+from tidelake.broker.coordinator_appends import CoordinatorAppends
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import ClusterMember
@@ -52,13 +54,14 @@ def _batch(records: list[OffsetRecord], now: int, **batch_args) -> bytearray:
     return build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)], **batch_args)
 
 
-def build_group_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions) -> GroupCoordinator:
+def build_group_coordinator(config: BrokerConfig, topics: TopicManager, appends: CoordinatorAppends,
+                            clock_ms: Callable[[], int]) -> GroupCoordinator:
     group_config = GroupConfig.from_properties(config)
     group_config.offsets_partitions = offsets_partitions(config, topics)  # what hashing uses
 
     def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
-        now = partitions.clock_ms()
-        partitions.append(OFFSETS_TOPIC, partition, _batch(records, now), now_ms=now)
+        now = clock_ms()
+        appends.append(OFFSETS_TOPIC, partition, _batch(records, now), now_ms=now)
 
     def partitions_of(topic: str) -> int | None:
         info = topics.get(topic)
@@ -162,7 +165,7 @@ def _state_records(plog) -> list[tuple[bytes, bytes | None]]:
 
 
 def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
-                                  groups: GroupCoordinator, allocate_producer_id,
+                                  appends: CoordinatorAppends, groups: GroupCoordinator, allocate_producer_id,
                                   cluster: ClusterMember | None = None) -> TransactionCoordinator:
     state_partitions = config.get_int("transaction.state.log.num.partitions", 50)
 
@@ -170,7 +173,7 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
         if cluster is not None:  # the leader of the partition appends (created by FindCoordinator)
             now = partitions.clock_ms()
             try:
-                partitions.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
+                appends.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
             except (NotLeaderOrFollower, UnknownTopicOrPartition):
                 raise NotCoordinator(f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{partition}") from None
             return
@@ -180,7 +183,7 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
             except TopicAlreadyExists:
                 pass
         now = partitions.clock_ms()
-        partitions.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
+        appends.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
 
     def write_markers(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       tps: list[tuple[str, int]]) -> None:
@@ -196,7 +199,7 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
         now = partitions.clock_ms()
         batch = _batch(records, now, producer_id=producer_id, producer_epoch=producer_epoch,
                          transactional=True)
-        partitions.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
+        appends.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
 
     def apply_offsets(records: list[OffsetRecord]) -> None:
         for key, value in records:

@@ -80,6 +80,10 @@ class MetadataStore:
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
 
+    def adopt_cluster_id(self, cluster_id: str) -> None:
+        """The id of the cluster this broker joined (ZooKeeper's, or ours when we were first): kept from now on."""
+        self.cluster_id = cluster_id
+
     def _serialize(self) -> tuple[int, bytes]:
         with self._lock:
             self._version += 1

@@ -10,7 +10,6 @@ import asyncio
 import collections
 from typing import Callable, Iterable
 
-from tidelake.cluster.member import ClusterMember
 from tidelake.errors import UnknownTopicOrPartition
 from tidelake.log import AppendResult, LogManager
 
@@ -20,9 +19,6 @@ class Partitions:
         self.logs = logs
         self.clock_ms = clock_ms
         self._waiters: dict[tuple[str, int], list[asyncio.Future]] = collections.defaultdict(list)
-        # in a cluster: appends (the group coordinator's) only on the leader, stamped with its epoch,
-        # and the leader's high watermark follows (set once by Broker)
-        self.cluster: ClusterMember | None = None
 
     def append(self, topic: str, partition: int, data: bytes | bytearray | memoryview, *,
                now_ms: int | None = None, leader_epoch: int = 0) -> AppendResult:
@@ -31,13 +27,9 @@ class Partitions:
         plog = self.logs.get(topic, partition)
         if plog is None:
             raise UnknownTopicOrPartition(f"{topic}-{partition}")
-        if self.cluster is not None:
-            leader_epoch = self.cluster.check_leader(topic, partition)
         result = plog.append(data, now_ms=self.clock_ms() if now_ms is None else now_ms, leader_epoch=leader_epoch)
         if not result.duplicate:
             self.notify(topic, partition)
-        if self.cluster is not None:
-            self.cluster.leader_appended(topic, partition, plog)
         return result
 
     def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,

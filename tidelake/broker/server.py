@@ -17,10 +17,13 @@ import time
 from pathlib import Path
 from typing import Mapping
 
+from tidelake.broker.cluster_role import (SingleBrokerController, SingleBrokerCoordination, SingleBrokerView,
+                                         ZooKeeperCoordination, ZooKeeperView)
 from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
+from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           coordinator_leadership, load_transactions)
 from tidelake.broker.dispatch import Dispatcher
@@ -106,13 +109,15 @@ class Broker:
         logs = LogManager(data_dir)
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
-        groups = build_group_coordinator(config, topics, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
+        # the coordinators' writes: in a cluster only a partition's leader appends
+        appends = LocalAppends(partitions) if cluster is None else LeaderAppends(partitions, cluster)
+        groups = build_group_coordinator(config, topics, appends, wall_ms)
         self.schema_registry = BrokerSchemaRegistry(config, next(
             (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
         transactions = build_transaction_coordinator(
-            config, topics, partitions, groups,
+            config, topics, partitions, appends, groups,
             cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster)
         schemas = self.schema_registry.validator
         # the one place a broker's handlers learn whether they serve a cluster
@@ -122,11 +127,14 @@ class Broker:
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, partition_service=service,
+            controller=SingleBrokerController(node_id, logs, metadata) if cluster is None else cluster,
+            cluster_view=SingleBrokerView(node_id, logs) if cluster is None else ZooKeeperView(cluster),
+            coordination=(SingleBrokerCoordination(metadata, transactions) if cluster is None
+                          else ZooKeeperCoordination(cluster, config, groups, transactions, node_id)),
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
             schema_validation=schemas)
         if cluster is not None:
-            partitions.cluster = cluster
             cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,
                                                                 wall_ms))
         self.dispatcher = Dispatcher(self.context)
@@ -240,7 +248,7 @@ class Broker:
             raise
         self.port = self.ports[self._binds[0][0]]
         for name, _h, _p, _adv_host, adv_port in self._binds:
-            ctx.endpoints[name].port = adv_port or self.ports[name]
+            ctx.endpoints[name].bound_to(adv_port or self.ports[name])
         if ctx.cluster is not None:
             try:
                 await self._join_cluster()
@@ -310,7 +318,7 @@ class Broker:
         endpoints = [BrokerEndpoint(name, ctx.endpoints[name].host, ctx.endpoints[name].port,
                                     ctx.security.listeners[name].protocol) for name, *_ in self._binds]
         self._cluster_joining = True
-        ctx.metadata.cluster_id = await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id)
+        ctx.metadata.adopt_cluster_id(await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id))
         # the controller sends LeaderAndIsr/UpdateMetadata to our listener: serve before it is elected
         for server in self._servers:
             await server.start_serving()

@@ -23,29 +23,19 @@ from tidelake.protocol.messages import (ControlledShutdownRequest, ControlledShu
                                         UpdateMetadataRequest, UpdateMetadataResponse)
 
 
-def _single_broker() -> errors.KafkaApiError:
-    return errors.StaleControllerEpoch("this broker is not in a cluster (no zookeeper.connect)")
-
-
 @api(LeaderAndIsrRequest, LeaderAndIsrResponse, 0, 5, access=cluster_whole(O.CLUSTER_ACTION))
 async def leader_and_isr(broker: BrokerContext, ctx: RequestContext, request):
-    if broker.cluster is None:
-        raise _single_broker()
-    return await broker.cluster.handle_leader_and_isr(request, ctx.api_version)
+    return await broker.controller.handle_leader_and_isr(request, ctx.api_version)
 
 
 @api(UpdateMetadataRequest, UpdateMetadataResponse, 0, 7, access=cluster_whole(O.CLUSTER_ACTION))
 async def update_metadata(broker: BrokerContext, ctx: RequestContext, request):
-    if broker.cluster is None:
-        raise _single_broker()
-    return await broker.cluster.handle_update_metadata(request, ctx.api_version)
+    return await broker.controller.handle_update_metadata(request, ctx.api_version)
 
 
 @api(StopReplicaRequest, StopReplicaResponse, 0, 3, access=cluster_whole(O.CLUSTER_ACTION))
 async def stop_replica(broker: BrokerContext, ctx: RequestContext, request):
-    if broker.cluster is None:
-        raise _single_broker()
-    return await broker.cluster.handle_stop_replica(request, ctx.api_version)
+    return await broker.controller.handle_stop_replica(request, ctx.api_version)
 
 
 _ERTopic = ElectLeadersResponse.ReplicaElectionResult
@@ -58,15 +48,7 @@ async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
     unclean = ctx.api_version >= 1 and request.election_type == UNCLEAN
     wanted = None if request.topic_partitions is None else [
         (t.topic, p) for t in request.topic_partitions for p in t.partitions]
-    if broker.cluster is not None:
-        results = await broker.cluster.elect_leaders(wanted, unclean)  # NotController: the client retries
-    else:
-        results = {}
-        for key in (wanted if wanted is not None else
-                    [(n, p) for n, info in broker.metadata.topics.items() for p in range(info.partitions)]):
-            exists = broker.logs.get(*key) is not None
-            results[key] = ((errors.ElectionNotNeeded.code, "a single broker leads every partition") if exists
-                            else (errors.UnknownTopicOrPartition.code, f"{key[0]}-{key[1]} does not exist"))
+    results = await broker.controller.elect_leaders(wanted, unclean)  # NotController: the client retries
     by_topic: dict[str, list] = {}
     for (topic, p), (code, message) in results.items():
         by_topic.setdefault(topic, []).append(_ERPartition(partition_id=p, error_code=code, error_message=message))
@@ -76,9 +58,7 @@ async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
 
 @api(ControlledShutdownRequest, ControlledShutdownResponse, 0, 2, access=cluster_whole(O.CLUSTER_ACTION))
 async def controlled_shutdown(broker: BrokerContext, ctx: RequestContext, request):
-    if broker.cluster is None:
-        raise errors.NotController("this broker is not in a cluster (no zookeeper.connect)")
-    remaining = await broker.cluster.handle_controlled_shutdown(
+    remaining = await broker.controller.handle_controlled_shutdown(
         request.broker_id, request.broker_epoch if ctx.api_version >= 2 else -1)
     R = ControlledShutdownResponse.RemainingPartition
     return ControlledShutdownResponse(error_code=errors.NONE, remaining_partitions=[
@@ -95,22 +75,7 @@ async def alter_partition_reassignments(broker: BrokerContext, ctx: RequestConte
     wanted = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
               for t in request.topics for p in t.partitions}
     allow_rf_change = ctx.api_version < 1 or request.allow_replication_factor_change
-    if broker.cluster is not None:
-        results = await broker.cluster.alter_partition_reassignments(wanted, allow_rf_change)  # NotController
-    else:
-        results = {}
-        for (topic, p), target in wanted.items():
-            if broker.logs.get(topic, p) is None:
-                results[(topic, p)] = (errors.UnknownTopicOrPartition.code, f"{topic}-{p} does not exist")
-            elif target is None:
-                results[(topic, p)] = (errors.NoReassignmentInProgress.code,
-                                       f"no reassignment of {topic}-{p} is in progress")
-            elif target != [broker.node_id]:
-                results[(topic, p)] = (errors.InvalidReplicaAssignment.code,
-                                       f"Unknown broker ids in partition reassignment replica list: "
-                                       f"{[r for r in target if r != broker.node_id] or target}")
-            else:
-                results[(topic, p)] = (errors.NONE, None)
+    results = await broker.controller.alter_partition_reassignments(wanted, allow_rf_change)  # NotController
     by_topic: dict[str, list] = {}
     for (topic, p), (code, message) in results.items():
         by_topic.setdefault(topic, []).append(_ARPartition(partition_index=p, error_code=code, error_message=message))
@@ -127,7 +92,7 @@ _LRPartition = _LRTopic.OngoingPartitionReassignment
      access=cluster_whole(O.DESCRIBE))
 async def list_partition_reassignments(broker: BrokerContext, ctx: RequestContext, request):
     wanted = None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
-    ongoing = broker.cluster.list_partition_reassignments(wanted) if broker.cluster is not None else {}
+    ongoing = broker.controller.list_partition_reassignments(wanted)
     by_topic: dict[str, list] = {}
     for (topic, p), ra in ongoing.items():
         by_topic.setdefault(topic, []).append(_LRPartition(partition_index=p, replicas=list(ra.replicas),

@@ -21,17 +21,17 @@ from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGr
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tidelake import errors
+from tidelake.broker.cluster_role import CoordinatorAnswer
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
 from tidelake.broker.handlers.common import authorized_operations
 from tidelake.broker.access import (GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, ItemRule,
                                     ListingRule, Need, per_item, topic, whole)
 from tidelake.broker.registry import api
 from tidelake.security.acl.model import Operation, ResourceType
+from tidelake.cluster.member import LiveBroker
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
-from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
@@ -59,14 +59,13 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     code = 0 if key_type in (GROUP_KEY, TRANSACTION_KEY) else errors.InvalidRequest.code
     keys = req.coordinator_keys if v >= 4 else [req.key]
     endpoint = broker.endpoint_for(ctx)
+    here = LiveBroker(broker.node_id, endpoint.host, endpoint.port, None)
     answers: list[CoordinatorAnswer] = []
     for k in keys:
         if code:
             answers.append(CoordinatorAnswer(k, -1, "", -1, code))
-        elif broker.cluster is None:
-            answers.append(CoordinatorAnswer(k, broker.node_id, endpoint.host, endpoint.port, 0))
         else:
-            answers.append(await _cluster_coordinator(broker, ctx, key_type, k))
+            answers.append(await broker.coordination.find_coordinator(key_type, k, here, ctx.session.listener))
     if v < 4:
         a = answers[0]
         return FindCoordinatorResponse(throttle_time_ms=0, error_code=a.error_code, error_message=a.error_message,
@@ -75,39 +74,6 @@ async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     return FindCoordinatorResponse(throttle_time_ms=0, coordinators=[
         C(key=a.key, node_id=a.node_id, host=a.host, port=a.port, error_code=a.error_code,
           error_message=a.error_message) for a in answers])
-
-
-@dataclass(frozen=True)
-class CoordinatorAnswer:
-    key: str
-    node_id: int
-    host: str
-    port: int
-    error_code: int
-    error_message: str | None = None  # why there is none (e.g. too few brokers for the internal topic)
-
-
-async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_type: int, key: str
-                               ) -> CoordinatorAnswer:
-    """In a cluster a group's coordinator is the leader of its __consumer_offsets partition (created
-    with offsets.topic.replication.factor replicas on first use), a transactional id's the leader of its
-    __transaction_state partition (transaction.state.log.replication.factor replicas, min.insync.replicas
-    from transaction.state.log.min.isr)."""
-    if key_type == GROUP_KEY:
-        topic, partitions, configs = OFFSETS_TOPIC, broker.groups.config.offsets_partitions, INTERNAL_TOPIC_CONFIGS
-        rf = broker.config.get_int("offsets.topic.replication.factor", 1)
-        partition = broker.groups.partition_for(key)
-    else:
-        topic, partitions = TRANSACTION_STATE_TOPIC, broker.transactions.num_partitions
-        configs = transaction_state_configs(broker.config)
-        rf = broker.config.get_int("transaction.state.log.replication.factor", 1)
-        partition = broker.transactions.partition_for(key)
-    try:
-        leader = await broker.cluster.internal_topic_leader(topic, partitions, rf, configs, partition,
-                                                            ctx.session.listener)
-    except errors.KafkaApiError as e:
-        return CoordinatorAnswer(key, -1, "", -1, e.code, str(e))
-    return CoordinatorAnswer(key, leader.broker_id, leader.host, leader.port, 0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,29 +41,11 @@ _MRPartition = _MRTopic.MetadataResponsePartition
 NOT_REQUESTED = -2147483648  # KIP-430: authorized operations not asked for (int32 fields; None in bitfields)
 
 
-def partition_states(broker: BrokerContext, info, start: int = 0, end: int | None = None) -> list[tuple]:
-    """(partition, error, leader, leader epoch, replicas, isr, offline) of a topic's partitions: this
-    broker for all on a single node; in a cluster what the controller said (LEADER_NOT_AVAILABLE
-    while a partition has no leader)."""
-    end = info.partitions if end is None else end
-    if broker.cluster is None:
-        nid = broker.node_id
-        return [(p, errors.NONE, nid, 0, [nid], [nid], []) for p in range(start, end)]
-    out = []
-    for p in range(start, end):
-        pm = broker.cluster.partition(info.name, p)
-        if pm is None:
-            out.append((p, errors.LeaderNotAvailable.code, -1, -1, [], [], []))
-        else:
-            code = errors.NONE if pm.leader >= 0 else errors.LeaderNotAvailable.code
-            out.append((p, code, pm.leader, pm.leader_epoch, pm.replicas, pm.isr, pm.offline))
-    return out
-
-
 def _topic_metadata(broker: BrokerContext, info, ops: set[int] | None = None) -> Any:
-    parts = [_MRPartition(error_code=code, partition_index=p, leader_id=leader, leader_epoch=epoch,
-                          replica_nodes=replicas, isr_nodes=isr, offline_replicas=offline)
-             for p, code, leader, epoch, replicas, isr, offline in partition_states(broker, info)]
+    parts = [_MRPartition(error_code=s.error_code, partition_index=s.partition, leader_id=s.leader,
+                          leader_epoch=s.leader_epoch, replica_nodes=s.replicas, isr_nodes=s.isr,
+                          offline_replicas=s.offline)
+             for s in broker.cluster_view.partition_states(info.name, 0, info.partitions)]
     return _MRTopic(error_code=errors.NONE, name=info.name, topic_id=info.topic_id, is_internal=info.internal,
                     partitions=parts, authorized_operations=ops)
 
@@ -74,7 +56,7 @@ def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
 
 @api(MetadataRequest, MetadataResponse, 0, 13, access=in_handler(DESCRIBE_TOPIC, CREATE_TOPIC))
 async def metadata(broker: BrokerContext, ctx: RequestContext, request):
-    await _cluster_view_known(broker)
+    await broker.cluster_view.wait_for_first_metadata()
     version = ctx.api_version
     topics_mgr = broker.topics
     grants = ctx.grants
@@ -153,22 +135,15 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
 
 def live_brokers(broker: BrokerContext, ctx: RequestContext) -> list[LiveBroker]:
     """The brokers clients may dial on the listener they used: this one alone, or the cluster's live ones."""
-    live = broker.cluster.live_brokers(ctx.session.listener) if broker.cluster is not None else []
+    live = broker.cluster_view.live_brokers(ctx.session.listener)
     if not live:  # a single broker, or one the controller has not reached yet: clients still need this one
         endpoint = broker.endpoint_for(ctx)
         live = [LiveBroker(broker.node_id, endpoint.host, endpoint.port, None)]
     return live
 
 
-async def _cluster_view_known(broker: BrokerContext) -> None:
-    """A cluster broker that has not heard from the controller yet would answer "no controller, no other
-    brokers", and librdkafka's admin client then waits out its whole timeout instead of asking again."""
-    if broker.cluster is not None:
-        await broker.cluster.wait_for_first_metadata()
-
-
 def controller_id(broker: BrokerContext) -> int:
-    return broker.node_id if broker.cluster is None else broker.cluster.controller_id
+    return broker.cluster_view.controller_id()
 
 
 _DTP = DescribeTopicPartitionsResponse
@@ -209,11 +184,11 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
             continue
         start = cursor.partition_index if name == cursor_name else 0
         end = min(info.partitions, start + budget)
-        parts = [_DTPPartition(error_code=code, partition_index=p, leader_id=leader, leader_epoch=epoch,
-                               replica_nodes=replicas, isr_nodes=isr,
+        parts = [_DTPPartition(error_code=s.error_code, partition_index=s.partition, leader_id=s.leader,
+                               leader_epoch=s.leader_epoch, replica_nodes=s.replicas, isr_nodes=s.isr,
                                eligible_leader_replicas=[], last_known_elr=[],  # Java needs lists, not null
-                               offline_replicas=offline)
-                 for p, code, leader, epoch, replicas, isr, offline in partition_states(broker, info, start, end)]
+                               offline_replicas=s.offline)
+                 for s in broker.cluster_view.partition_states(name, start, end)]
         budget -= len(parts)
         ops = bit_set(authorized_operations(broker, ctx, ResourceType.TOPIC, name))  # always, as Kafka
         topics.append(_DTPTopic(error_code=errors.NONE, name=name, topic_id=info.topic_id, is_internal=info.internal,
@@ -237,7 +212,7 @@ def _valid_topic_name(name: str) -> bool:
 @api(DescribeClusterRequest, DescribeClusterResponse, 0, 2,
      access=open_to_all("as Kafka's: only the authorized operations it reports depend on the principal"))
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
-    await _cluster_view_known(broker)
+    await broker.cluster_view.wait_for_first_metadata()
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:
         return DescribeClusterResponse(throttle_time_ms=0, error_code=errors.UnsupportedEndpointType.code,
                                        error_message="only broker endpoints", endpoint_type=request.endpoint_type,

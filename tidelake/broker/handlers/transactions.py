@@ -34,7 +34,6 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
-from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +86,8 @@ async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_i
     P = R.AddPartitionsToTxnPartitionResult
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     codes: dict[tuple[str, int], int]
-    if broker.cluster is None:
-        unknown = {tp for tp in wanted if broker.logs.get(*tp) is None}
-    else:  # the partitions of a transaction are anywhere in the cluster
-        unknown = {tp for tp in wanted if broker.cluster.partition(*tp) is None}
+    # the partitions of a transaction are anywhere in the cluster
+    unknown = {tp for tp in wanted if not broker.cluster_view.knows_partition(*tp)}
     if unknown:  # Kafka: the unknown ones fail, the rest are not attempted
         codes = {tp: errors.UnknownTopicOrPartition.code if tp in unknown else errors.OperationNotAttempted.code
                  for tp in wanted}
@@ -171,24 +168,9 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     now = broker.clock_ms()
     transactions = broker.transactions
     try:
-        if broker.cluster is not None:
-            broker.check_group_coordinator(req.group_id)
-        # The group's partition must be in this producer's open transaction (AddOffsetsToTxn first); in a
-        # cluster the transaction's coordinator may be another broker, asked as a partition leader asks
-        # it about a transactional Produce (KIP-890).
-        state_partition = transactions.partition_for(req.transactional_id)
-        if broker.cluster is None or state_partition in transactions.partition_epochs:
-            transactions.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                 req.group_id)
-        else:
-            offsets_partition = broker.groups.partition_for(req.group_id)
-            try:
-                await broker.cluster.txn_verifier.verify(
-                    TRANSACTION_STATE_TOPIC, state_partition, req.transactional_id, req.producer_id,
-                    req.producer_epoch, OFFSETS_TOPIC, offsets_partition)
-            except errors.NotEnoughReplicas as e:  # the transaction's coordinator is moving: the client retries
-                raise errors.CoordinatorNotAvailable(str(e)) from None
-            broker.check_group_coordinator(req.group_id)  # still, after the wait
+        # the group's partition must be in this producer's open transaction (AddOffsetsToTxn first)
+        await broker.coordination.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
+                                                          req.group_id)
         _check_group_member(broker, req, v)
         commits = [(t.name, p.partition_index,
                     OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,

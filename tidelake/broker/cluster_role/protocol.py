@@ -1,0 +1,101 @@
+"""``ControllerRequests`` and ``ClusterView``: see the package."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from tidelake.cluster.member import LiveBroker
+
+PartitionKey = tuple[str, int]
+ElectionResults = dict[PartitionKey, tuple[int, str | None]]  # (error code, message) per partition
+
+
+@dataclass(frozen=True)
+class CoordinatorAnswer:
+    """FindCoordinator's answer for one key."""
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: int
+    error_message: str | None = None  # why there is none (e.g. too few brokers for the internal topic)
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """A partition as Metadata and DescribeTopicPartitions describe it."""
+    partition: int
+    error_code: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+
+
+class ControllerRequests(Protocol):
+    """The controller's requests to this broker, and the admin requests only a controller answers. A
+    ``ClusterMember`` is the cluster's implementation."""
+
+    async def handle_leader_and_isr(self, request, version: int):
+        """LeaderAndIsr's response; a broker not in a cluster raises StaleControllerEpoch."""
+
+    async def handle_update_metadata(self, request, version: int):
+        """UpdateMetadata's response; a broker not in a cluster raises StaleControllerEpoch."""
+
+    async def handle_stop_replica(self, request, version: int):
+        """StopReplica's response; a broker not in a cluster raises StaleControllerEpoch."""
+
+    async def handle_controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[PartitionKey]:
+        """The partitions the stopping broker still leads; NotController where no controller runs."""
+
+    async def elect_leaders(self, partitions: list[PartitionKey] | None, unclean: bool) -> ElectionResults:
+        """ElectLeaders' answer per partition (None: every partition)."""
+
+    async def alter_partition_reassignments(self, wanted: dict[PartitionKey, list[int] | None],
+                                            allow_rf_change: bool) -> ElectionResults:
+        """AlterPartitionReassignments' answer per partition (a None target cancels)."""
+
+    def list_partition_reassignments(self, partitions: list[PartitionKey] | None) -> dict:
+        """The ongoing reassignments (with ``replicas``, ``adding``, ``removing``) by partition."""
+
+
+class ClusterView(Protocol):
+    """The cluster as this broker's metadata answers describe it."""
+
+    async def wait_for_first_metadata(self) -> None:
+        """Until the controller has told this broker the cluster (at once on a broker alone)."""
+
+    def live_brokers(self, listener: str) -> list[LiveBroker]:
+        """The brokers clients may dial on ``listener`` (empty: none known beyond this one)."""
+
+    def controller_id(self) -> int:
+        """The controller's broker id (a broker alone names itself)."""
+
+    def partition_states(self, topic: str, start: int, end: int) -> list[PartitionState]:
+        """Partitions ``start``..``end - 1`` of a topic (LEADER_NOT_AVAILABLE while one has no leader)."""
+
+    def knows_partition(self, topic: str, partition: int) -> bool:
+        """Whether the partition exists (anywhere in the cluster)."""
+
+
+class Coordination(Protocol):
+    """Which broker coordinates a group or a transactional id, and the producer ids handed out."""
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before (in a cluster: unique across brokers)."""
+
+    def check_group_coordinator(self, group_id: str) -> None:
+        """NotCoordinator unless this broker coordinates the group."""
+
+    def check_transaction_coordinator(self, transactional_id: str) -> None:
+        """NotCoordinator unless this broker coordinates the transactional id (and has loaded it)."""
+
+    async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
+        """The coordinator of a group (key type 0) or transactional id (1) on ``listener`` (``here``: this
+        broker's address on it)."""
+
+    async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                      group_id: str) -> None:
+        """TxnOffsetCommit's checks: this broker coordinates the group, and the group's offsets partition is in
+        the producer's open transaction (asking its coordinator, KIP-890, when that is another broker)."""

@@ -1,0 +1,108 @@
+"""One broker of a ZooKeeper cluster: the cluster as the controller last told it (its ``ClusterMember``, which
+also answers the controller's requests itself)."""
+from __future__ import annotations
+
+from tidelake import errors
+from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, PartitionState
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
+from tidelake.cluster.member import ClusterMember, LiveBroker
+from tidelake.coordinator.group_coordinator import GroupCoordinator
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
+from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
+
+GROUP_KEY = 0  # FindCoordinator's key type of a group (1: a transactional id)
+
+
+class ZooKeeperView:
+    def __init__(self, member: ClusterMember):
+        self._member = member
+
+    async def wait_for_first_metadata(self) -> None:
+        # a broker that has not heard from the controller yet would answer "no controller, no other brokers",
+        # and librdkafka's admin client then waits out its whole timeout instead of asking again
+        await self._member.wait_for_first_metadata()
+
+    def live_brokers(self, listener: str) -> list[LiveBroker]:
+        return self._member.live_brokers(listener)
+
+    def controller_id(self) -> int:
+        return self._member.controller_id
+
+    def partition_states(self, topic: str, start: int, end: int) -> list[PartitionState]:
+        out = []
+        for p in range(start, end):
+            pm = self._member.partition(topic, p)
+            if pm is None:
+                out.append(PartitionState(p, errors.LeaderNotAvailable.code, -1, -1, [], [], []))
+            else:
+                code = errors.NONE if pm.leader >= 0 else errors.LeaderNotAvailable.code
+                out.append(PartitionState(p, code, pm.leader, pm.leader_epoch, pm.replicas, pm.isr, pm.offline))
+        return out
+
+    def knows_partition(self, topic: str, partition: int) -> bool:
+        return self._member.partition(topic, partition) is not None
+
+
+class ZooKeeperCoordination:
+    """A group's coordinator is the leader of its ``__consumer_offsets`` partition, a transactional id's the leader
+    of its ``__transaction_state`` partition (each created on first use); producer ids come in blocks claimed in
+    ZooKeeper."""
+
+    def __init__(self, member: ClusterMember, config: BrokerConfig, groups: GroupCoordinator,
+                 transactions: TransactionCoordinator, node_id: int):
+        self._member, self._config = member, config
+        self._groups, self._transactions, self._node_id = groups, transactions, node_id
+
+    def allocate_producer_id(self) -> int:
+        return self._member.allocate_producer_id()
+
+    def check_group_coordinator(self, group_id: str) -> None:
+        partition = self._groups.partition_for(group_id)
+        try:
+            self._member.check_leader(OFFSETS_TOPIC, partition)
+        except errors.KafkaApiError:
+            raise errors.NotCoordinator(f"broker {self._node_id} is not the coordinator of group {group_id} "
+                                        f"({OFFSETS_TOPIC}-{partition})") from None
+
+    def check_transaction_coordinator(self, transactional_id: str) -> None:
+        partition = self._transactions.partition_for(transactional_id)
+        if partition not in self._transactions.partition_epochs:
+            raise errors.NotCoordinator(f"broker {self._node_id} is not the coordinator of transactional id "
+                                        f"{transactional_id} ({TRANSACTION_STATE_TOPIC}-{partition})")
+
+    async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
+        # the internal topic: offsets.topic.replication.factor replicas, or transaction.state.log.replication.factor
+        # with min.insync.replicas from transaction.state.log.min.isr
+        if key_type == GROUP_KEY:
+            topic, partitions, configs = OFFSETS_TOPIC, self._groups.config.offsets_partitions, INTERNAL_TOPIC_CONFIGS
+            rf = self._config.get_int("offsets.topic.replication.factor", 1)
+            partition = self._groups.partition_for(key)
+        else:
+            topic, partitions = TRANSACTION_STATE_TOPIC, self._transactions.num_partitions
+            configs = transaction_state_configs(self._config)
+            rf = self._config.get_int("transaction.state.log.replication.factor", 1)
+            partition = self._transactions.partition_for(key)
+        try:
+            leader = await self._member.internal_topic_leader(topic, partitions, rf, configs, partition, listener)
+        except errors.KafkaApiError as e:
+            return CoordinatorAnswer(key, -1, "", -1, e.code, str(e))
+        return CoordinatorAnswer(key, leader.broker_id, leader.host, leader.port, errors.NONE)
+
+    async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                                      group_id: str) -> None:
+        self.check_group_coordinator(group_id)
+        transactions = self._transactions
+        state_partition = transactions.partition_for(transactional_id)
+        if state_partition in transactions.partition_epochs:  # this broker coordinates the transaction too
+            transactions.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
+            return
+        # another broker coordinates it: asked as a partition leader asks about a transactional Produce (KIP-890)
+        try:
+            await self._member.txn_verifier.verify(
+                TRANSACTION_STATE_TOPIC, state_partition, transactional_id, producer_id, producer_epoch,
+                OFFSETS_TOPIC, self._groups.partition_for(group_id))
+        except errors.NotEnoughReplicas as e:  # the transaction's coordinator is moving: the client retries
+            raise errors.CoordinatorNotAvailable(str(e)) from None
+        self.check_group_coordinator(group_id)  # still, after the wait
