@@ -1,10 +1,12 @@
 """Node.js client families against the broker: KafkaJS 2.2.4 and @platformatic/kafka (tests/node, installed by
 `make test` with `npm ci`). Each script produces, consumes in a group committing by hand (a second member resumes
 from the commits), commits offsets inside a transaction, commits and aborts transactions, and reads the result
-back read_committed; it prints one JSON line."""
+back read_committed; it prints one JSON line. KafkaJS also logs in with SASL PLAIN and OAUTHBEARER and
+re-authenticates (KIP-368)."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 
 import pytest
@@ -15,10 +17,10 @@ from tidelake.broker import EmbeddedBroker
 NODE_DIR = ROOT / "tests" / "node"
 
 
-def run_node_client(script: str, bootstrap: str) -> dict:
+def run_node_client(script: str, bootstrap: str, *args: str) -> dict:
     if not (NODE_DIR / "node_modules").is_dir():
         pytest.fail(f"{NODE_DIR}/node_modules is missing: run `make node-deps` (npm ci in {NODE_DIR})")
-    r = subprocess.run(["node", script, bootstrap], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(["node", script, bootstrap, *args], cwd=NODE_DIR, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -42,3 +44,27 @@ def test_platformatic_produce_groups_commit_and_transactions(tmp_path):
     assert out["consumerProtocol"] == 40  # the KIP-848 group reads all 40 from the start
     assert out["readCommitted"] == ["c"] * 5 + ["e"]  # the aborted transaction's record is not read
     assert out["txnCommitted"] == 5  # the committed transactions' input offsets, not the aborted one's
+
+
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";')
+OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "oauthbearer"])
+def test_kafkajs_logs_in_with_sasl_and_reauthenticates(tmp_path, caplog, mechanism):
+    caplog.set_level(logging.DEBUG, logger="tidelake.broker.sasl")
+    caplog.set_level(logging.DEBUG, logger="tidelake.broker.transport")  # (the handler takes the last level)
+    config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
+              "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
+              "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
+              "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
+              "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
+              "connections.max.reauth.ms": "1500"}
+    with EmbeddedBroker(tmp_path / "data", config=config) as b:
+        out = run_node_client("kafkajs_sasl.js", b.bootstrap_servers, mechanism, "4500")
+        log = b.broker.logs.get(f"js-sasl-{mechanism}", 0)
+        stored = log.log_end_offset if log is not None else None
+    assert out["sent"] > 0 and stored == out["sent"]
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"re-authenticated as User:alice with {mechanism.upper()}" in m for m in messages)
+    assert not any("expired without re-authentication" in m for m in messages)
