@@ -50,21 +50,25 @@ PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required 
 OAUTH_JAAS = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
 
 
-@pytest.mark.parametrize("mechanism", ["plain", "oauthbearer"])
-def test_kafkajs_logs_in_with_sasl_and_reauthenticates(tmp_path, caplog, mechanism):
-    caplog.set_level(logging.DEBUG, logger="tidelake.broker.sasl")
-    caplog.set_level(logging.DEBUG, logger="tidelake.broker.transport")  # (the handler takes the last level)
+@pytest.fixture(scope="module")
+def sasl_broker(tmp_path_factory):
     config = {"listeners": "SASL_PLAINTEXT://127.0.0.1:0",
               "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT",
               "inter.broker.listener.name": "SASL_PLAINTEXT", "sasl.enabled.mechanisms": "PLAIN,OAUTHBEARER",
               "listener.name.sasl_plaintext.plain.sasl.jaas.config": PLAIN_JAAS,
               "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": OAUTH_JAAS,
               "connections.max.reauth.ms": "1500"}
-    with EmbeddedBroker(tmp_path / "data", config=config) as b:
-        out = run_node_client("kafkajs_sasl.js", b.bootstrap_servers, mechanism, "4500")
-        log = b.broker.logs.get(f"js-sasl-{mechanism}", 0)
-        stored = log.log_end_offset if log is not None else None
-    assert out["sent"] > 0 and stored == out["sent"]
+    with EmbeddedBroker(tmp_path_factory.mktemp("node-sasl"), config=config) as b:
+        yield b
+
+
+@pytest.mark.parametrize("mechanism", ["plain", "oauthbearer"])
+def test_kafkajs_logs_in_with_sasl_and_reauthenticates(sasl_broker, caplog, mechanism):
+    caplog.set_level(logging.DEBUG, logger="tidelake.broker.sasl")
+    caplog.set_level(logging.DEBUG, logger="tidelake.broker.transport")  # (the handler takes the last level)
+    out = run_node_client("kafkajs_sasl.js", sasl_broker.bootstrap_servers, mechanism, "3000")
+    log = sasl_broker.broker.logs.get(f"js-sasl-{mechanism}", 0)
+    assert out["sent"] > 0 and log is not None and log.log_end_offset == out["sent"]
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"re-authenticated as User:alice with {mechanism.upper()}" in m for m in messages)
     assert not any("expired without re-authentication" in m for m in messages)
