@@ -41,6 +41,8 @@ NODE_DIR := tests/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
 $(NODE_STAMP): $(NODE_DIR)/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "missing: node and npm (Node.js 20.19 or later) for $(NODE_DIR)"; exit 1; }
+	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error("Node.js 20.19 or later is needed for $(NODE_DIR), found " + process.versions.node); process.exit(1) }'
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
 node-deps: $(NODE_STAMP)
