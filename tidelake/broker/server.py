@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tidelake.broker.cluster_role import (SingleBrokerController, SingleBrokerCoordination, SingleBrokerView,
-                                         ZooKeeperCoordination, ZooKeeperView)
+from tidelake.broker.cluster_role import (SingleBrokerController, SingleBrokerCoordination, SingleBrokerTopics,
+                                         SingleBrokerView, ZooKeeperCoordination, ZooKeeperTopics, ZooKeeperView)
 from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
@@ -131,6 +131,7 @@ class Broker:
             cluster_view=SingleBrokerView(node_id, logs) if cluster is None else ZooKeeperView(cluster),
             coordination=(SingleBrokerCoordination(metadata, transactions) if cluster is None
                           else ZooKeeperCoordination(cluster, config, groups, transactions, node_id)),
+            topic_admin=SingleBrokerTopics(node_id, topics, metadata) if cluster is None else ZooKeeperTopics(cluster),
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
             schema_validation=schemas)
