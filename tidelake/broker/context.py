@@ -20,7 +20,6 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
-from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
@@ -66,7 +65,6 @@ class BrokerContext:
     transactions: TransactionCoordinator
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
-    cluster: ClusterMember | None = None  # set with zookeeper.connect: one broker of a replicated cluster
     schema_validation: SchemaValidator | None = None  # with a schema registry configured: produce-time id checks
 
     @property
