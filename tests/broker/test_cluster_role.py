@@ -7,8 +7,8 @@ import inspect
 import pytest
 
 from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, SingleBrokerController,
-                                          SingleBrokerCoordination, SingleBrokerView, ZooKeeperCoordination,
-                                          ZooKeeperView)
+                                          SingleBrokerCoordination, SingleBrokerTopics, SingleBrokerView, TopicAdmin,
+                                          ZooKeeperCoordination, ZooKeeperTopics, ZooKeeperView)
 from tidelake.broker.coordinator_appends import CoordinatorAppends, LeaderAppends, LocalAppends
 from tidelake.broker.partition_service import LocalPartitions, PartitionService, ReplicatedPartitions
 from tidelake.cluster.member import ClusterMember
@@ -23,6 +23,7 @@ def _methods(protocol) -> dict[str, inspect.Signature]:
     (ControllerRequests, [SingleBrokerController, ClusterMember]),
     (ClusterView, [SingleBrokerView, ZooKeeperView]),
     (Coordination, [SingleBrokerCoordination, ZooKeeperCoordination]),
+    (TopicAdmin, [SingleBrokerTopics, ZooKeeperTopics]),
     (CoordinatorAppends, [LocalAppends, LeaderAppends]),
     (PartitionService, [LocalPartitions, ReplicatedPartitions]),
 ])

@@ -11,7 +11,7 @@ from typing import Callable
 
 from tidelake import errors
 from tidelake.broker.access import Grants
-from tidelake.broker.cluster_role import ClusterView, ControllerRequests, Coordination
+from tidelake.broker.cluster_role import ClusterView, ControllerRequests, Coordination, TopicAdmin
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
@@ -20,7 +20,6 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
-from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
@@ -60,12 +59,12 @@ class BrokerContext:
     controller: ControllerRequests  # the controller's requests and the admin requests it answers (one node or a cluster)
     cluster_view: ClusterView  # the brokers, controller and partition leaders metadata answers name
     coordination: Coordination  # who coordinates groups and transactional ids; producer ids
+    topic_admin: TopicAdmin  # topic creation, deletion, growth and configs (own metadata, or ZooKeeper's)
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
-    cluster: ClusterMember | None = None  # set with zookeeper.connect: one broker of a replicated cluster
     schema_validation: SchemaValidator | None = None  # with a schema registry configured: produce-time id checks
 
     @property

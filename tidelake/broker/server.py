@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tidelake.broker.cluster_role import (SingleBrokerController, SingleBrokerCoordination, SingleBrokerView,
-                                         ZooKeeperCoordination, ZooKeeperView)
+from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, SingleBrokerController,
+                                         SingleBrokerCoordination, SingleBrokerTopics, SingleBrokerView, TopicAdmin,
+                                         ZooKeeperCoordination, ZooKeeperTopics, ZooKeeperView)
 from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
@@ -32,7 +33,7 @@ from tidelake.broker.registry import REGISTRY
 from tidelake.broker.state_snapshot import broker_state_snapshot
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
-from tidelake.broker.partition_service import LocalPartitions, ReplicatedPartitions
+from tidelake.broker.partition_service import LocalPartitions, PartitionService, ReplicatedPartitions
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
 from tidelake.broker.transport import KafkaTransport
@@ -111,32 +112,39 @@ class Broker:
         topics = TopicManager(config, metadata, logs, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
-        # the coordinators' writes: in a cluster only a partition's leader appends
-        appends = LocalAppends(partitions) if cluster is None else LeaderAppends(partitions, cluster)
-        groups = build_group_coordinator(config, topics, appends, wall_ms)
+        self._cluster = cluster  # started, joined and stopped with the broker; handlers see only the roles below
         self.schema_registry = BrokerSchemaRegistry(config, next(
             (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
-        transactions = build_transaction_coordinator(
-            config, topics, partitions, appends, groups,
-            cluster.allocate_producer_id if cluster is not None else metadata.allocate_producer_id, cluster)
         schemas = self.schema_registry.validator
-        # the one place a broker's handlers learn whether they serve a cluster
-        service = (LocalPartitions(logs, partitions, topics, transactions, schemas) if cluster is None
-                   else ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster))
+        # The one place where a broker alone and one of a cluster differ: each role's implementation is chosen
+        # here, and nothing downstream asks which it has.
+        if cluster is None:
+            appends = LocalAppends(partitions)
+            groups = build_group_coordinator(config, topics, appends, wall_ms)
+            transactions = build_transaction_coordinator(config, topics, partitions, appends, groups,
+                                                         metadata.allocate_producer_id)
+            service: PartitionService = LocalPartitions(logs, partitions, topics, transactions, schemas)
+            controller: ControllerRequests = SingleBrokerController(node_id, logs, metadata)
+            cluster_view: ClusterView = SingleBrokerView(node_id, logs)
+            coordination: Coordination = SingleBrokerCoordination(metadata, transactions)
+            topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
+        else:
+            appends = LeaderAppends(partitions, cluster)  # only a partition's leader appends
+            groups = build_group_coordinator(config, topics, appends, wall_ms)
+            transactions = build_transaction_coordinator(config, topics, partitions, appends, groups,
+                                                         cluster.allocate_producer_id, cluster)
+            service = ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster)
+            controller, cluster_view = cluster, ZooKeeperView(cluster)
+            coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
+            topic_admin = ZooKeeperTopics(cluster)
+            cluster.on_leadership_change(coordinator_leadership(groups, transactions, logs, cluster, wall_ms))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
-            topics=topics, partitions=partitions, partition_service=service,
-            controller=SingleBrokerController(node_id, logs, metadata) if cluster is None else cluster,
-            cluster_view=SingleBrokerView(node_id, logs) if cluster is None else ZooKeeperView(cluster),
-            coordination=(SingleBrokerCoordination(metadata, transactions) if cluster is None
-                          else ZooKeeperCoordination(cluster, config, groups, transactions, node_id)),
+            topics=topics, partitions=partitions, partition_service=service, controller=controller,
+            cluster_view=cluster_view, coordination=coordination, topic_admin=topic_admin,
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
-            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
-            schema_validation=schemas)
-        if cluster is not None:
-            cluster.on_leadership_change(coordinator_leadership(groups, self.context.transactions, logs, cluster,
-                                                                wall_ms))
+            clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, schema_validation=schemas)
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
         self.connections: set[KafkaTransport] = set()
@@ -212,7 +220,7 @@ class Broker:
             ctx.logs.load()
             if self.observer is not None:
                 self.observer.logs_loaded.set()
-            if ctx.cluster is None:  # in a cluster the controller says which topics exist
+            if self._cluster is None:  # in a cluster the controller says which topics exist
                 ctx.topics.recover()
             max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
@@ -249,9 +257,9 @@ class Broker:
         self.port = self.ports[self._binds[0][0]]
         for name, _h, _p, _adv_host, adv_port in self._binds:
             ctx.endpoints[name].bound_to(adv_port or self.ports[name])
-        if ctx.cluster is not None:
+        if self._cluster is not None:
             try:
-                await self._join_cluster()
+                await self._join_cluster(self._cluster)
             except BaseException:
                 await self.stop()
                 raise
@@ -312,17 +320,17 @@ class Broker:
         loop.call_soon_threadsafe(run)
         return done.result(timeout)
 
-    async def _join_cluster(self) -> None:
+    async def _join_cluster(self, cluster: ClusterMember) -> None:
         ctx = self.context
         inter = ctx.config.get("inter.broker.listener.name") or self._binds[0][0]
         endpoints = [BrokerEndpoint(name, ctx.endpoints[name].host, ctx.endpoints[name].port,
                                     ctx.security.listeners[name].protocol) for name, *_ in self._binds]
         self._cluster_joining = True
-        ctx.metadata.adopt_cluster_id(await ctx.cluster.start(endpoints, inter, ctx.metadata.cluster_id))
+        ctx.metadata.adopt_cluster_id(await cluster.start(endpoints, inter, ctx.metadata.cluster_id))
         # the controller sends LeaderAndIsr/UpdateMetadata to our listener: serve before it is elected
         for server in self._servers:
             await server.start_serving()
-        if not await ctx.cluster.wait_for_first_metadata():
+        if not await cluster.wait_for_first_metadata():
             log.warning("broker %d: no metadata from a controller after %g s; serving anyway", ctx.node_id,
                         FIRST_METADATA_WAIT_S)
 
@@ -331,9 +339,9 @@ class Broker:
         await self.schema_registry.stop()   # first: it is a client of this broker
         if self._cluster_joining:
             self._cluster_joining = False
-            if self.context.cluster.settings.controlled_shutdown:  # leaderships move before we go
-                await self.context.cluster.controlled_shutdown()
-            await self.context.cluster.stop()
+            if self._cluster.settings.controlled_shutdown:  # leaderships move before we go
+                await self._cluster.controlled_shutdown()
+            await self._cluster.stop()
         for server in self._servers:
             server.close()
         for conn in list(self.connections):

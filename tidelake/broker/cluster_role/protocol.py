@@ -22,6 +22,15 @@ class CoordinatorAnswer:
 
 
 @dataclass(frozen=True)
+class CreatedTopic:
+    """What CreateTopics reports of a topic created (or, validate-only, that would be)."""
+    topic_id: object
+    partitions: int
+    replication_factor: int
+    configs: dict[str, str]
+
+
+@dataclass(frozen=True)
 class PartitionState:
     """A partition as Metadata and DescribeTopicPartitions describe it."""
     partition: int
@@ -99,3 +108,27 @@ class Coordination(Protocol):
                                       group_id: str) -> None:
         """TxnOffsetCommit's checks: this broker coordinates the group, and the group's offsets partition is in
         the producer's open transaction (asking its coordinator, KIP-890, when that is another broker)."""
+
+
+class TopicAdmin(Protocol):
+    """Creating, deleting, growing and configuring topics: on a broker alone its own metadata (saved before
+    answering); in a cluster ZooKeeper's, which the controller and every broker follow."""
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                           assignment: dict[int, list[int]] | None, *, validate_only: bool,
+                           timeout_ms: int) -> CreatedTopic:
+        """CreateTopics for one topic (``assignment``: replicas by partition, instead of the two counts)."""
+
+    async def auto_create_topic(self, name: str) -> tuple[object, int]:
+        """Metadata's auto-creation: (the topic's ``TopicInfo`` when it can be described now, else None; the error
+        code to answer otherwise: LEADER_NOT_AVAILABLE while a cluster creates it)."""
+
+    async def delete_topic(self, name: str) -> None:
+        """DeleteTopics for one topic."""
+
+    async def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                             validate_only: bool, timeout_ms: int) -> None:
+        """CreatePartitions for one topic."""
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        """Replace a topic's config overrides (validated)."""

@@ -3,8 +3,10 @@ requests as Kafka's single broker would."""
 from __future__ import annotations
 
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, ElectionResults, PartitionKey, PartitionState
-from tidelake.broker.metadata import MetadataStore
+from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTopic, ElectionResults, PartitionKey,
+                                                  PartitionState)
+from tidelake.broker.metadata import MetadataStore, TopicInfo
+from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.log import LogManager
@@ -102,3 +104,45 @@ class SingleBrokerCoordination:
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                       group_id: str) -> None:
         self._transactions.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
+
+
+class SingleBrokerTopics:
+    """Topics in this broker's metadata and logs; the metadata file is saved (off the loop) before answering."""
+
+    def __init__(self, node_id: int, topics: TopicManager, metadata: MetadataStore):
+        self._node_id, self._topics, self._metadata = node_id, topics, metadata
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                           assignment: dict[int, list[int]] | None, *, validate_only: bool,
+                           timeout_ms: int) -> CreatedTopic:
+        if assignment is not None:
+            if any(replicas != [self._node_id] for replicas in assignment.values()) or \
+                    sorted(assignment) != list(range(len(assignment))):
+                raise errors.InvalidReplicaAssignment(f"Invalid replica assignment; the only broker is {self._node_id}")
+            partitions, replication_factor = len(assignment), 1
+        info = self._topics.create(name, partitions, configs, replication_factor=replication_factor,
+                                   validate_only=validate_only, persist=False)
+        if not validate_only:
+            await self._metadata.save_async()  # durable before acknowledged, without blocking the loop
+        return CreatedTopic(info.topic_id, info.partitions, 1, info.configs)
+
+    async def auto_create_topic(self, name: str) -> tuple[TopicInfo | None, int]:
+        try:
+            info = self._topics.create(name, None, persist=False)
+        except errors.KafkaApiError as e:
+            info = self._topics.get(name)  # created meanwhile
+            return info, e.code
+        await self._metadata.save_async()  # durable before the client hears of it, loop not blocked
+        return info, errors.NONE
+
+    async def delete_topic(self, name: str) -> None:
+        self._topics.delete(name)
+
+    async def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                             validate_only: bool, timeout_ms: int) -> None:
+        if assignment is not None and any(replicas != [self._node_id] for replicas in assignment):
+            raise errors.InvalidReplicaAssignment(f"Invalid replica assignment; the only broker is {self._node_id}")
+        self._topics.add_partitions(name, count, validate_only=validate_only)
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        self._topics.alter_configs(name, configs, validate_only=validate_only)

@@ -3,9 +3,11 @@ also answers the controller's requests itself)."""
 from __future__ import annotations
 
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, PartitionState
+from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, CreatedTopic, PartitionState
+from tidelake.broker.config_definitions import validate_topic_configs
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
+from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
@@ -106,3 +108,46 @@ class ZooKeeperCoordination:
         except errors.NotEnoughReplicas as e:  # the transaction's coordinator is moving: the client retries
             raise errors.CoordinatorNotAvailable(str(e)) from None
         self.check_group_coordinator(group_id)  # still, after the wait
+
+
+class ZooKeeperTopics:
+    """Topics go to ZooKeeper; the controller creates their partitions and every broker follows."""
+
+    def __init__(self, member: ClusterMember):
+        self._member = member
+
+    async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
+                           assignment: dict[int, list[int]] | None, *, validate_only: bool,
+                           timeout_ms: int) -> CreatedTopic:
+        if assignment is not None and (sorted(assignment) != list(range(len(assignment)))
+                                       or len({len(r) for r in assignment.values()}) != 1):
+            raise errors.InvalidReplicaAssignment("partitions must be 0..n-1, each with as many replicas")
+        validate_topic_name(name)
+        topic = await self._member.create_topic(name, partitions, replication_factor, validate_topic_configs(configs),
+                                                assignment=assignment, validate_only=validate_only,
+                                                wait_s=max(0.0, timeout_ms / 1000))
+        return CreatedTopic(topic.topic_id, topic.partitions, topic.replication_factor, topic.configs)
+
+    async def auto_create_topic(self, name: str) -> tuple[None, int]:
+        # Kafka's answer: the topic is being created, its leaders are not known yet
+        try:
+            validate_topic_name(name)
+            await self._member.create_topic(name, -1, -1, {}, wait_s=0)
+        except errors.TopicAlreadyExists:
+            pass
+        except errors.KafkaApiError as e:
+            return None, e.code
+        return None, errors.LeaderNotAvailable.code
+
+    async def delete_topic(self, name: str) -> None:
+        await self._member.delete_topic(name)
+
+    async def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None, *,
+                             validate_only: bool, timeout_ms: int) -> None:
+        await self._member.add_partitions(name, count, assignment, validate_only=validate_only,
+                                          wait_s=max(0.0, timeout_ms / 1000))
+
+    async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        normalised = validate_topic_configs(configs)
+        if not validate_only:
+            await self._member.alter_topic_config(name, normalised)

@@ -12,11 +12,10 @@ from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsRespo
                                   DescribeLogDirsResponse, DescribeProducersRequest, DescribeProducersResponse)
 
 from tidelake import errors
+from tidelake.broker.cluster_role import CreatedTopic
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.config_definitions import validate_topic_configs
 from tidelake.broker.handlers.common import per_partition
 from tidelake.errors import error_code
-from tidelake.broker.topics import validate_topic_name
 from tidelake.broker.access import TOPIC, TOPIC_DENIED, Check, cluster_whole, per_item, topic
 from tidelake.security.acl.model import Operation as O
 from tidelake.broker.registry import api
@@ -34,7 +33,6 @@ async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
     version = ctx.api_version
     names = [t.name for t in request.topics]
     results = []
-    created = False
     for t in request.topics:
         def fail(code, msg):
             results.append(_CTRTopic(name=t.name, topic_id=ZERO_UUID, error_code=code, error_message=msg,
@@ -43,68 +41,27 @@ async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
             fail(errors.InvalidRequest.code,
                  f"Create topics request from client contains multiple topics named {t.name}")
             continue
-        num_partitions, replication = t.num_partitions, t.replication_factor
-        if broker.cluster is not None:
-            await _create_in_cluster(broker, t, request.validate_only, request.timeout_ms, version, results, fail)
+        if t.assignments and (t.num_partitions != -1 or t.replication_factor != -1):
+            fail(errors.InvalidRequest.code, "Both numPartitions or replicationFactor and replicasAssignments were set.")
             continue
-        if t.assignments:
-            if num_partitions != -1 or replication != -1:
-                fail(errors.InvalidRequest.code,
-                     "Both numPartitions or replicationFactor and replicasAssignments were set.")
-                continue
-            if any(list(a.broker_ids) != [broker.node_id] for a in t.assignments) or \
-                    sorted(a.partition_index for a in t.assignments) != list(range(len(t.assignments))):
-                fail(errors.InvalidReplicaAssignment.code,
-                     f"Invalid replica assignment; the only broker is {broker.node_id}")
-                continue
-            num_partitions, replication = len(t.assignments), 1
-        configs = {c.name: c.value for c in t.configs}
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} if t.assignments else None
         try:
-            info = broker.topics.create(t.name, num_partitions, configs, replication_factor=replication,
-                                        validate_only=request.validate_only, persist=False)
-            created = created or not request.validate_only
+            topic = await broker.topic_admin.create_topic(
+                t.name, t.num_partitions, t.replication_factor, {c.name: c.value for c in t.configs}, assignment,
+                validate_only=request.validate_only, timeout_ms=request.timeout_ms)
         except Exception as e:
             fail(error_code(e), str(e))
             continue
-        results.append(_created(broker, t.name, info.topic_id, info.partitions, 1, info.configs, version))
-    if created:
-        await broker.metadata.save_async()  # durable before acknowledged, without blocking the loop
+        results.append(_created(broker, t.name, topic, version))
     return CreateTopicsResponse(throttle_time_ms=0, topics=results)
 
 
-async def _create_in_cluster(broker: BrokerContext, t, validate_only: bool, timeout_ms: int, version: int,
-                             results: list, fail) -> None:
-    """CreateTopics in a cluster: the topic goes to ZooKeeper, the controller creates its partitions."""
-    assignment = None
-    if t.assignments:
-        if t.num_partitions != -1 or t.replication_factor != -1:
-            fail(errors.InvalidRequest.code,
-                 "Both numPartitions or replicationFactor and replicasAssignments were set.")
-            return
-        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments}
-        if sorted(assignment) != list(range(len(assignment))) or len({len(r) for r in assignment.values()}) != 1:
-            fail(errors.InvalidReplicaAssignment.code, "partitions must be 0..n-1, each with as many replicas")
-            return
-    try:
-        validate_topic_name(t.name)
-        overrides = validate_topic_configs({c.name: c.value for c in t.configs})
-        topic = await broker.cluster.create_topic(t.name, t.num_partitions, t.replication_factor, overrides,
-                                                  assignment=assignment, validate_only=validate_only,
-                                                  wait_s=max(0.0, timeout_ms / 1000))
-    except Exception as e:
-        fail(error_code(e), str(e))
-        return
-    results.append(_created(broker, t.name, topic.topic_id, topic.partitions, topic.replication_factor,
-                            topic.configs, version))
-
-
-def _created(broker: BrokerContext, name: str, topic_id, partitions: int, replication_factor: int,
-             configs: dict, version: int):
+def _created(broker: BrokerContext, name: str, topic: CreatedTopic, version: int):
     """A created topic's CreateTopics result; v5+ describes its configs, as Kafka's answer does."""
-    describe = broker.config.describe_topic(configs) if version >= 5 else []
+    describe = broker.config.describe_topic(topic.configs) if version >= 5 else []
     return _CTRTopic(
-        name=name, topic_id=topic_id, error_code=NONE, error_message=None,
-        num_partitions=partitions, replication_factor=replication_factor,
+        name=name, topic_id=topic.topic_id, error_code=NONE, error_message=None,
+        num_partitions=topic.partitions, replication_factor=topic.replication_factor,
         configs=[_CTRConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                             is_sensitive=False) for e in describe])
 
@@ -148,10 +105,7 @@ async def delete_topics(broker: BrokerContext, ctx: RequestContext, request):
         try:
             if info is not None and info.internal:
                 raise errors.InvalidRequest(f"internal topic {name} cannot be deleted")
-            if broker.cluster is not None:
-                await broker.cluster.delete_topic(name)
-            else:
-                broker.topics.delete(name)
+            await broker.topic_admin.delete_topic(name)
             results.append(_DTRTopic(name=name, topic_id=tid, error_code=NONE, error_message=None))
         except Exception as e:
             results.append(_DTRTopic(name=name, topic_id=tid, error_code=error_code(e), error_message=str(e)))
@@ -170,16 +124,9 @@ async def create_partitions(broker: BrokerContext, ctx: RequestContext, request)
         try:
             if names.count(t.name) > 1:
                 raise errors.InvalidRequest(f"duplicate topic {t.name} in request")
-            if broker.cluster is not None:
-                await broker.cluster.add_partitions(
-                    t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
-                    validate_only=request.validate_only, wait_s=max(0.0, request.timeout_ms / 1000))
-                results.append(_CPRTopic(name=t.name, error_code=NONE, error_message=None))
-                continue
-            if t.assignments is not None and any(list(a.broker_ids) != [broker.node_id] for a in t.assignments):
-                raise errors.InvalidReplicaAssignment(
-                    f"Invalid replica assignment; the only broker is {broker.node_id}")
-            broker.topics.add_partitions(t.name, t.count, validate_only=request.validate_only)
+            await broker.topic_admin.add_partitions(
+                t.name, t.count, None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
+                validate_only=request.validate_only, timeout_ms=request.timeout_ms)
             results.append(_CPRTopic(name=t.name, error_code=NONE, error_message=None))
         except Exception as e:
             results.append(_CPRTopic(name=t.name, error_code=error_code(e), error_message=str(e)))

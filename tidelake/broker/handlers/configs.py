@@ -105,12 +105,7 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
         if info is None:
             raise errors.UnknownTopicOrPartition(f"Topic {resource_name} does not exist")
         new = build_new(dict(info.configs), lambda n: broker.config.topic_default(n)[0])
-        if broker.cluster is not None:  # topic configs live in ZooKeeper; every broker follows
-            normalised = cfg.validate_topic_configs(new)
-            if not validate_only:
-                await broker.cluster.alter_topic_config(resource_name, normalised)
-            return
-        broker.topics.alter_configs(resource_name, new, validate_only=validate_only)
+        await broker.topic_admin.alter_topic_configs(resource_name, new, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
         if not _is_this_broker(broker, resource_name):
             raise errors.InvalidRequest(f"unknown broker {resource_name}")

@@ -74,7 +74,6 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
         topics = []
-        created = False
         for t in request.topics:
             name = t.name
             if name is None and version >= 10 and t.topic_id not in (None, ZERO_UUID):
@@ -91,27 +90,11 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
             if info is None and auto and name not in _INTERNAL_TOPICS and not grants.permits(CREATE_TOPIC, name):
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name))
                 continue
-            if info is None and auto and name not in _INTERNAL_TOPICS and broker.cluster is not None:
-                # Kafka's answer: the topic is being created, its leaders are not known yet
-                try:
-                    validate_topic_name(name)
-                    await broker.cluster.create_topic(name, -1, -1, {}, wait_s=0)
-                    code = errors.LeaderNotAvailable.code
-                except errors.TopicAlreadyExists:
-                    code = errors.LeaderNotAvailable.code
-                except errors.KafkaApiError as e:
-                    code = e.code
-                topics.append(_missing_topic(code, name))
-                continue
             if info is None and auto and name not in _INTERNAL_TOPICS:
-                try:
-                    info = topics_mgr.create(name, None, persist=False)
-                    created = True
-                except errors.KafkaApiError as e:
-                    info = topics_mgr.get(name)
-                    if info is None:
-                        topics.append(_missing_topic(e.code, name))
-                        continue
+                info, code = await broker.topic_admin.auto_create_topic(name)
+                if info is None:
+                    topics.append(_missing_topic(code, name))
+                    continue
             if info is None:
                 code = errors.UnknownTopicOrPartition.code
                 try:
@@ -121,8 +104,6 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                 topics.append(_missing_topic(code, name))
             else:
                 topics.append(describe(info))
-        if created:
-            await broker.metadata.save_async()  # durable before the client hears of it, loop not blocked
     brokers = [_MR.MetadataResponseBroker(node_id=b.broker_id, host=b.host, port=b.port, rack=b.rack)
                for b in live_brokers(broker, ctx)]
     cluster_ops = None
