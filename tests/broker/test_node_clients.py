@@ -1,8 +1,8 @@
 """Node.js client families against the broker: KafkaJS 2.2.4 and @platformatic/kafka (tests/node, installed by
 `make test` with `npm ci`). Each script produces, consumes in a group committing by hand (a second member resumes
 from the commits), commits offsets inside a transaction, commits and aborts transactions, and reads the result
-back read_committed; it prints one JSON line. KafkaJS also logs in with SASL PLAIN and OAUTHBEARER and
-re-authenticates (KIP-368)."""
+back read_committed; it prints one JSON line. Both also log in with SASL PLAIN and OAUTHBEARER and
+re-authenticate (KIP-368)."""
 from __future__ import annotations
 
 import json
@@ -62,12 +62,13 @@ def sasl_broker(tmp_path_factory):
         yield b
 
 
+@pytest.mark.parametrize("script, topic", [("kafkajs_sasl.js", "js-sasl"), ("platformatic_sasl.mjs", "pf-sasl")])
 @pytest.mark.parametrize("mechanism", ["plain", "oauthbearer"])
-def test_kafkajs_logs_in_with_sasl_and_reauthenticates(sasl_broker, caplog, mechanism):
+def test_node_clients_log_in_with_sasl_and_reauthenticate(sasl_broker, caplog, script, topic, mechanism):
     caplog.set_level(logging.DEBUG, logger="tidelake.broker.sasl")
     caplog.set_level(logging.DEBUG, logger="tidelake.broker.transport")  # (the handler takes the last level)
-    out = run_node_client("kafkajs_sasl.js", sasl_broker.bootstrap_servers, mechanism, "3000")
-    log = sasl_broker.broker.logs.get(f"js-sasl-{mechanism}", 0)
+    out = run_node_client(script, sasl_broker.bootstrap_servers, mechanism, "3000")
+    log = sasl_broker.broker.logs.get(f"{topic}-{mechanism}", 0)
     assert out["sent"] > 0 and log is not None and log.log_end_offset == out["sent"]
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"re-authenticated as User:alice with {mechanism.upper()}" in m for m in messages)
