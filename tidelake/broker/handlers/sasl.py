@@ -86,7 +86,7 @@ def _step(broker: BrokerContext, session: Session, token: bytes) -> tuple[bytes,
     if session.reauthenticating and principal != session.principal:
         raise SaslAuthenticationError(f"Cannot change principals during re-authentication from "
                                       f"{session.principal}: {principal}")
-    max_reauth_ms = broker.security.listeners[session.listener].max_reauth_ms.get(session.mechanism, 0)
+    max_reauth_ms = broker.security.listeners[session.listener].max_reauth_ms[session.mechanism]
     expiry_ms = server.credential_expiry_ms
     lifetime_ms = session_lifetime_ms(max_reauth_ms, expiry_ms, broker.clock_ms())
     limited = max_reauth_ms > 0 or expiry_ms is not None
