@@ -41,7 +41,9 @@ NODE_DIR := tests/node
 NODE_STAMP := $(NODE_DIR)/node_modules/.package-lock.json
 
 $(NODE_STAMP): $(NODE_DIR)/package-lock.json
-	@command -v npm >/dev/null 2>&1 || { echo "missing: node and npm (Node.js 20.19 or later) for $(NODE_DIR)"; exit 1; }
+	@command -v npm >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q nodejs npm; \
+	  else echo "missing: nodejs npm (Node.js 20.19 or later) for $(NODE_DIR) -- run: sudo apt-get install -y nodejs npm"; exit 1; fi; }
 	@node -e 'const [a, b] = process.versions.node.split(".").map(Number); if (a < 20 || (a === 20 && b < 19)) { console.error("Node.js 20.19 or later is needed for $(NODE_DIR), found " + process.versions.node); process.exit(1) }'
 	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
 
