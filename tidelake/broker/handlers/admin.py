@@ -84,7 +84,8 @@ async def _create_in_cluster(broker: BrokerContext, t, validate_only: bool, time
             return
     try:
         validate_topic_name(t.name)
-        overrides = validate_topic_configs({c.name: c.value for c in t.configs})
+        overrides = validate_topic_configs({c.name: c.value for c in t.configs},
+                                           tiered_storage=broker.topics.tiered_storage)
         topic = await broker.cluster.create_topic(t.name, t.num_partitions, t.replication_factor, overrides,
                                                   assignment=assignment, validate_only=validate_only,
                                                   wait_s=max(0.0, timeout_ms / 1000))

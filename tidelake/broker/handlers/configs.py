@@ -103,7 +103,7 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
             raise errors.UnknownTopicOrPartition(f"Topic {resource_name} does not exist")
         new = build_new(dict(info.configs), lambda n: broker.config.topic_default(n)[0])
         if broker.cluster is not None:  # topic configs live in ZooKeeper; every broker follows
-            normalised = cfg.validate_topic_configs(new)
+            normalised = cfg.validate_topic_configs(new, tiered_storage=broker.topics.tiered_storage)
             if not validate_only:
                 await broker.cluster.alter_topic_config(resource_name, normalised)
             return
