@@ -46,6 +46,10 @@ class LocalStorage(Storage):
         with open(self.local_path(path), "rb") as fh:
             return fh.read()
 
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        with open(self.local_path(path), "rb") as fh:
+            return os.pread(fh.fileno(), length, start)
+
     def _staged(self, path: str, data: bytes) -> tuple[str, str]:
         """``data`` fsynced in a temporary file beside ``path``: (its directory, the temporary file)."""
         full = self.local_path(path)
