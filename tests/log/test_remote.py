@@ -1,0 +1,147 @@
+"""Tiered storage on a real S3 server (moto's): segments copied with their indexes, producer snapshot and
+leader-epoch checkpoint; local retention deleting only copied segments; retention over the whole log
+deleting remote segments; what a crash leaves cleaned; reads below the local log start with the same bytes."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from tidelake.errors import OffsetOutOfRange
+from tidelake.log import LogConfig, LogManager, PartitionLog
+from tidelake.log.remote import RemoteLogManager, RemoteLogSettings, RemotePartitionMetadata, RemoteSegment
+from tidelake.log.remote.metadata import DATA_FILES
+from tidelake.protocol.records import Record, build_batch
+from tidelake.storage import open_storage
+
+NOW = 1_700_000_000_000
+WAIT_S = 30
+
+
+def batch(i: int) -> bytes:
+    return build_batch([Record(0, NOW + i, b"k%d" % i, b"v%05d" % i + b"x" * 200)])
+
+
+def tiered_config(**kw) -> LogConfig:
+    return LogConfig(segment_bytes=kw.pop("segment_bytes", 2000), remote_storage_enable=True,
+                     local_retention_bytes=kw.pop("local_retention_bytes", 0), retention_ms=-1, **kw)
+
+
+@pytest.fixture
+def remote(s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    rlm = RemoteLogManager(storage, RemoteLogSettings(storage.url, task_interval_ms=3_600_000))
+    yield rlm
+    rlm.stop()
+
+
+def read_remote(rlm: RemoteLogManager, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20):
+    """A read as the partition service makes it: None while the bytes are fetched, then the answer."""
+    ready = threading.Event()
+    for _ in range(20):
+        ready.clear()
+        got = rlm.reader.read(topic, partition, offset, max_bytes, 1 << 62, min_one=True, read_committed=True,
+                              on_ready=ready.set)
+        if got is not None:
+            return got
+        assert ready.wait(WAIT_S), "the reader never finished fetching"
+    raise AssertionError("still pending after 20 rounds of fetching")
+
+
+def local_bytes(plog: PartitionLog, offset: int) -> bytes:
+    return bytes(plog.read(offset, 1 << 20).data)
+
+
+def test_copied_segments_are_deleted_locally_and_read_back_with_the_same_bytes(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    before = {seg.base_offset: local_bytes(plog, seg.base_offset) for seg in plog.segments[:-1]}
+    assert len(before) >= 5
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    assert [s.base_offset for s in meta.segments] == sorted(before)
+    files = remote.storage.list(meta.prefix)
+    for seg in meta.segments:
+        assert {f"{seg.folder}/{name}" for name in DATA_FILES} <= set(files)
+        assert remote.storage.read(seg.path("leader-epoch-checkpoint")).startswith(b"0\n")
+    # local.retention.bytes=0: every copied segment gone locally, the log start unmoved
+    assert len(plog.segments) == 1 and plog.log_start_offset == 0
+    assert plog.local_log_start_offset == plog.segments[0].base_offset
+    with pytest.raises(OffsetOutOfRange):
+        plog.read(0, 1000)
+    for base, data in before.items():
+        got = read_remote(remote, "t", 0, base)
+        assert (got.first_offset, bytes(got.data)[:len(data)]) == (base, data)
+    mid = read_remote(remote, "t", 0, 7, max_bytes=1)   # min_one: the one batch holding offset 7
+    assert mid.first_offset == 7 and mid.next_offset == 8
+    plog.close()
+
+
+def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    copied = len(meta.segments)
+    whole = meta.size_bytes + plog.size_bytes
+    plog.update_config(tiered_config(retention_bytes=whole - 3000))
+    remote.run_pass(NOW)
+    assert 0 < len(meta.segments) < copied
+    # as Kafka's retention.bytes: the oldest segments go while what stays is still at least that much
+    kept = meta.size_bytes + plog.size_bytes
+    assert kept >= whole - 3000 > kept - meta.segments[0].size
+    assert plog.log_start_offset == meta.segments[0].base_offset > 0
+    gone = [p for p in remote.storage.list(meta.prefix) if not any(p.startswith(s.folder) for s in meta.segments)]
+    assert gone == []   # every file of the deleted segments, markers last
+    with pytest.raises(OffsetOutOfRange):
+        read_remote(remote, "t", 0, 0)
+    plog.close()
+
+
+def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config(local_retention_bytes=-1))
+    for i in range(30):
+        plog.append(batch(i), now_ms=NOW)
+    seg = plog.segments[0]
+    meta = RemotePartitionMetadata(remote.storage, "t", 0)
+    orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW)
+    meta.copy_started(orphan)                       # a copy killed after its first write
+    remote.storage.write(orphan.path("segment.log"), b"partial")
+    remote.start(lambda: {("t", 0): plog})
+    assert remote.metadata("t", 0).unfinished == [orphan.folder]
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    assert not any(p.startswith(orphan.folder) for p in remote.storage.list(meta.prefix))
+    assert meta.segments[0].base_offset == seg.base_offset and meta.unfinished == []
+    plog.close()
+
+
+def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    settings = RemoteLogSettings(storage.url, task_interval_ms=3_600_000)
+    manager = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000)
+    manager.remote.run_pass(NOW)
+    local_start = plog.local_log_start_offset
+    assert local_start > 0
+    manager.close()
+    # with no log-start-offset checkpoint below it the loader knows only the local segments: the store says more
+    assert not (tmp_path / "t-0" / "log-start-offset").exists()
+    again = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
+    again.load()
+    plog = again.get("t", 0)
+    assert plog.log_start_offset == local_start
+    again.start_maintenance(3_600_000)
+    try:
+        assert plog.log_start_offset == 0 and plog.local_log_start_offset == local_start
+        assert read_remote(again.remote, "t", 0, 0).first_offset == 0
+    finally:
+        again.close()
