@@ -94,16 +94,18 @@ class LogManager:
             return dict(self._logs)
 
     # ------------------------------------------------------------------ maintenance
-    def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True) -> None:
+    def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True,
+                          leads: Callable[[str, int], bool] | None = None) -> None:
         """Run maintenance passes on the LogMaintenance thread every ``interval_ms`` until ``close()``
-        (``compaction=False``: log.cleaner.enable=false)."""
+        (``compaction=False``: log.cleaner.enable=false), and tiered storage's on its own thread
+        (``leads``: whether this broker leads a partition, the one that copies it; None: a single broker)."""
         with self._lock:
             self.compaction_enabled = compaction
             if self._maintenance is None:
                 self._maintenance = LogMaintenance(self._maintenance_pass, max(0.01, interval_ms / 1000))
                 self._maintenance.start()
         if self.remote is not None:
-            self.remote.start(self.all_logs)
+            self.remote.start(self.all_logs, leads)
 
     def run_maintenance(self, now_ms: int | None = None, *, compaction: bool = True) -> None:
         """One pass of the background work: roll by segment.ms, flush by flush.ms (and fsync closed

@@ -43,11 +43,10 @@ def leader_epoch_checkpoint(entries: list[tuple[int, int]], end_offset: int) -> 
 
 
 class RemoteLogManager:
-    def __init__(self, storage: Storage, settings: RemoteLogSettings, *,
-                 is_leader: Callable[[str, int], bool] | None = None, clock_ms: Callable[[], int] = wall_ms):
+    def __init__(self, storage: Storage, settings: RemoteLogSettings, *, clock_ms: Callable[[], int] = wall_ms):
         self.storage = storage
         self.settings = settings
-        self.is_leader = is_leader or (lambda _topic, _partition: True)  # a single broker leads everything
+        self.leads: Callable[[str, int], bool] = _single_broker_leads
         self.clock_ms = clock_ms
         self._partitions: dict[tuple[str, int], RemotePartitionMetadata] = {}
         self._lock = threading.Lock()
@@ -57,10 +56,12 @@ class RemoteLogManager:
         self.reader = RemoteLogReader(storage, settings, self.metadata)
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, logs: LogsView) -> None:
+    def start(self, logs: LogsView, leads: Callable[[str, int], bool] | None = None) -> None:
         """Learn every tiered log's remote segments now (so reads below the local log start are served
-        from the first request on), then run passes on the thread."""
+        from the first request on), then run passes on the thread. ``leads``: whether this broker leads a
+        partition (in a cluster only the leader copies; None: a single broker, which leads every one)."""
         self._logs = logs
+        self.leads = leads or _single_broker_leads
         for (topic, partition), plog in logs().items():
             if plog.config.remote_storage_enable:
                 self._attach(topic, partition, plog)
@@ -115,7 +116,7 @@ class RemoteLogManager:
             if plog.closed or not plog.config.remote_storage_enable:
                 continue
             try:
-                if not self.is_leader(topic, partition):
+                if not self.leads(topic, partition):
                     self._partitions.pop((topic, partition), None)  # listed again on becoming leader
                     continue
                 self.maintain(topic, partition, plog, now)
@@ -188,6 +189,10 @@ class RemoteLogManager:
             meta.delete(seg)
         log.info("retention deleted %d remote segment(s) of %s; log start offset now %d", len(doomed),
                  partition_prefix(meta.topic, meta.partition), plog.log_start_offset)
+
+
+def _single_broker_leads(_topic: str, _partition: int) -> bool:
+    return True
 
 
 def _read_or_empty(path) -> bytes:
