@@ -129,12 +129,15 @@ class RemoteLogManager:
         if meta.unfinished:
             cleaned = meta.clean_unfinished()
             log.info("tiered storage of %s-%d: %d unfinished copy or deletion cleaned", topic, partition, cleaned)
+        deleted = 0
         for seg in plog.segments_to_copy(meta.end_offset):
             if plog.closed:
                 return
             self.copy_segment(meta, plog, seg)
+            # at once, not after the whole backlog: the local disk stays near local.retention.bytes
+            deleted += plog.apply_local_retention(now_ms, meta.end_offset)
         self._apply_retention(meta, plog, now_ms)
-        deleted = plog.apply_local_retention(now_ms, meta.end_offset)
+        deleted += plog.apply_local_retention(now_ms, meta.end_offset)
         if deleted:
             log.info("local retention deleted %d copied segment(s) of %s-%d; local log start offset now %d",
                      deleted, topic, partition, plog.local_log_start_offset)
