@@ -196,7 +196,7 @@ def main() -> None:
     bound = local_retention + 2 * segment
     lines = [
         f"Command: `.venv/bin/python benchmarks/tiered_storage.py --mb {args.mb} --size {args.size} "
-        f"--segment-kb {args.segment_kb} --local-retention-mb {args.local_retention_mb}` (2-core machine shared with "
+        f"--segment-kb {args.segment_kb} --local-retention-mb {args.local_retention_mb} --steady-mb-s {args.steady_mb_s:g}` (2-core machine shared with "
         "other jobs; one EmbeddedBroker in the benchmark's process, confluent-kafka clients, moto_server — Python — "
         "as S3 on loopback, remote.log.manager.task.interval.ms=200).",
         "",
