@@ -54,6 +54,7 @@ class RemoteLogManager:
         self._thread: LogMaintenance | None = None
         self._doomed_partitions: list[tuple[str, int]] = []  # topics deleted: their remote files go next pass
         self.reader = RemoteLogReader(storage, settings, self.metadata)
+        self._leading: set[tuple[str, int]] = set()  # partitions this broker copied at its last pass
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, logs: LogsView, leads: Callable[[str, int], bool] | None = None) -> None:
@@ -116,10 +117,14 @@ class RemoteLogManager:
             if plog.closed or not plog.config.remote_storage_enable:
                 continue
             try:
-                if not self.leads(topic, partition):
-                    self._partitions.pop((topic, partition), None)  # listed again on becoming leader
-                    continue
-                self.maintain(topic, partition, plog, now)
+                if self.leads(topic, partition):
+                    if (topic, partition) not in self._leading:   # just became leader: the store says where to go on
+                        self._partitions.pop((topic, partition), None)
+                        self._leading.add((topic, partition))
+                    self.maintain(topic, partition, plog, now)
+                else:
+                    self._leading.discard((topic, partition))
+                    self.follow(topic, partition, plog, now)
             except Exception as e:
                 if not plog.closed:
                     log.warning("tiered storage of %s-%d: %s", topic, partition, e)
@@ -142,6 +147,14 @@ class RemoteLogManager:
             log.info("local retention deleted %d copied segment(s) of %s-%d; local log start offset now %d",
                      deleted, topic, partition, plog.local_log_start_offset)
 
+    def follow(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
+        """A follower copies nothing: it lists what the leader copied and applies local retention to it."""
+        meta = RemotePartitionMetadata(self.storage, topic, partition)
+        meta.load()
+        with self._lock:
+            self._partitions[(topic, partition)] = meta
+        plog.apply_local_retention(now_ms, meta.end_offset)
+
     def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:
         """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it."""
         end = seg.next_offset - 1
@@ -158,6 +171,10 @@ class RemoteLogManager:
         self.storage.write(remote.path(PRODUCER_SNAPSHOT_FILE), _read_or_empty(snapshot))
         self.storage.write(remote.path(LEADER_EPOCH_FILE),
                            leader_epoch_checkpoint(plog.leader_epoch_cache.entries, end))
+        # a leader replaced meanwhile may have cleaned this copy as an orphan: then it is not finished here
+        if not self.leads(meta.topic, meta.partition) or not self.storage.exists(remote.path("COPY_STARTED")):
+            meta.delete_folder(remote.folder)
+            raise RuntimeError(f"copy of {remote.folder} abandoned: no longer the leader")
         meta.copy_finished(remote)
         return remote
 
