@@ -4,11 +4,12 @@ deleting remote segments; what a crash leaves cleaned; reads below the local log
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from tidelake.errors import OffsetOutOfRange
+from tidelake.errors import KafkaStorageError, OffsetOutOfRange
 from tidelake.log import LogConfig, LogManager, PartitionLog
 from tidelake.log.remote import RemoteLogManager, RemoteLogSettings, RemotePartitionMetadata, RemoteSegment
 from tidelake.log.remote.metadata import DATA_FILES
@@ -145,3 +146,41 @@ def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_ser
         assert read_remote(again.remote, "t", 0, 0).first_offset == 0
     finally:
         again.close()
+
+
+def test_a_read_fetches_ahead_into_the_next_segment(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    first, second = remote.metadata("t", 0).segments[:2]
+    got = read_remote(remote, "t", 0, first.base_offset)
+    assert got.next_offset == second.base_offset   # the whole first segment in one read
+    gets = remote.reader.gets
+    # read ahead while the first was answered: the next segment's indexes and bytes need no further GET
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and remote.reader.gets < gets + 3:
+        time.sleep(0.01)
+    ready = threading.Event()
+    answer = remote.reader.read("t", 0, second.base_offset, 1 << 20, 1 << 62, min_one=True, read_committed=False,
+                                on_ready=ready.set)
+    assert answer is not None and answer.first_offset == second.base_offset
+    plog.close()
+
+
+def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(30):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    seg = remote.metadata("t", 0).segments[0]
+    remote.storage.delete(seg.path("segment.index"))    # the store lost a file behind the broker's back
+    with pytest.raises(KafkaStorageError, match=r"reading t-0/\S+ of tiered storage failed: .*segment\.index"):
+        read_remote(remote, "t", 0, seg.base_offset)
+    ready = threading.Event()   # answered once: the next read tries the store again
+    assert remote.reader.read("t", 0, seg.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+                              on_ready=ready.set) is None
+    assert ready.wait(WAIT_S)
+    plog.close()
