@@ -26,7 +26,8 @@ def batch(i: int) -> bytes:
 
 def tiered_config(**kw) -> LogConfig:
     return LogConfig(segment_bytes=kw.pop("segment_bytes", 2000), remote_storage_enable=True,
-                     local_retention_bytes=kw.pop("local_retention_bytes", 0), retention_ms=-1, **kw)
+                     local_retention_bytes=kw.pop("local_retention_bytes", 0), retention_ms=kw.pop("retention_ms", -1),
+                     **kw)
 
 
 @pytest.fixture
@@ -183,4 +184,20 @@ def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path
     assert remote.reader.read("t", 0, seg.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
                               on_ready=ready.set) is None
     assert ready.wait(WAIT_S)
+    plog.close()
+
+
+def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    keep_from = meta.segments[3]
+    # record i has timestamp NOW + i: a retention that the first three segments' newest records are past
+    plog.update_config(tiered_config(retention_ms=10))
+    remote.run_pass(keep_from.max_timestamp - 1 + 10)
+    assert meta.segments[0] == keep_from and plog.log_start_offset == keep_from.base_offset
+    assert read_remote(remote, "t", 0, keep_from.base_offset).first_offset == keep_from.base_offset
     plog.close()
