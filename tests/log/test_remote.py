@@ -201,3 +201,25 @@ def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remo
     assert meta.segments[0] == keep_from and plog.log_start_offset == keep_from.base_offset
     assert read_remote(remote, "t", 0, keep_from.base_offset).first_offset == keep_from.base_offset
     plog.close()
+
+
+def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, RemoteLogSettings(storage.url, task_interval_ms=3_600_000)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000)
+    try:
+        manager.remote.run_pass(NOW)
+        meta = manager.remote.metadata("t", 0)
+        third = meta.segments[2]
+        plog.delete_records_before(third.base_offset + 1)   # DeleteRecords into the remote part
+        manager.remote.run_pass(NOW)
+        assert meta.segments[0] == third and plog.log_start_offset == third.base_offset + 1
+        manager.delete_topic("t")
+        manager.remote.run_pass(NOW)
+        assert storage.list(meta.prefix) == []
+    finally:
+        manager.close()
