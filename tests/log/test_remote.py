@@ -20,6 +20,12 @@ NOW = 1_700_000_000_000
 WAIT_S = 30
 
 
+def remote_settings(url: str) -> RemoteLogSettings:
+    """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
+    return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
+                             reader_cache_bytes=64 << 20)
+
+
 def batch(i: int) -> bytes:
     return build_batch([Record(0, NOW + i, b"k%d" % i, b"v%05d" % i + b"x" * 200)])
 
@@ -33,7 +39,7 @@ def tiered_config(**kw) -> LogConfig:
 @pytest.fixture
 def remote(s3_server):
     storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    rlm = RemoteLogManager(storage, RemoteLogSettings(storage.url, task_interval_ms=3_600_000))
+    rlm = RemoteLogManager(storage, remote_settings(storage.url))
     yield rlm
     rlm.stop()
 
@@ -125,7 +131,7 @@ def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote)
 
 def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_server):
     storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    settings = RemoteLogSettings(storage.url, task_interval_ms=3_600_000)
+    settings = remote_settings(storage.url)
     manager = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
     plog = manager.create("t", 0, tiered_config())
     for i in range(60):
@@ -206,7 +212,7 @@ def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remo
 def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: Path, s3_server):
     storage = open_storage(s3_server.url("tiered"), s3_server.options)
     manager = LogManager(tmp_path, default_config=tiered_config(),
-                         remote=RemoteLogManager(storage, RemoteLogSettings(storage.url, task_interval_ms=3_600_000)))
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
     plog = manager.create("t", 0, tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)

@@ -22,6 +22,12 @@ TRIALS = 20
 WAIT_S = 30
 
 
+def remote_settings(url: str) -> RemoteLogSettings:
+    """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
+    return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
+                             reader_cache_bytes=64 << 20)
+
+
 def run_child(tmp: Path, url: str, options: dict, phase: str, kill_at: int) -> tuple[set[int], int]:
     """The acknowledged offsets and the child's exit code (-9: killed where armed)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CHILD.parents[2]), os.environ.get("PYTHONPATH", "")])}
@@ -60,7 +66,7 @@ def value_at(logs: LogManager, offset: int) -> bytes:
 def check_after_restart(tmp: Path, url: str, options: dict, acked: set[int], phase: str) -> int:
     storage = open_storage(url, options)
     cfg = LogConfig(segment_bytes=2000, remote_storage_enable=True, local_retention_bytes=0, retention_ms=-1)
-    logs = LogManager(tmp, default_config=cfg, remote=RemoteLogManager(storage, RemoteLogSettings(url)))
+    logs = LogManager(tmp, default_config=cfg, remote=RemoteLogManager(storage, remote_settings(url)))
     logs.load()
     plog = logs.get("t", 0)
     plog.update_config(cfg)

@@ -22,6 +22,12 @@ from tidelake.storage import open_storage
 NOW = 1_700_000_000_000
 
 
+def remote_settings(url: str) -> RemoteLogSettings:
+    """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
+    return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
+                             reader_cache_bytes=64 << 20)
+
+
 class KillingStorage:
     """The real store; the process dies (SIGKILL, no cleanup) at the armed write/delete."""
 
@@ -58,7 +64,7 @@ def config(**kw) -> LogConfig:
 def main() -> None:
     data_dir, url, options, phase, kill_at = sys.argv[1:6]
     storage = KillingStorage(open_storage(url, json.loads(options)), int(kill_at))
-    rlm = RemoteLogManager(storage, RemoteLogSettings(url, task_interval_ms=3_600_000))
+    rlm = RemoteLogManager(storage, remote_settings(url))
     logs = LogManager(Path(data_dir), default_config=config(), remote=rlm)
     plog = logs.create("t", 0, config())
     for i in range(40):

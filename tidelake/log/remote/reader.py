@@ -22,7 +22,7 @@ from bisect import bisect_right
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from tidelake.errors import KafkaStorageError, OffsetOutOfRange
 from tidelake.log.offset_index import ENTRY as OFFSET_ENTRY
@@ -60,6 +60,14 @@ class SegmentIndexes:
     @property
     def nbytes(self) -> int:
         return 8 * len(self.positions) + 24 * len(self.aborted) + 64
+
+
+class BatchSpan(NamedTuple):
+    """Whole batches found in a read's bytes: [start, end) positions, first base offset, offset after the last."""
+    start: int
+    end: int
+    first_offset: int
+    next_offset: int
 
 
 class _LruBytes:
@@ -132,17 +140,16 @@ class RemoteLogReader:
         found = _whole_batches(data, offset, max_bytes, limit, min_one)
         if found is None:
             return RemoteRead(b"", offset, offset, [] if read_committed else None)
-        first_pos, end_pos, first_offset, next_offset = found
-        if end_pos > len(data):  # one batch larger than what was read: read it whole
-            data = self._cached(seg, start, start + end_pos, on_ready)
+        if found.end > len(data):  # one batch larger than what was read: read it whole
+            data = self._cached(seg, start, start + found.end, on_ready)
             if data is None:
                 return None
-        self._read_ahead(meta, seg, start + end_pos, on_ready)
+        self._read_ahead(meta, seg, start + found.end, on_ready)
         aborted = None
         if read_committed:
             aborted = [(pid, first) for pid, first, last in indexes.aborted
-                       if last >= first_offset and first < next_offset]
-        return RemoteRead(bytes(data[first_pos:end_pos]), first_offset, next_offset, aborted)
+                       if last >= found.first_offset and first < found.next_offset]
+        return RemoteRead(bytes(data[found.start:found.end]), found.first_offset, found.next_offset, aborted)
 
     def _raise_failure(self, seg: RemoteSegment) -> None:
         with self._lock:
@@ -228,11 +235,10 @@ class RemoteLogReader:
         self._submit((seg.folder, "indexes"), work, seg, on_ready)
 
 
-def _whole_batches(data: memoryview, offset: int, max_bytes: int, limit: int, min_one: bool
-                   ) -> tuple[int, int, int, int] | None:
-    """In ``data`` (starting at a batch): (position of the batch holding ``offset`` or the first after
-    it, end of the last whole batch to return, its first base offset, the offset after the last). The
-    end may lie past ``data`` when one batch is returned that ``data`` does not hold whole. None: none."""
+def _whole_batches(data: memoryview, offset: int, max_bytes: int, limit: int, min_one: bool) -> BatchSpan | None:
+    """In ``data`` (starting at a batch): the batches to return, from the one holding ``offset`` (or the
+    first after it). Their end may lie past ``data`` when one batch is returned that ``data`` does not
+    hold whole. None: none to return."""
     p, n = 0, len(data)
     while p + _PREFIX.size <= n:
         base, length, _e, _m, _c, _a, delta = _PREFIX.unpack_from(data, p)
@@ -257,4 +263,4 @@ def _whole_batches(data: memoryview, offset: int, max_bytes: int, limit: int, mi
             break
     if first_offset < 0:
         return None
-    return first_pos, end, first_offset, next_offset
+    return BatchSpan(first_pos, end, first_offset, next_offset)

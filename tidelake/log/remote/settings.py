@@ -1,14 +1,14 @@
 """RemoteLogSettings: where tiered storage keeps segments and how its manager and reader run (the
-broker's remote.log.* configs, read once at start)."""
+broker's remote.log.* configs, read once at start; their defaults live with the configs' definitions)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
 class RemoteLogSettings:
-    url: str                                  # remote.log.storage.url
-    options: dict[str, str] = field(default_factory=dict)  # remote.log.storage.<S3 option>
-    task_interval_ms: int = 30000             # remote.log.manager.task.interval.ms
-    index_cache_bytes: int = 1 << 30          # remote.log.index.file.cache.total.size.bytes
-    reader_cache_bytes: int = 256 << 20       # remote.log.reader.cache.bytes
+    url: str                  # remote.log.storage.url
+    options: dict[str, str]   # remote.log.storage.<S3 option>
+    task_interval_ms: int     # remote.log.manager.task.interval.ms
+    index_cache_bytes: int    # remote.log.index.file.cache.total.size.bytes
+    reader_cache_bytes: int   # remote.log.reader.cache.bytes
