@@ -63,6 +63,9 @@ def test_a_broker_with_one_local_segment_serves_fifty_segments_of_history(tmp_pa
         got = poll_messages(b.bootstrap_servers, "history", [0], 4000, timeout=WAIT_S)
         assert {m.offset(): (m.key(), m.value()) for m in got} == sent
         assert len(got) == 4000
+        committed = poll_messages(b.bootstrap_servers, "history", [0], 4000, timeout=WAIT_S,
+                                  extra={"isolation.level": "read_committed"})   # as the pipeline reads
+        assert {m.offset(): (m.key(), m.value()) for m in committed} == sent
 
 
 def test_remote_storage_enable_is_refused_on_a_broker_without_tiered_storage(tmp_path):

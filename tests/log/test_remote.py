@@ -229,3 +229,27 @@ def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: P
         assert storage.list(meta.prefix) == []
     finally:
         manager.close()
+
+
+def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    seq = {100: 0, 200: 0}
+    for i in range(40):
+        pid = 100 if i % 2 else 200
+        plog.append(build_batch([Record(0, NOW + i, b"k", b"t%05d" % i + b"x" * 200)], producer_id=pid,
+                                producer_epoch=0, base_sequence=seq[pid], transactional=True), now_ms=NOW)
+        seq[pid] += 1
+    aborted_first = plog.producer_state.producers[200].current_txn_first_offset
+    plog.append_marker(producer_id=100, producer_epoch=0, commit=True, coordinator_epoch=1, now_ms=NOW)
+    plog.append_marker(producer_id=200, producer_epoch=0, commit=False, coordinator_epoch=1, now_ms=NOW)
+    for i in range(20):   # later segments close the ones holding the markers
+        plog.append(batch(100 + i), now_ms=NOW)
+    local = plog.aborted_transactions(0, plog.log_end_offset)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    marker_segment = meta.segment_for(40)
+    assert marker_segment is not None and plog.local_log_start_offset > 41
+    got = read_remote(remote, "t", 0, marker_segment.base_offset)
+    assert local == [(200, aborted_first)] and got.aborted == [(200, aborted_first)]
+    plog.close()
