@@ -149,10 +149,12 @@ class RemoteLogManager:
 
     def follow(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
         """A follower copies nothing: it lists what the leader copied and applies local retention to it."""
-        meta = RemotePartitionMetadata(self.storage, topic, partition)
+        meta = self._partitions.get((topic, partition))
+        if meta is None:
+            meta = RemotePartitionMetadata(self.storage, topic, partition)
+            with self._lock:
+                self._partitions[(topic, partition)] = meta
         meta.load()
-        with self._lock:
-            self._partitions[(topic, partition)] = meta
         plog.apply_local_retention(now_ms, meta.end_offset)
 
     def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:

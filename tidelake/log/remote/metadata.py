@@ -97,7 +97,9 @@ class RemotePartitionMetadata:
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        """List the partition's folders: the finished segments, and the unfinished ones to clean."""
+        """List the partition's folders: the finished segments, and the unfinished ones to clean. A segment
+        already known is not read again (a follower lists every pass: one LIST, a GET per new segment)."""
+        known = {seg.folder: seg for seg in self.segments}
         folders: dict[str, set[str]] = {}
         for path in self.storage.list(self.prefix):
             folder, _, name = path.rpartition("/")
@@ -105,7 +107,9 @@ class RemotePartitionMetadata:
         finished, unfinished = [], []
         for folder, names in sorted(folders.items()):
             if RemoteSegmentState.COPY_FINISHED.value in names and RemoteSegmentState.DELETE_STARTED.value not in names:
-                finished.append(RemoteSegment.from_json(self.storage.read(f"{folder}/COPY_FINISHED")))
+                seg = known.get(folder)
+                finished.append(seg if seg is not None else
+                                RemoteSegment.from_json(self.storage.read(f"{folder}/COPY_FINISHED")))
             else:
                 unfinished.append(folder)
         self._publish(finished)
