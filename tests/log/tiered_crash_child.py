@@ -45,6 +45,10 @@ class KillingStorage:
         self._tick()
         return self._storage.write(path, data)
 
+    def write_file(self, path, local_file):
+        self._tick()
+        return self._storage.write_file(path, local_file)
+
     def create(self, path, data):
         self._tick()
         return self._storage.create(path, data)

@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlparse
 
@@ -86,6 +87,12 @@ class ObjectStorage(Storage):
     def write(self, path: str, data: bytes) -> None:
         try:
             obstore.put(self._store, path, _bytes_like(data))
+        except (BaseError, FileNotFoundError) as e:
+            raise self._failed(path, e) from e
+
+    def write_file(self, path: str, local_file: str) -> None:
+        try:
+            obstore.put(self._store, path, Path(local_file))
         except (BaseError, FileNotFoundError) as e:
             raise self._failed(path, e) from e
 

@@ -39,6 +39,11 @@ class Storage:
         """Create or replace the file, whole (readers see the old or the new content, never a mix)."""
         raise NotImplementedError
 
+    def write_file(self, path: str, local_file: str) -> None:
+        """``write`` of a local file's content, streamed (an object store uploads a large one in parts, so a
+        file of a gigabyte is never in memory whole)."""
+        raise NotImplementedError
+
     def create(self, path: str, data: bytes) -> bool:
         """Put-if-absent: True if this call created the file, False if it already existed. Of several
         writers racing for one path (threads, processes, machines) with different data exactly one gets

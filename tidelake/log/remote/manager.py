@@ -160,13 +160,11 @@ class RemoteLogManager:
     def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:
         """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it."""
         end = seg.next_offset - 1
-        with open(seg.log_path, "rb") as fh:
-            data = fh.read(seg.size)
         snapshot = plog.producer_state.snapshot_path(seg.next_offset)
-        remote = RemoteSegment.new(meta.prefix, seg.base_offset, end, len(data), seg.max_timestamp,
+        remote = RemoteSegment.new(meta.prefix, seg.base_offset, end, seg.size, seg.max_timestamp,
                                    [e for e in plog.leader_epoch_cache.entries if e[1] <= end], self.clock_ms())
         meta.copy_started(remote)
-        self.storage.write(remote.path(LOG_FILE), data)
+        self.storage.write_file(remote.path(LOG_FILE), str(seg.log_path))   # closed: its size is final
         self.storage.write(remote.path(OFFSET_INDEX_FILE), seg.offset_index.to_bytes())
         self.storage.write(remote.path(TIME_INDEX_FILE), seg.time_index.to_bytes())
         self.storage.write(remote.path(TXN_INDEX_FILE), _read_or_empty(seg.txn_index.path))
