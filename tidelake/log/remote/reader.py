@@ -35,8 +35,8 @@ from tidelake.storage import Storage
 
 log = logging.getLogger(__name__)
 
-CHUNK_BYTES = 1 << 20       # one ranged GET: large enough for throughput, small enough to start reading soon
-READ_AHEAD_BYTES = 8 << 20  # fetched beyond what a read returned (a sequential consumer's next reads)
+CHUNK_BYTES = 1 << 20        # one ranged GET: large enough for throughput, small enough to start reading soon
+READ_AHEAD_BYTES = 16 << 20  # fetched beyond what a read returned (a sequential consumer's next reads)
 READER_THREADS = 4
 _PREFIX = struct.Struct(">qiibIhi")  # a batch's base offset, length, ..., last offset delta
 
