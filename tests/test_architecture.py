@@ -18,7 +18,7 @@ LAYERS: dict[str, set[str]] = {
     "protocol": set(),
     "storage": set(),
     "observability": set(),
-    "log": {"protocol"},
+    "log": {"protocol", "storage"},
     "coordinator": {"log"},
     "cluster": {"log"},
     "security": {"protocol"},

@@ -35,11 +35,21 @@ def test_properties_parsing_and_broker_precedence(tmp_path):
 
 
 def test_topic_config_validation():
-    assert validate_topic_configs({"cleanup.policy": "compact, delete"}) == {"cleanup.policy": "compact,delete"}
+    assert (validate_topic_configs({"cleanup.policy": "compact, delete"}, tiered_storage=False)
+            == {"cleanup.policy": "compact,delete"})
     for bad in ({"no.such.config": "1"}, {"retention.ms": "abc"}, {"cleanup.policy": "shred"},
                 {"message.timestamp.type": "Now"}, {"segment.bytes": "1"}):
         with pytest.raises(InvalidConfig):
-            validate_topic_configs(bad)
+            validate_topic_configs(bad, tiered_storage=False)
+
+
+def test_remote_storage_enable_needs_the_broker_switch_and_a_delete_policy():
+    tiered = {"remote.storage.enable": "true", "local.retention.bytes": "1024"}
+    with pytest.raises(InvalidConfig, match="Tiered Storage functionality is disabled in the broker"):
+        validate_topic_configs(tiered, tiered_storage=False)
+    assert validate_topic_configs(tiered, tiered_storage=True) == tiered
+    with pytest.raises(InvalidConfig, match="compacted topics"):
+        validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered_storage=True)
 
 
 def test_unknown_or_misspelled_static_keys_name_their_source_and_the_closest_name(tmp_path):

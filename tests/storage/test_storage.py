@@ -41,6 +41,22 @@ def test_read_write_list_delete(storage):
         storage.read("data/bucket-00000/a.parquet")
 
 
+def test_read_range_is_the_bytes_asked_for(storage):
+    storage.write("segments/a.log", bytes(range(256)) * 4)
+    assert storage.read_range("segments/a.log", 250, 10) == bytes(range(250, 256)) + bytes(range(4))
+    assert storage.read_range("segments/a.log", 1020, 4) == bytes(range(252, 256))
+    with pytest.raises(FileNotFoundError):
+        storage.read_range("segments/b.log", 0, 1)
+
+
+def test_write_file_streams_a_local_file(storage, tmp_path):
+    source = tmp_path / "segment.log"
+    source.write_bytes(bytes(range(256)) * 40000)   # 10 MB: an object store uploads it in parts
+    storage.write_file("segments/a.log", str(source))
+    assert storage.size("segments/a.log") == source.stat().st_size
+    assert storage.read("segments/a.log") == source.read_bytes()
+
+
 def test_create_is_put_if_absent(storage):
     """On S3 this is If-None-Match: * — the server must refuse the second put (moto's does: 412)."""
     assert storage.create("_tidelake_log/00000000000000000001.json", b"first")

@@ -310,6 +310,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
        read_only=True),
     _d("remote.log.manager.copy.max.bytes.per.second", LONG_MAX, TYPE_LONG, "tiered storage copy throttle",
        minimum=1),
+    # tiered storage (KIP-405): Kafka's plug-in class names reduced to one URL and a table storage's options
+    _d("remote.log.storage.system.enable", "false", TYPE_BOOLEAN, "tiered storage on this broker", read_only=True),
+    _d("remote.log.storage.url", None, TYPE_STRING, "tidelake: where closed segments are copied "
+       "(s3://bucket/prefix, or a path)", read_only=True),
+    _d("remote.log.storage.endpoint", None, TYPE_STRING, "tidelake: the S3 endpoint of remote.log.storage.url",
+       read_only=True),
+    _d("remote.log.storage.region", None, TYPE_STRING, "tidelake: the S3 region", read_only=True),
+    _d("remote.log.storage.access_key_id", None, TYPE_STRING, "tidelake: the S3 access key id", read_only=True),
+    _d("remote.log.storage.secret_access_key", None, TYPE_PASSWORD, "tidelake: the S3 secret access key",
+       read_only=True),
+    _d("remote.log.storage.session_token", None, TYPE_PASSWORD, "tidelake: the S3 session token", read_only=True),
+    _d("remote.log.storage.allow_http", None, TYPE_BOOLEAN, "tidelake: allow an http:// endpoint", read_only=True),
+    _d("remote.log.manager.task.interval.ms", 30000, TYPE_LONG, "how often segments are copied and remote "
+       "retention applied", read_only=True, minimum=1),
+    _d("remote.log.index.file.cache.total.size.bytes", 1073741824, TYPE_LONG, "remote index cache size",
+       read_only=True, minimum=1),
+    _d("remote.log.reader.cache.bytes", 268435456, TYPE_LONG, "tidelake: bytes of remote segment data kept "
+       "(ranged reads and prefetch of the next chunks)", read_only=True, minimum=1),
     # static in Kafka: refused as dynamic updates ("Cannot update these configs dynamically")
     _d("process.roles", None, TYPE_LIST, "KRaft roles of this node", read_only=True),
     _d("controller.quorum.voters", "", TYPE_LIST, "KRaft controller quorum", read_only=True),
@@ -386,17 +404,17 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "password.encoder.secret", "port", "producer.purgatory.purge.interval.requests",
     "queued.max.request.bytes", "queued.max.requests", "quota.window.num", "quota.window.size.seconds",
     "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms",
-    "remote.log.index.file.cache.total.size.bytes", "remote.log.manager.copier.thread.pool.size",
+    "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.quota.window.num", "remote.log.manager.copy.quota.window.size.seconds",
     "remote.log.manager.expiration.thread.pool.size", "remote.log.manager.fetch.max.bytes.per.second",
     "remote.log.manager.fetch.quota.window.num", "remote.log.manager.fetch.quota.window.size.seconds",
-    "remote.log.manager.task.interval.ms", "remote.log.manager.thread.pool.size",
+    "remote.log.manager.thread.pool.size",
     "remote.log.metadata.custom.metadata.max.bytes", "remote.log.metadata.manager.class.name",
     "remote.log.metadata.manager.class.path", "remote.log.metadata.manager.impl.prefix",
     "remote.log.metadata.manager.listener.name", "remote.log.reader.max.pending.tasks",
     "remote.log.reader.threads", "remote.log.storage.manager.class.name",
     "remote.log.storage.manager.class.path", "remote.log.storage.manager.impl.prefix",
-    "remote.log.storage.system.enable", "replica.fetch.backoff.ms",
+    "replica.fetch.backoff.ms",
     "replica.fetch.min.bytes", "replica.fetch.response.max.bytes",
     "replica.high.watermark.checkpoint.interval.ms", "replica.selector.class",
     "replica.socket.receive.buffer.bytes", "replica.socket.timeout.ms", "replication.quota.window.num",
@@ -504,8 +522,9 @@ def validate_value(defn: ConfigDef, value: str | None) -> str | None:
     return value
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
-    """Check names and values of topic configs; return them normalised. Raises InvalidConfig."""
+def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool) -> dict[str, str]:
+    """Check names and values of topic configs; return them normalised (``tiered_storage``: the broker's
+    remote.log.storage.system.enable). Raises InvalidConfig."""
     out = {}
     for name, value in configs.items():
         defn = TOPIC_CONFIGS.get(name)
@@ -515,8 +534,11 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
             raise InvalidConfig(f"Null value not supported for topic config {name}")
         out[name] = validate_value(defn, value)
     if out.get("remote.storage.enable") == "true":  # Kafka: only with remote.log.storage.system.enable
-        raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
-                            "with remote log storage.")
+        if not tiered_storage:
+            raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
+                                "with remote log storage.")
+        if "compact" in out.get("cleanup.policy", ""):
+            raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
     return out
 
 

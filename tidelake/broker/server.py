@@ -31,6 +31,7 @@ from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.state_snapshot import broker_state_snapshot
+from tidelake.broker.remote_storage import remote_log_manager
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.partition_service import LocalPartitions, PartitionService, ReplicatedPartitions
@@ -107,7 +108,7 @@ class Broker:
             self._metrics_address = parse_listen(metrics_listen, "metrics.listen") if metrics_listen else None
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        logs = LogManager(data_dir)
+        logs = LogManager(data_dir, remote=remote_log_manager(config))
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
@@ -136,7 +137,7 @@ class Broker:
             service = ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster)
             controller, cluster_view = cluster, ZooKeeperView(cluster)
             coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
-            topic_admin = ZooKeeperTopics(cluster)
+            topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage)
             cluster.on_leadership_change(coordinator_leadership(groups, transactions, logs, cluster, wall_ms))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
@@ -270,7 +271,8 @@ class Broker:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
         ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms", 1000),
-                                   compaction=ctx.config.get_bool("log.cleaner.enable", True))
+                                   compaction=ctx.config.get_bool("log.cleaner.enable", True),
+                                   leads=ctx.cluster.leads if ctx.cluster is not None else None)
         for server in self._servers:
             await server.start_serving()
         self._tasks = [loop.create_task(self._idle_connections_loop()), loop.create_task(self._group_clock()),

@@ -31,6 +31,8 @@ class TopicManager:
         self.metadata = metadata
         self.logs = logs
         self.partitions = partitions
+        # remote.log.storage.system.enable (static): whether a topic may set remote.storage.enable
+        self.tiered_storage = config.get_bool("remote.log.storage.system.enable")
 
     def get(self, name: str | None) -> TopicInfo | None:
         return self.metadata.topics.get(name)
@@ -86,7 +88,7 @@ class TopicManager:
         if replication_factor != 1:
             raise InvalidReplicationFactor(
                 f"Replication factor {replication_factor} larger than available brokers: 1")
-        overrides = validate_topic_configs(dict(configs or {}))
+        overrides = validate_topic_configs(dict(configs or {}), tiered_storage=self.tiered_storage)
         info = TopicInfo(name, partitions, overrides, internal)
         if validate_only:
             return info
@@ -127,7 +129,7 @@ class TopicManager:
         info = self.metadata.topics.get(name)
         if info is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
-        normalised = validate_topic_configs(dict(overrides))
+        normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage)
         if validate_only:
             return
         info.configs = normalised

@@ -331,6 +331,10 @@ class ClusterMember:
         unknown epoch error) otherwise."""
         return self.replicas.check_leader(topic, partition, current_leader_epoch).leader_epoch
 
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this broker is the partition's leader now (tiered storage: only the leader copies)."""
+        return self.replicas.leader_replica(topic, partition) is not None
+
     def isr_size(self, topic: str, partition: int) -> int:
         r = self.replicas.leader_replica(topic, partition)
         return len(r.isr) if r is not None else 0

@@ -26,6 +26,9 @@ PROPERTY_FIELDS: dict[str, str] = {
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "delete.retention.ms": "delete_retention_ms",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    "remote.storage.enable": "remote_storage_enable",
+    "local.retention.ms": "local_retention_ms",
+    "local.retention.bytes": "local_retention_bytes",
 }
 
 
@@ -49,6 +52,11 @@ class LogConfig:
     min_cleanable_dirty_ratio: float = 0.5  # compact once dirty bytes / cleanable bytes reach this
     delete_retention_ms: int = 86400000
     file_delete_delay_ms: int = 60000  # accepted, ignored: files are deleted at once
+    # tiered storage (KIP-405): retention.* then bound the whole log, local and remote; local.retention.*
+    # (-2: as retention.*) only the local part, of segments already copied
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":
@@ -61,7 +69,9 @@ class LogConfig:
             name = PROPERTY_FIELDS.get(key)
             if name is None or raw is None:
                 continue
-            if types[name] in ("int", int):
+            if types[name] in ("bool", bool):
+                updates[name] = str(raw).strip().lower() == "true"
+            elif types[name] in ("int", int):
                 try:
                     updates[name] = int(str(raw).strip())
                 except ValueError:
@@ -80,7 +90,8 @@ class LogConfig:
     def to_properties(self) -> dict[str, str]:
         """The Kafka-named view (for DescribeConfigs)."""
         values = asdict(self)
-        return {key: str(values[name]) for key, name in PROPERTY_FIELDS.items()}
+        return {key: str(values[name]).lower() if isinstance(values[name], bool) else str(values[name])
+                for key, name in PROPERTY_FIELDS.items()}
 
     def validate(self) -> None:
         if self.segment_bytes < 14:  # Kafka's minimum: one record batch header + overhead
@@ -100,8 +111,18 @@ class LogConfig:
             raise InvalidConfig(f"message.timestamp.type {self.message_timestamp_type!r}")
         if not 0 <= self.min_cleanable_dirty_ratio <= 1:
             raise InvalidConfig(f"min.cleanable.dirty.ratio {self.min_cleanable_dirty_ratio} not in [0, 1]")
+        if self.local_retention_ms < -2 or self.local_retention_bytes < -2:
+            raise InvalidConfig("local.retention.ms and local.retention.bytes must be >= -2")
         if self.max_compaction_lag_ms < 1 or self.min_compaction_lag_ms < 0:
             raise InvalidConfig("max.compaction.lag.ms must be >= 1 and min.compaction.lag.ms >= 0")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact(self) -> bool:

@@ -47,6 +47,12 @@ class IndexFile:
         elif not self.path.exists():
             self.path.touch()
 
+    def to_bytes(self) -> bytes:
+        """Every entry in the file's format (a closed segment's index, copied to tiered storage)."""
+        a, b = self._columns
+        pack = self.ENTRY.pack
+        return b"".join(pack(a[i], b[i]) for i in range(len(a)))
+
     def load(self, log_size: int | None = None) -> bool:
         """Read the file; False if it is missing or not valid (see ``_valid``)."""
         try:

@@ -15,12 +15,12 @@ log = logging.getLogger(__name__)
 
 
 class LogMaintenance:
-    def __init__(self, run_pass: Callable[[], None], interval_s: float):
+    def __init__(self, run_pass: Callable[[], None], interval_s: float, *, name: str = "log-maintenance"):
         self._run_pass = run_pass
         self.interval_s = interval_s
         self._wake = threading.Event()
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="log-maintenance", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
     def start(self) -> None:
         self._thread.start()
@@ -47,4 +47,4 @@ class LogMaintenance:
             try:
                 self._run_pass()
             except Exception:  # keep maintaining: the next pass may well succeed
-                log.exception("log maintenance pass failed")
+                log.exception("%s pass failed", self._thread.name)

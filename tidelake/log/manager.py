@@ -12,6 +12,7 @@ from tidelake.clock import wall_ms
 from tidelake.log.config import LogConfig
 from tidelake.log.maintenance import LogMaintenance
 from tidelake.log.partition import PartitionLog
+from tidelake.log.remote.manager import RemoteLogManager
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ class LogManager:
 
     def __init__(self, data_dir: Path, *, clock_ms: Callable[[], int] | None = None,
                  default_config: LogConfig | None = None,
-                 config_for: Callable[[str, int], LogConfig | None] | None = None):
+                 config_for: Callable[[str, int], LogConfig | None] | None = None,
+                 remote: RemoteLogManager | None = None):
         self.data_dir = Path(data_dir)
         self.clock_ms = clock_ms or wall_ms
         self.default_config = default_config or LogConfig()
@@ -38,6 +40,7 @@ class LogManager:
         self._lock = threading.RLock()
         self._maintenance: LogMaintenance | None = None
         self.compaction_enabled = True  # log.cleaner.enable
+        self.remote = remote  # tiered storage (remote.log.storage.system.enable): it applies tiered logs' retention
 
     def load(self) -> None:
         """Open (and recover) every ``<topic>-<partition>/`` directory under the data dir."""
@@ -74,7 +77,10 @@ class LogManager:
         """Delete every partition directory of ``topic``."""
         with self._lock:
             for key in [k for k in self._logs if k[0] == topic]:
-                self._logs.pop(key).delete()
+                plog = self._logs.pop(key)
+                plog.delete()
+                if self.remote is not None and plog.config.remote_storage_enable:
+                    self.remote.partition_deleted(*key)
 
     def delete(self, topic: str, partition: int) -> None:
         """Delete one partition's directory (a replica moved away by a reassignment)."""
@@ -88,14 +94,18 @@ class LogManager:
             return dict(self._logs)
 
     # ------------------------------------------------------------------ maintenance
-    def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True) -> None:
+    def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True,
+                          leads: Callable[[str, int], bool] | None = None) -> None:
         """Run maintenance passes on the LogMaintenance thread every ``interval_ms`` until ``close()``
-        (``compaction=False``: log.cleaner.enable=false)."""
+        (``compaction=False``: log.cleaner.enable=false), and tiered storage's on its own thread
+        (``leads``: whether this broker leads a partition, the one that copies it; None: a single broker)."""
         with self._lock:
             self.compaction_enabled = compaction
             if self._maintenance is None:
                 self._maintenance = LogMaintenance(self._maintenance_pass, max(0.01, interval_ms / 1000))
                 self._maintenance.start()
+        if self.remote is not None:
+            self.remote.start(self.all_logs, leads)
 
     def run_maintenance(self, now_ms: int | None = None, *, compaction: bool = True) -> None:
         """One pass of the background work: roll by segment.ms, flush by flush.ms (and fsync closed
@@ -119,7 +129,7 @@ class LogManager:
             try:
                 plog.maybe_roll(now)
                 plog.maybe_flush(now)
-                if plog.config.delete:
+                if plog.config.delete and not self.tiered(plog):
                     deleted = plog.apply_retention(now)
                     if deleted:
                         log.info("retention deleted %d segment(s) of %s-%d; log start offset now %d",
@@ -134,6 +144,10 @@ class LogManager:
                 if not plog.closed:  # a log deleted or closed meanwhile is not an error
                     log.exception("maintenance of %s-%d failed", topic, partition)
 
+    def tiered(self, plog: PartitionLog) -> bool:
+        """Whether tiered storage keeps this log's older segments (then it applies the log's retention)."""
+        return self.remote is not None and plog.config.remote_storage_enable
+
     def flush(self) -> None:
         for plog in self.all_logs().values():
             if not plog.closed:
@@ -143,6 +157,8 @@ class LogManager:
         """Stop the maintenance thread and close every log. Logs are closed before the thread is
         joined: a compaction pass in progress sees its log closed and stops."""
         maintenance, self._maintenance = self._maintenance, None
+        if self.remote is not None:
+            self.remote.stop()
         if maintenance is not None:
             maintenance.stop()
         with self._lock:

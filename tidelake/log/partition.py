@@ -115,6 +115,12 @@ class PartitionLog:
         """min(HW, first offset of the oldest open transaction)."""
         return self._lso_value()
 
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on this disk (Kafka's localLogStartOffset): the log start unless tiered storage
+        holds the older part, whose offsets [log start, local log start) only the object store serves."""
+        return max(self.log_start_offset, self._local.segments[0].base_offset)
+
     # ================================================================== append
     def append(self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None,
                leader_epoch: int = 0) -> AppendResult:
@@ -248,13 +254,13 @@ class PartitionLog:
 
         No batch with base offset >= ``max_offset`` (pass the HW or the LSO) is returned; at least one
         batch when ``min_one_batch`` even if it is larger than ``max_bytes``. Raises OffsetOutOfRange
-        if offset < log start or offset > LEO; offset == LEO gives empty data."""
+        if offset < the local log start or offset > LEO; offset == LEO gives empty data."""
         with self._lock:
             self._check_open()
             leo = self.log_end_offset
-            if offset < self.log_start_offset or offset > leo:
+            if offset < self.local_log_start_offset or offset > leo:
                 raise OffsetOutOfRange(
-                    f"offset {offset} outside [{self.log_start_offset}, {leo}]")
+                    f"offset {offset} outside [{self.local_log_start_offset}, {leo}]")
             result = ReadResult(b"", self.high_watermark, self._lso_value(), self.log_start_offset)
             limit = leo if max_offset is None else min(max_offset, leo)
             if offset >= limit:
@@ -366,6 +372,69 @@ class PartitionLog:
         for seg in doomed:
             seg.delete_files()
         return len(doomed)
+
+    # ================================================================== tiered storage (the remote log manager's)
+    def segments_to_copy(self, remote_end_offset: int) -> list[Segment]:
+        """Closed segments holding offsets at or past ``remote_end_offset`` (not yet in the object store),
+        wholly below the last stable offset (as Kafka copies: never an open transaction's records), oldest
+        first."""
+        with self._lock:
+            lso = self._lso_value()
+            return [s for s in self._local.segments[:-1]
+                    if s.next_offset > max(remote_end_offset, s.base_offset) and s.next_offset <= lso]
+
+    def apply_local_retention(self, now_ms: int, remote_end_offset: int) -> int:
+        """A tiered log's local retention: delete the oldest local segments wholly below
+        ``remote_end_offset`` (already copied) past local.retention.ms, then past local.retention.bytes
+        (each -2: retention.*). The log start stays: the object store serves those offsets. Returns the
+        number of segments deleted; their files go after the lock is released."""
+        doomed: list[Segment] = []
+        with self._lock:
+            if self.closed:
+                return 0
+            cfg = self.config
+            retention_ms, retention_bytes = cfg.effective_local_retention_ms, cfg.effective_local_retention_bytes
+            if retention_ms >= 0:
+                def expired(seg: Segment, nxt: Segment) -> bool:
+                    newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.last_modified_ms()
+                    return nxt.base_offset <= remote_end_offset and now_ms - newest > retention_ms
+                doomed += self._local.remove_oldest_segments(expired, delete_files=False)
+            if retention_bytes >= 0:
+                excess = self.size_bytes - retention_bytes
+
+                def over_size(seg: Segment, nxt: Segment) -> bool:
+                    nonlocal excess
+                    if nxt.base_offset > remote_end_offset or excess - seg.size < 0:
+                        return False
+                    excess -= seg.size
+                    return True
+                doomed += self._local.remove_oldest_segments(over_size, delete_files=False)
+            if doomed:
+                self.producer_state.delete_snapshots_below(self.segments[0].base_offset)
+        for seg in doomed:
+            seg.delete_files()
+        return len(doomed)
+
+    def advance_log_start(self, offset: int) -> None:
+        """Remote retention deleted the offsets below ``offset``: the log starts there (local segments
+        wholly below it go too)."""
+        doomed: list[Segment] = []
+        with self._lock:
+            if self.closed or offset <= self.log_start_offset:
+                return
+            self._set_log_start(min(offset, self.log_end_offset))
+            doomed = self._local.remove_oldest_segments(lambda _s, nxt: nxt.base_offset <= self.log_start_offset,
+                                                        delete_files=False)
+        for seg in doomed:
+            seg.delete_files()
+
+    def extend_log_start_to_remote(self, remote_start: int, remote_end: int) -> None:
+        """At start: the object store holds [remote_start, remote_end); reaching the local log, the log
+        starts at ``remote_start`` (the loader knew only the local segments)."""
+        with self._lock:
+            if remote_start < self.log_start_offset <= remote_end:
+                self.log_start_offset = remote_start
+                write_offset(self.directory / LOG_START_FILE, remote_start)
 
     # ================================================================== leadership (replication)
     def begin_leader_epoch(self, epoch: int) -> None:

@@ -9,6 +9,7 @@ opened with the storage option ``fsync=false``, for throwaway tables); and pyarr
 from __future__ import annotations
 
 import os
+import shutil
 import uuid
 
 from tidelake.fsutil import fsync_dir, fsync_file
@@ -46,6 +47,10 @@ class LocalStorage(Storage):
         with open(self.local_path(path), "rb") as fh:
             return fh.read()
 
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        with open(self.local_path(path), "rb") as fh:
+            return os.pread(fh.fileno(), length, start)
+
     def _staged(self, path: str, data: bytes) -> tuple[str, str]:
         """``data`` fsynced in a temporary file beside ``path``: (its directory, the temporary file)."""
         full = self.local_path(path)
@@ -62,6 +67,18 @@ class LocalStorage(Storage):
     def write(self, path: str, data: bytes) -> None:
         d, tmp = self._staged(path, data)
         os.replace(tmp, self.local_path(path))   # atomic: the old or the new file, whole
+        if self.fsync:
+            fsync_dir(d)
+
+    def write_file(self, path: str, local_file: str) -> None:
+        full = self.local_path(path)
+        d = os.path.dirname(full)
+        os.makedirs(d, exist_ok=True)
+        tmp = os.path.join(d, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+        shutil.copyfile(local_file, tmp)
+        if self.fsync:
+            fsync_file(tmp)
+        os.replace(tmp, full)
         if self.fsync:
             fsync_dir(d)
 

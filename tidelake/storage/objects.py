@@ -13,6 +13,7 @@ import re
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlparse
 
@@ -75,9 +76,23 @@ class ObjectStorage(Storage):
         except BaseError as e:
             raise self._failed(path, e) from e
 
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        try:
+            return obstore.get_range(self._store, path, start=start, length=length).to_bytes()
+        except (NotFoundError, FileNotFoundError) as e:
+            raise self._missing(path, e) from e
+        except BaseError as e:
+            raise self._failed(path, e) from e
+
     def write(self, path: str, data: bytes) -> None:
         try:
             obstore.put(self._store, path, _bytes_like(data))
+        except (BaseError, FileNotFoundError) as e:
+            raise self._failed(path, e) from e
+
+    def write_file(self, path: str, local_file: str) -> None:
+        try:
+            obstore.put(self._store, path, Path(local_file))
         except (BaseError, FileNotFoundError) as e:
             raise self._failed(path, e) from e
 

@@ -30,8 +30,18 @@ class Storage:
         """The whole file; FileNotFoundError if there is none."""
         raise NotImplementedError
 
+    def read_range(self, path: str, start: int, length: int) -> bytes:
+        """``length`` bytes of the file from byte ``start`` (a ranged GET on an object store; the range must
+        lie inside the file); FileNotFoundError if there is none."""
+        raise NotImplementedError
+
     def write(self, path: str, data: bytes) -> None:
         """Create or replace the file, whole (readers see the old or the new content, never a mix)."""
+        raise NotImplementedError
+
+    def write_file(self, path: str, local_file: str) -> None:
+        """``write`` of a local file's content, streamed (an object store uploads a large one in parts, so a
+        file of a gigabyte is never in memory whole)."""
         raise NotImplementedError
 
     def create(self, path: str, data: bytes) -> bool:

@@ -249,8 +249,10 @@ def _list_offset(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int
     upper = plog.last_stable_offset if read_committed else plog.high_watermark
     if ts == LATEST:
         return -1, upper
-    if ts in (EARLIEST, EARLIEST_LOCAL):
+    if ts == EARLIEST:
         return -1, plog.log_start_offset
+    if ts == EARLIEST_LOCAL:  # tiered storage (KIP-405): the first offset on this broker's disk
+        return -1, plog.local_log_start_offset
     if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage here
         return -1, -1
     if ts == MAX_TIMESTAMP:

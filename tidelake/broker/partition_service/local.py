@@ -2,8 +2,9 @@
 and an acknowledged append is acknowledged by every replica there is."""
 from __future__ import annotations
 
+import asyncio
 import logging
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tidelake import errors
 from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
@@ -147,6 +148,9 @@ class LocalPartitions:
             if max_bytes <= 0:  # the request's byte budget is spent: the partition's bounds only
                 return ReadOutcome(NONE, hw, lso, plog.log_start_offset, b"", [] if read_committed else None)
             max_offset = plog.log_end_offset if follower else lso if read_committed else hw
+            if plog.log_start_offset <= fetch_offset < plog.local_log_start_offset and self.logs.tiered(plog):
+                return self._read_remote(topic, partition, plog, fetch_offset, max_bytes, max_offset,
+                                         read_committed=read_committed, min_one=min_one)
             if fetch_offset > plog.log_end_offset or fetch_offset < plog.log_start_offset:
                 raise errors.OffsetOutOfRange(
                     f"offset {fetch_offset} not in [{plog.log_start_offset}, {plog.log_end_offset}]")
@@ -162,8 +166,37 @@ class LocalPartitions:
         except errors.KafkaApiError as e:
             return ReadOutcome(e.code, plog.high_watermark, plog.last_stable_offset, plog.log_start_offset)
 
+    def _read_remote(self, topic: str, partition: int, plog: PartitionLog, fetch_offset: int, max_bytes: int,
+                     max_offset: int, *, read_committed: bool, min_one: bool) -> ReadOutcome:
+        """Below the local log start of a tiered log: the object store's bytes if the reader has them;
+        else nothing yet, and the Fetch waiting as a long poll is woken once they are fetched."""
+        got = self.logs.remote.reader.read(topic, partition, fetch_offset, max_bytes, max_offset, min_one=min_one,
+                                           read_committed=read_committed, on_ready=self._waker(topic, partition))
+        hw, lso, start = plog.high_watermark, plog.last_stable_offset, plog.log_start_offset
+        if got is None:
+            return ReadOutcome(NONE, hw, lso, start, b"", [] if read_committed else None)
+        return ReadOutcome(NONE, hw, lso, start, got.data, got.aborted, got.next_offset - got.first_offset)
+
+    def _waker(self, topic: str, partition: int) -> Callable[[], None]:
+        """A callback for the remote reader's threads: wake this partition's fetches on the event loop."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # read outside a loop (a tool, a test): nobody waits
+            return _nobody
+        notify = self.partitions.notify
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(notify, topic, partition)
+            except RuntimeError:  # the broker stopped meanwhile
+                pass
+        return wake
+
     async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         await self.partitions.wait_for_data(partitions, timeout_s)
 
     def replication_state(self) -> ReplicationState | None:
         return None
+
+def _nobody() -> None:
+    """No fetch waits for this read."""

@@ -1,0 +1,93 @@
+"""Tiered storage in a three-broker cluster, on moto's S3 server: only the leader copies (no segment is in
+the store twice), followers learn from the store and keep only their local retention, and when the leader
+is killed (kill -9) in the middle of its copies the new leader continues where the old one stopped: every
+acknowledged record reads back from the start, the remote log has no gap, what the old leader left half
+copied is cleaned. Slow (a leader must expire): marker slow_faults."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from confluent_kafka import Producer
+
+from cluster_fixtures import consume_all, create_topic, start_cluster, wait_until, zookeeper_client
+from tidelake.log.remote import RemotePartitionMetadata
+from tidelake.storage import open_storage
+
+pytestmark = pytest.mark.slow_faults
+
+
+def leader(cluster, topic: str) -> int:
+    with zookeeper_client(cluster) as zk:
+        return json.loads(zk.get(f"/brokers/topics/{topic}/partitions/0/state")[0])["leader"]
+
+
+def produce(cluster, topic: str, n: int, prefix: bytes) -> dict:
+    """``n`` records acks=all in small batches (many segments); {(partition, offset): value} acknowledged."""
+    acked, failed = {}, []
+
+    def on_delivery(err, m):
+        (failed.append(err) if err is not None else acked.__setitem__((m.partition(), m.offset()), m.value()))
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+                  "linger.ms": 2, "batch.size": 1000})
+    for i in range(n):
+        p.produce(topic, value=prefix + b"-%06d" % i + b"x" * 100, on_delivery=on_delivery)
+        p.poll(0)
+    assert p.flush(60) == 0 and not failed, failed[:3]
+    return acked
+
+
+def remote_log(storage, topic: str) -> RemotePartitionMetadata:
+    meta = RemotePartitionMetadata(storage, topic, 0)
+    meta.load()
+    return meta
+
+
+def no_gap(meta: RemotePartitionMetadata) -> bool:
+    end = 0
+    for seg in meta.segments:
+        if seg.base_offset > end:
+            return False
+        end = max(end, seg.end_offset + 1)
+    return True
+
+
+def test_only_the_leader_copies_and_a_new_leader_continues_after_a_kill_9(tmp_path, s3_server):
+    url = s3_server.url("tiered-cluster")
+    storage = open_storage(url, s3_server.options)
+    cluster = start_cluster(tmp_path / "cluster", 3, **{
+        "remote.log.storage.system.enable": "true", "remote.log.storage.url": url,
+        **{f"remote.log.storage.{k}": v for k, v in s3_server.options.items()},
+        "remote.log.manager.task.interval.ms": "100"})
+    try:
+        create_topic(cluster, "hist", 1, 3, **{"remote.storage.enable": "true", "segment.bytes": "4096",
+                                               "local.retention.bytes": "0", "min.insync.replicas": "2"})
+        acked = produce(cluster, "hist", 3000, b"a")
+        wait_until("the leader's first copies", lambda: len(remote_log(storage, "hist").segments) >= 10, 60)
+        first = leader(cluster, "hist")
+        more = produce(cluster, "hist", 2000, b"b")   # copies go on while this is acknowledged
+        cluster.kill_broker(first)
+        wait_until("a new leader", lambda: leader(cluster, "hist") not in (first, -1), 60)
+        acked.update(more)
+        acked.update(produce(cluster, "hist", 2000, b"c"))
+        last = max(offset for _p, offset in acked)
+
+        def caught_up() -> bool:
+            meta = remote_log(storage, "hist")
+            return meta.unfinished == [] and meta.end_offset > last - 200 and no_gap(meta)
+        wait_until("the new leader's copies to reach the end, with no gap and nothing half done", caught_up, 90)
+        meta = remote_log(storage, "hist")
+        # one copier at a time: segments overlap only where the leadership changed (the new leader's first copy
+        # is its own local segment holding the old leader's last copied offset); followers copying would
+        # overlap everywhere, their segments ending elsewhere
+        overlaps = sum(1 for a, b in zip(meta.segments, meta.segments[1:]) if b.base_offset <= a.end_offset)
+        assert overlaps <= 1, [(s.base_offset, s.end_offset) for s in meta.segments]
+        # followers too keep only what is not copied yet (local.retention.bytes=0)
+        alive = [b for b in cluster.brokers if b != first]
+        wait_until("every live replica's local log to be trimmed", lambda: all(
+            len(list((cluster.brokers[b].data_dir / "hist-0").glob("*.log"))) <= 3 for b in alive), 60)
+        got = consume_all(cluster, "hist", 1, len(acked), timeout_s=120)
+        assert {(p, o): v for p, o, v in got} == acked
+    finally:
+        cluster.stop()

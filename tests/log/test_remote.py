@@ -1,0 +1,255 @@
+"""Tiered storage on a real S3 server (moto's): segments copied with their indexes, producer snapshot and
+leader-epoch checkpoint; local retention deleting only copied segments; retention over the whole log
+deleting remote segments; what a crash leaves cleaned; reads below the local log start with the same bytes."""
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tidelake.errors import KafkaStorageError, OffsetOutOfRange
+from tidelake.log import LogConfig, LogManager, PartitionLog
+from tidelake.log.remote import RemoteLogManager, RemoteLogSettings, RemotePartitionMetadata, RemoteSegment
+from tidelake.log.remote.metadata import DATA_FILES
+from tidelake.protocol.records import Record, build_batch
+from tidelake.storage import open_storage
+
+NOW = 1_700_000_000_000
+WAIT_S = 30
+
+
+def remote_settings(url: str) -> RemoteLogSettings:
+    """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
+    return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
+                             reader_cache_bytes=64 << 20)
+
+
+def batch(i: int) -> bytes:
+    return build_batch([Record(0, NOW + i, b"k%d" % i, b"v%05d" % i + b"x" * 200)])
+
+
+def tiered_config(**kw) -> LogConfig:
+    return LogConfig(segment_bytes=kw.pop("segment_bytes", 2000), remote_storage_enable=True,
+                     local_retention_bytes=kw.pop("local_retention_bytes", 0), retention_ms=kw.pop("retention_ms", -1),
+                     **kw)
+
+
+@pytest.fixture
+def remote(s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    rlm = RemoteLogManager(storage, remote_settings(storage.url))
+    yield rlm
+    rlm.stop()
+
+
+def read_remote(rlm: RemoteLogManager, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20):
+    """A read as the partition service makes it: None while the bytes are fetched, then the answer."""
+    ready = threading.Event()
+    for _ in range(20):
+        ready.clear()
+        got = rlm.reader.read(topic, partition, offset, max_bytes, 1 << 62, min_one=True, read_committed=True,
+                              on_ready=ready.set)
+        if got is not None:
+            return got
+        assert ready.wait(WAIT_S), "the reader never finished fetching"
+    raise AssertionError("still pending after 20 rounds of fetching")
+
+
+def local_bytes(plog: PartitionLog, offset: int) -> bytes:
+    return bytes(plog.read(offset, 1 << 20).data)
+
+
+def test_copied_segments_are_deleted_locally_and_read_back_with_the_same_bytes(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    before = {seg.base_offset: local_bytes(plog, seg.base_offset) for seg in plog.segments[:-1]}
+    assert len(before) >= 5
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    assert [s.base_offset for s in meta.segments] == sorted(before)
+    files = remote.storage.list(meta.prefix)
+    for seg in meta.segments:
+        assert {f"{seg.folder}/{name}" for name in DATA_FILES} <= set(files)
+        assert remote.storage.read(seg.path("leader-epoch-checkpoint")).startswith(b"0\n")
+    # local.retention.bytes=0: every copied segment gone locally, the log start unmoved
+    assert len(plog.segments) == 1 and plog.log_start_offset == 0
+    assert plog.local_log_start_offset == plog.segments[0].base_offset
+    with pytest.raises(OffsetOutOfRange):
+        plog.read(0, 1000)
+    for base, data in before.items():
+        got = read_remote(remote, "t", 0, base)
+        assert (got.first_offset, bytes(got.data)[:len(data)]) == (base, data)
+    mid = read_remote(remote, "t", 0, 7, max_bytes=1)   # min_one: the one batch holding offset 7
+    assert mid.first_offset == 7 and mid.next_offset == 8
+    plog.close()
+
+
+def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    copied = len(meta.segments)
+    whole = meta.size_bytes + plog.size_bytes
+    plog.update_config(tiered_config(retention_bytes=whole - 3000))
+    remote.run_pass(NOW)
+    assert 0 < len(meta.segments) < copied
+    # as Kafka's retention.bytes: the oldest segments go while what stays is still at least that much
+    kept = meta.size_bytes + plog.size_bytes
+    assert kept >= whole - 3000 > kept - meta.segments[0].size
+    assert plog.log_start_offset == meta.segments[0].base_offset > 0
+    gone = [p for p in remote.storage.list(meta.prefix) if not any(p.startswith(s.folder) for s in meta.segments)]
+    assert gone == []   # every file of the deleted segments, markers last
+    with pytest.raises(OffsetOutOfRange):
+        read_remote(remote, "t", 0, 0)
+    plog.close()
+
+
+def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config(local_retention_bytes=-1))
+    for i in range(30):
+        plog.append(batch(i), now_ms=NOW)
+    seg = plog.segments[0]
+    meta = RemotePartitionMetadata(remote.storage, "t", 0)
+    orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW)
+    meta.copy_started(orphan)                       # a copy killed after its first write
+    remote.storage.write(orphan.path("segment.log"), b"partial")
+    remote.start(lambda: {("t", 0): plog})
+    assert remote.metadata("t", 0).unfinished == [orphan.folder]
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    assert not any(p.startswith(orphan.folder) for p in remote.storage.list(meta.prefix))
+    assert meta.segments[0].base_offset == seg.base_offset and meta.unfinished == []
+    plog.close()
+
+
+def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    settings = remote_settings(storage.url)
+    manager = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000)
+    manager.remote.run_pass(NOW)
+    local_start = plog.local_log_start_offset
+    assert local_start > 0
+    manager.close()
+    # with no log-start-offset checkpoint below it the loader knows only the local segments: the store says more
+    assert not (tmp_path / "t-0" / "log-start-offset").exists()
+    again = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
+    again.load()
+    plog = again.get("t", 0)
+    assert plog.log_start_offset == local_start
+    again.start_maintenance(3_600_000)
+    try:
+        assert plog.log_start_offset == 0 and plog.local_log_start_offset == local_start
+        assert read_remote(again.remote, "t", 0, 0).first_offset == 0
+    finally:
+        again.close()
+
+
+def test_a_read_fetches_ahead_into_the_next_segment(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    first, second = remote.metadata("t", 0).segments[:2]
+    got = read_remote(remote, "t", 0, first.base_offset)
+    assert got.next_offset == second.base_offset   # the whole first segment in one read
+    gets = remote.reader.gets
+    # read ahead while the first was answered: the next segment's indexes and bytes need no further GET
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline and remote.reader.gets < gets + 3:
+        time.sleep(0.01)
+    ready = threading.Event()
+    answer = remote.reader.read("t", 0, second.base_offset, 1 << 20, 1 << 62, min_one=True, read_committed=False,
+                                on_ready=ready.set)
+    assert answer is not None and answer.first_offset == second.base_offset
+    plog.close()
+
+
+def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(30):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    seg = remote.metadata("t", 0).segments[0]
+    remote.storage.delete(seg.path("segment.index"))    # the store lost a file behind the broker's back
+    with pytest.raises(KafkaStorageError, match=r"reading t-0/\S+ of tiered storage failed: .*segment\.index"):
+        read_remote(remote, "t", 0, seg.base_offset)
+    ready = threading.Event()   # answered once: the next read tries the store again
+    assert remote.reader.read("t", 0, seg.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+                              on_ready=ready.set) is None
+    assert ready.wait(WAIT_S)
+    plog.close()
+
+
+def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    keep_from = meta.segments[3]
+    # record i has timestamp NOW + i: a retention that the first three segments' newest records are past
+    plog.update_config(tiered_config(retention_ms=10))
+    remote.run_pass(keep_from.max_timestamp - 1 + 10)
+    assert meta.segments[0] == keep_from and plog.log_start_offset == keep_from.base_offset
+    assert read_remote(remote, "t", 0, keep_from.base_offset).first_offset == keep_from.base_offset
+    plog.close()
+
+
+def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000)
+    try:
+        manager.remote.run_pass(NOW)
+        meta = manager.remote.metadata("t", 0)
+        third = meta.segments[2]
+        plog.delete_records_before(third.base_offset + 1)   # DeleteRecords into the remote part
+        manager.remote.run_pass(NOW)
+        assert meta.segments[0] == third and plog.log_start_offset == third.base_offset + 1
+        manager.delete_topic("t")
+        manager.remote.run_pass(NOW)
+        assert storage.list(meta.prefix) == []
+    finally:
+        manager.close()
+
+
+def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    seq = {100: 0, 200: 0}
+    for i in range(40):
+        pid = 100 if i % 2 else 200
+        plog.append(build_batch([Record(0, NOW + i, b"k", b"t%05d" % i + b"x" * 200)], producer_id=pid,
+                                producer_epoch=0, base_sequence=seq[pid], transactional=True), now_ms=NOW)
+        seq[pid] += 1
+    aborted_first = plog.producer_state.producers[200].current_txn_first_offset
+    plog.append_marker(producer_id=100, producer_epoch=0, commit=True, coordinator_epoch=1, now_ms=NOW)
+    plog.append_marker(producer_id=200, producer_epoch=0, commit=False, coordinator_epoch=1, now_ms=NOW)
+    for i in range(20):   # later segments close the ones holding the markers
+        plog.append(batch(100 + i), now_ms=NOW)
+    local = plog.aborted_transactions(0, plog.log_end_offset)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    marker_segment = meta.segment_for(40)
+    assert marker_segment is not None and plog.local_log_start_offset > 41
+    got = read_remote(remote, "t", 0, marker_segment.base_offset)
+    assert local == [(200, aborted_first)] and got.aborted == [(200, aborted_first)]
+    plog.close()

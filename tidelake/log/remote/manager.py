@@ -1,0 +1,223 @@
+"""RemoteLogManager: tiered storage's background work (KIP-405's RemoteLogManager), on its own thread
+(a ``LogMaintenance``) every remote.log.manager.task.interval.ms, never on the broker's event loop.
+
+For each log of a topic with remote.storage.enable=true that this broker leads, one pass:
+
+1. finishes what a crash left in the object store (an orphaned copy, an interrupted deletion);
+2. copies each closed segment below the last stable offset not copied yet: COPY_STARTED, the .log, its
+   offset/time/transaction indexes, the producer snapshot at its end and the leader-epoch checkpoint up
+   to it, then COPY_FINISHED (``metadata.py`` says why that order is crash-safe);
+3. applies retention.ms / retention.bytes to the whole log (remote segments plus local ones not copied):
+   the log start moves past the oldest remote segments first, then they are deleted;
+4. applies local.retention.ms / local.retention.bytes to the local segments, deleting only copied ones.
+
+A follower copies nothing: a new leader lists the store (``RemotePartitionMetadata.load``) and continues
+after the last COPY_FINISHED segment.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable
+
+from tidelake.clock import wall_ms
+from tidelake.log.maintenance import LogMaintenance
+from tidelake.log.partition import PartitionLog
+from tidelake.log.remote.metadata import (LEADER_EPOCH_FILE, LOG_FILE, OFFSET_INDEX_FILE, PRODUCER_SNAPSHOT_FILE,
+                                          TIME_INDEX_FILE, TXN_INDEX_FILE, RemotePartitionMetadata, RemoteSegment,
+                                          partition_prefix)
+from tidelake.log.remote.reader import RemoteLogReader
+from tidelake.log.remote.settings import RemoteLogSettings
+from tidelake.log.segment import Segment
+from tidelake.storage import Storage
+
+log = logging.getLogger(__name__)
+
+LogsView = Callable[[], "dict[tuple[str, int], PartitionLog]"]
+
+
+def leader_epoch_checkpoint(entries: list[tuple[int, int]], end_offset: int) -> bytes:
+    """The leader-epoch checkpoint (Kafka's text format) of the epochs starting at or below ``end_offset``."""
+    kept = [(e, o) for e, o in entries if o <= end_offset]
+    return ("0\n%d\n%s" % (len(kept), "".join(f"{e} {o}\n" for e, o in kept))).encode()
+
+
+class RemoteLogManager:
+    def __init__(self, storage: Storage, settings: RemoteLogSettings, *, clock_ms: Callable[[], int] = wall_ms):
+        self.storage = storage
+        self.settings = settings
+        self.leads: Callable[[str, int], bool] = _single_broker_leads
+        self.clock_ms = clock_ms
+        self._partitions: dict[tuple[str, int], RemotePartitionMetadata] = {}
+        self._lock = threading.Lock()
+        self._logs: LogsView = dict
+        self._thread: LogMaintenance | None = None
+        self._doomed_partitions: list[tuple[str, int]] = []  # topics deleted: their remote files go next pass
+        self.reader = RemoteLogReader(storage, settings, self.metadata)
+        self._leading: set[tuple[str, int]] = set()  # partitions this broker copied at its last pass
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, logs: LogsView, leads: Callable[[str, int], bool] | None = None) -> None:
+        """Learn every tiered log's remote segments now (so reads below the local log start are served
+        from the first request on), then run passes on the thread. ``leads``: whether this broker leads a
+        partition (in a cluster only the leader copies; None: a single broker, which leads every one)."""
+        self._logs = logs
+        self.leads = leads or _single_broker_leads
+        for (topic, partition), plog in logs().items():
+            if plog.config.remote_storage_enable:
+                self._attach(topic, partition, plog)
+        if self._thread is None:
+            self._thread = LogMaintenance(self.run_pass, self.settings.task_interval_ms / 1000,
+                                          name="remote-log-manager")
+            self._thread.start()
+
+    def stop(self) -> None:
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.stop()
+            thread.join()
+        self.reader.close()
+
+    def trigger(self) -> None:
+        if self._thread is not None:
+            self._thread.trigger()
+
+    # ------------------------------------------------------------------ metadata
+    def metadata(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
+        """The partition's remote segments, None if they were not listed yet."""
+        return self._partitions.get((topic, partition))
+
+    def _attach(self, topic: str, partition: int, plog: PartitionLog) -> RemotePartitionMetadata:
+        key = (topic, partition)
+        meta = self._partitions.get(key)
+        if meta is None:
+            meta = RemotePartitionMetadata(self.storage, topic, partition)
+            meta.load()
+            if meta.start_offset is not None:
+                plog.extend_log_start_to_remote(meta.start_offset, meta.end_offset)
+            with self._lock:
+                self._partitions[key] = meta
+        return meta
+
+    def partition_deleted(self, topic: str, partition: int) -> None:
+        """Its topic was deleted: the remote files go at the next pass (off the caller's thread)."""
+        with self._lock:
+            self._partitions.pop((topic, partition), None)
+            self._doomed_partitions.append((topic, partition))
+        self.trigger()
+
+    # ------------------------------------------------------------------ the pass
+    def run_pass(self, now_ms: int | None = None) -> None:
+        now = self.clock_ms() if now_ms is None else now_ms
+        with self._lock:
+            doomed, self._doomed_partitions = self._doomed_partitions, []
+        for topic, partition in doomed:
+            RemotePartitionMetadata(self.storage, topic, partition).delete_all()
+        for (topic, partition), plog in self._logs().items():
+            if plog.closed or not plog.config.remote_storage_enable:
+                continue
+            try:
+                if self.leads(topic, partition):
+                    if (topic, partition) not in self._leading:   # just became leader: the store says where to go on
+                        self._partitions.pop((topic, partition), None)
+                        self._leading.add((topic, partition))
+                    self.maintain(topic, partition, plog, now)
+                else:
+                    self._leading.discard((topic, partition))
+                    self.follow(topic, partition, plog, now)
+            except Exception as e:
+                if not plog.closed:
+                    log.warning("tiered storage of %s-%d: %s", topic, partition, e)
+
+    def maintain(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
+        meta = self._attach(topic, partition, plog)
+        if meta.unfinished:
+            cleaned = meta.clean_unfinished()
+            log.info("tiered storage of %s-%d: %d unfinished copy or deletion cleaned", topic, partition, cleaned)
+        deleted = 0
+        for seg in plog.segments_to_copy(meta.end_offset):
+            if plog.closed:
+                return
+            self.copy_segment(meta, plog, seg)
+            # at once, not after the whole backlog: the local disk stays near local.retention.bytes
+            deleted += plog.apply_local_retention(now_ms, meta.end_offset)
+        self._apply_retention(meta, plog, now_ms)
+        deleted += plog.apply_local_retention(now_ms, meta.end_offset)
+        if deleted:
+            log.info("local retention deleted %d copied segment(s) of %s-%d; local log start offset now %d",
+                     deleted, topic, partition, plog.local_log_start_offset)
+
+    def follow(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
+        """A follower copies nothing: it lists what the leader copied and applies local retention to it."""
+        meta = self._partitions.get((topic, partition))
+        if meta is None:
+            meta = RemotePartitionMetadata(self.storage, topic, partition)
+            with self._lock:
+                self._partitions[(topic, partition)] = meta
+        meta.load()
+        plog.apply_local_retention(now_ms, meta.end_offset)
+
+    def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:
+        """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it."""
+        end = seg.next_offset - 1
+        snapshot = plog.producer_state.snapshot_path(seg.next_offset)
+        remote = RemoteSegment.new(meta.prefix, seg.base_offset, end, seg.size, seg.max_timestamp,
+                                   [e for e in plog.leader_epoch_cache.entries if e[1] <= end], self.clock_ms())
+        meta.copy_started(remote)
+        self.storage.write_file(remote.path(LOG_FILE), str(seg.log_path))   # closed: its size is final
+        self.storage.write(remote.path(OFFSET_INDEX_FILE), seg.offset_index.to_bytes())
+        self.storage.write(remote.path(TIME_INDEX_FILE), seg.time_index.to_bytes())
+        self.storage.write(remote.path(TXN_INDEX_FILE), _read_or_empty(seg.txn_index.path))
+        self.storage.write(remote.path(PRODUCER_SNAPSHOT_FILE), _read_or_empty(snapshot))
+        self.storage.write(remote.path(LEADER_EPOCH_FILE),
+                           leader_epoch_checkpoint(plog.leader_epoch_cache.entries, end))
+        # a leader replaced meanwhile may have cleaned this copy as an orphan: then it is not finished here
+        if not self.leads(meta.topic, meta.partition) or not self.storage.exists(remote.path("COPY_STARTED")):
+            meta.delete_folder(remote.folder)
+            raise RuntimeError(f"copy of {remote.folder} abandoned: no longer the leader")
+        meta.copy_finished(remote)
+        return remote
+
+    def _apply_retention(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int) -> None:
+        """retention.ms / retention.bytes over the whole log, and DeleteRecords' log start: the oldest
+        remote segments out of reach first (the log start moves), then deleted."""
+        cfg = plog.config
+        doomed: list[RemoteSegment] = []
+        remote = list(meta.segments)
+        for seg in remote:
+            if seg.end_offset < plog.log_start_offset:
+                doomed.append(seg)
+            elif cfg.retention_ms >= 0 and now_ms - (seg.max_timestamp if seg.max_timestamp >= 0
+                                                      else seg.copied_ms) > cfg.retention_ms:
+                doomed.append(seg)
+            else:
+                break
+        if cfg.retention_bytes >= 0:
+            local_only = sum(s.size for s in plog.segments if s.base_offset > meta.end_offset - 1)
+            excess = sum(s.size for s in remote[len(doomed):]) + local_only - cfg.retention_bytes
+            for seg in remote[len(doomed):]:
+                if excess - seg.size < 0:
+                    break
+                excess -= seg.size
+                doomed.append(seg)
+        if not doomed:
+            return
+        following = meta.next_segment(doomed[-1]) if doomed[-1] is not remote[-1] else None
+        new_start = following.base_offset if following is not None else doomed[-1].end_offset + 1
+        plog.advance_log_start(new_start)
+        for seg in doomed:
+            meta.delete(seg)
+        log.info("retention deleted %d remote segment(s) of %s; log start offset now %d", len(doomed),
+                 partition_prefix(meta.topic, meta.partition), plog.log_start_offset)
+
+
+def _single_broker_leads(_topic: str, _partition: int) -> bool:
+    return True
+
+
+def _read_or_empty(path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        return b""
