@@ -86,12 +86,12 @@ async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_t
     from transaction.state.log.min.isr)."""
     if key_type == GROUP_KEY:
         topic, partitions, configs = OFFSETS_TOPIC, broker.groups.config.offsets_partitions, INTERNAL_TOPIC_CONFIGS
-        rf = broker.config.get_int("offsets.topic.replication.factor", 1)
+        rf = broker.config.get_int("offsets.topic.replication.factor")
         partition = broker.groups.partition_for(key)
     else:
         topic, partitions = TRANSACTION_STATE_TOPIC, broker.transactions.num_partitions
         configs = transaction_state_configs(broker.config)
-        rf = broker.config.get_int("transaction.state.log.replication.factor", 1)
+        rf = broker.config.get_int("transaction.state.log.replication.factor")
         partition = broker.transactions.partition_for(key)
     try:
         leader = await broker.cluster.internal_topic_leader(topic, partitions, rf, configs, partition,
@@ -250,7 +250,7 @@ async def _replicated(broker: BrokerContext, partition: int) -> int:
     """Wait until the in-sync replicas of __consumer_offsets-``partition`` have everything written to
     it so far (the group coordinator just appended); the error code, NONE once they do."""
     code = await broker.partition_service.log_end_replicated(
-        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms", 5000))
+        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms"))
     if code == errors.NotLeaderOrFollower.code:
         return errors.NotCoordinator.code
     return errors.CoordinatorNotAvailable.code if code else errors.NONE  # Kafka's mapping of the other errors

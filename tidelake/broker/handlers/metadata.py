@@ -87,7 +87,7 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                   if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
-        auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
+        auto = allow_auto and broker.config.get_bool("auto.create.topics.enable")
         topics = []
         created = False
         for t in request.topics:
