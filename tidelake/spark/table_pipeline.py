@@ -295,6 +295,9 @@ class TablePipeline:
         """Run one step if the upstream (or a table read by name, for a refresh) has new versions."""
         began = time.monotonic()
         upstream = self.upstream()
+        sink = self._open_sink_if_exists()
+        if sink is not None:  # the step's one look at the sink's log (its position: what was committed last)
+            sink.refresh()
         position = self.position()
         end = upstream.refresh()
         plan = self.plan()
