@@ -198,3 +198,9 @@ def test_get_bool_accepts_only_true_or_false():
     with pytest.raises(ConfigError, match=r"^delete\.topic\.enable='yes' is not true or false$"):
         config.get_bool("delete.topic.enable")
     assert BrokerConfig().get_bool("delete.topic.enable") is True
+
+
+def test_node_id_falls_back_to_its_older_name_broker_id():
+    assert BrokerConfig.from_file(None).node_id() == int(BROKER_CONFIGS["node.id"].default)
+    assert BrokerConfig.from_file(None, {"broker.id": "7"}).node_id() == 7
+    assert BrokerConfig.from_file(None, {"broker.id": "7", "node.id": "3"}).node_id() == 3

@@ -197,6 +197,11 @@ class BrokerConfig:
             raise ConfigError(f"{name} has no value and no default")
         return value
 
+    def node_id(self) -> int:
+        """``node.id``, else its older name ``broker.id`` when only that is set (Kafka's synonyms), else the default."""
+        given = [name for name in ("node.id", "broker.id") if name in self.dynamic or name in self.static]
+        return self.get_int(given[0] if given else "node.id")
+
     def set_dynamic(self, name: str, value: str | None) -> None:
         normalised = self.validate_dynamic(name, value)
         if value is None:

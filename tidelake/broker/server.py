@@ -76,7 +76,6 @@ class Broker:
             port = first.port if port is None else port
         if advertised_host is None and advertised_port is None and first.name in advertised:
             advertised_host, advertised_port = advertised[first.name].host or None, advertised[first.name].port
-        explicit = {**config.static, **config.dynamic}
         self.host, self.port = host, port
         self._advertised_port = advertised_port
         if advertised_host is None:  # a wildcard is not an address clients can dial
@@ -106,7 +105,7 @@ class Broker:
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
         groups = build_group_coordinator(config, topics, partitions)
-        node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
+        node_id = config.node_id()
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self.schema_registry = BrokerSchemaRegistry(config, next(
             (listener.name for listener, protocol in served if protocol == "PLAINTEXT"), None))
