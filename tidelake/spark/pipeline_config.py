@@ -338,8 +338,9 @@ def _default(name: str) -> Any:
 
 
 def _spark(raw: Mapping[str, Any]) -> SparkConfig:
+    spark = {k: v for k, v in dict(raw.get("spark") or {}).items() if v is not None}  # (an empty key: its default)
     try:
-        return SparkConfig(**dict(raw.get("spark") or {}))
+        return SparkConfig(**spark)
     except TypeError as e:
         raise PipelineConfigError(f"spark: {e}", ("spark",)) from None
 
