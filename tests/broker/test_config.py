@@ -1,17 +1,20 @@
 """Broker and topic configs: properties files, precedence, synonyms, validation (sans-IO)."""
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from kafka.protocol.metadata import ApiVersionsRequest
 
+import tidelake
 from tidelake.broker.config import BrokerConfig, advertised_address, listen_address, parse_properties
-from tidelake.broker.config_definitions import (SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC, ConfigError,
-                                                validate_topic_configs)
+from tidelake.broker.config_definitions import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
+                                                ConfigError, validate_topic_configs)
 from tidelake.broker.listeners import Listener
 from tidelake.protocol.wire_client import WireClient
 from tidelake.errors import InvalidConfig
@@ -168,3 +171,46 @@ def test_broker_start_serves_the_listeners_port_and_refuses_a_misspelled_key(tmp
     assert proc.returncode == 1
     assert err.splitlines() == ["tidelake: error: bad configuration: server.properties:3: unknown broker config "
                                 "'log.retention.hour' (did you mean 'log.retention.hours'?) (tidelake broker start)"]
+
+
+def test_every_broker_config_the_broker_reads_is_defined_and_read_without_a_default_of_its_own():
+    # the names read as config.get("..."), .get_int("..."), .get_bool("...") anywhere in tidelake/
+    root = Path(tidelake.__file__).parent
+    reads = re.compile(r'\bconfig\.get(?:_int|_bool)?\(\s*"([^"]+)"\s*([,)])')
+    found = {}
+    for path in root.rglob("*.py"):
+        for name, after in reads.findall(path.read_text()):
+            found.setdefault(name, []).append((path.relative_to(root), after))
+    assert len(found) > 30
+    assert {n: where for n, where in found.items() if n not in BROKER_CONFIGS} == {}
+    assert {n: where for n, where in found.items() if any(after == "," for _p, after in where)} == {}
+
+
+def test_controller_and_commit_configs_are_typed_listed_and_refused_when_malformed(tmp_path):
+    described = {e.name: e for e in BrokerConfig.from_file(None).describe()}
+    for name, default in [("controlled.shutdown.enable", "true"), ("auto.leader.rebalance.enable", "true"),
+                          ("leader.imbalance.check.interval.seconds", "300"), ("offsets.commit.timeout.ms", "5000"),
+                          ("replica.high.watermark.checkpoint.interval.ms", "5000")]:
+        assert (described[name].value, described[name].source) == (default, SOURCE_DEFAULT)
+    with pytest.raises(ConfigError, match=r"^--set: controlled\.shutdown\.enable=yes is not a boolean$"):
+        BrokerConfig.from_file(None, {"controlled.shutdown.enable": "yes"})
+    f = tmp_path / "server.properties"
+    f.write_text("num.partitions=2\noffsets.commit.timeout.ms=0\n")
+    with pytest.raises(ConfigError, match=r"^server\.properties:2: offsets\.commit\.timeout\.ms=0 is below the minimum"):
+        BrokerConfig.from_file(f)
+    assert BrokerConfig.from_file(None, {"controlled.shutdown.enable": "FALSE"}).get_bool(
+        "controlled.shutdown.enable") is False
+
+
+def test_get_bool_accepts_only_true_or_false():
+    # a value that did not pass through validation (Kafka's rule: not "true" is not the same as false)
+    config = BrokerConfig(dynamic={"delete.topic.enable": "yes"})
+    with pytest.raises(ConfigError, match=r"^delete\.topic\.enable='yes' is not true or false$"):
+        config.get_bool("delete.topic.enable")
+    assert BrokerConfig().get_bool("delete.topic.enable") is True
+
+
+def test_node_id_falls_back_to_its_older_name_broker_id():
+    assert BrokerConfig.from_file(None).node_id() == int(BROKER_CONFIGS["node.id"].default)
+    assert BrokerConfig.from_file(None, {"broker.id": "7"}).node_id() == 7
+    assert BrokerConfig.from_file(None, {"broker.id": "7", "node.id": "3"}).node_id() == 3

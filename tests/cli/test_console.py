@@ -136,3 +136,11 @@ def test_consume_with_group_commits_offsets(bootstrap: str, filled: str) -> None
     assert len(values_first) == 4
     # the group resumes at its committed offsets: together exactly the ten records, none twice
     assert sorted(values_first + values_second) == sorted(f"v{i}" for i in range(10))
+
+
+def test_a_true_false_property_refuses_any_other_word_before_connecting() -> None:
+    # Kafka's rule for booleans: "yes" is an error, not false (the broker address is never tried)
+    for command, prop in (("produce", "parse.key=yes"), ("produce", "parse.headers=1"), ("consume", "print.key=on")):
+        result = CliRunner().invoke(cli, [command, "t", "--property", prop, "--bootstrap-server", "127.0.0.1:1"])
+        name, _, value = prop.partition("=")
+        assert result.exit_code == 2 and f"{name} must be true or false, got '{value}'" in result.output, result.output

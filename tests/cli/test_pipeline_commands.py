@@ -56,14 +56,18 @@ def test_exactly_once_reset_moves_the_table_offsets(bootstrap: str, tmp_path: Pa
     plan = json.loads(tl("reset", cfg, "--to-earliest", "--json").stdout)
     assert plan["store"] == "table" and not plan["executed"]
     assert [(r["partition"], r["current_offset"], r["new_offset"]) for r in plan["offsets"]] == [(0, 5, 0), (1, 6, 0)]
+    table.refresh()
     assert offsets_from_app_state(table.app_state(APP)) == {0: 5, 1: 6}  # a dry run changes nothing
 
     tl("reset", cfg, "--to-offset", "2", "--execute")
+    table.refresh()  # (the command commits through a table object of its own)
     state = table.app_state(APP)
     assert offsets_from_app_state(state) == {0: 2, 1: 2} and state["batch_id"] == 5  # the next batch id
     tl("reset", cfg, "--shift-by", "-1", "--partition", "1", "--execute")
+    table.refresh()
     assert offsets_from_app_state(table.app_state(APP)) == {0: 2, 1: 1}
     tl("reset", cfg, "--to-datetime", "1700000004000", "--execute")
+    table.refresh()
     assert offsets_from_app_state(table.app_state(APP)) == {0: 4, 1: 4}
     missing = tl("reset", cfg, "--to-earliest", "--partition", "9", ok=False)
     assert "no partition 9" in missing.stderr

@@ -7,7 +7,7 @@ import pytest
 from click.testing import CliRunner
 
 from tidelake.cli.main import cli
-from tidelake.spark.pipeline_config import PipelineConfigError
+from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError, SparkConfig
 from tidelake.spark.pipeline_yaml import load_pipeline_yaml
 
 GOOD = """\
@@ -64,6 +64,12 @@ def test_s3_sink_with_storage_options(tmp_path):
     ("  batch_interval: 2s", "  batch_interval: soon", "orders.yaml:6: source.batch_interval:"),
     ("  group_id: g\n", "", "orders.yaml:1: source.group_id is required"),
     ("  schema: id long, amount long", "  schema: [id]", "orders.yaml:12: sink.schema: expected a string, got"),
+    ("  buckets: 4", "  buckets: 4\n  properties:\n    compaction.parallelism: zero",
+     "orders.yaml:15: sink.properties: table property compaction.parallelism: 'zero' is not an integer >= 1"),
+    ("  buckets: 4", "  buckets: 4\n  properties: {owner: ops}", "orders.yaml:14: sink.properties: table property owner: "
+                                                                 "unknown"),
+    ("offsets: exactly-once", "offsets: exactly-once\nspark: {master: 'local[1]', confs: {}}",
+     "orders.yaml:8: unknown key 'confs' in spark (did you mean 'conf'?)"),
 ])
 def test_errors_name_file_and_line(tmp_path, old, new, message):
     assert old in GOOD
@@ -137,3 +143,12 @@ def test_schema_registry_errors_name_file_and_line(tmp_path, old, new, message):
     with pytest.raises(PipelineConfigError) as e:
         load_pipeline_yaml(_write(tmp_path, TYPED.replace(old, new)))
     assert str(e.value).startswith(message), str(e.value)
+
+
+def test_every_top_level_default_is_the_config_class_default(tmp_path):
+    cfg = load_pipeline_yaml(_write(tmp_path, GOOD.replace("offsets: exactly-once\n", "")))
+    default = PipelineConfig(source=cfg.source, sink=cfg.sink)
+    assert (cfg.offsets, cfg.commit, cfg.on_error, cfg.spark) == (default.offsets, default.commit, default.on_error,
+                                                                   SparkConfig())
+    spark = load_pipeline_yaml(_write(tmp_path, GOOD + "spark: {conf: {spark.driver.memory: 1g}}\n")).spark
+    assert spark == SparkConfig(master=SparkConfig().master, conf={"spark.driver.memory": "1g"})

@@ -118,6 +118,7 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     assert final.wait(300) == 0, "".join(final.lines[-30:])
     final._reader.join(10)
 
+    table.refresh()  # the final run's commits
     ids = table.changes(start_version=0).column("id").to_pylist()
     per_id = Counter(ids)
     assert len(per_id) == TOTAL, f"lost {TOTAL - len(per_id)}"

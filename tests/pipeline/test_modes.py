@@ -147,6 +147,7 @@ def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_pat
     assert second.start_offsets == {p: 20 for p in range(PARTITIONS)}
     distinct, rows, _ = sink_counts(tmp_path / "table")
     assert distinct == rows == PARTITIONS * PER_PARTITION
+    table.refresh()  # the second run committed through its own table object
     assert table.app_state(p.config.app_id)["batch_id"] == 1 + len(second.batches)
     group, latest = committed(broker, "eo1")
     assert group == latest  # lag visible: the group is at the log end too

@@ -140,7 +140,9 @@ def test_snapshot_isolation_and_time_travel(tmp_path):
     t.upsert(data([2, 3], 2))
     t.delete([1])
     assert as_dict(reader.scan(version=v1)) == {1: ("n1", 1), 2: ("n2", 1)}
-    assert as_dict(reader.scan()) == {2: ("n2", 2), 3: ("n3", 2)}       # reader sees the latest
+    assert as_dict(reader.scan()) == {1: ("n1", 1), 2: ("n2", 1)}       # the version it loaded, until
+    reader.refresh()                                                     # it looks for newer ones
+    assert as_dict(reader.scan()) == {2: ("n2", 2), 3: ("n3", 2)}
     with pytest.raises(VersionNotFound):
         t.scan(version=99)
     with pytest.raises(VersionNotFound):
@@ -460,7 +462,7 @@ def test_follow_reads_each_new_increment_once(tmp_path):
     th = threading.Thread(target=writer)
     th.start()
     seen, ranges = [], []
-    for start, end, ch in t.follow(0, poll_seconds=0.01, stop=lambda: done.is_set() and t.version == (ranges[-1][1] if ranges else -1)):
+    for start, end, ch in t.follow(0, poll_seconds=0.01, stop=lambda: done.is_set() and t.refresh() == (ranges[-1][1] if ranges else -1)):
         ranges.append((start, end))
         seen += [(r["_commit_version"], r["id"]) for r in ch.to_pylist()]
         assert len(ranges) < 100

@@ -82,7 +82,7 @@ def test_lifecycle(location):
     t.upsert(rows(range(40, 50), 3))
     assert t.cluster() == 8 and {f.level for f in t.plan() if f.kind == "delta"} == {1}
     want.update({i: (f"n{i}", 3) for i in range(30, 50)})
-    assert as_dict(other.scan()) == want                        # the other client catches up
+    assert other.refresh() == 8 and as_dict(other.scan()) == want   # the other client catches up
     assert t.restore(4) == 9 and as_dict(t.scan()) == as_dict(t.scan(version=4))
 
     clock.now += 2 * HOUR                          # versions before 9 (current two hours ago) expire

@@ -4,16 +4,21 @@ whose log holds a value written before these checks existed."""
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
+import tidelake
+
 from tidelake.cli.main import cli
 from tidelake.table import InvalidProperty, Table
+from tidelake.table import properties
 from tidelake.table.metadata import TableMetadata
 from tidelake.table.properties import (COMPACTION_COMMIT_NUM, CREATION_DEFAULTS, TABLE_PROPERTIES, USER_PREFIX,
-                                       validated)
+                                       TableProperty, validated)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string())])
 
@@ -122,3 +127,17 @@ def test_cli_write_on_such_a_table_exits_0(tmp_path):
     r = CliRunner().invoke(cli, ["table", "upsert", path, str(rows)])
     assert r.exit_code == 0, r.output
     assert "upserted 1 rows: version 2" in r.output
+
+
+def test_no_property_is_read_by_name_or_given_a_default_outside_its_definition():
+    # a property is read through its TableProperty (PROP.of(properties), metadata.setting(PROP)); its name is
+    # written out only in properties.py (demo.py's tables set their own values, which is not a read)
+    root = Path(tidelake.__file__).parent
+    names = "|".join(re.escape(n) for n in TABLE_PROPERTIES)
+    constants = "|".join(k for k, v in vars(properties).items() if isinstance(v, TableProperty)) + "|[A-Z_]+_PROPERTY"
+    by_name = re.compile(rf'"({names})"\s*[:\]]|\.get\(\s*("({names})"|({constants})(\.name)?)\b|\.prop\(')
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}"
+             for package in ("table", "spark", "cli", "lakeview", "console")
+             for path in (root / package).rglob("*.py") if path.name != "properties.py"
+             for n, line in enumerate(path.read_text().splitlines(), 1) if by_name.search(line)]
+    assert found == []

@@ -63,5 +63,6 @@ def test_table_pickles_with_its_metadata(tmp_path):
     copy = pickle.loads(pickle.dumps(t))
     assert copy.path == t.path and copy.primary_key == ["id"]
     assert as_dict(copy.scan(version=2, buckets={0})) == as_dict(t.scan(version=2, buckets={0}))
-    copy.upsert(rows([7], 9))                     # a working table: commits, and t sees them
+    copy.upsert(rows([7], 9))                     # a working table: commits, and t sees them once it refreshes
+    t.refresh()
     assert as_dict(t.scan())[7] == 9

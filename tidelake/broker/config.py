@@ -174,17 +174,33 @@ class BrokerConfig:
             return defn.default, SOURCE_DEFAULT
         return None, SOURCE_UNKNOWN
 
-    def get(self, name: str, default: str | None = None) -> str | None:
-        value, _ = self.lookup(name)
-        return default if value is None else value
+    def get(self, name: str) -> str | None:
+        """The value of ``name`` (its definition's default when unset; None when it has none)."""
+        return self.lookup(name)[0]
 
-    def get_int(self, name: str, default: int = 0) -> int:
-        value = self.get(name)
-        return default if value is None or value == "" else int(value)
+    def get_int(self, name: str) -> int:
+        """An INT/LONG/SHORT config's value; its default comes from its definition, never from the caller."""
+        return int(self._defined_value(name))
 
-    def get_bool(self, name: str, default: bool = False) -> bool:
+    def get_bool(self, name: str) -> bool:
+        """A BOOLEAN config's value: ``true`` or ``false`` (Kafka's rule: anything else is refused, not false)."""
+        value = self._defined_value(name).strip().lower()
+        if value not in ("true", "false"):
+            raise ConfigError(f"{name}={value!r} is not true or false")
+        return value == "true"
+
+    def _defined_value(self, name: str) -> str:
+        if name not in BROKER_CONFIGS:  # a typed read of a name without a definition is a bug here
+            raise KeyError(f"{name} has no definition in config_definitions.BROKER_CONFIGS")
         value = self.get(name)
-        return default if value is None else value.strip().lower() == "true"
+        if value is None or value == "":
+            raise ConfigError(f"{name} has no value and no default")
+        return value
+
+    def node_id(self) -> int:
+        """``node.id``, else its older name ``broker.id`` when only that is set (Kafka's synonyms), else the default."""
+        given = [name for name in ("node.id", "broker.id") if name in self.dynamic or name in self.static]
+        return self.get_int(given[0] if given else "node.id")
 
     def set_dynamic(self, name: str, value: str | None) -> None:
         normalised = self.validate_dynamic(name, value)

@@ -99,7 +99,7 @@ class BrokerContext:
         (leadership lost) or CoordinatorNotAvailable (too few replicas, timeout), Kafka's mapping."""
         partition = self.transactions.partition_for(transactional_id)
         code = await self.partition_service.log_end_replicated(TRANSACTION_STATE_TOPIC, partition,
-                                                               self.config.get_int("request.timeout.ms", 30000))
+                                                               self.config.get_int("request.timeout.ms"))
         if code == errors.NotLeaderOrFollower.code:
             raise errors.NotCoordinator(f"broker {self.node_id} lost {TRANSACTION_STATE_TOPIC}-{partition}")
         if code:

@@ -46,7 +46,7 @@ INTERNAL_TOPIC_CONFIGS = {"cleanup.policy": "compact", "segment.bytes": "1048576
 
 def offsets_partitions(config: BrokerConfig, topics: TopicManager) -> int:
     info = topics.get(OFFSETS_TOPIC)
-    return info.partitions if info is not None else config.get_int("offsets.topic.num.partitions", 50)
+    return info.partitions if info is not None else config.get_int("offsets.topic.num.partitions")
 
 
 def _batch(records: list[OffsetRecord], now: int, **batch_args) -> bytearray:
@@ -99,8 +99,8 @@ def transaction_state_configs(config: BrokerConfig) -> dict[str, str]:
     """``__transaction_state``'s topic configs: compacted, min.insync.replicas from
     ``transaction.state.log.min.isr`` (Kafka's default 2), never above the replication factor, so a
     smaller cluster still acknowledges its writes."""
-    rf = config.get_int("transaction.state.log.replication.factor", 1)
-    min_isr = max(1, min(config.get_int("transaction.state.log.min.isr", 2), rf))
+    rf = config.get_int("transaction.state.log.replication.factor")
+    min_isr = max(1, min(config.get_int("transaction.state.log.min.isr"), rf))
     return {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
 
 
@@ -167,7 +167,7 @@ def _state_records(plog) -> list[tuple[bytes, bytes | None]]:
 def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
                                   appends: CoordinatorAppends, groups: GroupCoordinator, allocate_producer_id,
                                   cluster: ClusterMember | None = None) -> TransactionCoordinator:
-    state_partitions = config.get_int("transaction.state.log.num.partitions", 50)
+    state_partitions = config.get_int("transaction.state.log.num.partitions")
 
     def write_state(partition: int, key: bytes, value: bytes | None) -> None:
         if cluster is not None:  # the leader of the partition appends (created by FindCoordinator)
@@ -223,7 +223,7 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
             return
         task = asyncio.get_running_loop().create_task(cluster.wait_for_acks(
             TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
-            config.get_int("request.timeout.ms", 30000)))
+            config.get_int("request.timeout.ms")))
         task.add_done_callback(lambda t: then(not t.cancelled() and t.exception() is None and t.result() in (
             NONE, NotEnoughReplicasAfterAppend.code)))
 
@@ -232,9 +232,9 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
         send_markers=send_markers if cluster is not None else None,
         state_replicated=state_replicated if cluster is not None else None,
         apply_offsets=apply_offsets, allocate_producer_id=allocate_producer_id, clock_ms=partitions.clock_ms,
-        max_timeout_ms=config.get_int("transaction.max.timeout.ms", 900000),
+        max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
         num_partitions=state_partitions, offsets_partitions=groups.config.offsets_partitions,
-        id_expiration_ms=config.get_int("transactional.id.expiration.ms", 604800000))
+        id_expiration_ms=config.get_int("transactional.id.expiration.ms"))
     return coordinator
 
 

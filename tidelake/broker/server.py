@@ -82,7 +82,6 @@ class Broker:
             port = first.port if port is None else port
         if advertised_host is None and advertised_port is None and first.name in advertised:
             advertised_host, advertised_port = advertised[first.name].host or None, advertised[first.name].port
-        explicit = {**config.static, **config.dynamic}
         self.host, self.port = host, port
         self._advertised_port = advertised_port
         if advertised_host is None:  # a wildcard is not an address clients can dial
@@ -111,7 +110,7 @@ class Broker:
         logs = LogManager(data_dir, remote=remote_log_manager(config))
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
-        node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
+        node_id = config.node_id()
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self._cluster = cluster  # started, joined and stopped with the broker; handlers see only the roles below
         self.schema_registry = BrokerSchemaRegistry(config, next(
@@ -169,23 +168,23 @@ class Broker:
                               f"listener (this one is {protocol})")
         settings = ClusterSettings(
             broker_id=node_id, zookeeper_connect=connect,
-            session_timeout_ms=config.get_int("zookeeper.session.timeout.ms", 18000),
-            connection_timeout_ms=config.get_int("zookeeper.connection.timeout.ms", 18000),
+            session_timeout_ms=config.get_int("zookeeper.session.timeout.ms"),
+            connection_timeout_ms=config.get_int("zookeeper.connection.timeout.ms"),
             rack=config.get("broker.rack"),
-            replica_fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms", 500),
-            replica_fetch_max_bytes=config.get_int("replica.fetch.max.bytes", 1048576),
-            hw_checkpoint_interval_ms=config.get_int("replica.high.watermark.checkpoint.interval.ms", 5000),
-            num_partitions=lambda: config.get_int("num.partitions", 1),
-            default_replication_factor=lambda: config.get_int("default.replication.factor", 1),
-            lag_time_max_ms=lambda: config.get_int("replica.lag.time.max.ms", 30000),
-            unclean_default=lambda: config.get_bool("unclean.leader.election.enable", False),
-            min_insync_default=lambda: config.get_int("min.insync.replicas", 1),
-            auto_leader_rebalance=lambda: config.get_bool("auto.leader.rebalance.enable", True),
-            leader_imbalance_check_interval_s=config.get_int("leader.imbalance.check.interval.seconds", 300),
-            leader_imbalance_per_broker_percentage=config.get_int("leader.imbalance.per.broker.percentage", 10),
-            controlled_shutdown=config.get_bool("controlled.shutdown.enable", True),
-            controlled_shutdown_retries=max(1, config.get_int("controlled.shutdown.max.retries", 3)),
-            controlled_shutdown_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms", 5000))
+            replica_fetch_wait_max_ms=config.get_int("replica.fetch.wait.max.ms"),
+            replica_fetch_max_bytes=config.get_int("replica.fetch.max.bytes"),
+            hw_checkpoint_interval_ms=config.get_int("replica.high.watermark.checkpoint.interval.ms"),
+            num_partitions=lambda: config.get_int("num.partitions"),
+            default_replication_factor=lambda: config.get_int("default.replication.factor"),
+            lag_time_max_ms=lambda: config.get_int("replica.lag.time.max.ms"),
+            unclean_default=lambda: config.get_bool("unclean.leader.election.enable"),
+            min_insync_default=lambda: config.get_int("min.insync.replicas"),
+            auto_leader_rebalance=lambda: config.get_bool("auto.leader.rebalance.enable"),
+            leader_imbalance_check_interval_s=config.get_int("leader.imbalance.check.interval.seconds"),
+            leader_imbalance_per_broker_percentage=config.get_int("leader.imbalance.per.broker.percentage"),
+            controlled_shutdown=config.get_bool("controlled.shutdown.enable"),
+            controlled_shutdown_retries=config.get_int("controlled.shutdown.max.retries"),
+            controlled_shutdown_backoff_ms=config.get_int("controlled.shutdown.retry.backoff.ms"))
         return ClusterMember(settings, logs, MetadataTopicTable(metadata, logs, topics.log_config), clock_ms=wall_ms,
                              log_config=topics.log_config, notify=partitions.notify)
 
@@ -223,11 +222,11 @@ class Broker:
                 self.observer.logs_loaded.set()
             if self._cluster is None:  # in a cluster the controller says which topics exist
                 ctx.topics.recover()
-            max_request = ctx.config.get_int("socket.request.max.bytes", 104857600)
+            max_request = ctx.config.get_int("socket.request.max.bytes")
             # Bind first (the port is known, e.g. for FindCoordinator), accept only once the coordinators
             # have loaded their state.
-            max_unauth = ctx.config.get_int("sasl.server.max.receive.size", 524288)
-            failed_auth_delay_s = ctx.config.get_int("connection.failed.authentication.delay.ms", 100) / 1000
+            max_unauth = ctx.config.get_int("sasl.server.max.receive.size")
+            failed_auth_delay_s = ctx.config.get_int("connection.failed.authentication.delay.ms") / 1000
             for name, bind_host, bind_port, _adv_host, _adv_port in self._binds:
                 listener = ctx.security.listeners[name]
 
@@ -270,8 +269,8 @@ class Broker:
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
-        ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms", 1000),
-                                   compaction=ctx.config.get_bool("log.cleaner.enable", True),
+        ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms"),
+                                   compaction=ctx.config.get_bool("log.cleaner.enable"),
                                    leads=self._cluster.leads if self._cluster is not None else None)
         for server in self._servers:
             await server.start_serving()
@@ -366,14 +365,14 @@ class Broker:
 
     # -- periodic work ----------------------------------------------------------------------------
     async def _idle_connections_loop(self) -> None:
-        interval = max(0.01, self.context.config.get_int("broker.maintenance.interval.ms", 1000) / 1000)
+        interval = max(0.01, self.context.config.get_int("broker.maintenance.interval.ms") / 1000)
         while True:
             await asyncio.sleep(interval)
             self._close_idle_connections()
 
     def _close_idle_connections(self) -> None:
         """Kafka's connections.max.idle.ms: drop connections with no request for that long."""
-        limit = self.context.config.get_int("connections.max.idle.ms", 600000) / 1000
+        limit = self.context.config.get_int("connections.max.idle.ms") / 1000
         now = time.monotonic()
         for conn in list(self.connections):
             if conn.idle_since is not None and now - conn.idle_since > limit:
@@ -397,8 +396,7 @@ class Broker:
 
     async def _transaction_clock(self) -> None:
         ctx = self.context
-        interval = max(0.01, ctx.config.get_int(
-            "transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000) / 1000)
+        interval = ctx.config.get_int("transaction.abort.timed.out.transaction.cleanup.interval.ms") / 1000
         while True:
             await asyncio.sleep(interval)
             ongoing = {tid: (meta.producer_id, meta.producer_epoch, meta.timeout_ms)

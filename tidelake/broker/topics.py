@@ -80,11 +80,11 @@ class TopicManager:
         if name in self.metadata.topics:
             raise TopicAlreadyExists(f"Topic '{name}' already exists.")
         if partitions is None or partitions == -1:
-            partitions = self.config.get_int("num.partitions", 1)
+            partitions = self.config.get_int("num.partitions")
         if partitions <= 0:
             raise InvalidPartitions(f"Number of partitions must be larger than 0, got {partitions}")
         if replication_factor == -1:
-            replication_factor = self.config.get_int("default.replication.factor", 1)
+            replication_factor = self.config.get_int("default.replication.factor")
         if replication_factor != 1:
             raise InvalidReplicationFactor(
                 f"Replication factor {replication_factor} larger than available brokers: 1")

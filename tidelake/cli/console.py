@@ -27,7 +27,22 @@ from tidelake.cli.progress import ProgressBar, stderr_is_terminal, stdout_is_ter
 from tidelake.cli.values import parse_pairs
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+KEY_SEPARATOR = b"\t"  # Kafka's key.separator, the console producer's and consumer's default
 GROUP_JOIN_TIMEOUT_S = 60.0  # with --timeout-ms: give up if the group never assigns partitions
+
+
+def _flag(props: dict[str, str], name: str, default: bool) -> bool:
+    """A true/false --property (Kafka's rule: any other word is refused, not read as false)."""
+    value = props.get(name)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise click.BadParameter(f"{name} must be true or false, got {value!r}", param_hint="--property")
+    return value.lower() == "true"
+
+
+def _bytes(props: dict[str, str], name: str, default: bytes | None) -> bytes | None:
+    return props[name].encode() if name in props else default
 
 
 # ------------------------------------------------------------------------------------------ produce
@@ -37,7 +52,7 @@ class LineReader:
     """Kafka's console producer line format: ``[headers<TAB>][key<SEP>]value``; a key, value or header
     value equal to the null marker is null (a value of null is a tombstone)."""
 
-    key_separator: bytes | None = None
+    key_separator: bytes | None = None  # None: lines carry no key (parse.key=false)
     parse_headers: bool = False
     headers_delimiter: bytes = b"\t"
     headers_separator: bytes = b","
@@ -53,14 +68,15 @@ class LineReader:
         if unknown:
             raise click.BadParameter(f"unknown line reader properties {', '.join(unknown)} "
                                      f"(known: {', '.join(cls._PROPERTIES)})", param_hint="--property")
-        parse_key = props.get("parse.key", "false").lower() == "true" or key_separator is not None
-        sep = key_separator if key_separator is not None else props.get("key.separator", "\t")
-        return cls(key_separator=sep.encode() if parse_key else None,
-                   parse_headers=props.get("parse.headers", "false").lower() == "true",
-                   headers_delimiter=props.get("headers.delimiter", "\t").encode(),
-                   headers_separator=props.get("headers.separator", ",").encode(),
-                   headers_key_separator=props.get("headers.key.separator", ":").encode(),
-                   null_marker=props["null.marker"].encode() if "null.marker" in props else None)
+        default = cls()
+        parse_key = _flag(props, "parse.key", default.key_separator is not None) or key_separator is not None
+        sep = key_separator.encode() if key_separator is not None else _bytes(props, "key.separator", KEY_SEPARATOR)
+        return cls(key_separator=sep if parse_key else None,
+                   parse_headers=_flag(props, "parse.headers", default.parse_headers),
+                   headers_delimiter=_bytes(props, "headers.delimiter", default.headers_delimiter),
+                   headers_separator=_bytes(props, "headers.separator", default.headers_separator),
+                   headers_key_separator=_bytes(props, "headers.key.separator", default.headers_key_separator),
+                   null_marker=_bytes(props, "null.marker", default.null_marker))
 
     def _null(self, value: bytes | None) -> bytes | None:
         return None if self.null_marker is not None and value == self.null_marker else value
@@ -171,7 +187,7 @@ class RecordFormatter:
     print_headers: bool = False
     print_key: bool = False
     print_value: bool = True
-    key_separator: bytes = b"\t"
+    key_separator: bytes = KEY_SEPARATOR
     headers_separator: bytes = b","
     line_separator: bytes = b"\n"
     null_literal: bytes = b"null"
@@ -187,20 +203,20 @@ class RecordFormatter:
             raise click.BadParameter(f"unknown formatter properties {', '.join(unknown)} "
                                      f"(known: {', '.join(cls._PROPERTIES)})", param_hint="--property")
 
-        def flag(name: str, default: bool = False) -> bool:
-            value = props.get(name)
-            if value is not None and value.lower() not in ("true", "false"):
-                raise click.BadParameter(f"{name} must be true or false, got {value!r}", param_hint="--property")
-            return flags.get(name, False) or (value.lower() == "true" if value is not None else default)
+        default = cls()
 
-        sep = separator if separator is not None else props.get("key.separator", "\t")
-        return cls(as_json=formatter == "json", print_timestamp=flag("print.timestamp"),
-                   print_partition=flag("print.partition"), print_offset=flag("print.offset"),
-                   print_headers=flag("print.headers"), print_key=flag("print.key"),
-                   print_value=flag("print.value", True), key_separator=sep.encode(),
-                   headers_separator=props.get("headers.separator", ",").encode(),
-                   line_separator=props.get("line.separator", "\n").encode(),
-                   null_literal=props.get("null.literal", "null").encode())
+        def flag(name: str, field_default: bool) -> bool:
+            return flags.get(name, False) or _flag(props, name, field_default)
+
+        sep = separator.encode() if separator is not None else _bytes(props, "key.separator", default.key_separator)
+        return cls(as_json=formatter == "json", print_timestamp=flag("print.timestamp", default.print_timestamp),
+                   print_partition=flag("print.partition", default.print_partition),
+                   print_offset=flag("print.offset", default.print_offset),
+                   print_headers=flag("print.headers", default.print_headers),
+                   print_key=flag("print.key", default.print_key), print_value=flag("print.value", default.print_value),
+                   key_separator=sep, headers_separator=_bytes(props, "headers.separator", default.headers_separator),
+                   line_separator=_bytes(props, "line.separator", default.line_separator),
+                   null_literal=_bytes(props, "null.literal", default.null_literal))
 
     def format(self, msg) -> bytes:
         from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME

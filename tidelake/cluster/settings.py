@@ -10,25 +10,27 @@ from typing import Callable, Protocol
 
 @dataclass(frozen=True)
 class ClusterSettings:
-    broker_id: int  # broker.id
+    """Each field is the broker config its comment names; their defaults have one home, the broker's config
+    definitions, so none is repeated here."""
+    broker_id: int  # node.id / broker.id
     zookeeper_connect: str  # zookeeper.connect
-    session_timeout_ms: int = 18000  # zookeeper.session.timeout.ms
-    connection_timeout_ms: int = 18000  # zookeeper.connection.timeout.ms
-    rack: str | None = None  # broker.rack
-    replica_fetch_wait_max_ms: int = 500
-    replica_fetch_max_bytes: int = 1048576
-    hw_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
-    num_partitions: Callable[[], int] = lambda: 1
-    default_replication_factor: Callable[[], int] = lambda: 1
-    lag_time_max_ms: Callable[[], int] = lambda: 30000  # replica.lag.time.max.ms
-    unclean_default: Callable[[], bool] = lambda: False  # unclean.leader.election.enable
-    min_insync_default: Callable[[], int] = lambda: 1  # min.insync.replicas
-    auto_leader_rebalance: Callable[[], bool] = lambda: True  # auto.leader.rebalance.enable
-    leader_imbalance_check_interval_s: float = 300.0  # leader.imbalance.check.interval.seconds
-    leader_imbalance_per_broker_percentage: int = 10  # leader.imbalance.per.broker.percentage
-    controlled_shutdown: bool = True  # controlled.shutdown.enable
-    controlled_shutdown_retries: int = 3  # controlled.shutdown.max.retries
-    controlled_shutdown_backoff_ms: int = 5000  # controlled.shutdown.retry.backoff.ms
+    session_timeout_ms: int  # zookeeper.session.timeout.ms
+    connection_timeout_ms: int  # zookeeper.connection.timeout.ms
+    rack: str | None  # broker.rack
+    replica_fetch_wait_max_ms: int  # replica.fetch.wait.max.ms
+    replica_fetch_max_bytes: int  # replica.fetch.max.bytes
+    hw_checkpoint_interval_ms: int  # replica.high.watermark.checkpoint.interval.ms
+    num_partitions: Callable[[], int]  # num.partitions
+    default_replication_factor: Callable[[], int]  # default.replication.factor
+    lag_time_max_ms: Callable[[], int]  # replica.lag.time.max.ms
+    unclean_default: Callable[[], bool]  # unclean.leader.election.enable
+    min_insync_default: Callable[[], int]  # min.insync.replicas
+    auto_leader_rebalance: Callable[[], bool]  # auto.leader.rebalance.enable
+    leader_imbalance_check_interval_s: float  # leader.imbalance.check.interval.seconds
+    leader_imbalance_per_broker_percentage: int  # leader.imbalance.per.broker.percentage
+    controlled_shutdown: bool  # controlled.shutdown.enable
+    controlled_shutdown_retries: int  # controlled.shutdown.max.retries
+    controlled_shutdown_backoff_ms: int  # controlled.shutdown.retry.backoff.ms
 
 
 @dataclass

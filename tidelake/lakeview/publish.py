@@ -112,11 +112,9 @@ def publish(table: Table | str, formats: tuple[str, ...] | str | None = None, ve
     ``formats`` (default: the table property ``view.formats``)."""
     t = table if isinstance(table, Table) else Table.open(table, maintenance="inline")
     if formats is None:
-        formats = t.properties.get(FORMATS_PROPERTY, VIEW_FORMATS.default)
-        where = f"{t.path}: table property {FORMATS_PROPERTY}"
+        names = t.metadata.setting(VIEW_FORMATS)
     else:
-        where = "formats"
-    names = parse_formats(formats, where) if isinstance(formats, str) else parse_formats(",".join(formats), where)
+        names = parse_formats(formats if isinstance(formats, str) else ",".join(formats), "formats")
     if not names:
         raise LakeviewError(f"{t.path}: no view format given and the table property {FORMATS_PROPERTY} is not set")
     return publish_snapshot(t.snapshot(version), names)
@@ -125,7 +123,7 @@ def publish(table: Table | str, formats: tuple[str, ...] | str | None = None, ve
 def publish_after_compaction(storage: Storage, metadata: TableMetadata, version: int) -> Published | None:
     """The maintenance hook: after the compaction that committed ``version``, publish its view in the
     formats the table property ``view.formats`` names (nothing when it is empty)."""
-    names = parse_formats(metadata.properties_at(metadata.version).get(FORMATS_PROPERTY, VIEW_FORMATS.default), f"{storage.url}: table property {FORMATS_PROPERTY}")
+    names = metadata.setting(VIEW_FORMATS)
     if not names:
         return None
     published = publish_snapshot(Snapshot(storage, metadata, version), names)

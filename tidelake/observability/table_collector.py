@@ -18,7 +18,7 @@ class TableCollector(Collector):
         self.name = name or os.path.basename(table.path.rstrip(os.sep))
 
     def collect(self):
-        md = self.table.metadata  # refreshed from the log
+        md = self.table.metadata  # as the table object last read it (the pipeline refreshes it each batch)
         label = [self.name]
         version = GaugeMetricFamily("tidelake_table_version", "The table's latest committed version",
                                     labels=["table"])

@@ -7,7 +7,7 @@ No pyspark imports.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -17,6 +17,7 @@ from tidelake.spark.registered_schemas import SchemaRegistryConfig
 from tidelake.spark.value_formats import FORMATS, REGISTRY_FORMATS, ValueFormat, value_format
 from tidelake.storage import is_local
 from tidelake.storage.objects import S3_OPTIONS
+from tidelake.table.properties import InvalidProperty, validated
 
 
 class PipelineConfigError(ValueError):
@@ -90,6 +91,13 @@ class TriggerConfig:
     min_versions: int = 1
 
 
+@dataclass
+class SparkConfig:
+    """``spark:``: the session a pipeline runs on (``pipeline serve``: its first stage's)."""
+    master: str = "local[2]"  # or spark://HOST:7077
+    conf: dict[str, Any] = field(default_factory=dict)  # Spark settings, e.g. spark.driver.memory: 1g
+
+
 REFRESH_MODES = ("incremental", "full")
 
 
@@ -100,7 +108,7 @@ class PipelineConfig:
     offsets: str = "exactly-once"
     seo_dir: str | None = None
     commit: str = "async"  # commit-after only: async (Spark's commitAsync, the paper) | sync
-    spark: dict[str, Any] = field(default_factory=dict)  # {master: local[2], conf: {...}}
+    spark: SparkConfig = field(default_factory=SparkConfig)
     # a record that is not a change event: "fail" (stop, naming it) or "skip" (leave it out, counted);
     # Kafka Connect's errors.tolerance none / all; or "dead-letter": copied to dead_letter_topic, then left out
     on_error: str = "fail"
@@ -159,6 +167,7 @@ class PipelineConfig:
             sink = SinkConfig(**snk)
         except TypeError as e:
             raise PipelineConfigError(f"sink: {e}") from e
+        _check_table_properties(sink)
         if sink.format not in FORMATS:
             raise PipelineConfigError(f"sink.format must be one of {sorted(FORMATS)}", ("sink", "format"))
         if sink.mode not in ("upsert", "append"):
@@ -192,7 +201,7 @@ class PipelineConfig:
         elif not sink.table.startswith("s3://"):
             raise PipelineConfigError(f"sink.table must be a path or s3://bucket/prefix, not {sink.table!r}",
                                       ("sink", "table"))
-        mode = raw.get("offsets", "exactly-once")
+        mode = raw.get("offsets", _default("offsets"))
         if mode not in MODES:
             raise PipelineConfigError(f"offsets must be one of {', '.join(MODES)}", ("offsets",))
         seo_dir = raw.get("seo_dir")
@@ -201,10 +210,10 @@ class PipelineConfig:
                 raise PipelineConfigError("offsets: seo needs seo_dir", ("offsets",))
         if seo_dir:
             seo_dir = str((base / seo_dir).resolve())
-        commit = raw.get("commit", "async")
+        commit = raw.get("commit", _default("commit"))
         if commit not in ("async", "sync"):
             raise PipelineConfigError("commit must be async or sync", ("commit",))
-        on_error = raw.get("on_error", "fail")
+        on_error = raw.get("on_error", _default("on_error"))
         if on_error not in ("fail", "skip", "dead-letter"):
             raise PipelineConfigError("on_error must be fail, skip or dead-letter", ("on_error",))
         dead_letter_topic = raw.get("dead_letter_topic")
@@ -232,7 +241,7 @@ class PipelineConfig:
         if metrics.ready_intervals < 1:
             raise PipelineConfigError("metrics.ready_intervals must be >= 1", ("metrics", "ready_intervals"))
         return cls(source=source, sink=sink, offsets=mode, seo_dir=seo_dir, commit=commit,
-                   spark=dict(raw.get("spark") or {}), on_error=on_error, dead_letter_topic=dead_letter_topic,
+                   spark=_spark(raw), on_error=on_error, dead_letter_topic=dead_letter_topic,
                    security=security, metrics=metrics, schema_registry=registry, trigger=_trigger(raw))
 
     def value_format(self) -> ValueFormat:
@@ -254,7 +263,7 @@ class PipelineConfig:
         if not isinstance(transform, str) or not transform.strip():
             raise PipelineConfigError("a table source needs transform: Spark SQL over source or changes",
                                       ("transform",))
-        refresh = raw.get("refresh", "incremental")
+        refresh = raw.get("refresh", _default("refresh"))
         if refresh not in REFRESH_MODES:
             raise PipelineConfigError(f"refresh must be one of {', '.join(REFRESH_MODES)}", ("refresh",))
         src["tables"] = {str(k): str(v) for k, v in (src.get("tables") or {}).items()}
@@ -276,6 +285,7 @@ class PipelineConfig:
             sink = SinkConfig(**snk)
         except TypeError as e:
             raise PipelineConfigError(f"sink: {e}") from e
+        _check_table_properties(sink)
         sink.table = _table_path(sink.table, base, ("sink", "table"))
         if sink.table == source.table or sink.table in source.tables.values():
             raise PipelineConfigError("sink.table is the pipeline's own source", ("sink", "table"))
@@ -283,7 +293,7 @@ class PipelineConfig:
             metrics = MetricsConfig(**dict(raw.get("metrics") or {}))
         except TypeError as e:
             raise PipelineConfigError(f"metrics: {e}", ("metrics",)) from None
-        return cls(source=source, sink=sink, spark=dict(raw.get("spark") or {}), metrics=metrics,
+        return cls(source=source, sink=sink, spark=_spark(raw), metrics=metrics,
                    transform=transform, trigger=_trigger(raw), refresh=refresh)
 
     @property
@@ -320,3 +330,24 @@ def _trigger(raw: Mapping[str, Any]) -> TriggerConfig:
     if config.min_versions < 1:
         raise PipelineConfigError("trigger.min_versions must be >= 1", ("trigger", "min_versions"))
     return config
+
+
+def _default(name: str) -> Any:
+    """A top-level setting's default: the PipelineConfig field's, its one home."""
+    return next(f.default for f in fields(PipelineConfig) if f.name == name)
+
+
+def _spark(raw: Mapping[str, Any]) -> SparkConfig:
+    spark = {k: v for k, v in dict(raw.get("spark") or {}).items() if v is not None}  # (an empty key: its default)
+    try:
+        return SparkConfig(**spark)
+    except TypeError as e:
+        raise PipelineConfigError(f"spark: {e}", ("spark",)) from None
+
+
+def _check_table_properties(sink: SinkConfig) -> None:
+    """The sink table's properties are checked as ``table create`` checks them, before anything runs."""
+    try:
+        validated(sink.properties)
+    except InvalidProperty as e:
+        raise PipelineConfigError(f"sink.properties: {e}", ("sink", "properties", e.name)) from None

@@ -18,13 +18,13 @@ from typing import Any
 import yaml
 
 from tidelake.spark.pipeline_config import (MetricsConfig, PipelineConfig, PipelineConfigError, SinkConfig,
-                                            SourceConfig, TriggerConfig)
+                                            SourceConfig, SparkConfig, TriggerConfig)
 from tidelake.spark.registered_schemas import SchemaRegistryConfig
 
 Location = tuple[str, ...]  # the keys leading to a value: ("sink", "buckets")
 
 SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig,
-            "schema_registry": SchemaRegistryConfig, "trigger": TriggerConfig}
+            "schema_registry": SchemaRegistryConfig, "trigger": TriggerConfig, "spark": SparkConfig}
 REQUIRED_SECTIONS = ("source", "sink")
 # Lower bounds of numeric fields (everything else numeric is unbounded).
 MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1,
@@ -121,14 +121,14 @@ def check_document(raw: Any, name: str, lines: dict[Location, int]) -> None:
     top = [f.name for f in fields(PipelineConfig)]
     check.keys(raw, top, ())
     for section, cls in SECTIONS.items():
-        if section not in raw:
+        if section not in raw or section == "spark" and raw[section] is None:  # (an empty spark: is the default)
             if section in REQUIRED_SECTIONS:
                 raise check.error((), f"a pipeline needs a '{section}' section")
             continue
         check.section(raw[section], cls, (section,))
     for key in top:
         if key in raw and key not in SECTIONS:
-            check.value((key,), raw[key], hints[key] | None if key in ("spark", "seo_dir", "transform") else hints[key])
+            check.value((key,), raw[key], hints[key] | None if key in ("seo_dir", "transform") else hints[key])
 
 
 def load_pipeline_yaml(path: str | os.PathLike) -> PipelineConfig:

@@ -366,6 +366,7 @@ class Pipeline:
         truncates_seen = len(self._truncates.value)
         times_seen = len(self._times.value) if self._times is not None else 0
         schema_ids_seen = len(self._schema_ids.value) if self._schema_ids is not None else 0
+        table.refresh()  # the batch's one look at the log before its commit (another writer may have added columns)
         candidates = self.sink_table.batch_columns(table)
         staged = self._stage(table, options, batch.ranges, candidates)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []

@@ -5,8 +5,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
-
+from tidelake.spark.pipeline_config import SparkConfig
 from tidelake.spark.ship import package_zip
 
 log = logging.getLogger("tidelake.pipeline")
@@ -16,8 +15,8 @@ log = logging.getLogger("tidelake.pipeline")
 QUIET_LOG4J = Path(__file__).with_name("log4j2.properties")
 
 
-def spark_session(spark_config: Mapping[str, Any], app_name: str, *, task_failure_logs: bool = False):
-    """``spark: {master: local[2], conf: {...}}`` of a pipeline YAML -> a running session (getOrCreate), with the
+def spark_session(spark_config: SparkConfig, app_name: str, *, task_failure_logs: bool = False):
+    """``spark: {master: ..., conf: {...}}`` of a pipeline YAML -> a running session (getOrCreate), with the
     tidelake data sources registered; on a master other than local, tidelake is shipped to the executors.
     ``task_failure_logs``: keep Spark's logs of a failed task (``--debug``)."""
     from pyspark.sql import SparkSession
@@ -26,7 +25,7 @@ def spark_session(spark_config: Mapping[str, Any], app_name: str, *, task_failur
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    master = spark_config.get("master", "local[2]")
+    master = spark_config.master
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no outward interface needed
     builder = (SparkSession.builder.appName(app_name).master(master)
@@ -38,7 +37,7 @@ def spark_session(spark_config: Mapping[str, Any], app_name: str, *, task_failur
                .config("spark.python.authenticate.socketTimeout", "120s"))
     if not task_failure_logs:
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={QUIET_LOG4J}")
-    for k, v in (spark_config.get("conf") or {}).items():
+    for k, v in spark_config.conf.items():
         builder = builder.config(k, str(v))
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -15,6 +15,7 @@ from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.registered_table_schema import RegisteredTableSchema, RegistrySchemaError
 from tidelake.spark.value_formats import ValueFormat
 from tidelake.table import Table, TableExists, TableNotFound
+from tidelake.table.properties import BUCKET_NUM
 from tidelake.table.schema import schema_mismatch
 
 log = logging.getLogger("tidelake.pipeline")
@@ -44,7 +45,7 @@ class SinkTable:
             return self._checked(Table.open(sink.table, storage_options=options))
         except TableNotFound:
             pass
-        properties = {"write.bucket.num": str(sink.buckets), **sink.properties}
+        properties = {BUCKET_NUM.name: str(sink.buckets), **sink.properties}
         schema = self.config_schema() if sink.schema else self.registered.table_schema()
         primary_key = self._primary_key(schema)
         missing = [k for k in primary_key if k not in schema.names]

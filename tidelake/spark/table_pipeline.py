@@ -33,6 +33,7 @@ from tidelake.spark.table_source import StagedFiles, publish, stage
 from tidelake.spark.transform_plan import (CHANGES, ROWS_COLUMN, SOURCE, TransformError, TransformPlan,
                                            count_column, plan_transform, sum_column)
 from tidelake.table import Table, TableExists, TableNotFound
+from tidelake.table.properties import BUCKET_NUM
 
 log = logging.getLogger("tidelake.pipeline")
 
@@ -274,7 +275,7 @@ class TablePipeline:
         key = self._key()
         table = self._open_sink_if_exists()
         if table is None:
-            properties = {"write.bucket.num": str(self.config.sink.buckets), **self.config.sink.properties}
+            properties = {BUCKET_NUM.name: str(self.config.sink.buckets), **self.config.sink.properties}
             try:
                 table = Table.create(self.config.sink.table, self._sink_schema, key, properties)
             except TableExists:
@@ -294,6 +295,9 @@ class TablePipeline:
         """Run one step if the upstream (or a table read by name, for a refresh) has new versions."""
         began = time.monotonic()
         upstream = self.upstream()
+        sink = self._open_sink_if_exists()
+        if sink is not None:  # the step's one look at the sink's log (its position: what was committed last)
+            sink.refresh()
         position = self.position()
         end = upstream.refresh()
         plan = self.plan()

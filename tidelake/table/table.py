@@ -50,6 +50,11 @@ class Table:
     ``wait()`` for it, ``close()`` / ``with Table.open(...) as t`` to stop it); pass
     ``maintenance="inline"`` (or set the property ``maintenance.mode``) to run it inside the commit.
 
+    The object reads the metadata log only when asked to: at ``open``, in ``refresh()``, and when it commits
+    (a write starts from the newest version, as an optimistic commit must). Between those, ``metadata``,
+    ``version``, ``schema``, ``properties`` and the reads (``scan``, ``changes``, ``snapshot``, ...) see the
+    version it last loaded, so a reader that wants another writer's commits calls ``refresh()`` first.
+
     A Table pickles as its storage (URL and options) and current metadata (no log I/O to unpickle); to
     ship one version to many tasks, prefer the smaller ``snapshot()``."""
 
@@ -132,25 +137,25 @@ class Table:
 
     # ================================================================ metadata
     def refresh(self) -> int:
-        """Catch up with the log; returns the latest version."""
+        """Catch up with the log (the only read of it outside open and commit); returns the latest version."""
         return self._current.refresh().version
 
     @property
     def metadata(self) -> TableMetadata:
-        """The latest metadata (refreshed from the log): an immutable object."""
-        return self._current.refresh()
+        """The metadata as of the last ``refresh()``, open or commit of this object (no I/O): immutable."""
+        return self._current.get()
 
     def _resolver(self, md: TableMetadata | None = None) -> VersionResolver:
-        return VersionResolver(md if md is not None else self._current.refresh(), int(self._clock()))
+        return VersionResolver(md if md is not None else self._current.get(), int(self._clock()))
 
     @property
     def version(self) -> int:
-        """The latest committed version (refreshed from the log)."""
-        return self.refresh()
+        """The newest version this object knows (``refresh()`` looks for newer ones)."""
+        return self._current.get().version
 
     @property
     def schema(self) -> pa.Schema:
-        return self.metadata.schema
+        return self._current.get().schema
 
     def schema_at(self, version: int) -> pa.Schema:
         """The table schema as of a version (columns added later are absent)."""
@@ -213,9 +218,9 @@ class Table:
 
     # ================================================================ reading
     def snapshot(self, version: int | None = None, timestamp: int | None = None) -> Snapshot:
-        """An immutable, picklable handle on one version (default latest): ``scan(buckets=...)``,
-        ``plan()``, ``stage_files()`` without touching the metadata log again (for Spark tasks)."""
-        md = self._current.refresh()
+        """An immutable, picklable handle on one version (default: the newest this object knows):
+        ``scan(buckets=...)``, ``plan()``, ``stage_files()`` without touching the metadata log (for Spark tasks)."""
+        md = self._current.get()
         v = self._resolver(md).snapshot(version, timestamp)
         return Snapshot(self.storage, md.pinned(v), v)
 
@@ -226,7 +231,7 @@ class Table:
         """The files a read would touch: a snapshot read (version/timestamp) or, given a start, an
         incremental read over (start, end]."""
         f = ScanFilter.parse(filter)
-        md = self._current.refresh()
+        md = self._current.get()
         resolver = self._resolver(md)
         if start_version is not None or start_timestamp is not None:
             s, e = resolver.range(start_version, end_version, start_timestamp, end_timestamp)
@@ -242,7 +247,7 @@ class Table:
         (column, op, value) tuples ANDed together; tuples on the primary key drive bucket pruning
         (equality on the whole key reads one bucket) and min/max file skipping. ``buckets``: read
         only these buckets (one Spark partition per bucket)."""
-        md = self._current.refresh()
+        md = self._current.get()
         v = self._resolver(md).snapshot(version, timestamp)
         return Snapshot(self.storage, md, v).scan(filter, columns, buckets)
 
@@ -263,7 +268,7 @@ class Table:
         within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
         Spark partition per bucket)."""
         f = ScanFilter.parse(filter)
-        md = self._current.refresh()
+        md = self._current.get()
         s, e = self._resolver(md).range(start_version, end_version, start_timestamp, end_timestamp)
         schema = md.schema_at(e)
         wanted = list(columns) if columns is not None else schema.names
@@ -297,11 +302,10 @@ class Table:
         """Write bucketed, PK-sorted L0 delta Parquet files (not yet visible) for commit_staged().
         ``op``: 'upsert' | 'insert' (rows upserted), 'delete' (only the key columns are used), or
         'changes' (each row's own ``_op`` column, int8 0 upsert / 1 delete, in the order they happened:
-        the last change of a key wins). Safe to call on Spark executors. Stages in the latest schema,
-        so it first looks for newer log entries (one file lookup when up to date);
-        ``snapshot().stage_files`` stages in the snapshot's schema with no log I/O at all. ``add_columns``:
-        columns the commit of these files adds (``commit_staged(add_columns=)``), staged with the rest."""
-        return self.writer.stage_files(data, op, with_columns(self.metadata.schema, add_columns))
+        the last change of a key wins). Safe to call on Spark executors. Stages in the schema of the version
+        this object knows (no log I/O). ``add_columns``: columns the commit of these files adds
+        (``commit_staged(add_columns=)``), staged with the rest."""
+        return self.writer.stage_files(data, op, with_columns(self._current.get().schema, add_columns))
 
     def commit_staged(self, files: list[DataFile], *, operation: str = "upsert",
                       read_version: int | None = None, app_id: str | None = None,
@@ -324,28 +328,30 @@ class Table:
                 raise ValueError("batch_id is required with app_id")
             app = SetAppState(app_id, int(batch_id), app_extra or {})
         files = [f if isinstance(f, DataFile) else DataFile.from_dict(f) for f in files]
-        rv = self.refresh() if read_version is None else read_version
+        md = self._current.refresh()
+        rv = md.version if read_version is None else read_version
         removes = None
         if operation == "overwrite":
-            files = files + self._overwrite_tombstones(rv, files)
+            files = files + self._overwrite_tombstones(md, rv, files)
             removes = _all_live
-        current = self.metadata.schema
+        current = md.schema
         schema = with_columns(current, add_columns) if add_columns else None
         v = self.committer.commit(operation, adds=files, read_version=rv, app=app, removes=removes,
                                   schema=schema if schema is not None and not schema.equals(current) else None)
         self.maintenance.after_commit()
         return v
 
-    def _overwrite_tombstones(self, read_version: int, new_files: list[DataFile]) -> list[DataFile]:
+    def _overwrite_tombstones(self, md: TableMetadata, read_version: int,
+                              new_files: list[DataFile]) -> list[DataFile]:
         """Delete rows for keys live at read_version that the overwrite does not write again, so an
         incremental read sees the overwrite as the change it is."""
         pk = self.primary_key
         old = self.scan(version=read_version, columns=pk)
         if old.num_rows == 0:
             return []
-        new_keys = [self.reader.read_file(f, pk, self.metadata.schema).select(pk) for f in new_files]
+        new_keys = [self.reader.read_file(f, pk, md.schema).select(pk) for f in new_files]
         gone = old.join(pa.concat_tables(new_keys), keys=pk, join_type="left anti") if new_keys else old
-        return self.writer.stage(self.writer.prepare(gone, OP_DELETE, self.metadata.schema)) if gone.num_rows else []
+        return self.writer.stage(self.writer.prepare(gone, OP_DELETE, md.schema)) if gone.num_rows else []
 
     def _write(self, operation: str, rows: pa.Table, read_version: int) -> int:
         v = self.committer.commit(operation, adds=self.writer.stage(rows), read_version=read_version)
@@ -355,7 +361,8 @@ class Table:
     # ================================================================ write API
     def transaction(self) -> "Transaction":
         """``with table.transaction() as tx: tx.upsert(...); tx.delete(...)`` commits atomically on
-        exit (one version), or writes nothing if the block raises."""
+        exit (one version), or writes nothing if the block raises. It reads from the newest version."""
+        self.refresh()
         return Transaction(self)
 
     def upsert(self, data: Any) -> int:
@@ -365,12 +372,12 @@ class Table:
 
     def insert_into(self, data: Any) -> int:
         """INSERT INTO: rows upserted by key (a key present twice: the last row wins)."""
-        md = self.metadata
+        md = self._current.refresh()  # a write starts from the newest version
         return self._write("insert", self.writer.prepare(data, OP_UPSERT, md.schema), md.version)
 
     def insert_overwrite(self, data: Any) -> int:
         """INSERT OVERWRITE: the table's content becomes ``data``."""
-        md = self.metadata
+        md = self._current.refresh()
         files = self.writer.stage(self.writer.prepare(data, OP_UPSERT, md.schema))
         return self.commit_staged(files, operation="overwrite", read_version=md.version)
 
@@ -384,7 +391,7 @@ class Table:
     def update(self, data: Any = None, *, where: Any = None, set: dict[str, Any] | None = None) -> int:
         """UPDATE. Either ``data`` (key columns + the columns to change; rows whose key does not
         exist are ignored) or ``where`` (filter) with ``set`` {column: new value}."""
-        md = self.metadata
+        md = self._current.refresh()
         rv, schema, pk = md.version, md.schema, self.primary_key
         if data is not None:
             changes = to_arrow(data, schema)
@@ -407,7 +414,7 @@ class Table:
     def delete(self, keys: Any = None, *, where: Any = None) -> int:
         """DELETE existing rows by key (a pa.Table / list of dicts with the key columns, or a list
         of values for a one-column key) or by a filter ``where``."""
-        md = self.metadata
+        md = self._current.refresh()
         rv, schema, pk = md.version, md.schema, self.primary_key
         if isinstance(keys, pc.Expression):
             keys, where = None, keys
@@ -419,7 +426,7 @@ class Table:
 
     def add_column(self, name: str, type: pa.DataType) -> int:
         """Schema evolution: add a nullable column; older files read it as nulls."""
-        md = self.metadata
+        md = self._current.refresh()
         if name in md.schema.names:
             raise SchemaError(f"column {name!r} already exists")
         return self.committer.commit("schema", read_version=md.version,
@@ -427,7 +434,7 @@ class Table:
 
     def set_properties(self, properties: dict[str, str]) -> int:
         """ALTER TABLE SET TBLPROPERTIES: every value checked first (``properties.validated``), then one version."""
-        md = self.metadata
+        md = self._current.refresh()
         if BUCKET_NUM.name in properties:
             raise InvalidProperty(BUCKET_NUM.name, "fixed at creation")
         props = dict(md.properties_at(md.version))
@@ -439,7 +446,7 @@ class Table:
         """RESTORE to a retained version: a new version whose content equals that version's. The
         files live then become live again, plus a delta with the difference, so incremental
         readers see the restore as the change it is."""
-        md = self.metadata
+        md = self._current.refresh()
         rv = md.version
         target = self._resolver(md).snapshot(version)
         schema = md.schema

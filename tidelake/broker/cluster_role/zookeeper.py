@@ -79,12 +79,12 @@ class ZooKeeperCoordination:
         # with min.insync.replicas from transaction.state.log.min.isr
         if key_type == GROUP_KEY:
             topic, partitions, configs = OFFSETS_TOPIC, self._groups.config.offsets_partitions, INTERNAL_TOPIC_CONFIGS
-            rf = self._config.get_int("offsets.topic.replication.factor", 1)
+            rf = self._config.get_int("offsets.topic.replication.factor")
             partition = self._groups.partition_for(key)
         else:
             topic, partitions = TRANSACTION_STATE_TOPIC, self._transactions.num_partitions
             configs = transaction_state_configs(self._config)
-            rf = self._config.get_int("transaction.state.log.replication.factor", 1)
+            rf = self._config.get_int("transaction.state.log.replication.factor")
             partition = self._transactions.partition_for(key)
         try:
             leader = await self._member.internal_topic_leader(topic, partitions, rf, configs, partition, listener)

@@ -87,7 +87,7 @@ async def delete_topics(broker: BrokerContext, ctx: RequestContext, request):
     else:
         wanted = [(n, None) for n in request.topic_names]
     results = []
-    enabled = broker.config.get_bool("delete.topic.enable", True)
+    enabled = broker.config.get_bool("delete.topic.enable")
     for name, topic_id in wanted:
         if name is None and topic_id not in (None, ZERO_UUID):
             info = broker.topics.by_id(topic_id)

@@ -226,7 +226,7 @@ async def _replicated(broker: BrokerContext, partition: int) -> int:
     """Wait until the in-sync replicas of __consumer_offsets-``partition`` have everything written to
     it so far (the group coordinator just appended); the error code, NONE once they do."""
     code = await broker.partition_service.log_end_replicated(
-        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms", 5000))
+        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms"))
     if code == errors.NotLeaderOrFollower.code:
         return errors.NotCoordinator.code
     return errors.CoordinatorNotAvailable.code if code else errors.NONE  # Kafka's mapping of the other errors

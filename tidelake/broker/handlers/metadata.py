@@ -72,7 +72,7 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                   if grants.permits(DESCRIBE_TOPIC, info.name)]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
-        auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
+        auto = allow_auto and broker.config.get_bool("auto.create.topics.enable")
         topics = []
         for t in request.topics:
             name = t.name

@@ -190,7 +190,7 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
 async def _offsets_replicated(broker: BrokerContext, group_id: str) -> None:
     partition = broker.groups.partition_for(group_id)
     code = await broker.partition_service.log_end_replicated(
-        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms", 5000))
+        OFFSETS_TOPIC, partition, broker.config.get_int("offsets.commit.timeout.ms"))
     if code == errors.NotLeaderOrFollower.code:
         raise errors.NotCoordinator(f"no longer the coordinator of group {group_id}")
     if code:
@@ -283,7 +283,7 @@ async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
                     broker.transactions.complete_offsets(pid, p, marker.transaction_result)
                 pending.append((key, PendingAcks(topic.name, p, outcome.last_offset)))
     if pending:
-        timeout_ms = broker.config.get_int("request.timeout.ms", 30000) // 2
+        timeout_ms = broker.config.get_int("request.timeout.ms") // 2
         for (key, _p), code in zip(pending, await service.wait_for_acks([p for _key, p in pending], timeout_ms)):
             codes[key] = code
     R = WriteTxnMarkersResponse.WritableTxnMarkerResult
