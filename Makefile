@@ -49,8 +49,12 @@ $(NODE_STAMP): $(NODE_DIR)/package-lock.json
 
 node-deps: $(NODE_STAMP)
 
+# Two test workers, whole files each (a module's fixtures start once): the suite mostly waits on brokers, JVMs
+# and Spark, so two at a time nearly halve it on two cores. TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
+
 test: $(STAMP) system-deps node-deps
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
