@@ -164,27 +164,67 @@ def _state_records(plog) -> list[tuple[bytes, bytes | None]]:
     return records
 
 
-def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
-                                  appends: CoordinatorAppends, groups: GroupCoordinator, allocate_producer_id,
-                                  cluster: ClusterMember | None = None) -> TransactionCoordinator:
-    state_partitions = config.get_int("transaction.state.log.num.partitions")
+def single_broker_transaction_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
+                                          appends: CoordinatorAppends, groups: GroupCoordinator,
+                                          allocate_producer_id: Callable[[], int]) -> TransactionCoordinator:
+    """A broker alone: it writes every marker itself and its state needs no other replica."""
 
     def write_state(partition: int, key: bytes, value: bytes | None) -> None:
-        if cluster is not None:  # the leader of the partition appends (created by FindCoordinator)
-            now = partitions.clock_ms()
-            try:
-                appends.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
-            except (NotLeaderOrFollower, UnknownTopicOrPartition):
-                raise NotCoordinator(f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{partition}") from None
-            return
         if topics.get(TRANSACTION_STATE_TOPIC) is None:
             try:
-                topics.create(TRANSACTION_STATE_TOPIC, state_partitions, INTERNAL_TOPIC_CONFIGS, internal=True)
+                topics.create(TRANSACTION_STATE_TOPIC, coordinator.num_partitions, INTERNAL_TOPIC_CONFIGS,
+                              internal=True)
             except TopicAlreadyExists:
                 pass
         now = partitions.clock_ms()
         appends.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
 
+    coordinator = _transaction_coordinator(config, partitions, appends, groups, allocate_producer_id, write_state)
+    return coordinator
+
+
+def cluster_transaction_coordinator(config: BrokerConfig, partitions: Partitions, appends: CoordinatorAppends,
+                                    groups: GroupCoordinator, cluster: ClusterMember) -> TransactionCoordinator:
+    """One broker of a cluster: the leader of the id's ``__transaction_state`` partition (created by
+    FindCoordinator) writes its state, markers go to the partitions' leaders once the state is replicated."""
+
+    def write_state(partition: int, key: bytes, value: bytes | None) -> None:
+        now = partitions.clock_ms()
+        try:
+            appends.append(TRANSACTION_STATE_TOPIC, partition, _batch([(key, value)], now), now_ms=now)
+        except (NotLeaderOrFollower, UnknownTopicOrPartition):
+            raise NotCoordinator(f"this broker does not lead {TRANSACTION_STATE_TOPIC}-{partition}") from None
+
+    def send_markers(transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                     coordinator_epoch: int, tps: list[tuple[str, int]], done) -> None:
+        """WriteTxnMarkers to the partitions' leaders, given up once this coordinator no longer owns the id's
+        partition in that epoch."""
+        state_partition = coordinator.partition_for(transactional_id)
+        cluster.txn_markers.send(
+            producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
+            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
+
+    def state_replicated(partition: int, then) -> None:
+        """``then(True)`` once the partition's in-sync replicas have everything written to it so far (its high
+        watermark passed it, even if the ISR shrank below min.insync.replicas meanwhile)."""
+        plog = partitions.logs.get(TRANSACTION_STATE_TOPIC, partition)
+        if plog is None:
+            then(False)
+            return
+        task = asyncio.get_running_loop().create_task(cluster.wait_for_acks(
+            TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
+            config.get_int("request.timeout.ms")))
+        task.add_done_callback(lambda t: then(not t.cancelled() and t.exception() is None and t.result() in (
+            NONE, NotEnoughReplicasAfterAppend.code)))
+
+    coordinator = _transaction_coordinator(config, partitions, appends, groups, cluster.allocate_producer_id,
+                                           write_state, send_markers, state_replicated)
+    return coordinator
+
+
+def _transaction_coordinator(config: BrokerConfig, partitions: Partitions, appends: CoordinatorAppends,
+                             groups: GroupCoordinator, allocate_producer_id: Callable[[], int], write_state,
+                             send_markers=None, state_replicated=None) -> TransactionCoordinator:
     def write_markers(producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                       tps: list[tuple[str, int]]) -> None:
         for topic, partition in tps:
@@ -198,44 +238,21 @@ def build_transaction_coordinator(config: BrokerConfig, topics: TopicManager, pa
     def write_offsets(partition: int, producer_id: int, producer_epoch: int, records: list[OffsetRecord]) -> None:
         now = partitions.clock_ms()
         batch = _batch(records, now, producer_id=producer_id, producer_epoch=producer_epoch,
-                         transactional=True)
+                       transactional=True)
         appends.append(OFFSETS_TOPIC, partition, batch, now_ms=now)
 
     def apply_offsets(records: list[OffsetRecord]) -> None:
         for key, value in records:
             groups.offsets.apply_record(key, value)
 
-    def send_markers(transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
-                     coordinator_epoch: int, tps: list[tuple[str, int]], done) -> None:
-        """In a cluster: WriteTxnMarkers to the partitions' leaders, given up once this coordinator no
-        longer owns the id's partition in that epoch."""
-        state_partition = coordinator.partition_for(transactional_id)
-        cluster.txn_markers.send(
-            producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
-            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
-
-    def state_replicated(partition: int, then) -> None:
-        """In a cluster: ``then(True)`` once the partition's in-sync replicas have everything written to it so
-        far (its high watermark passed it, even if the ISR shrank below min.insync.replicas meanwhile)."""
-        plog = partitions.logs.get(TRANSACTION_STATE_TOPIC, partition)
-        if plog is None:
-            then(False)
-            return
-        task = asyncio.get_running_loop().create_task(cluster.wait_for_acks(
-            TRANSACTION_STATE_TOPIC, partition, plog.log_end_offset - 1,
-            config.get_int("request.timeout.ms")))
-        task.add_done_callback(lambda t: then(not t.cancelled() and t.exception() is None and t.result() in (
-            NONE, NotEnoughReplicasAfterAppend.code)))
-
-    coordinator = TransactionCoordinator(
+    return TransactionCoordinator(
         write_state=write_state, write_markers=write_markers, write_offsets=write_offsets,
-        send_markers=send_markers if cluster is not None else None,
-        state_replicated=state_replicated if cluster is not None else None,
+        send_markers=send_markers, state_replicated=state_replicated,
         apply_offsets=apply_offsets, allocate_producer_id=allocate_producer_id, clock_ms=partitions.clock_ms,
         max_timeout_ms=config.get_int("transaction.max.timeout.ms"),
-        num_partitions=state_partitions, offsets_partitions=groups.config.offsets_partitions,
+        num_partitions=config.get_int("transaction.state.log.num.partitions"),
+        offsets_partitions=groups.config.offsets_partitions,
         id_expiration_ms=config.get_int("transactional.id.expiration.ms"))
-    return coordinator
 
 
 def load_transactions(transactions: TransactionCoordinator, logs: LogManager) -> None:

@@ -25,8 +25,8 @@ from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
 from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
-from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
-                                          coordinator_leadership, load_transactions)
+from tidelake.broker.coordinators import (build_group_coordinator, cluster_transaction_coordinator, coordinator_leadership,
+                                          load_groups, load_transactions, single_broker_transaction_coordinator)
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
@@ -121,8 +121,8 @@ class Broker:
         if cluster is None:
             appends = LocalAppends(partitions)
             groups = build_group_coordinator(config, topics, appends, wall_ms)
-            transactions = build_transaction_coordinator(config, topics, partitions, appends, groups,
-                                                         metadata.allocate_producer_id)
+            transactions = single_broker_transaction_coordinator(config, topics, partitions, appends, groups,
+                                                                 metadata.allocate_producer_id)
             service: PartitionService = LocalPartitions(logs, partitions, topics, transactions, schemas)
             controller: ControllerRequests = SingleBrokerController(node_id, logs, metadata)
             cluster_view: ClusterView = SingleBrokerView(node_id, logs)
@@ -131,8 +131,7 @@ class Broker:
         else:
             appends = LeaderAppends(partitions, cluster)  # only a partition's leader appends
             groups = build_group_coordinator(config, topics, appends, wall_ms)
-            transactions = build_transaction_coordinator(config, topics, partitions, appends, groups,
-                                                         cluster.allocate_producer_id, cluster)
+            transactions = cluster_transaction_coordinator(config, partitions, appends, groups, cluster)
             service = ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster)
             controller, cluster_view = cluster, ZooKeeperView(cluster)
             coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
