@@ -58,7 +58,7 @@ from pyspark.sql.types import StructType
 
 from tidelake.clock import parse_timestamp_ms
 from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true
-from tidelake.table import Table, TableExists
+from tidelake.table import DataFile, Table, TableExists
 from tidelake.table.change_feed import change_schema
 
 log = logging.getLogger(__name__)
@@ -286,8 +286,9 @@ class TableReader(DataSourceReader):
 
 @dataclass
 class StagedFiles(WriterCommitMessage):
-    """Files one task staged (JSON-safe dicts), to be published by the driver's single commit."""
-    files: list[dict]
+    """Files one task staged, to be published by the driver's single commit: JSON-safe dicts from a data source
+    writer's task, DataFiles from the pipeline's tasks (which return them as typed Arrow values)."""
+    files: list[dict] | list[DataFile]
     rows: int
 
     # As a row of a DataFrame (a task of the pipeline runner returns it through mapInArrow).
