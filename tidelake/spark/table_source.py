@@ -36,9 +36,9 @@ AWS's environment variables do not. Streaming sink options: ``operation`` = upse
 ``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
 batch replayed after a crash is never applied twice.
 
-Writing is two functions, shared by the writers here and the pipeline runner (runner.py): :func:`stage`
-runs in each task (write bucketed, PK-sorted delta files, invisible) and returns a :class:`StagedFiles`
-message; :func:`publish` runs once on the driver and commits every task's files as ONE table version.
+Writing is two functions: :func:`stage` runs in each task (write bucketed, PK-sorted delta files, invisible) and
+returns a :class:`StagedFiles` message; :func:`publish` runs once on the driver and commits every task's files as
+ONE table version (the pipeline runner publishes so too what its tasks staged, kafka_batch_tasks.py).
 """
 from __future__ import annotations
 
