@@ -154,12 +154,12 @@ def test_exactly_once_graceful_restart_resumes_from_table(spark, broker, tmp_pat
     assert sorted(table.scan().column("amount").to_pylist()) == [i * 10 for i in range(PARTITIONS * PER_PARTITION)]
 
 
-@pytest.mark.parametrize("one_task_max_records", [runner.ONE_TASK_MAX_RECORDS, 0], ids=["one-task", "shuffled"])
+@pytest.mark.parametrize("one_task_max_records", [runner.ONE_TASK_MAX_RECORDS, 0], ids=["one-task", "several-tasks"])
 def test_debezium_changes_across_batches_fold_to_the_source_state(spark, broker, tmp_path, monkeypatch,  # noqa: F811
                                                                   one_task_max_records):
     """Creates, updates and deletes of the same keys spread over several batches (and within one batch):
     the table ends in the source database's state; events keyed by id as Debezium does. Small batches are
-    one task; larger ones are read by several tasks and shuffled by key before staging: both plans."""
+    one task; larger ones are read, parsed and staged by several tasks (each key in one of them): both plans."""
     monkeypatch.setattr(runner, "ONE_TASK_MAX_RECORDS", one_task_max_records)
     topic = f"dbz-{one_task_max_records}"
     admin = AdminClient({"bootstrap.servers": broker})

@@ -5,14 +5,17 @@ Every batch interval the driver
 1. asks the broker for each partition's earliest/latest offsets (the paper's M and N),
 2. plans one offset range [start, end) per partition, end = min(latest, start + max_rate_per_partition x
    batch_interval) (and, with ``once``, the latest offsets seen at start: Spark's AvailableNow),
-3. runs one Spark job: tasks read exactly those ranges (kafka_reader.py, the Kafka source's reader) and
-   parse the values into changes (changes.py); a shuffle by primary key brings every change of a key to
-   one task, which stages the table's delta files (table_source.stage, as the table writers do),
+3. reads the table's log once (the batch's schema) and runs one Spark job of one Python task per group of
+   ranges (kafka_batch_tasks.py): each reads exactly its ranges (kafka_reader.py, the Kafka source's reader),
+   parses the values into changes (changes.py) and stages the table's delta files, and returns them as typed
+   Arrow values. Upserts read by several tasks also return their keys' hashes: a key staged by two tasks (its
+   records in two Kafka partitions) would be two changes of one key in one version, so such a batch is staged
+   again with a shuffle by primary key (every change of a key in one task), and so is the rest of the run,
 4. commits every task's files in ONE table commit on the driver (table_source.publish),
 5. records its progress where its offset mode (offset_modes.py) keeps it.
 
-The table is opened once per run and its ``Table`` object is shipped to the tasks; records stay in Arrow
-from the reader to the staged file. Configuration: pipeline_config.py (``tidelake pipeline example``).
+Records stay in Arrow from the reader to the staged file, in one Python worker. Configuration:
+pipeline_config.py (``tidelake pipeline example``).
 """
 from __future__ import annotations
 
@@ -24,18 +27,18 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Mapping
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tidelake.observability.pipeline_stats import PipelineStats
 from tidelake.observability.server import parse_listen
-from tidelake.spark.changes import ORDER_COLUMNS, changes_schema, parse_changes_located
+from tidelake.spark.changes import changes_schema
 from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
 from tidelake.spark.decode_errors import BadChangeEvent, RegistryUnavailable
+from tidelake.spark.kafka_batch_tasks import (LIBRDKAFKA_LOG, TIMESTAMP_COLUMN, StagedBatch, batch_task, parse_task,
+                                              read_and_parse_task, stage_task, staged_row_schema)
 from tidelake.spark.kafka_options import KafkaSourceOptions
-from tidelake.spark.kafka_reader import read_ranges
 from tidelake.spark.offset_modes import (AutoCommit, Batch, CommitAfterWrite, Correction, ExactlyOnce,
                                          OffsetMode, SimilarExactlyOnce, correct_offsets)
 from tidelake.spark.offset_range import OffsetRange, cap_end_offsets, group_ranges, plan_ranges
@@ -46,21 +49,16 @@ from tidelake.spark.registered_table_schema import RegisteredTableSchema
 from tidelake.spark.session import spark_session
 from tidelake.spark.task_failures import PoisonRecord, TaskFailed, task_error, worker_exception
 from tidelake.spark.sink_table import SinkTable
-from tidelake.spark.value_formats import ValueFormat
-from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.table import Table
+from tidelake.spark.table_source import StagedFiles, publish
+from tidelake.table import DataFile, Table
+from tidelake.table.table import with_columns
 
 log = logging.getLogger("tidelake.pipeline")
-# The pipeline's own Kafka clients (offsets on the driver, readers in the tasks) log librdkafka's lines here, so
-# that a broker going down mid-run is the pipeline's own one-line error rather than librdkafka's FAIL lines
-# (the CLI shows them with --debug only).
-LIBRDKAFKA_LOG = logging.getLogger("tidelake.pipeline.librdkafka")
 
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary", "PoisonRecord",
            "TaskFailed", "install_signal_handlers"]
 
-TIMESTAMP_COLUMN = "timestamp"  # with metrics on, also read: produce times, for freshness
-ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task, without a shuffle
+ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task
 
 
 @dataclass
@@ -102,17 +100,6 @@ class RunSummary:
         return sum(b.dead_lettered for b in self.batches)
 
 
-# ----------------------------------------------------------------------------------------------- tasks
-# Functions below run inside Spark's Python workers (mapInArrow); what they close over is pickled.
-
-def _ignore_interrupt() -> None:
-    """Ctrl-C in a terminal sends SIGINT to the whole process group, Spark's Python workers included, and
-    pyspark's worker restores Python's KeyboardInterrupt handler: the batch in progress would fail. The driver
-    decides how to stop (after the current batch), so a task ignores SIGINT (pyspark's gateway launcher does
-    the same for the JVM)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 class _ListAccumulator:
     """Spark's AccumulatorParam interface for lists, concatenated: the bad records the tasks left out, as
     (partition, offset, reason)."""
@@ -123,66 +110,6 @@ class _ListAccumulator:
     def addInPlace(self, a, b):
         a.extend(b)
         return a
-
-
-def _parse_task(schema: pa.Schema, fmt: ValueFormat, primary_key: list[str], skipped, truncates, times=None,
-                schema_ids=None):
-    """Kafka rows -> changes. ``skipped``: a Spark accumulator collecting the records left out (on_error
-    skip or dead-letter); None makes the first bad record fail the batch, naming it. ``truncates``: an
-    accumulator collecting the (partition, offset) of Debezium truncate events, which the driver applies.
-    ``times`` (metrics on): an accumulator of each Arrow batch's (oldest, newest) produce timestamp in ms.
-    ``schema_ids`` (registry-backed formats): an accumulator of the writer schema ids decoded."""
-
-    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _ignore_interrupt()
-        for batch in batches:
-            if times is not None and batch.num_rows:
-                span = pc.min_max(batch.column("timestamp").cast(pa.int64()))
-                if span["min"].is_valid:
-                    times.add([(span["min"].as_py() // 1000, span["max"].as_py() // 1000)])
-            found: list[tuple[int, int]] = []
-            ids: set[int] = set()
-            changes, bad = parse_changes_located(batch, schema, fmt, primary_key, skip_bad=skipped is not None,
-                                                 truncates=found, schema_ids=ids)
-            if bad:
-                skipped.add(bad)
-            if found:
-                truncates.add(found)
-            if ids and schema_ids is not None:
-                schema_ids.add(sorted(ids))
-            yield from changes.to_batches()
-    return parse
-
-
-def _read_and_parse_task(options: KafkaSourceOptions, groups: list[list[OffsetRange]], schema: pa.Schema,
-                         fmt: ValueFormat, primary_key: list[str], skipped, truncates, times=None, schema_ids=None):
-    """Input row ``id`` = i: read the offset ranges of group i and parse them into changes."""
-    parse = _parse_task(schema, fmt, primary_key, skipped, truncates, times, schema_ids)
-    columns = fmt.kafka_columns + (() if times is None else (TIMESTAMP_COLUMN,))
-    librdkafka_level = LIBRDKAFKA_LOG.getEffectiveLevel()  # a logger is pickled by name, without its level
-
-    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _ignore_interrupt()
-        LIBRDKAFKA_LOG.setLevel(librdkafka_level)
-        for batch in batches:
-            for i in batch.column("id").to_pylist():
-                yield from parse(read_ranges(options, groups[i], columns=columns))
-    return read
-
-
-def _stage_task(table: Table, add_columns: list[pa.Field]):
-    """Every change of this task's keys, in (Kafka partition, offset) order -> staged delta files (with the
-    columns the batch's commit may add); yields the task's :class:`StagedFiles` message."""
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _ignore_interrupt()
-        received = [b for b in batches if b.num_rows]
-        ordered: list[pa.RecordBatch] = []
-        if received:
-            changes = pa.Table.from_batches(received).sort_by([(c, "ascending") for c in ORDER_COLUMNS])
-            ordered = changes.drop_columns(list(ORDER_COLUMNS)).to_batches()
-        yield stage(table, "changes", iter(ordered), add_columns).to_arrow()
-    return run
 
 
 # ---------------------------------------------------------------------------------------------------- driver
@@ -200,6 +127,8 @@ class Pipeline:
         self._truncates_accumulator = None
         self._times_accumulator = None
         self._schema_ids_accumulator = None
+        #: keys were found in several Kafka partitions: batches are shuffled by key before staging
+        self._shuffle_keys = False
         self.format = self.config.value_format()
         #: the sink table's schema from the schema registry (registry-backed formats only)
         self.registered = RegisteredTableSchema(self.format, self.config.source.topic) \
@@ -302,14 +231,30 @@ class Pipeline:
         return ExactlyOnce(table, cfg.app_id, src.topic, broker)
 
     # -- one batch
-    def _changes(self, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema,
-                 primary_key: list[str]):
-        """(a DataFrame of the changes in ``ranges``: ``schema``'s columns, ``_op`` and the ordering columns;
-        whether it comes from several tasks)."""
+    def _accumulators(self) -> list:
+        return [a for a in (self._skipped, self._truncates, self._times, self._schema_ids) if a is not None]
+
+    def _fused(self, writer, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema):
+        """The batch as one Python task per group of ranges (read, parse, stage): a DataFrame of their
+        staged_row_schema rows; upserts read by several tasks send their key hashes."""
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
+        groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
+        send_key_hashes = self.config.sink.mode == "upsert" and len(groups) > 1
+        task = batch_task(options, groups, writer, schema, self.format, self._skipped, self._truncates, self._times,
+                          self._schema_ids, send_key_hashes)
+        out = from_arrow_schema(staged_row_schema([schema.field(k) for k in writer.primary_key]))
+        return self.spark().range(0, len(groups), 1, len(groups)).mapInArrow(task, out)
+
+    def _shuffled(self, writer, options: KafkaSourceOptions, ranges: list[OffsetRange], schema: pa.Schema):
+        """The batch read and parsed by one set of tasks, shuffled by key, staged by another: a DataFrame of
+        staged_row_schema rows (every change of a key staged by one task)."""
         from pyspark.sql.pandas.types import from_arrow_schema
 
         spark, src, fmt = self.spark(), self.config.source, self.format
-        out = from_arrow_schema(changes_schema(schema))
+        primary_key = list(writer.primary_key)
+        parsed = from_arrow_schema(changes_schema(schema))
         if src.reader == "datasource":
             topic = src.topic
             reader = (spark.read.format("tidelake-kafka")
@@ -321,29 +266,40 @@ class Pipeline:
             for k, v in src.kafka.items():
                 reader = reader.option(f"kafka.{k}", v)
             rows = reader.load().select(*fmt.kafka_columns, *(() if self._times is None else (TIMESTAMP_COLUMN,)))
-            return rows.mapInArrow(_parse_task(schema, fmt, primary_key, self._skipped, self._truncates, self._times,
-                                               self._schema_ids), out), True
-        # The same reader inside the parsing tasks: the Kafka rows never leave the Python worker. A small batch
-        # is one task: a shuffle would cost more than spreading it gains.
-        small = sum(r.size for r in ranges) <= ONE_TASK_MAX_RECORDS
-        groups = group_ranges(ranges, num_groups=1 if small else options.num_input_partitions, min_partitions=None)
-        tasks = spark.range(0, len(groups), 1, len(groups))
-        task = _read_and_parse_task(options, groups, schema, fmt, primary_key, self._skipped, self._truncates,
-                                    self._times, self._schema_ids)
-        return tasks.mapInArrow(task, out), len(groups) > 1
+            changes = rows.mapInArrow(parse_task(schema, fmt, primary_key, self._skipped, self._truncates,
+                                                 self._times, self._schema_ids), parsed)
+        else:
+            groups = group_ranges(ranges, num_groups=options.num_input_partitions, min_partitions=None)
+            task = read_and_parse_task(options, groups, schema, fmt, primary_key, self._skipped, self._truncates,
+                                       self._times, self._schema_ids)
+            changes = spark.range(0, len(groups), 1, len(groups)).mapInArrow(task, parsed)
+        if self.config.sink.mode == "upsert":
+            # Every change of one key in one task, so the table's last-change-per-key rule sees all of them.
+            changes = changes.repartition(spark.sparkContext.defaultParallelism, *primary_key)
+        out = from_arrow_schema(staged_row_schema([schema.field(k) for k in primary_key]))
+        return changes.mapInArrow(stage_task(writer, schema), out)
 
     def _stage(self, table: Table, options: KafkaSourceOptions, ranges: list[OffsetRange],
-               add_columns: list[pa.Field]) -> list[StagedFiles]:
-        """Read, parse and stage one batch (with the columns its commit may add); every task's StagedFiles
-        message."""
-        spark, sink = self.spark(), self.config.sink
-        schema = pa.schema(list(table.schema) + add_columns)
-        changes, several_tasks = self._changes(options, ranges, schema, table.primary_key)
-        if sink.mode == "upsert" and several_tasks:
-            # Every change of one key in one task, so the table's last-change-per-key rule sees all of them.
-            changes = changes.repartition(spark.sparkContext.defaultParallelism, *table.primary_key)
+               schema: pa.Schema) -> list[DataFile]:
+        """Read, parse and stage one batch in ``schema`` (the table's, with the columns its commit may add);
+        the staged files."""
+        writer = table.writer
         try:
-            rows = changes.mapInArrow(_stage_task(table, add_columns), StagedFiles.DDL).collect()
+            if self.config.source.reader != "datasource" and not self._shuffle_keys:
+                marks = [(a, len(a.value)) for a in self._accumulators()]
+                staged = StagedBatch.from_arrow(self._fused(writer, options, ranges, schema).toArrow())
+                if not staged.keys_shared:
+                    return staged.files
+                # Not published, never visible: only the space is reclaimed; what the tasks reported is
+                # reported again by the shuffled staging.
+                for f in staged.files:
+                    table.storage.delete(f.path)
+                for accumulator, seen in marks:
+                    del accumulator.value[seen:]
+                self._shuffle_keys = True
+                log.info("%s: records of one key are in several partitions; this batch and the next are "
+                         "shuffled by key before staging", self.config.source.topic)
+            return StagedBatch.from_arrow(self._shuffled(writer, options, ranges, schema).toArrow()).files
         except Exception as e:   # a task's exception reaches the driver as Spark's PythonException
             bad = task_error(e, BadChangeEvent)
             if bad is not None:
@@ -358,7 +314,6 @@ class Pipeline:
             read = ", ".join(f"{r.partition}:{r.start}-{r.end}" for r in ranges)
             raise TaskFailed(f"a Spark task failed on {self.config.source.topic} (partition:offsets {read}), "
                              f"nothing of the batch committed: {reason}") from e
-        return [StagedFiles.from_row(row) for row in rows]
 
     def _run_batch(self, table: Table, options: KafkaSourceOptions, mode: OffsetMode, batch: Batch) -> BatchResult:
         began = time.monotonic()
@@ -366,9 +321,11 @@ class Pipeline:
         truncates_seen = len(self._truncates.value)
         times_seen = len(self._times.value) if self._times is not None else 0
         schema_ids_seen = len(self._schema_ids.value) if self._schema_ids is not None else 0
-        table.refresh()  # the batch's one look at the log before its commit (another writer may have added columns)
-        candidates = self.sink_table.batch_columns(table)
-        staged = self._stage(table, options, batch.ranges, candidates)
+        # the batch's one read of the table's log (the commit reads it again, as every commit does)
+        current = table.schema_at(table.refresh())
+        candidates = self.sink_table.batch_columns(current)
+        schema = with_columns(current, candidates)
+        staged = self._stage(table, options, batch.ranges, schema)
         bad = [BadRecord(*b) for b in self._skipped.value[seen:]] if self._skipped is not None else []
         operation = "insert" if self.config.sink.mode == "append" else "upsert"
         truncates = self._truncates.value[truncates_seen:]
@@ -386,7 +343,7 @@ class Pipeline:
                      batch.batch_id, self.config.source.topic,
                      ", ".join(f"partition {p} offset {o}" for p, o in sorted(last.items())))
             skipped_again = len(self._skipped.value) if self._skipped is not None else 0
-            staged = self._stage(table, options, [r for r in after if r.end > r.start], candidates)
+            staged = self._stage(table, options, [r for r in after if r.end > r.start], schema)
             if self._skipped is not None:   # bad records were counted by the first staging
                 del self._skipped.value[skipped_again:]
             operation = "overwrite"
@@ -400,14 +357,14 @@ class Pipeline:
                         f"{dead_lettered} dead-lettered" if self.config.on_error == "dead-letter" else "skipped",
                         self.config.on_error)
         committing = time.monotonic()
-        version = publish(table, staged, operation=operation, add_columns=added, **commit)
+        version = publish(table, [StagedFiles(files=staged, rows=sum(f.rows for f in staged))], operation=operation,
+                          add_columns=added, **commit)
         done = time.monotonic()
         committed_at_ms = int(time.time() * 1000)
-        files = [f for m in staged for f in m.files]
-        deletes = sum(f["deletes"] for f in files)
+        deletes = sum(f.deletes for f in staged)
         spans = self._times.value[times_seen:] if self._times is not None else []
         return BatchResult(batch.batch_id, batch.ranges, sum(r.size for r in batch.ranges),
-                           sum(f["rows"] for f in files) - deletes, deletes, version, done - began, done - committing,
+                           sum(f.rows for f in staged) - deletes, deletes, version, done - began, done - committing,
                            len(bad), dead_lettered, min((a for a, _ in spans), default=None),
                            max((b for _, b in spans), default=None), committed_at_ms)
 

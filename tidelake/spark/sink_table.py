@@ -100,12 +100,12 @@ class SinkTable:
             return fmt
         return replace(fmt, key_columns=tuple(k for k in table.primary_key if k not in value.names))
 
-    def batch_columns(self, table: Table) -> list[pa.Field]:
-        """The columns the next batch may add: the latest registered value schema's that the table lacks (none
-        when the table follows ``sink.schema``)."""
+    def batch_columns(self, table_schema: pa.Schema) -> list[pa.Field]:
+        """The columns the next batch may add: the latest registered value schema's that the table (of
+        ``table_schema``) lacks (none when the table follows ``sink.schema``)."""
         if self.registered is None or self.config.sink.schema:
             return []
-        return self.registered.candidates(table.schema)
+        return self.registered.candidates(table_schema)
 
     def columns_to_add(self, batch_id: int, candidates: list[pa.Field], schema_ids: set[int]) -> list[pa.Field]:
         """Of ``candidates``, those the batch's writer schemas (``schema_ids``) carry: its commit adds them; an

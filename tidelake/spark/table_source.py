@@ -36,9 +36,9 @@ AWS's environment variables do not. Streaming sink options: ``operation`` = upse
 ``commit_staged(app_id=appId, batch_id=batchId)``: a batch id already in the table is a no-op, so a
 batch replayed after a crash is never applied twice.
 
-Writing is two functions, shared by the writers here and the pipeline runner (runner.py): :func:`stage`
-runs in each task (write bucketed, PK-sorted delta files, invisible) and returns a :class:`StagedFiles`
-message; :func:`publish` runs once on the driver and commits every task's files as ONE table version.
+Writing is two functions: :func:`stage` runs in each task (write bucketed, PK-sorted delta files, invisible) and
+returns a :class:`StagedFiles` message; :func:`publish` runs once on the driver and commits every task's files as
+ONE table version (the pipeline runner publishes so too what its tasks staged, kafka_batch_tasks.py).
 """
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ from pyspark.sql.types import StructType
 
 from tidelake.clock import parse_timestamp_ms
 from tidelake.spark.table_stream import StreamOptions, TableStreamReader, is_true
-from tidelake.table import Table, TableExists
+from tidelake.table import DataFile, Table, TableExists
 from tidelake.table.change_feed import change_schema
 
 log = logging.getLogger(__name__)
@@ -286,8 +286,9 @@ class TableReader(DataSourceReader):
 
 @dataclass
 class StagedFiles(WriterCommitMessage):
-    """Files one task staged (JSON-safe dicts), to be published by the driver's single commit."""
-    files: list[dict]
+    """Files one task staged, to be published by the driver's single commit: JSON-safe dicts from a data source
+    writer's task, DataFiles from the pipeline's tasks (which return them as typed Arrow values)."""
+    files: list[dict] | list[DataFile]
     rows: int
 
     # As a row of a DataFrame (a task of the pipeline runner returns it through mapInArrow).

@@ -166,6 +166,53 @@ class DeltaWriter:
         return self.stage(self.prepare(data, STAGE_OPS[op], schema))
 
 
+# ---------------------------------------------------------------- staged files as Arrow
+# A Spark task returns the files it staged to the driver as typed Arrow values (one struct per file), never as
+# text: the driver's commit takes them back as DataFiles.
+
+KEY_HASH_BITS = 63   # key_hashes: the bucket hash taken modulo 2**63 (a power of two: a mask, no division)
+
+
+def staged_file_type(key_fields: Sequence[pa.Field]) -> pa.StructType:
+    """One staged ``DataFile`` as an Arrow struct; its ``key_min`` / ``key_max`` are structs of the primary key's
+    columns (``key_fields``, in key order), null where the file records none."""
+    keys = pa.struct([pa.field(f.name, f.type) for f in key_fields])
+    return pa.struct([pa.field("path", pa.string()), pa.field("kind", pa.string()), pa.field("bucket", pa.int32()),
+                      pa.field("level", pa.int32()), pa.field("rows", pa.int64()), pa.field("bytes", pa.int64()),
+                      pa.field("min_version", pa.int64()), pa.field("max_version", pa.int64()),
+                      pa.field("key_min", keys), pa.field("key_max", keys), pa.field("deletes", pa.int64()),
+                      pa.field("changes", pa.string())])
+
+
+def staged_files_array(files: Sequence[DataFile], key_fields: Sequence[pa.Field]) -> pa.Array:
+    """``files`` as an Arrow array of :func:`staged_file_type`."""
+    names = [f.name for f in key_fields]
+
+    def keys(values: list | None) -> dict | None:
+        return None if values is None else dict(zip(names, values))
+    return pa.array([{"path": f.path, "kind": f.kind, "bucket": f.bucket, "level": f.level, "rows": f.rows,
+                      "bytes": f.bytes, "min_version": f.min_version, "max_version": f.max_version,
+                      "key_min": keys(f.key_min), "key_max": keys(f.key_max), "deletes": f.deletes,
+                      "changes": f.changes} for f in files], staged_file_type(key_fields))
+
+
+def staged_files_from_arrow(files: pa.Array | pa.ChunkedArray) -> list[DataFile]:
+    """The DataFiles of an array of :func:`staged_file_type` (a column of several tasks' rows)."""
+    out = []
+    for row in files.to_pylist():
+        for bound in ("key_min", "key_max"):
+            if row[bound] is not None:
+                row[bound] = list(row[bound].values())
+        out.append(DataFile(**row))
+    return out
+
+
+def key_hashes(rows: pa.Table, primary_key: Sequence[str]) -> np.ndarray:
+    """Every row's key as its stable 63-bit hash (the one the buckets are cut from; uint64): equal keys, equal
+    hashes, so two sets of rows whose hashes are disjoint share no key."""
+    return bucket_ids(rows, list(primary_key), 1 << KEY_HASH_BITS, np.uint64)
+
+
 def changes_between(target: pa.Table, current: pa.Table, primary_key: Sequence[str], schema: pa.Schema) -> pa.Table:
     """The changes turning ``current`` into ``target``: upserts of rows new or different in target,
     deletes of keys not in target. Rows: user columns + _op."""
