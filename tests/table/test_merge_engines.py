@@ -257,3 +257,14 @@ def test_two_writers_into_one_partial_update_table_each_keep_their_columns(tmp_p
     with Table.open(path) as t:
         rows = sorted(t.scan().to_pylist(), key=lambda r: r["order_id"])
     assert rows == [{"order_id": k, "amount": k * 10, "paid": k % 2 == 0} for k in range(40)]
+
+
+def test_an_overwrite_folds_its_own_rows_from_an_empty_table(tmp_path):
+    t = Table.create(str(tmp_path / "t"), SCHEMA, ["id"], {"merge-engine": "partial-update", "write.bucket.num": "2"})
+    t.upsert([{"id": 1, "a": 1, "b": "x"}, {"id": 2, "a": 2}])
+    t.insert_overwrite([{"id": 1, "a": 5}, {"id": 1, "c": True}, {"id": 3, "b": "y"}])
+    assert sorted(t.scan().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "a": 5, "b": None, "c": True, "seq": None}, {"id": 3, "a": None, "b": "y", "c": None, "seq": None}]
+    assert sorted((r["id"], r["_op"]) for r in t.changes(start_version=1).to_pylist()) == [
+        (1, "upsert"), (2, "delete"), (3, "upsert")]
+    t.close()
