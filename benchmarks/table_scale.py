@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/table_scale.py --rows 10000000 [--work DIR]   # load, upsert, read, changes, point
     .venv/bin/python benchmarks/table_scale.py --pending --rows 2000000        # merge on read vs compacted
+    .venv/bin/python benchmarks/table_scale.py --engines --rows 1000000 --upsert 100000 --repeat 3
 
 Default: a table of ``--rows`` rows (16 buckets for tidelake), loaded in chunks of 2,000,000; then an upsert of
 ``--upsert`` rows (half updates of existing keys, half new keys); a snapshot read of the whole table; the change
@@ -13,6 +14,8 @@ no change feed.
 ``--pending``: a snapshot read with 10 pending upsert commits of 10 % of the keys each, vs the same read after a
 full compaction (their ratio), vs reading the same files without merging them (what a read filtering superseded
 rows by position could at best cost), and delta-rs's read of a table given the same 10 upserts by MERGE.
+
+``--engines``: one upsert per merge engine into the same table, the cost of folding rows on commit.
 """
 from __future__ import annotations
 
@@ -222,6 +225,32 @@ def pending(a: argparse.Namespace) -> None:
     c.close()
 
 
+def engines(a: argparse.Namespace) -> None:
+    """One upsert of ``--upsert`` rows (50 % updates) into a ``--rows``-row table per merge engine: the cost of
+    folding on commit (deduplicate does not fold)."""
+    props = {"deduplicate": {}, "partial-update": {"merge-engine": "partial-update"},
+             "aggregation": {"merge-engine": "aggregation", "fields.amount.aggregate-function": "sum",
+                             "fields.price.aggregate-function": "max"},
+             "first-row": {"merge-engine": "first-row"}}
+    print(f"rows {a.rows:,}, upsert {a.upsert:,} (50 % updates), {BUCKETS} buckets; median of {a.repeat}")
+    print("| merge-engine | upsert s | / deduplicate |\n|---|---:|---:|")
+    med = {}
+    for name, extra in props.items():
+        t = Table.create(f"{a.work}/engine-{name}", SCHEMA, ["id"],
+                         {"write.bucket.num": str(BUCKETS), "clustering.auto": "false", **extra})
+        t.insert_into(rows(np.arange(a.rows, dtype=np.int64), 0))
+        t.compact()
+        times = []
+        for i in range(a.repeat):
+            batch = rows(upsert_ids(a.rows + i * a.upsert, a.upsert), 10 + i)
+            t0 = time.perf_counter()
+            t.upsert(batch)
+            times.append(time.perf_counter() - t0)
+        med[name] = float(np.median(times))
+        print(f"| {name} | {med[name]:.3f} | {med[name] / med['deduplicate']:.1f}x |", flush=True)
+        t.close()
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rows", type=int, default=10_000_000)
@@ -230,6 +259,7 @@ def main() -> None:
     p.add_argument("--work")
     p.add_argument("--skip", nargs="*", default=[])
     p.add_argument("--pending", action="store_true")
+    p.add_argument("--engines", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--child", nargs=2)
@@ -240,7 +270,7 @@ def main() -> None:
     own = a.work is None
     a.work = a.work or tempfile.mkdtemp(prefix="tidelake-scale-")
     try:
-        pending(a) if a.pending else scale(a)
+        pending(a) if a.pending else engines(a) if a.engines else scale(a)
     finally:
         if own:
             shutil.rmtree(a.work, ignore_errors=True)
