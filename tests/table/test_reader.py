@@ -2,6 +2,7 @@
 import numpy as np
 import pyarrow as pa
 
+from tidelake.table import Table
 from tidelake.table.reader import without_keys
 
 
@@ -33,7 +34,6 @@ def test_without_keys_on_an_unsorted_older_part_and_string_keys():
 def test_the_key_range_bitmap_and_the_key_merge_read_the_same_rows(tmp_path):
     """A base and L0 deltas (upserts, deletes, keys beyond the base's range): merged by the bitmap over the
     key range (dense keys), and by sort and search (the same changes on keys spread too far for a bitmap)."""
-    from tidelake.table import Table
     rng = np.random.default_rng(11)
     for spread in (1, 10**9):
         t = Table.create(str(tmp_path / f"t{spread}"), pa.schema([("id", pa.int64()), ("v", pa.int64())]), ["id"],

@@ -93,12 +93,12 @@ class EngineCommit:
                 live_rows = lookup.bucket_rows(plans.get(bucket), distinct, columns, schema).to_pylist()
             else:
                 live_rows = []
-            out = _fold(engine, {tuple(r[k] for k in pk): r for r in live_rows}, staged.to_pylist(), pk,
-                        keep_unchanged=not onto_live)
-            if not out:
+            folded = _fold(engine, {tuple(r[k] for k in pk): r for r in live_rows}, staged.to_pylist(), pk,
+                           keep_unchanged=not onto_live)
+            if not folded.rows:
                 return None
-            ops = pa.array([op for op, _ in out], pa.int8())
-            rows = pa.Table.from_pylist([row for _, row in out], schema=schema).append_column(pa.field(OP, pa.int8()), ops)
+            rows = pa.Table.from_pylist(folded.rows, schema=schema).append_column(pa.field(OP, pa.int8()),
+                                                                                pa.array(folded.ops, pa.int8()))
             f = write_parquet(self.storage, rows, kind="delta", bucket=bucket, level=0, primary_key=pk,
                               min_version=version, max_version=version)
             written.append(f)
@@ -128,12 +128,22 @@ class EngineCommit:
         remove_files(self.storage, resolved.written)
 
 
+@dataclass
+class Folded:
+    """The resolved rows of one bucket, in key order: each row (a delete's holds only the key) and its ``_op``."""
+    rows: list[dict] = field(default_factory=list)
+    ops: list[int] = field(default_factory=list)
+
+    def add(self, op: int, row: dict) -> None:
+        self.rows.append(row)
+        self.ops.append(op)
+
+
 def _fold(engine: MergeEngine, live: dict[tuple, dict], staged: list[dict], pk: list[str],
-          keep_unchanged: bool) -> list[tuple[int, dict]]:
-    """(op, row) per key of ``staged`` (rows sorted by key, each key's in written order, with ``_op``) after
-    its changes are applied to its ``live`` row; keys whose row is unchanged are left out unless
-    ``keep_unchanged``."""
-    out: list[tuple[int, dict]] = []
+          keep_unchanged: bool) -> Folded:
+    """Each key of ``staged`` (rows sorted by key, each key's in written order, with ``_op``) after its changes
+    are applied to its ``live`` row; keys whose row is unchanged are left out unless ``keep_unchanged``."""
+    out = Folded()
     i, n = 0, len(staged)
     while i < n:
         key = tuple(staged[i][k] for k in pk)
@@ -146,7 +156,7 @@ def _fold(engine: MergeEngine, live: dict[tuple, dict], staged: list[dict], pk: 
             i += 1
         if row is None:
             if before is not None or keep_unchanged:
-                out.append((OP_DELETE, {k: v for k, v in zip(pk, key)}))
+                out.add(OP_DELETE, dict(zip(pk, key)))
         elif keep_unchanged or row != before:
-            out.append((OP_UPSERT, row))
+            out.add(OP_UPSERT, row)
     return out
