@@ -23,6 +23,8 @@ COLUMNS = SCHEMA.names
 CONFIGS = {
     "partial-update": {"merge-engine": "partial-update"},
     "partial-update+seq": {"merge-engine": "partial-update", "sequence.field": "seq"},
+    # the change feed's before-images written by the commits (change files), after the engine's fold
+    "partial-update+lookup": {"merge-engine": "partial-update", "changelog.producer": "lookup"},
     "aggregation": {"merge-engine": "aggregation", "fields.a.aggregate-function": "sum",
                     "fields.b.aggregate-function": "listagg", "fields.c.aggregate-function": "bool_and",
                     "aggregation.remove-record-on-delete": "true"},
