@@ -270,3 +270,17 @@ def test_an_overwrite_folds_its_own_rows_from_an_empty_table(tmp_path):
     assert sorted((r["id"], r["_op"]) for r in t.changes(start_version=1).to_pylist()) == [
         (1, "upsert"), (2, "delete"), (3, "upsert")]
     t.close()
+
+
+def test_a_commit_adding_a_column_folds_its_rows_with_that_column(tmp_path):
+    """Schema evolution in the same commit (``add_columns``, as the pipeline's): the new column's values are
+    folded with the rest, not dropped."""
+    t = Table.create(str(tmp_path / "t"), SCHEMA, ["id"], {"merge-engine": "partial-update"})
+    t.upsert([{"id": 1, "a": 1}])
+    extra = [pa.field("d", pa.string())]
+    files = t.stage_files([{"id": 1, "d": "new"}, {"id": 2, "b": "x"}], add_columns=extra)
+    t.commit_staged(files, add_columns=extra)
+    assert sorted(t.scan().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": 1, "a": 1, "b": None, "c": None, "seq": None, "d": "new"},
+        {"id": 2, "a": None, "b": "x", "c": None, "seq": None, "d": None}]
+    t.close()

@@ -127,11 +127,16 @@ class Committer:
                     stamped.append(f)
                 resolved = None
                 if self.engine is not None and operation in DATA_OPERATIONS:
-                    resolved = self.engine.resolve(md, stamped, operation)
+                    resolved = self.engine.resolve(md, stamped, operation, schema if schema is not None else md.schema)
                     if resolved is not None:
                         stamped = resolved.adds
                 if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
-                    stamped = self.change_files.write(md, stamped)
+                    try:
+                        stamped = self.change_files.write(md, stamped)
+                    except BaseException:
+                        if resolved is not None:   # (nothing of this attempt is left behind)
+                            self.engine.discard(resolved)
+                        raise
                 actions.extend(AddFile(f) for f in stamped)
                 if schema is not None:
                     actions.append(ChangeSchema(schema))

@@ -46,9 +46,9 @@ class Resolved:
     written: list[str] = field(default_factory=list)
 
 
-def engine_of(md: TableMetadata) -> MergeEngine:
-    """The merge engine of the table ``md`` describes."""
-    return MergeEngine.of(md.properties_at(md.version), md.schema, md.primary_key)
+def engine_of(md: TableMetadata, schema: pa.Schema | None = None) -> MergeEngine:
+    """The merge engine of the table ``md`` describes (``schema``: the one a commit gives it, else its own)."""
+    return MergeEngine.of(md.properties_at(md.version), schema if schema is not None else md.schema, md.primary_key)
 
 
 class EngineCommit:
@@ -60,18 +60,18 @@ class EngineCommit:
         # the older files a lookup decoded, kept for the next commits (as change_files.py does)
         self.decoded = DecodedFiles(CHANGELOG_LOOKUP_CACHE_BYTES.parse(CHANGELOG_LOOKUP_CACHE_BYTES.default))
 
-    def resolve(self, md: TableMetadata, adds: Sequence[DataFile], operation: str) -> Resolved | None:
-        """``adds`` with the L0 deltas of version ``md.version + 1`` resolved by the table's engine (None: the
-        engine is plain deduplication, or ``operation`` writes resolved rows). Nothing is left behind if
-        this fails; MergeRefused names what the engine cannot apply."""
-        engine = engine_of(md)
+    def resolve(self, md: TableMetadata, adds: Sequence[DataFile], operation: str,
+                schema: pa.Schema) -> Resolved | None:
+        """``adds`` with the L0 deltas of version ``md.version + 1`` resolved by the table's engine, in ``schema``
+        (the commit's: columns it adds included) (None: the engine is plain deduplication, or ``operation`` writes
+        resolved rows). Nothing is left behind if this fails; MergeRefused names what the engine cannot apply."""
+        engine = engine_of(md, schema)
         if not engine.resolves_on_commit or operation not in ONTO_LIVE | ONTO_EMPTY:
             return None
         version = md.version + 1
         mine = [f for f in adds if f.kind == "delta" and f.level == 0 and f.min_version == version]
         if not mine:
             return None
-        schema = md.schema
         columns = schema.names
         by_bucket: dict[int, list[DataFile]] = {}
         for f in mine:   # (in the order they were added: a key in two of them changed in that order)
