@@ -4,7 +4,7 @@
 A table whose engine is not plain deduplication stages every change a writer is given (``DeltaWriter``
 with ``every_change``: a bucket's rows sorted by key, in arrival order within a key), not only the last of
 each key. For each attempt to publish version N the committer calls :meth:`EngineCommit.resolve`: per
-bucket the staged rows are folded, key by key, onto the key's row live at N-1 (``KeyLookup``: only the
+bucket the staged rows are folded (engine_fold.py) onto their keys' rows live at N-1 (``KeyLookup``: only the
 buckets and rows of the changed keys), and one L0 delta of the resolved rows replaces the staged files in
 the commit: an upsert of the new row, or a delete. A key whose row does not change (first-row's later
 upserts, a row dropped by its sequence field) is left out, so the change feed shows only real changes.
@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 
 from tidelake.storage import Storage
 
-from .files import OP, OP_DELETE, OP_UPSERT, DataFile, remove_files, write_parquet
+from .engine_fold import fold
+from .files import DataFile, remove_files, write_parquet
 from .key_lookup import DecodedFiles, KeyLookup
 from .merge_engine import MergeEngine, MergeRefused
 from .metadata import TableMetadata
@@ -90,15 +91,12 @@ class EngineCommit:
             keys = staged.select(pk)
             if onto_live:
                 distinct = keys.group_by(pk).aggregate([])
-                live_rows = lookup.bucket_rows(plans.get(bucket), distinct, columns, schema).to_pylist()
+                live = lookup.bucket_rows(plans.get(bucket), distinct, columns, schema)
             else:
-                live_rows = []
-            folded = _fold(engine, {tuple(r[k] for k in pk): r for r in live_rows}, staged.to_pylist(), pk,
-                           keep_unchanged=not onto_live)
-            if not folded.rows:
+                live = schema.empty_table()
+            rows = fold(engine, live, staged, pk, schema, keep_unchanged=not onto_live)
+            if not rows.num_rows:
                 return None
-            rows = pa.Table.from_pylist(folded.rows, schema=schema).append_column(pa.field(OP, pa.int8()),
-                                                                                pa.array(folded.ops, pa.int8()))
             f = write_parquet(self.storage, rows, kind="delta", bucket=bucket, level=0, primary_key=pk,
                               min_version=version, max_version=version)
             written.append(f)
@@ -126,37 +124,3 @@ class EngineCommit:
     def discard(self, resolved: Resolved) -> None:
         """The attempt was not published: delete the files it wrote."""
         remove_files(self.storage, resolved.written)
-
-
-@dataclass
-class Folded:
-    """The resolved rows of one bucket, in key order: each row (a delete's holds only the key) and its ``_op``."""
-    rows: list[dict] = field(default_factory=list)
-    ops: list[int] = field(default_factory=list)
-
-    def add(self, op: int, row: dict) -> None:
-        self.rows.append(row)
-        self.ops.append(op)
-
-
-def _fold(engine: MergeEngine, live: dict[tuple, dict], staged: list[dict], pk: list[str],
-          keep_unchanged: bool) -> Folded:
-    """Each key of ``staged`` (rows sorted by key, each key's in written order, with ``_op``) after its changes
-    are applied to its ``live`` row; keys whose row is unchanged are left out unless ``keep_unchanged``."""
-    out = Folded()
-    i, n = 0, len(staged)
-    while i < n:
-        key = tuple(staged[i][k] for k in pk)
-        before = live.get(key)
-        row = before
-        while i < n and tuple(staged[i][k] for k in pk) == key:
-            change = staged[i]
-            op = change.pop(OP)
-            row = engine.apply(row, op, change)
-            i += 1
-        if row is None:
-            if before is not None or keep_unchanged:
-                out.add(OP_DELETE, dict(zip(pk, key)))
-        elif keep_unchanged or row != before:
-            out.add(OP_UPSERT, row)
-    return out
