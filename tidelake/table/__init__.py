@@ -28,7 +28,10 @@ write.bucket.num, acid.data.retain.hours, retention.auto, retention.check.commit
 clustering.l0.num, clustering.l1.num, clustering.max.file.bytes, clustering.max.time.span.hours,
 compaction.delta.num, compaction.commit.num, compaction.parallelism, checkpoint.interval, maintenance.mode,
 changelog.producer (``lookup``: data commits write change files with the change feed's
-before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``), changelog.lookup.cache.bytes, view.formats; users' own properties go under ``user.`` (any other name is refused).
+before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``), changelog.lookup.cache.bytes, view.formats,
+merge-engine (deduplicate, partial-update, aggregation, first-row: ``merge_engine.py``; applied by the
+commit, ``engine_commit.py``), sequence.field, fields.<column>.aggregate-function,
+aggregation.remove-record-on-delete; users' own properties go under ``user.`` (any other name is refused).
 """
 from .commit import conflict_rule
 from .errors import (CommitConflict, CorruptDataFile, CorruptLog, SchemaError, TableError, TableExists,

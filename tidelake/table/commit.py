@@ -9,6 +9,9 @@ Automatic maintenance (a compaction or clustering the table ran by itself, ``Log
 no logical row, so it never makes a data commit fail: a data commit skips such versions in its check.
 The maintenance job itself still loses to anything it conflicts with (and is retried later).
 
+A table with a merge engine (merge_engine.py) has each attempt's rows folded onto the live rows of the
+state it publishes on (engine_commit.py), discarded likewise when the attempt loses its race.
+
 With ``changelog.producer=lookup`` a data commit's change files (change_files.py) are written by each
 attempt against the state that attempt publishes on, and discarded when the attempt loses its race.
 """
@@ -24,6 +27,7 @@ import pyarrow as pa
 from tidelake.observability.table_stats import TableStats
 
 from .change_files import ChangeFileWriter
+from .engine_commit import EngineCommit
 from .errors import CommitConflict, TableError, VersionExpired, VersionNotFound
 from .files import DataFile
 from .log import CurrentMetadata
@@ -75,9 +79,11 @@ class Committer:
     """Publishes the commits of one table (thread-safe; processes coordinate through the log)."""
 
     def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000,
-                 stats: TableStats | None = None, change_files: ChangeFileWriter | None = None):
+                 stats: TableStats | None = None, change_files: ChangeFileWriter | None = None,
+                 engine: EngineCommit | None = None):
         self.current = current
         self.change_files = change_files   # writes a data commit's change files when the table asks for them
+        self.engine = engine   # resolves a data commit's rows by the table's merge engine
         self.clock = clock
         self.max_attempts = max_attempts
         self.stats = stats or TableStats()  # retries and conflicts, for the table's metrics
@@ -119,8 +125,18 @@ class Committer:
                     if f.kind == "delta" and f.level == 0 and f.min_version is None:
                         f = replace(f, min_version=version, max_version=version)
                     stamped.append(f)
+                resolved = None
+                if self.engine is not None and operation in DATA_OPERATIONS:
+                    resolved = self.engine.resolve(md, stamped, operation, schema if schema is not None else md.schema)
+                    if resolved is not None:
+                        stamped = resolved.adds
                 if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
-                    stamped = self.change_files.write(md, stamped)
+                    try:
+                        stamped = self.change_files.write(md, stamped)
+                    except BaseException:
+                        if resolved is not None:   # (nothing of this attempt is left behind)
+                            self.engine.discard(resolved)
+                        raise
                 actions.extend(AddFile(f) for f in stamped)
                 if schema is not None:
                     actions.append(ChangeSchema(schema))
@@ -132,10 +148,14 @@ class Committer:
                                  actions=tuple(actions), buckets=tuple(sorted(bucket_set)) if bucket_set is not None else None,
                                  restore_of=restore_of, auto=auto)
                 if self.current.log.publish(entry):
+                    if resolved is not None:
+                        self.engine.published(resolved)
                     self._checkpoint_if_due(self.current.published(entry))
                     return version
                 if self.change_files is not None:   # its images were of a state it no longer publishes on
                     self.change_files.discard(stamped)
+                if resolved is not None:   # its rows were folded onto a state it no longer publishes on
+                    self.engine.discard(resolved)
                 self.stats.commit_retries += 1  # another writer took this version: check again, retry
             raise TableError(f"{operation}: gave up after {self.max_attempts} commit attempts")
 

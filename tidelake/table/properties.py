@@ -10,7 +10,7 @@ refused, and so is a name that is none of these properties unless it is in the u
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, Mapping, TypeVar
 
 from .errors import TableError
@@ -113,6 +113,20 @@ class ChoiceProperty(TableProperty[str]):
 
 
 @dataclass(frozen=True)
+class NameProperty(TableProperty[str]):
+    """A column name, or empty for none (which column it must be is checked against the schema by its reader)."""
+
+    def parse(self, text: str) -> str:
+        name = text.strip()
+        if name != text or any(c in name for c in ",\n"):
+            raise self._refuse(text)
+        return name
+
+    def expected(self) -> str:
+        return "one column name (or empty)"
+
+
+@dataclass(frozen=True)
 class ChoicesProperty(TableProperty[tuple[str, ...]]):
     """A comma-separated set of words out of ``choices`` (empty: none)."""
     choices: tuple[str, ...] = ()
@@ -157,6 +171,21 @@ CHANGELOG_PRODUCER = ChoiceProperty("changelog.producer", "none",
                                     "lookup (looked up by the commit and stored in change files)", ("none", "lookup"))
 CHANGELOG_LOOKUP_CACHE_BYTES = IntProperty("changelog.lookup.cache.bytes", str(256 << 20),
                                            "memory a writer keeps older files decoded in for its lookups", 0)
+MERGE_ENGINE = ChoiceProperty("merge-engine", "deduplicate",
+                              "how the rows written for one key combine (merge_engine.py); fixed at creation",
+                              ("deduplicate", "partial-update", "aggregation", "first-row"))
+SEQUENCE_FIELD = NameProperty("sequence.field", "", "a column ordering each key's rows: a row whose value is "
+                              "smaller than the live row's is dropped (empty: arrival order)")
+AGGREGATION_REMOVE_RECORD_ON_DELETE = BoolProperty(
+    "aggregation.remove-record-on-delete", "false", "merge-engine=aggregation: a delete removes the key's row "
+    "(false: a delete is refused)")
+#: ``fields.<column>.aggregate-function`` (merge-engine=aggregation): one property per column, this template
+FIELD_AGGREGATE_PREFIX, FIELD_AGGREGATE_SUFFIX = "fields.", ".aggregate-function"
+AGGREGATE_FUNCTION = ChoiceProperty(
+    FIELD_AGGREGATE_PREFIX + "<column>" + FIELD_AGGREGATE_SUFFIX, "last_non_null_value",
+    "merge-engine=aggregation: how a column's values combine", (
+        "sum", "min", "max", "count", "last_value", "last_non_null_value", "first_value", "bool_and", "bool_or",
+        "listagg"))
 VIEW_FORMATS = ChoicesProperty("view.formats", "", "publish the read-optimized view after each compaction in these "
                                "open formats", ("delta", "iceberg"))
 
@@ -165,10 +194,30 @@ TABLE_PROPERTIES: dict[str, TableProperty] = {p.name: p for p in (
     TRANSACTIONAL, BUCKET_NUM, RETAIN_HOURS, RETENTION_AUTO, RETENTION_CHECK_COMMIT_NUM, CLUSTERING_AUTO,
     CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES, CLUSTERING_MAX_TIME_SPAN_HOURS,
     COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM, CHECKPOINT_INTERVAL, MAINTENANCE_MODE,
-    CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS)}
+    CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS, MERGE_ENGINE, SEQUENCE_FIELD,
+    AGGREGATION_REMOVE_RECORD_ON_DELETE)}
 
 #: what a new table starts with (every property but view.formats, whose default is "none")
 CREATION_DEFAULTS: dict[str, str] = {p.name: p.default for p in TABLE_PROPERTIES.values() if p.default}
+
+
+def aggregated_column(name: str) -> str | None:
+    """The column a ``fields.<column>.aggregate-function`` property names (None: not such a property)."""
+    if name.startswith(FIELD_AGGREGATE_PREFIX) and name.endswith(FIELD_AGGREGATE_SUFFIX):
+        column = name[len(FIELD_AGGREGATE_PREFIX):-len(FIELD_AGGREGATE_SUFFIX)]
+        return column or None
+    return None
+
+
+def aggregate_function(column: str) -> ChoiceProperty:
+    """The ``fields.<column>.aggregate-function`` property of ``column``."""
+    return replace(AGGREGATE_FUNCTION, name=FIELD_AGGREGATE_PREFIX + column + FIELD_AGGREGATE_SUFFIX)
+
+
+def engine_property(name: str) -> bool:
+    """Whether ``name`` is one of the merge engine's properties (fixed at creation, as the engine is)."""
+    return name in (MERGE_ENGINE.name, SEQUENCE_FIELD.name, AGGREGATION_REMOVE_RECORD_ON_DELETE.name) or \
+        aggregated_column(name) is not None
 
 
 def validated(properties: Mapping[str, object]) -> dict[str, str]:
@@ -180,6 +229,8 @@ def validated(properties: Mapping[str, object]) -> dict[str, str]:
         prop = TABLE_PROPERTIES.get(name)
         if prop is not None:
             prop.parse(text)
+        elif aggregated_column(name) is not None:
+            aggregate_function(aggregated_column(name)).parse(text)
         elif not name.startswith(USER_PREFIX) or name == USER_PREFIX:
             raise InvalidProperty(name, f"unknown (known: {', '.join(TABLE_PROPERTIES)}; a property of your own "
                                         f"goes under {USER_PREFIX}, e.g. {USER_PREFIX}{name})")

@@ -3,7 +3,8 @@
 A snapshot of one bucket is its base file plus the deltas newer than it, the newest change of every
 key winning and deletes dropped. The deltas are concatenated newest first (rows of a clustered file
 reversed, so a key's newest row of that file comes first) and one hash aggregation keeps each key's
-first row; no sort. Only when delta files overlap in versions (a clustered file spanning a file it
+first row; no sort. A base and L0 deltas on one integer key of a dense enough range merge by a bitmap
+over the key range instead (``_merge_dense``). Only when delta files overlap in versions (a clustered file spanning a file it
 did not absorb) are rows ordered by their commit version first. Base rows survive unless a delta
 names their key.
 
@@ -28,6 +29,8 @@ from .key_order import first_indices, first_of_each_key, int_key, sort_indices_b
 from .metadata import FileEntry
 from .scan import BucketPlan
 
+DENSE_SPAN_PER_ROW = 64          # merge by a bitmap over the key range (_merge_dense) up to this range per row read
+DENSE_MAX_SPAN = 1 << 28         # and never a bitmap of more than 256 MiB
 PARALLEL_MIN_ROWS = 200_000   # below this a local read runs in one thread (see MergeOnReadReader.map_files)
 _OP_LABELS = pa.array([OP_NAMES[OP_UPSERT], OP_NAMES[OP_DELETE]], pa.string())
 
@@ -195,6 +198,10 @@ class MergeOnReadReader:
         base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
         if not plan.deltas:
             return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
+        if not by_version and all(fe.file.level == 0 for fe in plan.deltas):
+            dense = self._merge_dense(base, plan.deltas, columns, schema, key_filter)
+            if dense is not None:
+                return dense
         if by_version:
             changed, upserts = self._merge_by_version(plan, columns, schema, key_filter)
         else:
@@ -202,6 +209,38 @@ class MergeOnReadReader:
         if base is None or base.num_rows == 0:
             return upserts
         return pa.concat_tables([without_keys(base, changed, pk), upserts])
+
+    def _merge_dense(self, base: pa.Table | None, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
+                     key_filter: pc.Expression | None) -> pa.Table | None:
+        """A base and L0 deltas in version order (one row per key in each file), merged by one bitmap over the
+        key range instead of a sort and a search: files newest first, each keeps the rows whose key no newer
+        file had, then marks its keys. Only for one integer key column whose range is at most
+        DENSE_SPAN_PER_ROW times the rows read (and DENSE_MAX_SPAN): the bitmap is one byte per value of the
+        range. None: the keys are not such (the caller merges by key)."""
+        if len(self.primary_key) != 1:
+            return None
+        newest_first = [self.read_file(fe.file, columns, schema, key_filter, ops=fe.file.deletes > 0)
+                        for fe in reversed(deltas)] + ([base] if base is not None else [])
+        keys = [int_key(t, self.primary_key) for t in newest_first]
+        if any(k is None for k in keys):
+            return None
+        present = [k for k in keys if len(k)]
+        if not present:
+            return pa.schema([schema.field(c) for c in columns]).empty_table()
+        lo, hi = min(int(k.min()) for k in present), max(int(k.max()) for k in present)
+        span = hi - lo + 1
+        if span > min(DENSE_MAX_SPAN, DENSE_SPAN_PER_ROW * sum(len(k) for k in keys)):
+            return None
+        seen = np.zeros(span, dtype=bool)
+        out = []
+        for t, k in zip(newest_first, keys):
+            at = k - lo
+            keep = ~seen[at]
+            seen[at] = True
+            if OP in t.column_names:   # (a delete hides older rows of its key, and is no row itself)
+                keep &= t.column(OP).to_numpy() == OP_UPSERT
+            out.append(_rows_where(t.select(columns), keep))
+        return pa.concat_tables(out)
 
     def _merge_ordered(self, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
                        key_filter: pc.Expression | None) -> tuple[pa.Table, pa.Table]:

@@ -22,6 +22,7 @@ from .files import DataFile, FilePlan
 from .metadata import TableMetadata
 from .reader import MergeOnReadReader
 from .scan import ScanFilter, ScanPlanner, file_plans
+from .engine_commit import engine_of
 from .writer import DeltaWriter
 
 
@@ -68,7 +69,8 @@ class Snapshot:
         """Bucketed, key-sorted L0 delta files of ``data`` in this version's schema, not yet visible:
         give them to ``Table.commit_staged`` (``read_version=snapshot.version``). ``op`` as in
         ``Table.stage_files`` (including 'changes')."""
-        writer = DeltaWriter(self.storage, self.metadata.primary_key, self.metadata.bucket_num)
+        writer = DeltaWriter(self.storage, self.metadata.primary_key, self.metadata.bucket_num,
+                             every_change=engine_of(self.metadata).resolves_on_commit)
         return writer.stage_files(data, op, self.schema)
 
     def __repr__(self) -> str:

@@ -22,13 +22,15 @@ from tidelake.observability.table_stats import TableStats
 from .change_feed import ChangeFeed
 from .change_files import ChangeFileWriter
 from .commit import Committer
+from .engine_commit import EngineCommit, engine_of
 from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
                     conform, last_wins, to_arrow)
 from .log import CurrentMetadata, MetadataLog
 from .maintenance import Maintenance
+from .merge_engine import MergeEngine
 from .metadata import ChangeSchema, LogEntry, SetAppState, SetProperties, TableMetadata
-from .properties import BUCKET_NUM, CREATION_DEFAULTS, InvalidProperty, validated
+from .properties import BUCKET_NUM, CREATION_DEFAULTS, InvalidProperty, engine_property, validated
 from .reader import MergeOnReadReader
 from .scan import ScanFilter, ScanPlanner, file_plans
 from .snapshot import Snapshot
@@ -70,10 +72,12 @@ class Table:
         #: merge-on-read access to the data files
         self.reader = MergeOnReadReader(storage, metadata.primary_key)
         #: staging of delta files (``prepare``, ``keys``, ``stage``)
-        self.writer = DeltaWriter(storage, metadata.primary_key, metadata.bucket_num)
+        self.writer = DeltaWriter(storage, metadata.primary_key, metadata.bucket_num,
+                                  every_change=engine_of(metadata).resolves_on_commit)
         #: the optimistic commit of this table
         self.committer = Committer(self._current, self._clock,
-                                   change_files=ChangeFileWriter(storage, self.reader))
+                                   change_files=ChangeFileWriter(storage, self.reader),
+                                   engine=EngineCommit(storage, self.reader))
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
@@ -101,6 +105,7 @@ class Table:
         props = {**CREATION_DEFAULTS, **validated(properties or {})}
         # primary key columns are never null
         schema = pa.schema([f.with_nullable(False) if f.name in primary_key else f for f in schema])
+        MergeEngine.of(props, schema, primary_key)   # (its properties must fit the schema)
         storage = open_storage(path, storage_options)
         mlog = MetadataLog(storage)
         entry = LogEntry(version=0, timestamp_ms=int((clock or wall_ms)()), operation="create", read_version=-1,
@@ -435,8 +440,9 @@ class Table:
     def set_properties(self, properties: dict[str, str]) -> int:
         """ALTER TABLE SET TBLPROPERTIES: every value checked first (``properties.validated``), then one version."""
         md = self._current.refresh()
-        if BUCKET_NUM.name in properties:
-            raise InvalidProperty(BUCKET_NUM.name, "fixed at creation")
+        for name in properties:
+            if name == BUCKET_NUM.name or engine_property(name):
+                raise InvalidProperty(name, "fixed at creation")
         props = dict(md.properties_at(md.version))
         props.update(validated(properties))
         return self.committer.commit("properties", read_version=md.version, properties=props)

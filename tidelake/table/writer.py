@@ -48,10 +48,13 @@ def _last_of_each_key(sorted_keys: pa.Table | np.ndarray, primary_key: Sequence[
 class DeltaWriter:
     """Stages rows of one table as L0 delta files on its storage."""
 
-    def __init__(self, storage: Storage, primary_key: Sequence[str], bucket_num: int):
+    def __init__(self, storage: Storage, primary_key: Sequence[str], bucket_num: int, every_change: bool = False):
         self.storage = storage
         self.primary_key = list(primary_key)
         self.bucket_num = bucket_num
+        #: stage every change of a key (in arrival order), not only its last: the table's merge engine
+        #: combines them when the commit is published (engine_commit.py)
+        self.every_change = every_change
 
     def prepare(self, data: Any, op: int, schema: pa.Schema) -> pa.Table:
         """Rows (pa.Table / RecordBatch / pandas / list of dicts) checked and conformed to ``schema``,
@@ -121,13 +124,13 @@ class DeltaWriter:
             keys = int_keys[arrival]
             # a stable sort keeps arrival order among equal keys: the last of each run wins
             by_key = stable_argsort(keys)
-            keep = _last_of_each_key(keys[by_key], pk)
-            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+            keep = True if self.every_change else _last_of_each_key(keys[by_key], pk)
+            chosen = arrival[by_key] if np.all(keep) else arrival[by_key[keep]]
         else:
             key_rows = rows.select(pk).take(arrival)
             by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
-            keep = _last_of_each_key(key_rows.take(by_key), pk)
-            chosen = arrival[by_key] if keep.all() else arrival[by_key[keep]]
+            keep = True if self.every_change else _last_of_each_key(key_rows.take(by_key), pk)
+            chosen = arrival[by_key] if np.all(keep) else arrival[by_key[keep]]
         # the indices come from this batch's own sort: no bounds to check
         return write_parquet(self.storage, pc.take(rows, pa.array(chosen), boundscheck=False), kind="delta",
                              bucket=bucket, level=0, primary_key=pk)
