@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tidelake.storage import Storage
 
 from .engine_fold import fold
 from .files import DataFile, remove_files, write_parquet
 from .key_lookup import DecodedFiles, KeyLookup
+from .key_order import sort_indices_by_key
 from .merge_engine import MergeEngine, MergeRefused
 from .metadata import TableMetadata
 from .properties import CHANGELOG_LOOKUP_CACHE_BYTES
@@ -87,7 +87,7 @@ class EngineCommit:
         def one_bucket(bucket: int) -> DataFile | None:
             staged = pa.concat_tables([self.reader.read_file(f, columns, schema) for f in by_bucket[bucket]])
             # a stable sort: a key's changes stay in the order they were written
-            staged = staged.take(pc.sort_indices(staged, sort_keys=[(k, "ascending") for k in pk]))
+            staged = staged.take(sort_indices_by_key(staged, pk))
             keys = staged.select(pk)
             if onto_live:
                 distinct = keys.group_by(pk).aggregate([])

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .files import OP, OP_DELETE, OP_UPSERT
+from .key_order import sort_indices_by_key
 from .merge_engine import MergeEngine
 
 _GROUP = "__group"
@@ -84,7 +85,7 @@ def _fold_columnar(engine: MergeEngine, live: pa.Table, staged: pa.Table, pk: li
     rows = pa.concat_tables([live.cast(schema), staged.select(schema.names)])
     all_ops = np.concatenate([np.zeros(live.num_rows, np.int8), ops])
     # a stable sort by key: a key's live row (first in the concatenation) comes before its changes
-    order = pc.sort_indices(rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
+    order = np.asarray(sort_indices_by_key(rows, pk))
     rows, src, all_ops = rows.take(order), src[order], all_ops[order]
     n = rows.num_rows
     starts = _run_starts(rows, pk)

@@ -17,7 +17,7 @@ from tidelake.storage import Storage
 from .errors import SchemaError
 from .files import (IO_THREADS, OP, OP_DELETE, OP_UPSERT, DataFile, bucket_ids, check_keys, conform, local_threads,
                     map_in_groups, parallel_map, shared_pool, to_arrow, write_parquet)
-from .key_order import stable_argsort
+from .key_order import sort_indices_by_key, stable_argsort
 
 _HASH_SLICE_ROWS = 256 * 1024   # below this a batch hashes in one go
 STAGE_OPS = {"upsert": OP_UPSERT, "insert": OP_UPSERT, "delete": OP_DELETE}
@@ -128,7 +128,7 @@ class DeltaWriter:
             chosen = arrival[by_key] if np.all(keep) else arrival[by_key[keep]]
         else:
             key_rows = rows.select(pk).take(arrival)
-            by_key = pc.sort_indices(key_rows, sort_keys=[(k, "ascending") for k in pk]).to_numpy()
+            by_key = np.asarray(sort_indices_by_key(key_rows, pk))
             keep = True if self.every_change else _last_of_each_key(key_rows.take(by_key), pk)
             chosen = arrival[by_key] if np.all(keep) else arrival[by_key[keep]]
         # the indices come from this batch's own sort: no bounds to check
