@@ -21,6 +21,7 @@ from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
 from tidelake.broker.context import BrokerContext, Endpoint
+from tidelake.broker.share_groups import build_share_coordinator, load_share_state
 from tidelake.broker.coordinators import (build_group_coordinator, build_transaction_coordinator, load_groups,
                                           coordinator_leadership, load_transactions)
 from tidelake.broker.dispatch import Dispatcher
@@ -106,6 +107,7 @@ class Broker:
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
         groups = build_group_coordinator(config, topics, partitions)
+        share_groups = build_share_coordinator(config, topics, partitions)
         node_id = int(explicit.get("node.id", explicit.get("broker.id", 1)))
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self.schema_registry = BrokerSchemaRegistry(config, next(
@@ -122,6 +124,7 @@ class Broker:
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, partition_service=service,
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
+            share_groups=share_groups,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, cluster=cluster,
             schema_validation=schemas)
         if cluster is not None:
@@ -249,6 +252,7 @@ class Broker:
         else:  # in a cluster the groups load as this broker becomes leader of __consumer_offsets partitions
             load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
             load_transactions(ctx.transactions, ctx.logs)
+        load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
@@ -369,6 +373,12 @@ class Broker:
                 ctx.groups.tick(ctx.clock_ms())
             except Exception:
                 log.exception("group coordinator tick failed")
+            try:
+                for group_id, member_id in ctx.share_groups.tick(ctx.clock_ms()):
+                    log.info("share group %s: session expired for %s; its records released", group_id, member_id)
+                ctx.share_groups.flush()
+            except Exception:
+                log.exception("share group coordinator tick failed")
             after = _classic_members(ctx.groups.groups)
             for group_id, ids in members.items():
                 gone = ids - after.get(group_id, frozenset())

@@ -10,8 +10,10 @@ membership or subscription change bumps the group epoch. The assignor is Kafka's
 plain form: every member is assigned every partition of the topics it subscribes to (share groups let
 many members read one partition; records, not partitions, are what is handed out).
 
-A member that leaves or expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED
-at the delivery-count limit).
+A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
+the delivery-count limit); one that leaves keeps them until its share session closes with its last
+acknowledgements (or their locks expire), as a client closing sends its leave and its final
+acknowledgements side by side.
 """
 from __future__ import annotations
 
@@ -22,12 +24,15 @@ from typing import Callable, Iterator
 from tidelake import errors
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_partition import SharePartition
+from tidelake.coordinator.share_session import ShareSessionCache
+from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, state_partition, tombstone_key
 
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 STABLE, EMPTY = "Stable", "Empty"
 SIMPLE_ASSIGNOR = "simple"
 
 SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
+StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
 
 
 @dataclass
@@ -64,12 +69,14 @@ class HeartbeatAnswer:
 
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
-                 partitions_of: Callable[[str], int | None]):
+                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None):
         self.config = config
         self.topic_id_of = topic_id_of
         self.partitions_of = partitions_of
+        self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.sessions = ShareSessionCache()
 
     # -- membership -------------------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, subscribed: list[str] | None,
@@ -79,8 +86,9 @@ class ShareGroupCoordinator:
         group = self.groups.setdefault(group_id, ShareGroup(group_id))
         member = group.members.get(member_id)
         if member_epoch == LEAVE_EPOCH:
-            if member is not None:
-                self._remove(group, member_id)
+            if member is not None:  # its records stay acquired until its share session closes (the client
+                del group.members[member_id]  # sends its last acknowledgements then) or their locks expire
+                group.epoch += 1
             return HeartbeatAnswer(member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms, None)
         if member_epoch == JOIN_EPOCH:
             if not subscribed:
@@ -122,9 +130,13 @@ class ShareGroupCoordinator:
     def _remove(self, group: ShareGroup, member_id: str) -> None:
         del group.members[member_id]
         group.epoch += 1
-        for (gid, _t, _p), sp in self.share_partitions.items():
-            if gid == group.group_id:
-                sp.release_member(member_id)
+        self.sessions.drop_member(group.group_id, member_id)
+        self.release_member(group.group_id, member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> int:
+        """Release every record ``member_id`` holds in the group's share-partitions; how many."""
+        return sum(sp.release_member(member_id) for (gid, _t, _p), sp in self.share_partitions.items()
+                   if gid == group_id)
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -165,12 +177,35 @@ class ShareGroupCoordinator:
                 yield topic, partition, sp
 
     def delete_offsets(self, group_id: str, topic: str) -> list[int]:
-        """DeleteShareGroupOffsets: forget the group's state of ``topic``; the partitions forgotten."""
+        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (tombstones in the state topic);
+        the partitions forgotten."""
         gone = [p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic]
+        topic_id = self.topic_id_of(topic)
+        by_partition: dict[int, list] = {}
         for p in gone:
             del self.share_partitions[(group_id, topic, p)]
+            if topic_id is not None:
+                key = ShareStateKey(group_id, topic_id, p)
+                by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                    (tombstone_key(key), None))
+        if self.write is not None:
+            for partition, records in by_partition.items():
+                self.write(partition, records)
         return gone
 
-    def changed_partitions(self) -> list[tuple[SharePartitionKey, SharePartition]]:
-        """The share-partitions changed since last asked (what must be persisted)."""
-        return [(k, sp) for k, sp in self.share_partitions.items() if sp.take_changed()]
+    def flush(self, leader_epoch: int = 0) -> int:
+        """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
+        written. Called after each request that changes state and after each tick."""
+        by_partition: dict[int, list] = {}
+        for (group_id, topic, partition), sp in self.share_partitions.items():
+            if not sp.take_changed() or self.write is None:
+                continue
+            topic_id = self.topic_id_of(topic)
+            if topic_id is None:  # the topic was deleted: nothing left to deliver
+                continue
+            key = ShareStateKey(group_id, topic_id, partition)
+            by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                snapshot_record(key, sp, leader_epoch))
+        for partition, records in by_partition.items():
+            self.write(partition, records)
+        return sum(len(r) for r in by_partition.values())

@@ -83,10 +83,14 @@ def tombstone_key(key: ShareStateKey) -> bytes:
 
 
 def replay(records: Iterable[tuple[bytes, bytes | None]], config: ShareGroupConfig) -> dict[ShareStateKey, SharePartition]:
-    """Every share-partition the records (in log order) leave behind."""
+    """Every share-partition the records (in log order) leave behind; a record this version cannot decode
+    is skipped (a later snapshot of its share-partition replaces it)."""
     state: dict[ShareStateKey, tuple[int, int, dict[int, StateBatch]]] = {}
     for key, value in records:
-        r = decode_record(key, value)
+        try:
+            r = decode_record(key, value)
+        except ValueError:
+            continue
         if r is None:
             if record_type(key) == SNAPSHOT:
                 k = decode_key(_SnapshotKey, key)

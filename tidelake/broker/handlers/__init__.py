@@ -1,6 +1,7 @@
 """Request handlers by domain; importing this package registers every one of them in
 ``tidelake.broker.registry.REGISTRY``."""
-from tidelake.broker.handlers import (acls, admin, cluster, configs, data_plane, groups, metadata, sasl,
-                                     transactions)
+from tidelake.broker.handlers import (acls, admin, cluster, configs, data_plane, groups, metadata, sasl, share_fetch,
+                                     share_groups, transactions)
 
-__all__ = ["acls", "admin", "cluster", "configs", "data_plane", "groups", "metadata", "sasl", "transactions"]
+__all__ = ["acls", "admin", "cluster", "configs", "data_plane", "groups", "metadata", "sasl", "share_fetch",
+           "share_groups", "transactions"]
