@@ -100,6 +100,12 @@ WHOLE: dict[int, Callable[[Any, int], list[Need]]] = {
     # ConsumerGroupHeartbeat: as Kafka, a subscription naming a topic the member may not describe fails
     # whole with TOPIC_AUTHORIZATION_FAILED (a client never learns of topics it cannot see)
     68: lambda r, v: [(O.READ, GROUP, r.group_id)] + [(O.DESCRIBE, TOPIC, t) for t in r.subscribed_topic_names or ()],
+    # KIP-932 share groups: GROUP READ, as Kafka; ShareFetch / ShareAcknowledge check TOPIC READ per topic
+    76: lambda r, v: [(O.READ, GROUP, r.group_id)] + [(O.DESCRIBE, TOPIC, t) for t in r.subscribed_topic_names or ()],
+    78: lambda r, v: [(O.READ, GROUP, r.group_id)],  # ShareFetch
+    79: lambda r, v: [(O.READ, GROUP, r.group_id)],  # ShareAcknowledge
+    91: lambda r, v: [(O.READ, GROUP, r.group_id)] + [(O.READ, TOPIC, t.topic_name) for t in r.topics],
+    92: lambda r, v: [(O.DELETE, GROUP, r.group_id)] + [(O.READ, TOPIC, t.topic_name) for t in r.topics],
 }
 
 
@@ -164,6 +170,10 @@ ITEMS: dict[int, ItemRule] = {
                  errors.TransactionalIdAuthorizationFailed.code),  # DescribeTransactions
     69: ItemRule(_always("group_ids"), _always("groups"), lambda c, g: c.allowed(O.DESCRIBE, GROUP, g),
                  errors.GroupAuthorizationFailed.code),  # ConsumerGroupDescribe
+    77: ItemRule(_always("group_ids"), _always("groups"), lambda c, g: c.allowed(O.DESCRIBE, GROUP, g),
+                 errors.GroupAuthorizationFailed.code),  # ShareGroupDescribe
+    90: ItemRule(_always("groups"), _always("groups"), lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id),
+                 errors.GroupAuthorizationFailed.code),  # DescribeShareGroupOffsets
 }
 # AddPartitionsToTxn v4+ has no per-topic list at the top (checked whole).
 _ITEMS_MAX_VERSION = {24: 3}

@@ -61,7 +61,7 @@ def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: L
         plog = logs.get(SHARE_STATE_TOPIC, p)
         if plog is not None:
             plain, _open = resolve_transactional_records(plog.iter_batches(0))
-            records.extend((r.key, r.value) for r in plain)
+            records.extend(plain)
     n = 0
     for key, sp in replay(records, share.config).items():
         topic = topics.by_id(key.topic_id)
