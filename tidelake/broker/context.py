@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable
 
 from tidelake import errors
+from tidelake.broker.access import Grants
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
@@ -127,10 +128,12 @@ class BrokerContext:
 
 @dataclass(slots=True)
 class RequestContext:
-    """One request's header, the client's address and its connection's session (listener, principal)."""
+    """One request's header, the client's address, its connection's session (listener, principal) and
+    what the API's declared in-handler checks permit it (``tidelake.broker.access``)."""
     header: RequestHeader
     client_host: str
     session: Session
+    grants: Grants
 
     @property
     def api_version(self) -> int:

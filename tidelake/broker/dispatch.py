@@ -16,11 +16,12 @@ from bisect import bisect_left
 from time import perf_counter
 
 import tidelake.broker.handlers  # noqa: F401 (registers every handler in REGISTRY)
-from tidelake.broker.authorization import RULED_APIS, authorize_request, filter_listing, merge_denied
+from tidelake.broker.access import ALL_GRANTED
+from tidelake.broker.authorization import authorize, listed, merge_refused
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.sasl import raw_sasl_token
 from tidelake.broker.error_response import error_response
-from tidelake.broker.registry import REGISTRY, ApiSpec, api_versions_response
+from tidelake.broker.registry import REGISTRY, ApiDeclaration, api_versions_response
 from tidelake.errors import KafkaApiError, UnsupportedVersion
 from tidelake.observability.broker_stats import LATENCY_STRIDE, MAX_API_KEYS, BrokerStats
 from tidelake.observability.histogram import LATENCY_BUCKETS
@@ -92,18 +93,22 @@ class Dispatcher:
                 if null_field is not None:  # as unparseable to Kafka as a truncated body
                     raise FramingError(f"cannot decode {spec.name} v{api_version}: non-nullable field {null_field} "
                                        "was serialized as null")
-            ctx = RequestContext(header, session.client_host, session)
             try:
-                refusals = ()
-                ruled = self.authorizing and api_key in RULED_APIS
-                if ruled:
-                    request, refusals = authorize_request(self.context, ctx, api_key, request)
-                response = await spec.handler(self.context, ctx, request)
-                if ruled:
-                    for refused, code in refusals:  # denied items answered with their error, after the rest
-                        merge_denied(api_key, api_version, response,
-                                     _error_response(spec, refused, api_version, code, None))
-                    filter_listing(self.context, ctx, api_key, response)
+                if self.authorizing:
+                    access = spec.access
+                    authorized = authorize(self.context, access, session.principal, session.client_host,
+                                           api_version, request)
+                    request = authorized.request
+                    ctx = RequestContext(header, session.client_host, session, authorized.grants)
+                    response = await spec.handler(self.context, ctx, request)
+                    for refusal in authorized.refusals:  # refused items answered with their error, after the rest
+                        merge_refused(access, api_version, response,
+                                      _error_response(spec, refusal.request, api_version, refusal.code, None))
+                    if access.listing is not None and response is not None:
+                        response = listed(self.context, access, session.principal, session.client_host, response)
+                else:
+                    ctx = RequestContext(header, session.client_host, session, ALL_GRANTED)
+                    response = await spec.handler(self.context, ctx, request)
             except KafkaApiError as e:
                 # The whole request failed: report the error at the top level, or on every item it named.
                 if not expects_response(api_key, request):
@@ -121,7 +126,7 @@ class Dispatcher:
                     stats.latency_counts[api_key * LATENCY_STRIDE + bisect_left(LATENCY_BUCKETS, elapsed)] += 1
                     stats.latency_sums[api_key] += elapsed
 
-    def _unsupported_version_response(self, spec: ApiSpec, api_version: int, correlation_id: int,
+    def _unsupported_version_response(self, spec: ApiDeclaration, api_version: int, correlation_id: int,
                                       frame) -> bytes:
         """UNSUPPORTED_VERSION for a registered API asked at a version outside what we serve.
 
@@ -156,7 +161,7 @@ class Dispatcher:
         return _encode_response(spec, api_version, correlation_id, resp)
 
 
-def _error_response(spec: ApiSpec, request, api_version: int, code: int, message: str | None):
+def _error_response(spec: ApiDeclaration, request, api_version: int, code: int, message: str | None):
     try:
         return error_response(spec, request, api_version, code, message)
     except Exception as e:  # a schema shape the builder does not handle: say so, close
@@ -164,7 +169,7 @@ def _error_response(spec: ApiSpec, request, api_version: int, code: int, message
         raise FramingError(f"no error response for {spec.name} v{api_version}") from e
 
 
-def _encode_response(spec: ApiSpec, api_version: int, correlation_id: int, response) -> bytes | list:
+def _encode_response(spec: ApiDeclaration, api_version: int, correlation_id: int, response) -> bytes | list:
     flexible_header = spec.api_key != API_VERSIONS_KEY and spec.response_cls.flexible_version_q(api_version)
     if type(response) is list:
         # pre-encoded body in chunks (Fetch: record bytes are not copied again)

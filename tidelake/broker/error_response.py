@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidelake.broker.registry import ApiSpec
+from tidelake.broker.registry import ApiDeclaration
 
 
 def _is_error_code(f) -> bool:
@@ -156,12 +156,14 @@ def _build_error_struct(struct, data_class, req_field_struct, req, version: int,
     return data_class(**values)
 
 
-def error_response(spec: ApiSpec, request, version: int, code: int, message: str | None = None):
+def error_response(spec: ApiDeclaration, request, version: int, code: int, message: str | None = None):
     """A well-formed ``spec`` response at ``version`` reporting ``code`` wherever the schema lets it
     (see the module docstring); ``request`` is the decoded request, or None when it could not be decoded."""
     resp_cls = spec.response_cls
     if message is None:
         message = f"{spec.name.removesuffix('Request')} v{version}: error {code}"
+    if spec.error_response is not None and request is not None:
+        return spec.error_response(request, version, code, message)
     return _build_error_struct(resp_cls._struct, lambda **kw: resp_cls(version=version, **kw),
                                spec.request_cls._struct if request is not None else None, request, version,
                                code, message, top=True)

@@ -1,8 +1,9 @@
-"""The API registry: which Kafka APIs the broker serves, at which versions, by which handler.
+"""The API registry: which Kafka APIs the broker serves, at which versions, by which handler, under which
+authorization rule: one ``ApiDeclaration`` per API.
 
-Each handler module in ``tidelake.broker.handlers`` registers its handlers with ``@api(...)``;
-importing ``tidelake.broker.handlers`` imports them all. The dispatcher looks handlers up here and
-ApiVersions advertises exactly what is registered, so adding an API is one decorated function.
+Each handler module in ``tidelake.broker.handlers`` declares its APIs with ``@api(...)`` on the handler;
+importing ``tidelake.broker.handlers`` imports them all. The dispatcher looks declarations up here and
+ApiVersions advertises exactly what is declared, so adding an API is one decorated function.
 """
 from __future__ import annotations
 
@@ -11,38 +12,50 @@ from typing import Any, Awaitable, Callable
 
 from kafka.protocol.metadata import ApiVersionsResponse
 
+from tidelake.broker.access import Access
+
 Handler = Callable[..., Awaitable[Any]]
 
 
 @dataclass(frozen=True)
-class ApiSpec:
+class ApiDeclaration:
     api_key: int
     name: str
     min_version: int
     max_version: int
-    request_cls: Any  # kafka-python ApiMessage request class (decodes the JSON-spec'd body)
-    response_cls: Any  # kafka-python ApiMessage response class
+    request_cls: Any  # the ApiMessage request class generated from Kafka's JSON spec (decodes the body)
+    response_cls: Any  # the ApiMessage response class
     handler: Handler
+    access: Access  # what the principal needs (tidelake.broker.access), applied by the dispatcher
+    # the API's answer to a request failed as a whole, where the one derived from its spec
+    # (tidelake.broker.error_response) cannot say it: (request, version, code, message) -> response
+    error_response: Callable[[Any, int, int, str], Any] | None = None
 
 
-REGISTRY: dict[int, ApiSpec] = {}
+REGISTRY: dict[int, ApiDeclaration] = {}
 
 
-def api(request_cls, response_cls, min_version: int = 0, max_version: int | None = None):
-    """Register ``handler(broker: BrokerContext, ctx: RequestContext, request) -> response``."""
+def api(request_cls, response_cls, min_version: int = 0, max_version: int | None = None, *, access: Access,
+        error_response: Callable[[Any, int, int, str], Any] | None = None):
+    """Declare ``handler(broker: BrokerContext, ctx: RequestContext, request) -> response`` as the one
+    handler of ``request_cls``'s API, served at ``min_version``..``max_version``, under ``access``;
+    ``error_response`` only where the spec-derived one cannot answer (see ``ApiDeclaration``)."""
 
     def deco(fn: Handler) -> Handler:
         key = request_cls.API_KEY
-        REGISTRY[key] = ApiSpec(key, request_cls.name, min_version,
-                                request_cls.max_version if max_version is None else max_version,
-                                request_cls, response_cls, fn)
+        if key in REGISTRY:
+            raise ValueError(f"{request_cls.name} (api key {key}) is declared twice: "
+                             f"{REGISTRY[key].handler.__qualname__} and {fn.__qualname__}")
+        REGISTRY[key] = ApiDeclaration(key, request_cls.name, min_version,
+                                       request_cls.max_version if max_version is None else max_version,
+                                       request_cls, response_cls, fn, access, error_response)
         return fn
 
     return deco
 
 
 def api_versions_response(version: int, error_code: int = 0) -> ApiVersionsResponse:
-    """ApiVersions' answer: every registered API with the versions it is served at."""
+    """ApiVersions' answer: every declared API with the versions it is served at."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
             for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
     return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,

@@ -27,6 +27,7 @@ from tidelake.broker.coordinators import (build_group_coordinator, build_transac
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
+from tidelake.broker.state_snapshot import broker_state_snapshot
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.partition_service import LocalPartitions, ReplicatedPartitions
@@ -42,7 +43,7 @@ from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
 from tidelake.observability.broker_observer import BrokerObserver
-from tidelake.observability.broker_collector import read_state
+from tidelake.observability.broker_state import BrokerStateSnapshot
 from tidelake.observability.broker_stats import BrokerStats
 from tidelake.observability.server import parse_listen
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
@@ -199,7 +200,7 @@ class Broker:
         try:
             if self._metrics_address is not None:  # first: /health/live answers while logs recover
                 self.observer = BrokerObserver(*self._metrics_address, stats=ctx.metrics,
-                                               read_state=lambda: self._on_loop(loop, self._state),
+                                               read_state=lambda: self._on_loop(loop, self.state_snapshot),
                                                ping=lambda: self._on_loop(loop, lambda: None),
                                                api_names={k: spec.name.removesuffix("Request")
                                                           for k, spec in REGISTRY.items()}).start()
@@ -289,8 +290,9 @@ class Broker:
         """``http://HOST:PORT`` of the metrics listener (None unless ``metrics.listen`` is set)."""
         return self.observer.url if self.observer is not None else None
 
-    def _state(self):
-        return read_state(self.context, self.connections)
+    def state_snapshot(self) -> BrokerStateSnapshot:
+        """What a metrics scrape reports of the broker's state (call on the broker's loop)."""
+        return broker_state_snapshot(self.context, len(self.connections))
 
     @staticmethod
     def _on_loop(loop: asyncio.AbstractEventLoop, fn, timeout: float = 5.0):

@@ -7,14 +7,15 @@ from typing import Callable, Mapping
 
 from prometheus_client import CollectorRegistry
 
-from tidelake.observability.broker_collector import BrokerCollector, BrokerState
+from tidelake.observability.broker_collector import BrokerCollector
+from tidelake.observability.broker_state import BrokerStateSnapshot
 from tidelake.observability.broker_stats import BrokerStats
 from tidelake.observability.health import Flag, Health
 from tidelake.observability.server import MetricsServer
 
 
 class BrokerObserver:
-    def __init__(self, host: str, port: int, *, stats: BrokerStats, read_state: Callable[[], BrokerState],
+    def __init__(self, host: str, port: int, *, stats: BrokerStats, read_state: Callable[[], BrokerStateSnapshot],
                  ping: Callable[[], None], api_names: Mapping[int, str]):
         self.logs_loaded = Flag("loading the data directory", "data directory loaded")
         self.coordinators_loaded = Flag("loading the group and transaction coordinators", "coordinators loaded")
@@ -41,7 +42,7 @@ class BrokerObserver:
         self.serving.clear()
         self.server.stop()
 
-    def _read_state_when_loaded(self, read: Callable[[], BrokerState]) -> Callable[[], BrokerState | None]:
+    def _read_state_when_loaded(self, read: Callable[[], BrokerStateSnapshot]) -> Callable[[], BrokerStateSnapshot | None]:
         # before the coordinators are loaded the loop is busy loading: report the counters only
         return lambda: read() if self.coordinators_loaded.ok else None
 

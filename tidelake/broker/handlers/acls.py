@@ -10,13 +10,14 @@ from kafka.protocol.admin import (CreateAclsRequest, CreateAclsResponse, DeleteA
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.access import cluster_whole
 from tidelake.broker.registry import api
-from tidelake.security.acl.model import AclBindingFilter, PatternType, binding_from_wire
+from tidelake.security.acl.model import AclBindingFilter, Operation, PatternType, binding_from_wire
 
 _NO_AUTHORIZER = "No Authorizer is configured on the broker"
 
 
-@api(CreateAclsRequest, CreateAclsResponse, 0, 3)
+@api(CreateAclsRequest, CreateAclsResponse, 0, 3, access=cluster_whole(Operation.ALTER))
 async def create_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     R = CreateAclsResponse.AclCreationResult
@@ -43,7 +44,7 @@ def _filter(f, version: int) -> AclBindingFilter:
                                       f.principal_filter, f.host_filter, f.operation, f.permission_type)
 
 
-@api(DescribeAclsRequest, DescribeAclsResponse, 0, 3)
+@api(DescribeAclsRequest, DescribeAclsResponse, 0, 3, access=cluster_whole(Operation.DESCRIBE))
 async def describe_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     if authorizer is None:
@@ -64,7 +65,7 @@ async def describe_acls(broker: BrokerContext, ctx: RequestContext, request):
     return DescribeAclsResponse(throttle_time_ms=0, error_code=errors.NONE, error_message=None, resources=resources)
 
 
-@api(DeleteAclsRequest, DeleteAclsResponse, 0, 3)
+@api(DeleteAclsRequest, DeleteAclsResponse, 0, 3, access=cluster_whole(Operation.ALTER))
 async def delete_acls(broker: BrokerContext, ctx: RequestContext, request):
     authorizer = broker.security.authorizer
     FR = DeleteAclsResponse.DeleteAclsFilterResult

@@ -17,6 +17,8 @@ from tidelake.broker.config_definitions import validate_topic_configs
 from tidelake.broker.handlers.common import per_partition
 from tidelake.errors import error_code
 from tidelake.broker.topics import validate_topic_name
+from tidelake.broker.access import TOPIC, TOPIC_DENIED, Check, cluster_whole, per_item, topic
+from tidelake.security.acl.model import Operation as O
 from tidelake.broker.registry import api
 
 NONE = errors.NONE
@@ -26,7 +28,8 @@ _CTRTopic = CreateTopicsResponse.CreatableTopicResult
 _CTRConfig = _CTRTopic.CreatableTopicConfigs
 
 
-@api(CreateTopicsRequest, CreateTopicsResponse, 2, 7)
+@api(CreateTopicsRequest, CreateTopicsResponse, 2, 7, access=per_item(
+    "topics", "topics", lambda c, t: c.cluster(O.CREATE) or c.allowed(O.CREATE, TOPIC, t.name), TOPIC_DENIED))
 async def create_topics(broker: BrokerContext, ctx: RequestContext, request):
     version = ctx.api_version
     names = [t.name for t in request.topics]
@@ -109,7 +112,18 @@ def _created(broker: BrokerContext, name: str, topic_id, partitions: int, replic
 _DTRTopic = DeleteTopicsResponse.DeletableTopicResult
 
 
-@api(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6)
+def _may_delete_topic(c: Check, t) -> bool:
+    if isinstance(t, str):  # DeleteTopics v0-5: names
+        return c.allowed(O.DELETE, TOPIC, t)
+    name = t.name or c.topic_name(t.topic_id)
+    # an id no topic has is the handler's UNKNOWN_TOPIC_ID: it names nothing a denial could hide
+    return name is None or c.allowed(O.DELETE, TOPIC, name)
+
+
+# by id: the id's topic; an unknown id is the handler's UNKNOWN_TOPIC_ID
+@api(DeleteTopicsRequest, DeleteTopicsResponse, 1, 6, access=per_item(
+    lambda v: "topics" if v >= 6 else "topic_names", "responses", lambda c, t: t is None or _may_delete_topic(c, t),
+    TOPIC_DENIED))
 async def delete_topics(broker: BrokerContext, ctx: RequestContext, request):
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -147,7 +161,8 @@ async def delete_topics(broker: BrokerContext, ctx: RequestContext, request):
 _CPRTopic = CreatePartitionsResponse.CreatePartitionsTopicResult
 
 
-@api(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3)
+@api(CreatePartitionsRequest, CreatePartitionsResponse, 0, 3,
+     access=per_item("topics", "results", topic(O.ALTER), TOPIC_DENIED))
 async def create_partitions(broker: BrokerContext, ctx: RequestContext, request):
     results = []
     names = [t.name for t in request.topics]
@@ -175,7 +190,7 @@ _DRRTopic = DeleteRecordsResponse.DeleteRecordsTopicResult
 _DRRPartition = _DRRTopic.DeleteRecordsPartitionResult
 
 
-@api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2)
+@api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2, access=per_item("topics", "topics", topic(O.DELETE), TOPIC_DENIED))
 async def delete_records(broker: BrokerContext, ctx: RequestContext, request):
     def answer_for(topic):
         def answer(plog, p):
@@ -206,7 +221,7 @@ def _partition_size(data_dir: Path, topic: str, partition: int) -> int:
         return 0
 
 
-@api(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5)
+@api(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5, access=cluster_whole(O.DESCRIBE))
 async def describe_log_dirs(broker: BrokerContext, ctx: RequestContext, request):
     wanted: dict[str, list[int]] = {}
     if request.topics is None:
@@ -231,7 +246,8 @@ _DPRPartition = _DPRTopic.PartitionResponse
 _DPRState = _DPRPartition.ProducerState
 
 
-@api(DescribeProducersRequest, DescribeProducersResponse, 0, 0)
+@api(DescribeProducersRequest, DescribeProducersResponse, 0, 0,
+     access=per_item("topics", "topics", topic(O.READ), TOPIC_DENIED))
 async def describe_producers(broker: BrokerContext, ctx: RequestContext, request):
     def answer(plog, p):
         return _DPRPartition(partition_index=p, error_code=NONE, error_message=None,

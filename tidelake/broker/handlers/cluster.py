@@ -15,6 +15,8 @@ from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, AlterParti
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.access import cluster_whole
+from tidelake.security.acl.model import Operation as O
 from tidelake.broker.registry import api
 from tidelake.protocol.messages import (ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrRequest,
                                         LeaderAndIsrResponse, StopReplicaRequest, StopReplicaResponse,
@@ -25,21 +27,21 @@ def _single_broker() -> errors.KafkaApiError:
     return errors.StaleControllerEpoch("this broker is not in a cluster (no zookeeper.connect)")
 
 
-@api(LeaderAndIsrRequest, LeaderAndIsrResponse, 0, 5)
+@api(LeaderAndIsrRequest, LeaderAndIsrResponse, 0, 5, access=cluster_whole(O.CLUSTER_ACTION))
 async def leader_and_isr(broker: BrokerContext, ctx: RequestContext, request):
     if broker.cluster is None:
         raise _single_broker()
     return await broker.cluster.handle_leader_and_isr(request, ctx.api_version)
 
 
-@api(UpdateMetadataRequest, UpdateMetadataResponse, 0, 7)
+@api(UpdateMetadataRequest, UpdateMetadataResponse, 0, 7, access=cluster_whole(O.CLUSTER_ACTION))
 async def update_metadata(broker: BrokerContext, ctx: RequestContext, request):
     if broker.cluster is None:
         raise _single_broker()
     return await broker.cluster.handle_update_metadata(request, ctx.api_version)
 
 
-@api(StopReplicaRequest, StopReplicaResponse, 0, 3)
+@api(StopReplicaRequest, StopReplicaResponse, 0, 3, access=cluster_whole(O.CLUSTER_ACTION))
 async def stop_replica(broker: BrokerContext, ctx: RequestContext, request):
     if broker.cluster is None:
         raise _single_broker()
@@ -51,7 +53,7 @@ _ERPartition = _ERTopic.PartitionResult
 PREFERRED, UNCLEAN = 0, 1
 
 
-@api(ElectLeadersRequest, ElectLeadersResponse, 0, 2)
+@api(ElectLeadersRequest, ElectLeadersResponse, 0, 2, access=cluster_whole(O.ALTER))
 async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
     unclean = ctx.api_version >= 1 and request.election_type == UNCLEAN
     wanted = None if request.topic_partitions is None else [
@@ -72,7 +74,7 @@ async def elect_leaders(broker: BrokerContext, ctx: RequestContext, request):
         _ERTopic(topic=t, partition_result=ps) for t, ps in by_topic.items()])
 
 
-@api(ControlledShutdownRequest, ControlledShutdownResponse, 0, 2)
+@api(ControlledShutdownRequest, ControlledShutdownResponse, 0, 2, access=cluster_whole(O.CLUSTER_ACTION))
 async def controlled_shutdown(broker: BrokerContext, ctx: RequestContext, request):
     if broker.cluster is None:
         raise errors.NotController("this broker is not in a cluster (no zookeeper.connect)")
@@ -87,7 +89,8 @@ _ARTopic = AlterPartitionReassignmentsResponse.ReassignableTopicResponse
 _ARPartition = _ARTopic.ReassignablePartitionResponse
 
 
-@api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1)
+@api(AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, 0, 1,
+     access=cluster_whole(O.ALTER))
 async def alter_partition_reassignments(broker: BrokerContext, ctx: RequestContext, request):
     wanted = {(t.name, p.partition_index): (None if p.replicas is None else list(p.replicas))
               for t in request.topics for p in t.partitions}
@@ -120,7 +123,8 @@ _LRTopic = ListPartitionReassignmentsResponse.OngoingTopicReassignment
 _LRPartition = _LRTopic.OngoingPartitionReassignment
 
 
-@api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0)
+@api(ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse, 0, 0,
+     access=cluster_whole(O.DESCRIBE))
 async def list_partition_reassignments(broker: BrokerContext, ctx: RequestContext, request):
     wanted = None if request.topics is None else [(t.name, p) for t in request.topics for p in t.partition_indexes]
     ongoing = broker.cluster.list_partition_reassignments(wanted) if broker.cluster is not None else {}

@@ -1,11 +1,11 @@
-"""Helpers shared by the handler modules: per-partition answers, authorization checks made inside
-handlers."""
+"""Helpers shared by the handler modules: per-partition answers, the operations a principal may do on a
+resource (KIP-430's reported ``authorized_operations``, not a check)."""
 from __future__ import annotations
 
 from tidelake import errors
 from tidelake.errors import error_code
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.security.acl.model import SUPPORTED_OPERATIONS, Operation, ResourceType
+from tidelake.security.acl.model import SUPPORTED_OPERATIONS, ResourceType
 
 
 def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,
@@ -24,14 +24,6 @@ def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,
         except Exception as e:
             out.append(fail(p, error_code(e)))
     return out
-
-
-def authorized(broker: BrokerContext, ctx: RequestContext, op: Operation, resource_type: ResourceType,
-               name: str) -> bool:
-    """Whether the request's principal may do ``op`` on the resource (always, without an authorizer)."""
-    authorizer = broker.security.authorizer
-    return authorizer is None or authorizer.authorize(ctx.session.principal, ctx.session.client_host, op,
-                                                      resource_type, name)
 
 
 def authorized_operations(broker: BrokerContext, ctx: RequestContext, resource_type: ResourceType,

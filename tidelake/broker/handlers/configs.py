@@ -10,6 +10,8 @@ from tidelake import errors
 import tidelake.broker.config_definitions as cfg
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.errors import error_code
+from tidelake.broker.access import config_resource, config_resource_denied, per_item
+from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
 
 NONE = errors.NONE
@@ -27,7 +29,8 @@ def _is_this_broker(broker: BrokerContext, name: str) -> bool:
     return name == "" or name == str(broker.node_id)
 
 
-@api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4)
+@api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4,
+     access=per_item("resources", "results", config_resource(Operation.DESCRIBE_CONFIGS), config_resource_denied))
 async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
     version = ctx.api_version
     with_synonyms = bool(request.include_synonyms)
@@ -128,7 +131,8 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
 _ACRResponse = AlterConfigsResponse.AlterConfigsResourceResponse
 
 
-@api(AlterConfigsRequest, AlterConfigsResponse, 0, 2)
+@api(AlterConfigsRequest, AlterConfigsResponse, 0, 2,
+     access=per_item("resources", "responses", config_resource(Operation.ALTER_CONFIGS), config_resource_denied))
 async def alter_configs(broker: BrokerContext, ctx: RequestContext, request):
     out = []
     for r in request.resources:
@@ -149,7 +153,8 @@ async def alter_configs(broker: BrokerContext, ctx: RequestContext, request):
 _IACRResponse = IncrementalAlterConfigsResponse.AlterConfigsResourceResponse
 
 
-@api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1)
+@api(IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse, 0, 1,
+     access=per_item("resources", "responses", config_resource(Operation.ALTER_CONFIGS), config_resource_denied))
 async def incremental_alter_configs(broker: BrokerContext, ctx: RequestContext, request):
     out = []
     for r in request.resources:

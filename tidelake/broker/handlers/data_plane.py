@@ -19,7 +19,8 @@ from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import per_partition
 from tidelake.broker.partition_service import AppendOutcome, PartitionService, PendingAcks, ReadOutcome
-from tidelake.security.acl.model import Operation, ResourceType
+from tidelake.broker.access import CLUSTER, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, Need, per_item, topic
+from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
 from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
@@ -32,9 +33,11 @@ UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
 UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
 ZERO_UUID = uuid.UUID(int=0)
 READ_COMMITTED = 1
-TOPIC_AUTHORIZATION_FAILED = errors.TopicAuthorizationFailed.code
-# bound once: an enum member lookup per request is measurable on the produce path
-WRITE, READ, TOPIC, TRANSACTIONAL_ID = Operation.WRITE, Operation.READ, ResourceType.TOPIC, ResourceType.TRANSACTIONAL_ID
+TOPIC_AUTHORIZATION_FAILED = TOPIC_DENIED
+O = Operation
+WRITE_TOPIC = HandlerCheck(O.WRITE, TOPIC)  # Produce: each topic (named by id from v13)
+READ_TOPIC = HandlerCheck(O.READ, TOPIC)  # Fetch: each partition of the fetch session
+FOLLOWER_FETCH = HandlerCheck(O.CLUSTER_ACTION, CLUSTER)  # Fetch from a follower (replica id >= 0)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -64,19 +67,17 @@ def _produce_part(index: int, outcome: AppendOutcome) -> tuple:
             outcome.message)
 
 
-@api(ProduceRequest, ProduceResponse, 3, 13)
+@api(ProduceRequest, ProduceResponse, 3, 13, access=Access(
+    whole=lambda r, v: [Need(O.WRITE, TXN, r.transactional_id)] if r.transactional_id is not None else [],
+    in_handler=frozenset({WRITE_TOPIC})))
 async def produce(broker: BrokerContext, ctx: RequestContext, request):
     acks, version, now, stats = request.acks, ctx.api_version, broker.clock_ms(), broker.metrics
-    service, transactional_id, authorizer = broker.partition_service, request.transactional_id, broker.security.authorizer
-    if authorizer is not None and transactional_id is not None and not authorizer.authorize(
-            ctx.session.principal, ctx.session.client_host, WRITE, TRANSACTIONAL_ID, transactional_id):
-        raise errors.TransactionalIdAuthorizationFailed("Transactional Id authorization failed")
+    service, transactional_id, grants = broker.partition_service, request.transactional_id, ctx.grants
     pending: list[tuple[list, int, PendingAcks]] = []  # acks=all appends awaiting the ISR, where they answer
     topics_out = []
     for td in request.topic_data:
         name = _topic_name(broker, td.name, td.topic_id, version >= 13)
-        if authorizer is not None and name is not None and not authorizer.authorize(
-                ctx.session.principal, ctx.session.client_host, WRITE, TOPIC, name):
+        if name is not None and not grants.permits(WRITE_TOPIC, name):
             topics_out.append(_produce_denied(td, TOPIC_AUTHORIZATION_FAILED, stats))
             continue
         parts = []
@@ -149,17 +150,14 @@ def _forgotten_partitions(broker: BrokerContext, request, by_id: bool) -> list[t
     return out
 
 
-def _denied_fetch_topics(broker: BrokerContext, ctx: RequestContext, request, requested) -> set:
+def _denied_fetch_topics(ctx: RequestContext, request, requested) -> set:
     """Topics this Fetch may not read: a consumer needs READ on each; a follower (replica id >= 0)
     CLUSTER_ACTION on the cluster."""
-    authorizer = broker.security.authorizer
-    principal, host = ctx.session.principal, ctx.session.client_host
     replica_id = request.replica_id if request.replica_id is not None else -1
     names = {r[0] for r in requested if r[0] is not None}
     if replica_id >= 0:
-        ok = authorizer.authorize(principal, host, Operation.CLUSTER_ACTION, ResourceType.CLUSTER, "kafka-cluster")
-        return set() if ok else names
-    return {n for n in names if not authorizer.authorize(principal, host, READ, TOPIC, n)}
+        return set() if ctx.grants.permits(FOLLOWER_FETCH, "") else names
+    return {n for n in names if not ctx.grants.permits(READ_TOPIC, n)}
 
 
 def _read_requested(service: PartitionService, requested: list[tuple], refused: dict, max_bytes: int,
@@ -205,7 +203,8 @@ def _fetch_response(broker: BrokerContext, version: int, session, results: list[
                                  [(k[0] if k[0] is not None else "", k[1], v) for k, v in topics_out.items()])
 
 
-@api(FetchRequest, FetchResponse, 4, 18)
+# the partitions checked are the fetch session's (an incremental fetch names only changes)
+@api(FetchRequest, FetchResponse, 4, 18, access=Access(in_handler=frozenset({READ_TOPIC, FOLLOWER_FETCH})))
 async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     version, by_id, service = ctx.api_version, ctx.api_version >= 13, broker.partition_service
     read_committed = request.isolation_level == READ_COMMITTED
@@ -224,8 +223,8 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
             return encode_fetch_response(version, e.code, 0, [])
         requested = session.partitions
     refused = service.fetch_leadership(requested, epochs, request.replica_id)  # partitions not led here
-    if broker.security.authorizer is not None:
-        denied = _denied_fetch_topics(broker, ctx, request, requested)
+    denied = _denied_fetch_topics(ctx, request, requested)
+    if denied:
         refused = {**refused, **{(r[0], r[2]): TOPIC_AUTHORIZATION_FAILED for r in requested if r[0] in denied}}
     follower = service.reads_as_follower(request.replica_id)
     while True:
@@ -269,7 +268,7 @@ def _list_offset(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int
     return found_ts, offset
 
 
-@api(ListOffsetsRequest, ListOffsetsResponse, 1, 11)
+@api(ListOffsetsRequest, ListOffsetsResponse, 1, 11, access=per_item("topics", "topics", topic(O.DESCRIBE), TOPIC_DENIED))
 async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
     read_committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
 
@@ -298,7 +297,8 @@ _OERTopic = OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult
 _OERPartition = _OERTopic.EpochEndOffset
 
 
-@api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4)
+@api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4,
+     access=per_item("topics", "topics", topic(O.DESCRIBE, "topic"), TOPIC_DENIED))
 async def offset_for_leader_epoch(broker: BrokerContext, ctx: RequestContext, request):
     def answer_for(topic: str):
         def answer(plog, p):

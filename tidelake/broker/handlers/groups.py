@@ -21,10 +21,11 @@ from kafka.protocol.consumer import (HeartbeatRequest, HeartbeatResponse, JoinGr
 from kafka.protocol.metadata import FindCoordinatorRequest, FindCoordinatorResponse
 
 from tidelake import errors
-from tidelake.broker.authorization import Check
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
 from tidelake.broker.handlers.common import authorized_operations
+from tidelake.broker.access import (GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, ItemRule,
+                                    ListingRule, Need, per_item, topic, whole)
 from tidelake.broker.registry import api
 from tidelake.security.acl.model import Operation, ResourceType
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
@@ -35,6 +36,12 @@ from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGr
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
 INVALID_GROUP_ID = errors.InvalidGroupId.code
+O = Operation
+DESCRIBE_TOPIC = HandlerCheck(O.DESCRIBE, TOPIC)  # OffsetFetch of every topic: which ones it lists
+
+
+def _read_group(request, _version) -> list[Need]:
+    return [Need(O.READ, GROUP, request.group_id)]
 GROUP_KEY, TRANSACTION_KEY = 0, 1  # FindCoordinator key types
 
 log = logging.getLogger("tidelake.broker.groups")
@@ -43,7 +50,9 @@ log = logging.getLogger("tidelake.broker.groups")
 # ---------------------------------------------------------------------------------------------
 # FindCoordinator: key type 0 (group) and 1 (transaction)
 # ---------------------------------------------------------------------------------------------
-@api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6)
+@api(FindCoordinatorRequest, FindCoordinatorResponse, 0, 6, access=whole(
+    lambda r, v: [Need(O.DESCRIBE, TXN if (r.key_type if v >= 1 else 0) == 1 else GROUP, k)
+                  for k in (r.coordinator_keys if v >= 4 else [r.key])]))
 async def find_coordinator(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else GROUP_KEY
@@ -104,7 +113,7 @@ async def _cluster_coordinator(broker: BrokerContext, ctx: RequestContext, key_t
 # ---------------------------------------------------------------------------------------------
 # classic protocol
 # ---------------------------------------------------------------------------------------------
-@api(JoinGroupRequest, JoinGroupResponse, 0, 9)
+@api(JoinGroupRequest, JoinGroupResponse, 0, 9, access=whole(_read_group))
 async def join_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     now = broker.clock_ms()
@@ -149,7 +158,7 @@ def _classic_or_error(broker: BrokerContext, group_id: str) -> ClassicGroup:
     return g
 
 
-@api(SyncGroupRequest, SyncGroupResponse, 0, 5)
+@api(SyncGroupRequest, SyncGroupResponse, 0, 5, access=whole(_read_group))
 async def sync_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     try:
@@ -166,7 +175,7 @@ async def sync_group(broker: BrokerContext, ctx: RequestContext, req):
                              protocol_name=result.protocol_name, assignment=result.assignment)
 
 
-@api(HeartbeatRequest, HeartbeatResponse, 0, 4)
+@api(HeartbeatRequest, HeartbeatResponse, 0, 4, access=whole(_read_group))
 async def heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     try:
         group = _classic_or_error(broker, req.group_id)
@@ -178,7 +187,7 @@ async def heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     return HeartbeatResponse(throttle_time_ms=0, error_code=code)
 
 
-@api(LeaveGroupRequest, LeaveGroupResponse, 0, 5)
+@api(LeaveGroupRequest, LeaveGroupResponse, 0, 5, access=whole(_read_group))
 async def leave_group(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     members = [(req.member_id, None)] if v < 3 else [(m.member_id, m.group_instance_id) for m in req.members]
@@ -198,7 +207,8 @@ async def leave_group(broker: BrokerContext, ctx: RequestContext, req):
 # offsets
 # ---------------------------------------------------------------------------------------------
 # v10 identifies topics by id (Kafka 4.1); clients negotiate v9, which carries names.
-@api(OffsetCommitRequest, OffsetCommitResponse, 2, 9)
+@api(OffsetCommitRequest, OffsetCommitResponse, 2, 9,
+     access=per_item("topics", "topics", topic(O.READ), TOPIC_DENIED, whole=_read_group))
 async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     now = broker.clock_ms()
@@ -256,15 +266,6 @@ async def _replicated(broker: BrokerContext, partition: int) -> int:
     return errors.CoordinatorNotAvailable.code if code else errors.NONE  # Kafka's mapping of the other errors
 
 
-def _describable(broker: BrokerContext, ctx: RequestContext):
-    """Whether the principal may DESCRIBE a topic (always, without an authorizer): a fetch of every
-    committed offset lists only such topics, as Kafka's does."""
-    if broker.security.authorizer is None:
-        return lambda _topic: True
-    check = Check(broker, ctx)
-    return lambda topic: check.allowed(Operation.DESCRIBE, ResourceType.TOPIC, topic)
-
-
 def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_stable: bool,
                          member_id: str | None = None, member_epoch: int = -1, visible=lambda _topic: True):
     """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])]); with ``topics``
@@ -299,7 +300,15 @@ def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_s
 
 
 # v10 identifies topics by id; clients negotiate v9.
-@api(OffsetFetchRequest, OffsetFetchResponse, 1, 9)
+# v1-7: one group (whole), its topics checked one by one; v8+: several groups, each answered on its own.
+# A fetch of every committed offset lists only the topics the principal may describe, as Kafka's does.
+@api(OffsetFetchRequest, OffsetFetchResponse, 1, 9, access=Access(
+    whole=lambda r, v: [] if v >= 8 else [Need(O.DESCRIBE, GROUP, r.group_id)],
+    items=ItemRule(lambda v: "groups" if v >= 8 else "topics", lambda v: "groups" if v >= 8 else "topics",
+                   lambda c, item: (c.allowed(O.DESCRIBE, GROUP, item.group_id) if hasattr(item, "group_id")
+                                    else c.allowed(O.DESCRIBE, TOPIC, item.name)),
+                   lambda item: GROUP_DENIED if hasattr(item, "group_id") else TOPIC_DENIED),
+    in_handler=frozenset({DESCRIBE_TOPIC})))
 async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     require_stable = bool(req.require_stable) if v >= 7 else False
@@ -309,7 +318,7 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
         try:
             broker.check_group_coordinator(req.group_id)
             code, rows = _fetch_group_offsets(broker, req.group_id, req.topics, require_stable,
-                                              visible=_describable(broker, ctx))
+                                              visible=lambda t: ctx.grants.permits(DESCRIBE_TOPIC, t))
         except errors.KafkaApiError as e:
             code, rows = e.code, []
         return OffsetFetchResponse(throttle_time_ms=0, error_code=code, topics=[
@@ -319,7 +328,8 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     T = G.OffsetFetchResponseTopics
     P = T.OffsetFetchResponsePartitions
     groups = []
-    visible = _describable(broker, ctx)
+    def visible(t: str) -> bool:
+        return ctx.grants.permits(DESCRIBE_TOPIC, t)
     for g in req.groups:
         try:
             broker.check_group_coordinator(g.group_id)
@@ -334,7 +344,8 @@ async def offset_fetch(broker: BrokerContext, ctx: RequestContext, req):
     return OffsetFetchResponse(throttle_time_ms=0, groups=groups)
 
 
-@api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0)
+@api(OffsetDeleteRequest, OffsetDeleteResponse, 0, 0, access=per_item(
+    "topics", "topics", topic(O.READ), TOPIC_DENIED, whole=lambda r, v: [Need(O.DELETE, GROUP, r.group_id)]))
 async def offset_delete(broker: BrokerContext, ctx: RequestContext, req):
     T = OffsetDeleteResponse.OffsetDeleteResponseTopic
     P = T.OffsetDeleteResponsePartition
@@ -363,7 +374,8 @@ async def offset_delete(broker: BrokerContext, ctx: RequestContext, req):
 # ---------------------------------------------------------------------------------------------
 # group admin
 # ---------------------------------------------------------------------------------------------
-@api(ListGroupsRequest, ListGroupsResponse, 0, 5)
+@api(ListGroupsRequest, ListGroupsResponse, 0, 5, access=Access(listing=ListingRule(
+    "groups", lambda c, g: c.cluster(O.DESCRIBE) or c.allowed(O.DESCRIBE, GROUP, g.group_id))))
 async def list_groups(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     gc = broker.groups
@@ -383,7 +395,8 @@ async def list_groups(broker: BrokerContext, ctx: RequestContext, req):
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
 
 
-@api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6)
+@api(DescribeGroupsRequest, DescribeGroupsResponse, 0, 6,
+     access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g), GROUP_DENIED))
 async def describe_groups(broker: BrokerContext, ctx: RequestContext, req):
     broker.check_group_coordinator(*req.groups)  # clients ask each group's coordinator
     v = ctx.api_version
@@ -416,7 +429,8 @@ async def describe_groups(broker: BrokerContext, ctx: RequestContext, req):
     return DescribeGroupsResponse(throttle_time_ms=0, groups=out)
 
 
-@api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2)
+@api(DeleteGroupsRequest, DeleteGroupsResponse, 0, 2,
+     access=per_item("groups_names", "results", lambda c, g: c.allowed(O.DELETE, GROUP, g), GROUP_DENIED))
 async def delete_groups(broker: BrokerContext, ctx: RequestContext, req):
     gc = broker.groups
     R = DeleteGroupsResponse.DeletableGroupResult
@@ -438,7 +452,10 @@ def _topic_ids(broker: BrokerContext) -> dict:
     return {info.topic_id: name for name, info in broker.metadata.topics.items()}
 
 
-@api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1)
+# as Kafka, a subscription naming a topic the member may not describe fails whole with
+# TOPIC_AUTHORIZATION_FAILED (a client never learns of topics it cannot see)
+@api(ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse, 0, 1, access=whole(
+    lambda r, v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.DESCRIBE, TOPIC, t) for t in r.subscribed_topic_names or ()]))
 async def consumer_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     R = ConsumerGroupHeartbeatResponse
     if not req.group_id:
@@ -471,7 +488,8 @@ async def consumer_group_heartbeat(broker: BrokerContext, ctx: RequestContext, r
              assignment=assignment)
 
 
-@api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1)
+@api(ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, 0, 1,
+     access=per_item("group_ids", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g), GROUP_DENIED))
 async def consumer_group_describe(broker: BrokerContext, ctx: RequestContext, req):
     broker.check_group_coordinator(*req.group_ids)
     R = ConsumerGroupDescribeResponse

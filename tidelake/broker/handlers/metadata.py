@@ -12,7 +12,8 @@ from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, Met
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import authorized, authorized_operations, bit_set
+from tidelake.broker.handlers.common import authorized_operations, bit_set
+from tidelake.broker.access import TOPIC, HandlerCheck, in_handler, open_to_all
 from tidelake.broker.registry import api, api_versions_response
 from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import LiveBroker
@@ -23,9 +24,11 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
 ZERO_UUID = uuid.UUID(int=0)
 BROKER_ENDPOINT = 1  # DescribeCluster endpoint type
 _INTERNAL_TOPICS = (OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC)  # created by their coordinators only
+DESCRIBE_TOPIC = HandlerCheck(Operation.DESCRIBE, TOPIC)  # a topic named, or listed
+CREATE_TOPIC = HandlerCheck(Operation.CREATE, TOPIC, cluster_suffices=True)  # auto-creation
 
 
-@api(ApiVersionsRequest, ApiVersionsResponse, 0, 4)
+@api(ApiVersionsRequest, ApiVersionsResponse, 0, 4, access=open_to_all("asked before authenticating"))
 async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
     return api_versions_response(ctx.api_version)
 
@@ -69,12 +72,12 @@ def _missing_topic(code: int, name: str | None, topic_id=ZERO_UUID) -> Any:
     return _MRTopic(error_code=code, name=name, topic_id=topic_id, is_internal=False, partitions=[])
 
 
-@api(MetadataRequest, MetadataResponse, 0, 13)
+@api(MetadataRequest, MetadataResponse, 0, 13, access=in_handler(DESCRIBE_TOPIC, CREATE_TOPIC))
 async def metadata(broker: BrokerContext, ctx: RequestContext, request):
     await _cluster_view_known(broker)
     version = ctx.api_version
     topics_mgr = broker.topics
-    guarded = broker.security.authorizer is not None
+    grants = ctx.grants
     want_ops = version >= 8 and request.include_topic_authorized_operations
 
     def describe(info):
@@ -84,7 +87,7 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
     if request.topics is None or (version == 0 and not request.topics):
         # a listing shows only the topics the principal may describe (Kafka's rule)
         topics = [describe(info) for info in list(broker.metadata.topics.values())
-                  if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, info.name)]
+                  if grants.permits(DESCRIBE_TOPIC, info.name)]
     else:
         allow_auto = request.allow_auto_topic_creation if version >= 4 else True
         auto = allow_auto and broker.config.get_bool("auto.create.topics.enable", True)
@@ -98,14 +101,12 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
                     topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
                     continue
                 name = info.name
-            if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name or ""):
+            if not grants.permits(DESCRIBE_TOPIC, name or ""):
                 # the same answer whether or not it exists: a denied name reveals nothing
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name, t.topic_id or ZERO_UUID))
                 continue
             info = topics_mgr.get(name)
-            if info is None and auto and name not in _INTERNAL_TOPICS and guarded and not (
-                    authorized(broker, ctx, Operation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME)
-                    or authorized(broker, ctx, Operation.CREATE, ResourceType.TOPIC, name)):
+            if info is None and auto and name not in _INTERNAL_TOPICS and not grants.permits(CREATE_TOPIC, name):
                 topics.append(_missing_topic(errors.TopicAuthorizationFailed.code, name))
                 continue
             if info is None and auto and name not in _INTERNAL_TOPICS and broker.cluster is not None:
@@ -175,21 +176,21 @@ _DTPTopic = _DTP.DescribeTopicPartitionsResponseTopic
 _DTPPartition = _DTPTopic.DescribeTopicPartitionsResponsePartition
 
 
-@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0)
+@api(DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse, 0, 0, access=in_handler(DESCRIBE_TOPIC))
 async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, request):
     """Paged topic description (KIP-966): topics by name order, at most response_partition_limit
     partitions, a cursor to continue from."""
-    guarded = broker.security.authorizer is not None
+    grants = ctx.grants
     names = sorted({t.name for t in request.topics}) if request.topics else sorted(
         n for n in broker.metadata.topics
-        if not guarded or authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, n))
+        if grants.permits(DESCRIBE_TOPIC, n))
     cursor = request.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
     limit = max(1, request.response_partition_limit)
     topics, next_cursor, budget = [], None, limit
     for name in names:
-        if guarded and not authorized(broker, ctx, Operation.DESCRIBE, ResourceType.TOPIC, name):
+        if not grants.permits(DESCRIBE_TOPIC, name):
             topics.append(_DTPTopic(error_code=errors.TopicAuthorizationFailed.code, name=name, topic_id=ZERO_UUID,
                                     is_internal=False, partitions=[]))
             continue
@@ -218,7 +219,8 @@ async def describe_topic_partitions(broker: BrokerContext, ctx: RequestContext, 
     return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
-@api(DescribeClusterRequest, DescribeClusterResponse, 0, 2)
+@api(DescribeClusterRequest, DescribeClusterResponse, 0, 2,
+     access=open_to_all("as Kafka's: only the authorized operations it reports depend on the principal"))
 async def describe_cluster(broker: BrokerContext, ctx: RequestContext, request):
     await _cluster_view_known(broker)
     if ctx.api_version >= 1 and request.endpoint_type != BROKER_ENDPOINT:

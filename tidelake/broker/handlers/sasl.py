@@ -16,11 +16,11 @@ from kafka.protocol.sasl import (SaslAuthenticateRequest, SaslAuthenticateRespon
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
-from tidelake.broker.handlers.common import authorized
+from tidelake.broker.access import cluster_whole, open_to_all
 from tidelake.broker.registry import api
 from tidelake.protocol.connection import AUTHENTICATED
 from tidelake.protocol.framing import FramingError
-from tidelake.security.acl.model import CLUSTER_NAME, Operation, ResourceType
+from tidelake.security.acl.model import Operation
 from tidelake.security.principal import user
 from tidelake.security.sasl import SaslAuthenticationError
 from tidelake.security.sasl.scram import (HASHES, MAX_ITERATIONS, MIN_ITERATIONS,
@@ -39,7 +39,7 @@ def _enabled(broker: BrokerContext, session: Session) -> tuple[str, ...]:
     return sec.mechanisms if sec is not None else ()
 
 
-@api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1)
+@api(SaslHandshakeRequest, SaslHandshakeResponse, 0, 1, access=open_to_all("the login itself"))
 async def sasl_handshake(broker: BrokerContext, ctx: RequestContext, request):
     session = ctx.session
     conn = session.connection
@@ -71,7 +71,7 @@ def _step(session: Session, token: bytes) -> bytes:
     return reply
 
 
-@api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2)
+@api(SaslAuthenticateRequest, SaslAuthenticateResponse, 0, 2, access=open_to_all("the login itself"))
 async def sasl_authenticate(broker: BrokerContext, ctx: RequestContext, request):
     session = ctx.session
     version = ctx.api_version
@@ -113,14 +113,18 @@ def raw_sasl_token(broker: BrokerContext, session: Session, frame) -> bytes:
 _AR = AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult
 
 
-@api(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0)
+def _scram_alter_failed(request, _version: int, code: int, message: str):
+    """A failed request's answer: the error once per user it names (Kafka's getErrorResponse)."""
+    names = dict.fromkeys(item.name for item in [*request.deletions, *request.upsertions])
+    return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
+        _AR(user=name, error_code=code, error_message=message) for name in names])
+
+
+@api(AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, 0, 0, access=cluster_whole(Operation.ALTER),
+     error_response=_scram_alter_failed)
 async def alter_user_scram_credentials(broker: BrokerContext, ctx: RequestContext, request):
     store = broker.security.store
     ops = [("delete", d) for d in request.deletions] + [("upsert", u) for u in request.upsertions]
-    if not authorized(broker, ctx, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
-        return AlterUserScramCredentialsResponse(throttle_time_ms=0, results=[
-            _AR(user=name, error_code=errors.ClusterAuthorizationFailed.code, error_message=None)
-            for name in dict.fromkeys(item.name for _kind, item in ops)])
     seen: dict[tuple[str, int], int] = {}
     for _kind, item in ops:
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
@@ -176,7 +180,8 @@ async def alter_user_scram_credentials(broker: BrokerContext, ctx: RequestContex
 _DR = DescribeUserScramCredentialsResponse.DescribeUserScramCredentialsResult
 
 
-@api(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0)
+@api(DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse, 0, 0,
+     access=cluster_whole(Operation.DESCRIBE))
 async def describe_user_scram_credentials(broker: BrokerContext, ctx: RequestContext, request):
     store = broker.security.store
 

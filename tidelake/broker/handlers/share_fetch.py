@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from tidelake import errors
-from tidelake.broker.authorization import Check
+from tidelake.broker.access import GROUP, TOPIC, Access, HandlerCheck, Need
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.registry import api
 from tidelake.coordinator.share_config import EARLIEST, READ_COMMITTED
@@ -23,11 +23,14 @@ from tidelake.coordinator.share_session import CLOSE_EPOCH
 from tidelake.protocol.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
                                         ShareFetchResponse)
 from tidelake.protocol.records import iter_batches
-from tidelake.security.acl.model import Operation, ResourceType
+from tidelake.security.acl.model import Operation
 
 log = logging.getLogger("tidelake.broker.share_fetch")
 
 TopicPartitionId = tuple[uuid.UUID, int]
+# Kafka's rules: READ on the group, and READ on each topic (named by id: only the handler can name it)
+READ_TOPIC = HandlerCheck(Operation.READ, TOPIC)
+SHARE_ACCESS = Access(whole=lambda r, _v: [Need(Operation.READ, GROUP, r.group_id)], in_handler=frozenset({READ_TOPIC}))
 
 
 @dataclass
@@ -57,7 +60,6 @@ def _check_member(broker: BrokerContext, group_id: str | None, member_id: str | 
 def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, member_id: str, topics,
                  answers: dict[TopicPartitionId, PartitionAnswer], now_ms: int) -> None:
     """Apply every acknowledgement batch of ``topics``; errors go into each partition's answer."""
-    check = Check(broker, ctx) if broker.security.authorizer is not None else None
     for t in topics:
         name = _topic_name(broker, t.topic_id)
         for p in t.partitions:
@@ -67,7 +69,7 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
             if name is None:
                 answer.ack_error = errors.UnknownTopicId.code
                 continue
-            if check is not None and not check.allowed(Operation.READ, ResourceType.TOPIC, name):
+            if not ctx.grants.permits(READ_TOPIC, name):
                 answer.ack_error = errors.TopicAuthorizationFailed.code
                 continue
             sp = broker.share_groups.share_partition(group_id, name, p.partition_index)
@@ -159,7 +161,7 @@ def _session_partitions(broker: BrokerContext, session, req) -> None:
                 session.partitions.append((t.topic_id, p.partition_index))
 
 
-@api(ShareFetchRequest, ShareFetchResponse, 1, 2)
+@api(ShareFetchRequest, ShareFetchResponse, 1, 2, access=SHARE_ACCESS)
 async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     share = broker.share_groups
     group_id, member_id = req.group_id, req.member_id
@@ -186,7 +188,6 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
 async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partitions: list[TopicPartitionId],
                       answers: dict[TopicPartitionId, PartitionAnswer]) -> None:
     """Acquire records from the session's partitions, waiting up to MaxWaitMs for some to arrive."""
-    check = Check(broker, ctx) if broker.security.authorizer is not None else None
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     max_records = req.max_records if req.max_records > 0 else broker.share_groups.config.partition_max_record_locks
@@ -199,7 +200,7 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
             if name is None:
                 answer.error = errors.UnknownTopicId.code
                 continue
-            if check is not None and not check.allowed(Operation.READ, ResourceType.TOPIC, name):
+            if not ctx.grants.permits(READ_TOPIC, name):
                 answer.error = errors.TopicAuthorizationFailed.code
                 continue
             named.append((name, partition))
@@ -244,7 +245,7 @@ def _fetch_response(broker: BrokerContext, req, answers: dict[TopicPartitionId, 
         responses=[R(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()], node_endpoints=[])
 
 
-@api(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2)
+@api(ShareAcknowledgeRequest, ShareAcknowledgeResponse, 1, 2, access=SHARE_ACCESS)
 async def share_acknowledge(broker: BrokerContext, ctx: RequestContext, req):
     share = broker.share_groups
     group_id, member_id = req.group_id, req.member_id

@@ -6,6 +6,7 @@ This module only translates between wire messages and ``tidelake.coordinator.sha
 from __future__ import annotations
 
 from tidelake import errors
+from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, whole
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
@@ -15,8 +16,9 @@ from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShar
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
                                         ShareGroupDescribeRequest, ShareGroupDescribeResponse,
                                         ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
-from tidelake.security.acl.model import ResourceType
+from tidelake.security.acl.model import Operation, ResourceType
 
+O = Operation
 DEAD = "Dead"  # ShareGroupDescribe's state of a group id no share group has
 
 
@@ -25,7 +27,10 @@ def _not_consumer_group(broker: BrokerContext, group_id: str) -> None:
         raise errors.GroupIdNotFound(f"group {group_id} is a consumer group, not a share group")
 
 
-@api(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1)
+# as ConsumerGroupHeartbeat: a subscription naming a topic the member may not describe fails whole
+@api(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1, access=whole(
+    lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.DESCRIBE, TOPIC, t)
+                                                        for t in r.subscribed_topic_names or ()]))
 async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     if not req.group_id:
         raise errors.InvalidGroupId("ShareGroupHeartbeat names no group")
@@ -45,7 +50,8 @@ async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req)
         member_epoch=answer.member_epoch, heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
 
 
-@api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1)
+@api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1,
+     access=per_item("group_ids", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g), GROUP_DENIED))
 async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
     D = ShareGroupDescribeResponse.DescribedGroup
     M = D.Member
@@ -75,7 +81,8 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
     return ShareGroupDescribeResponse(throttle_time_ms=0, groups=out)
 
 
-@api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1)
+@api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1,
+     access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id), GROUP_DENIED))
 async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     R = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
     T = R.DescribeShareGroupOffsetsResponseTopic
@@ -112,7 +119,8 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
 
 
-@api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0)
+@api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, access=whole(
+    lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Set share-partitions' start offsets; as Kafka, only while the group has no members."""
     _not_consumer_group(broker, req.group_id)
@@ -141,7 +149,8 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
 
-@api(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0)
+@api(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0, access=whole(
+    lambda r, _v: [Need(O.DELETE, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Forget share-partitions' state (the group starts over by share.auto.offset.reset); only while the
     group has no members, as Kafka."""

@@ -28,6 +28,9 @@ from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.partition_service import PendingAcks
 from tidelake.errors import error_code
+from tidelake.broker.access import (CLUSTER, GROUP, TOPIC, TOPIC_DENIED, TXN, TXN_DENIED, Access, EitherNeed,
+                                    ListingRule, Need, cluster_whole, per_item, topic, whole)
+from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
@@ -37,6 +40,10 @@ log = logging.getLogger(__name__)
 
 PRODUCER_FENCED = errors.ProducerFenced.code
 INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpoch.code
+
+
+def _write_txn_read_group(request, _version) -> list[Need]:
+    return [Need(O.WRITE, TXN, request.transactional_id), Need(O.READ, GROUP, request.group_id)]
 
 
 def _client_code(code: int, version: int, first_version_knowing_fenced: int = 2) -> int:
@@ -49,7 +56,10 @@ def _client_code(code: int, version: int, first_version_knowing_fenced: int = 2)
 # ---------------------------------------------------------------------------------------------
 # InitProducerId
 # ---------------------------------------------------------------------------------------------
-@api(InitProducerIdRequest, InitProducerIdResponse, 0, 5)
+# KIP-679: an idempotent producer (no transactional id) needs IDEMPOTENT_WRITE on the cluster or WRITE on some topic
+@api(InitProducerIdRequest, InitProducerIdResponse, 0, 5, access=whole(
+    lambda r, v: [Need(O.WRITE, TXN, r.transactional_id)] if r.transactional_id is not None
+    else [EitherNeed(O.IDEMPOTENT_WRITE, O.WRITE, TOPIC)]))
 async def init_producer_id(broker: BrokerContext, ctx: RequestContext, request):
     if request.transactional_id is None:
         # Idempotent producer: a fresh producer id with epoch 0, as Kafka does (also for KIP-360 bumps).
@@ -102,7 +112,11 @@ async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_i
     return [R(name=t, results_by_partition=ps) for t, ps in by_topic.items()]
 
 
-@api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5)
+# v4+ is the brokers' batched verification (CLUSTER_ACTION, no per-topic list at the top); clients use v0-3
+@api(AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, 0, 5, access=per_item(
+    "v3_and_below_topics", "results_by_topic_v3_and_below", topic(O.WRITE), TOPIC_DENIED, max_version=3,
+    whole=lambda r, v: ([Need(O.CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)] if v >= 4
+                        else [Need(O.WRITE, TXN, r.v3_and_below_transactional_id)])))
 async def add_partitions_to_txn(broker: BrokerContext, ctx: RequestContext, req):
     v = ctx.api_version
     if v <= 3:
@@ -120,7 +134,7 @@ async def add_partitions_to_txn(broker: BrokerContext, ctx: RequestContext, req)
 # ---------------------------------------------------------------------------------------------
 # AddOffsetsToTxn / TxnOffsetCommit
 # ---------------------------------------------------------------------------------------------
-@api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4)
+@api(AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 0, 4, access=whole(_write_txn_read_group))
 async def add_offsets_to_txn(broker: BrokerContext, ctx: RequestContext, req):
     try:
         broker.check_transaction_coordinator(req.transactional_id)
@@ -148,7 +162,8 @@ def _check_group_member(broker: BrokerContext, req, version: int) -> None:
         raise errors.KafkaApiError(f"TxnOffsetCommit from {req.member_id!r} gen {req.generation_id}", code=code)
 
 
-@api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5)
+@api(TxnOffsetCommitRequest, TxnOffsetCommitResponse, 0, 5,
+     access=per_item("topics", "topics", topic(O.READ), TOPIC_DENIED, whole=_write_txn_read_group))
 async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     T = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
     P = T.TxnOffsetCommitResponsePartition
@@ -205,7 +220,7 @@ async def _offsets_replicated(broker: BrokerContext, group_id: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # v5 is transaction protocol v2 (KIP-890 part 2: epoch bump on every EndTxn), which this coordinator
 # does not implement; clients negotiate v4 and the v1 protocol.
-@api(EndTxnRequest, EndTxnResponse, 0, 4)
+@api(EndTxnRequest, EndTxnResponse, 0, 4, access=whole(lambda r, v: [Need(O.WRITE, TXN, r.transactional_id)]))
 async def end_txn(broker: BrokerContext, ctx: RequestContext, req):
     try:
         broker.check_transaction_coordinator(req.transactional_id)
@@ -220,7 +235,8 @@ async def end_txn(broker: BrokerContext, ctx: RequestContext, req):
 # ---------------------------------------------------------------------------------------------
 # DescribeTransactions / ListTransactions
 # ---------------------------------------------------------------------------------------------
-@api(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0)
+@api(DescribeTransactionsRequest, DescribeTransactionsResponse, 0, 0, access=per_item(
+    "transactional_ids", "transaction_states", lambda c, t: c.allowed(O.DESCRIBE, TXN, t), TXN_DENIED))
 async def describe_transactions(broker: BrokerContext, ctx: RequestContext, req):
     S = DescribeTransactionsResponse.TransactionState
     out = []
@@ -240,7 +256,8 @@ async def describe_transactions(broker: BrokerContext, ctx: RequestContext, req)
     return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=out)
 
 
-@api(ListTransactionsRequest, ListTransactionsResponse, 0, 2)
+@api(ListTransactionsRequest, ListTransactionsResponse, 0, 2, access=Access(listing=ListingRule(
+    "transaction_states", lambda c, t: c.allowed(O.DESCRIBE, TXN, t.transactional_id))))
 async def list_transactions(broker: BrokerContext, ctx: RequestContext, req):
     S = ListTransactionsResponse.TransactionState
     v = ctx.api_version
@@ -261,7 +278,7 @@ async def list_transactions(broker: BrokerContext, ctx: RequestContext, req):
 # ---------------------------------------------------------------------------------------------
 # WriteTxnMarkers (inter-broker: the transaction coordinator to the leaders of its partitions)
 # ---------------------------------------------------------------------------------------------
-@api(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 0, 2)
+@api(WriteTxnMarkersRequest, WriteTxnMarkersResponse, 0, 2, access=cluster_whole(O.CLUSTER_ACTION))  # coordinator -> leaders
 async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
     """Append each COMMIT/ABORT marker as this partition's leader (replicated like any append, and
     answered once the in-sync replicas have it, as Kafka's acks=-1 append of markers); a marker in

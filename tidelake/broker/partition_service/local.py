@@ -15,6 +15,7 @@ from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.errors import error_code
 from tidelake.log import LogManager, PartitionLog
 from tidelake.protocol.records import parse_header
+from tidelake.observability.broker_state import ReplicationState
 
 log = logging.getLogger("tidelake.broker.api")
 
@@ -163,3 +164,6 @@ class LocalPartitions:
 
     async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         await self.partitions.wait_for_data(partitions, timeout_s)
+
+    def replication_state(self) -> ReplicationState | None:
+        return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Protocol, Sequence
 
 from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+from tidelake.observability.broker_state import ReplicationState
 
 # a Fetch's requested partition: (topic or None, topic id, partition, fetch offset, partition max bytes)
 FetchPosition = tuple
@@ -50,3 +51,7 @@ class PartitionService(Protocol):
 
     async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """A Fetch long poll: until one of ``partitions`` changes or the timeout passes."""
+
+    def replication_state(self) -> ReplicationState | None:
+        """The replication a scrape reports (under-replicated partitions led here, ISR changes, leaderships
+        taken); None on one broker, which replicates nothing."""

@@ -17,6 +17,7 @@ from tidelake.cluster.member import ClusterMember
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import LogManager, PartitionLog
+from tidelake.observability.broker_state import ReplicationState
 
 
 class ReplicatedPartitions(LocalPartitions):
@@ -90,3 +91,8 @@ class ReplicatedPartitions(LocalPartitions):
             if follower:  # a follower's fetch offset is its log end: the leader's ISR/HW input
                 self.cluster.follower_fetched(name, partition, plog, replica_id, offset)
         return not_led
+
+    def replication_state(self) -> ReplicationState | None:
+        replicas = self.cluster.replicas
+        return ReplicationState(replicas.under_replicated(), replicas.isr_shrinks, replicas.isr_expands,
+                                replicas.leader_elections)
