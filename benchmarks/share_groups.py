@@ -1,8 +1,8 @@
 """Share-group (KIP-932) consume throughput with 1, 2 and 4 consumers on one partition, against a classic
 consumer group reading the same records, in the same run.
 
-The broker runs as its own process (``tidelake broker start`` on a temp dir, group.share.auto.offset.reset
-=earliest). One partition holds N records of SIZE bytes. Each consumer is its own process:
+The broker runs as its own process (``tidelake broker start`` on a temp dir); each share group is set to
+``share.auto.offset.reset=earliest`` (IncrementalAlterConfigs on the group) before its consumers start. One partition holds N records of SIZE bytes. Each consumer is its own process:
   classic      one confluent-kafka ``Consumer`` (a partition has one owner in a classic group)
   share/K      K ``ShareConsumer``s in one share group (implicit acknowledgement: each poll accepts the
                previous one's records), until the group has received every record
@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from confluent_kafka import Consumer, Producer, ShareConsumer  # noqa: E402
-from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,  # noqa: E402
+                                   NewTopic, ResourceType)
 
 from conftest import free_port, wait_port  # noqa: E402
 
@@ -39,8 +40,7 @@ DEADLINE_S = 300
 
 def start_tidelake(data_dir: str, port: int) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--data-dir", data_dir,
-                             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING",
-                             "--set", "group.share.auto.offset.reset=earliest"], cwd=ROOT,
+                             "--listen", f"127.0.0.1:{port}", "--log-level", "WARNING"], cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -105,6 +105,9 @@ def run(bootstrap: str, workload: str, k: int, n: int) -> tuple[float, float, in
     if workload == "classic":
         procs = [ctx.Process(target=classic_worker, args=(bootstrap, group, n, out))]
     else:
+        earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        AdminClient({"bootstrap.servers": bootstrap}).incremental_alter_configs([earliest])[earliest].result(30)
         procs = [ctx.Process(target=share_worker, args=(bootstrap, group, total, n, out)) for _ in range(k)]
     began = time.monotonic()
     for p in procs:

@@ -5,6 +5,7 @@ ShareGroupDescribe, Describe/Alter/DeleteShareGroupOffsets) over the wire."""
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -14,8 +15,9 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ResourceType)
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from tidelake.broker.embedded import EmbeddedBroker
@@ -26,7 +28,7 @@ from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShar
 from tidelake.protocol.wire_client import WireClient
 
 LOCK_MS = 2000
-CONFIG = {"group.share.auto.offset.reset": "earliest", "group.share.heartbeat.interval.ms": "300",
+CONFIG = {"group.share.heartbeat.interval.ms": "300",
           "group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.session.timeout.ms": "6000",
           "group.share.delivery.count.limit": "3"}
 DEADLINE_S = 30
@@ -53,7 +55,17 @@ def produce(bs: str, topic: str, n: int, tag: str = "v") -> list[bytes]:
     return values
 
 
+def set_group_configs(bs: str, group: str, configs: dict[str, str]) -> None:
+    """Kafka's way to configure one share group: IncrementalAlterConfigs on its GROUP resource."""
+    entries = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                             incremental_configs=entries)]).values():
+        f.result(15)
+
+
 def share_consumer(bs: str, group: str, **extra) -> ShareConsumer:
+    set_group_configs(bs, group, {"share.auto.offset.reset": "earliest"})  # Kafka's default: latest
     conf = {"bootstrap.servers": bs, "group.id": group}
     conf.update(extra)
     c = ShareConsumer(conf)
@@ -127,11 +139,14 @@ def test_a_crashed_consumers_records_are_redelivered_after_the_lock_expires(brok
     values = produce(bs, "tasks", 40)
     script = tmp_path / "crashing.py"
     script.write_text(CRASHING)
+    set_group_configs(bs, "crashy", {"share.auto.offset.reset": "earliest"})
     proc = subprocess.Popen([sys.executable, str(script), bs, "crashy", "tasks"], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
+        ready, _, _ = select.select([proc.stdout], [], [], DEADLINE_S)
+        assert ready, "the crashing consumer received nothing"
         held = [int(o) for o in proc.stdout.readline().split()]
-        assert held, "the crashing consumer received nothing"
+        assert held
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(10)
@@ -178,8 +193,9 @@ def test_rejected_and_poison_records_are_not_delivered_again(broker):
 
 
 def test_read_committed_share_group_never_delivers_aborted_records(tmp_path):
-    with EmbeddedBroker(tmp_path / "data", config={**CONFIG, "group.share.isolation.level": "read_committed"}) as b:
+    with EmbeddedBroker(tmp_path / "data", config=CONFIG) as b:
         bs = b.bootstrap_servers
+        set_group_configs(bs, "committed-only", {"share.isolation.level": "read_committed"})
         create_topic(bs, "txn")
         p = Producer({"bootstrap.servers": bs, "transactional.id": "tx-share"})
         p.init_transactions(15)
@@ -282,3 +298,25 @@ def test_share_group_admin_apis(broker):
                       DeleteShareGroupOffsetsResponse)
         assert [(t.topic_name, t.error_code) for t in r.responses] == [("admin-t", 0)]
     assert start_offsets(broker, "adm", "admin-t") == {}
+
+
+def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_path):
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, config=CONFIG) as b:
+        bs = b.bootstrap_servers
+        set_group_configs(bs, "tuned", {"share.record.lock.duration.ms": "15000",
+                                        "share.isolation.level": "read_committed"})
+        admin = AdminClient({"bootstrap.servers": bs})
+        bad = ConfigResource(ResourceType.GROUP, "tuned", incremental_configs=[
+            ConfigEntry("share.lock.forever", "1", incremental_operation=AlterConfigOpType.SET)])
+        with pytest.raises(KafkaException, match="not a share-group config"):
+            admin.incremental_alter_configs([bad])[bad].result(15)
+    with EmbeddedBroker(data, config=CONFIG) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        res = ConfigResource(ResourceType.GROUP, "tuned")
+        entries = admin.describe_configs([res])[res].result(15)
+        assert entries["share.record.lock.duration.ms"].value == "15000"
+        assert entries["share.isolation.level"].value == "read_committed"
+        assert entries["share.delivery.count.limit"].value == "3"  # the broker's group.share.delivery.count.limit
+        assert entries["share.delivery.count.limit"].is_default
+        assert entries["share.auto.offset.reset"].value == "latest"  # Kafka's default

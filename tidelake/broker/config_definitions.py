@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tidelake.coordinator.group_config import GroupConfig
-from tidelake.coordinator.share_config import EARLIEST, LATEST, READ_COMMITTED, READ_UNCOMMITTED, ShareGroupConfig
+from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.errors import InvalidConfig
 
 # Group settings' defaults have one home, the coordinator's GroupConfig.
@@ -244,10 +244,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
        "deliveries of a record before it is archived", minimum=1),
     _d("group.share.partition.max.record.locks", _SHARE.partition_max_record_locks, TYPE_INT,
        "in-flight records of one share-partition", minimum=1),
-    _d("group.share.isolation.level", _SHARE.isolation_level, TYPE_STRING, "tidelake: every share group's "
-       "share.isolation.level (Kafka sets it per group)", choices=(READ_UNCOMMITTED, READ_COMMITTED)),
-    _d("group.share.auto.offset.reset", _SHARE.auto_offset_reset, TYPE_STRING, "tidelake: every share group's "
-       "share.auto.offset.reset (Kafka sets it per group)", choices=(EARLIEST, LATEST)),
     _d("share.coordinator.state.topic.num.partitions", _SHARE.state_partitions, TYPE_INT,
        "partitions of __share_group_state", read_only=True),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),

@@ -1,6 +1,6 @@
-"""How the broker hosts share groups (KIP-932): the ``ShareGroupCoordinator``'s only output, its
-share-partition snapshots, goes to ``__share_group_state`` (compacted, created on first use), and at start
-the coordinator is rebuilt by replaying that topic.
+"""How the broker hosts share groups (KIP-932): the ``ShareGroupCoordinator``'s outputs are its
+share-partition snapshots, appended to ``__share_group_state`` (compacted, created on first use) and replayed
+at start, and the groups' ``share.*`` configs, kept with the broker's metadata (``metadata.json``).
 
 In a cluster a broker replays the topic when it starts and serves the share-partitions of the partitions it
 leads; the state partitions are written where this broker leads them. What a cluster does not do yet:
@@ -47,7 +47,9 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
         info = topics.get(name)
         return info.partitions if info is not None else None
 
-    return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of, write=write)
+    return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of, write=write,
+                                 group_configs=topics.metadata.group_configs,
+                                 save_group_configs=topics.metadata.set_group_configs)
 
 
 def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager) -> int:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from tidelake import errors
 from tidelake.coordinator.share_config import ShareGroupConfig
@@ -69,14 +69,38 @@ class HeartbeatAnswer:
 
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
-                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None):
-        self.config = config
+                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None,
+                 group_configs: Mapping[str, Mapping[str, str]] | None = None,
+                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
+        self.config = config  # the broker's settings (group.share.*)
+        # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
+        self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
+        self.save_group_configs = save_group_configs
         self.topic_id_of = topic_id_of
         self.partitions_of = partitions_of
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         self.sessions = ShareSessionCache()
+
+    # -- per-group settings -----------------------------------------------------------------------
+    def config_for(self, group_id: str) -> ShareGroupConfig:
+        overrides = self.group_configs.get(group_id)
+        return self.config.with_group_configs(overrides) if overrides else self.config
+
+    def set_group_configs(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """Replace a group's ``share.*`` configs (validated; InvalidConfig otherwise); its share-partitions
+        use the new lock duration, delivery limit and record-lock bound from their next request on."""
+        config = self.config.with_group_configs(overrides)
+        if overrides:
+            self.group_configs[group_id] = dict(overrides)
+        else:
+            self.group_configs.pop(group_id, None)
+        for (gid, _t, _p), sp in self.share_partitions.items():
+            if gid == group_id:
+                sp.config = config
+        if self.save_group_configs is not None:
+            self.save_group_configs({g: dict(c) for g, c in self.group_configs.items()})
 
     # -- membership -------------------------------------------------------------------------------
     def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, subscribed: list[str] | None,
@@ -89,7 +113,7 @@ class ShareGroupCoordinator:
             if member is not None:  # its records stay acquired until its share session closes (the client
                 del group.members[member_id]  # sends its last acknowledgements then) or their locks expire
                 group.epoch += 1
-            return HeartbeatAnswer(member_id, LEAVE_EPOCH, self.config.heartbeat_interval_ms, None)
+            return HeartbeatAnswer(member_id, LEAVE_EPOCH, self.config_for(group_id).heartbeat_interval_ms, None)
         if member_epoch == JOIN_EPOCH:
             if not subscribed:
                 raise errors.InvalidRequest("a joining share-group member must name the topics it subscribes to")
@@ -102,7 +126,8 @@ class ShareGroupCoordinator:
         elif member_epoch != member.epoch:
             raise errors.FencedMemberEpoch(f"member {member_id} of share group {group_id} sent epoch "
                                            f"{member_epoch}, its epoch is {member.epoch}")
-        member.deadline_ms = now_ms + self.config.session_timeout_ms
+        config = self.config_for(group_id)
+        member.deadline_ms = now_ms + config.session_timeout_ms
         if rack_id is not None:
             member.rack_id = rack_id
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
@@ -116,7 +141,7 @@ class ShareGroupCoordinator:
         if member.epoch != group.epoch:
             member.epoch = group.epoch
             group.assignment_epoch = group.epoch
-        return HeartbeatAnswer(member_id, member.epoch, self.config.heartbeat_interval_ms,
+        return HeartbeatAnswer(member_id, member.epoch, config.heartbeat_interval_ms,
                                dict(member.assignment) if changed else None)
 
     def _assignment(self, topics: tuple[str, ...]) -> dict[uuid.UUID, tuple[int, ...]]:
@@ -161,13 +186,14 @@ class ShareGroupCoordinator:
     def initialize(self, group_id: str, topic: str, partition: int, start_offset: int) -> SharePartition:
         """The share-partition of a group reading a partition for the first time, starting at
         ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
-        sp = SharePartition(self.config, start_offset, changed=True)
+        sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
         self.share_partitions[(group_id, topic, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
         return sp
 
     def restore(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         """A share-partition rebuilt from ``__share_group_state``."""
+        sp.config = self.config_for(group_id)
         self.share_partitions[(group_id, topic, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
 

@@ -91,7 +91,7 @@ def _share_partition(broker: BrokerContext, group_id: str, topic: str, partition
                                            follower=False)
     if bounds.error:
         return None
-    reset = broker.share_groups.config.auto_offset_reset
+    reset = broker.share_groups.config_for(group_id).auto_offset_reset
     start = bounds.log_start_offset if reset == EARLIEST else bounds.high_watermark
     return broker.share_groups.initialize(group_id, topic, partition, start)
 
@@ -125,7 +125,7 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, p
     if sp is None:
         return PartitionAnswer(broker.missing_log_code(topic, partition))
     sp.expire_locks(now_ms)
-    read_committed = broker.share_groups.config.isolation_level == READ_COMMITTED
+    read_committed = sp.config.isolation_level == READ_COMMITTED
     for _attempt in range(2):
         offset = sp.next_fetch_offset()
         if offset is None:
@@ -190,7 +190,8 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
     """Acquire records from the session's partitions, waiting up to MaxWaitMs for some to arrive."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
-    max_records = req.max_records if req.max_records > 0 else broker.share_groups.config.partition_max_record_locks
+    config = broker.share_groups.config_for(req.group_id)
+    max_records = req.max_records if req.max_records > 0 else config.partition_max_record_locks
     while True:
         named = []
         budget, taken = max(req.max_bytes, 1), 0
@@ -217,7 +218,7 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
             return
         # wake on new data; a lock expiring frees records too, so look again within a lock's time
         await broker.partition_service.wait_for_data(
-            named, min(remaining, broker.share_groups.config.record_lock_duration_ms / 1000))
+            named, min(remaining, config.record_lock_duration_ms / 1000))
 
 
 def _leader(broker: BrokerContext):
@@ -241,7 +242,7 @@ def _fetch_response(broker: BrokerContext, req, answers: dict[TopicPartitionId, 
                                 delivery_count=r.delivery_count) for r in a.acquired]))
     return ShareFetchResponse(
         throttle_time_ms=0, error_code=0, error_message=None,
-        acquisition_lock_timeout_ms=broker.share_groups.config.record_lock_duration_ms,
+        acquisition_lock_timeout_ms=broker.share_groups.config_for(req.group_id).record_lock_duration_ms,
         responses=[R(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()], node_endpoints=[])
 
 
@@ -269,5 +270,5 @@ async def share_acknowledge(broker: BrokerContext, ctx: RequestContext, req):
                 current_leader=P.LeaderIdAndEpoch(leader_id=broker.node_id, leader_epoch=0)))
     return ShareAcknowledgeResponse(
         throttle_time_ms=0, error_code=0, error_message=None,
-        acquisition_lock_timeout_ms=share.config.record_lock_duration_ms,
+        acquisition_lock_timeout_ms=share.config_for(group_id).record_lock_duration_ms,
         responses=[R(topic_id=tid, partitions=parts) for tid, parts in by_topic.items()], node_endpoints=[])
