@@ -24,7 +24,9 @@ from tidelake.broker.embedded import EmbeddedBroker
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-                                        ShareGroupDescribeRequest, ShareGroupDescribeResponse)
+                                        ShareFetchRequest, ShareFetchResponse, ShareGroupDescribeRequest,
+                                        ShareGroupDescribeResponse, ShareGroupHeartbeatRequest,
+                                        ShareGroupHeartbeatResponse)
 from tidelake.protocol.wire_client import WireClient
 
 LOCK_MS = 2000
@@ -320,3 +322,21 @@ def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_
         assert entries["share.delivery.count.limit"].value == "3"  # the broker's group.share.delivery.count.limit
         assert entries["share.delivery.count.limit"].is_default
         assert entries["share.auto.offset.reset"].value == "latest"  # Kafka's default
+
+
+def test_a_partition_answered_without_records_carries_empty_records_not_null(broker):
+    """librdkafka refuses a null Records field in ShareFetch (Kafka always sends an empty record set)."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "quiet")
+    with wire(broker) as w:
+        hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=0, rack_id=None,
+                                                  subscribed_topic_names=["quiet"]), 1, ShareGroupHeartbeatResponse)
+        [tp] = hb.assignment.topic_partitions
+        F = ShareFetchRequest.FetchTopic
+        r = w.request(ShareFetchRequest(group_id="q", member_id="m-q", share_session_epoch=0, max_wait_ms=0,
+                                        min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                                        topics=[F(topic_id=tp.topic_id, partitions=[F.FetchPartition(
+                                            partition_index=0, acknowledgement_batches=[])])],
+                                        forgotten_topics_data=[]), 1, ShareFetchResponse)
+    [part] = [p for t in r.responses for p in t.partitions]
+    assert (part.error_code, part.records, part.acquired_records) == (0, b"", [])

@@ -237,7 +237,7 @@ def _fetch_response(broker: BrokerContext, req, answers: dict[TopicPartitionId, 
         by_topic.setdefault(topic_id, []).append(P(
             partition_index=partition, error_code=a.error, error_message=a.message,
             acknowledge_error_code=a.ack_error, acknowledge_error_message=a.ack_message,
-            current_leader=_leader(broker), records=b"".join(bytes(b) for b in a.records) if a.records else None,
+            current_leader=_leader(broker), records=b"".join(bytes(b) for b in a.records),
             acquired_records=[A(first_offset=r.first_offset, last_offset=r.last_offset,
                                 delivery_count=r.delivery_count) for r in a.acquired]))
     return ShareFetchResponse(
