@@ -12,6 +12,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
+from typing import Iterator
 
 from tidelake import errors
 from tidelake.broker.access import GROUP, TOPIC, Access, HandlerCheck, Need
@@ -28,6 +29,9 @@ from tidelake.security.acl.model import Operation
 log = logging.getLogger("tidelake.broker.share_fetch")
 
 TopicPartitionId = tuple[uuid.UUID, int]
+# ShareFetch v1+ has no per-partition byte limit and clients ask for tens of MB; a fetch hands out at most
+# MaxRecords records (500 by default), so one read of this much covers it (min_one: a larger batch still goes)
+SHARE_READ_BYTES = 1 << 20
 # Kafka's rules: READ on the group, and READ on each topic (named by id: only the handler can name it)
 READ_TOPIC = HandlerCheck(Operation.READ, TOPIC)
 SHARE_ACCESS = Access(whole=lambda r, _v: [Need(Operation.READ, GROUP, r.group_id)], in_handler=frozenset({READ_TOPIC}))
@@ -96,12 +100,12 @@ def _share_partition(broker: BrokerContext, group_id: str, topic: str, partition
     return broker.share_groups.initialize(group_id, topic, partition, start)
 
 
-def _deliverable(data, aborted: list | None) -> list[tuple[int, int, bool, object]]:
-    """(first offset, last offset, deliverable, batch bytes) of each batch read: control batches never are,
-    nor under read_committed an aborted transaction's batches (the consumer's rule, on the broker)."""
+def _deliverable(data, aborted: list | None) -> Iterator[tuple[int, int, bool, object]]:
+    """(first offset, last offset, deliverable, batch bytes) of each batch read, lazily (a fetch stops at its
+    record limit): control batches are never deliverable, nor under read_committed an aborted transaction's
+    batches (the consumer's rule, on the broker)."""
     pending = sorted(aborted or [], key=lambda a: a[1])
     aborting: set[int] = set()
-    out = []
     view = memoryview(data)
     for pos, h in iter_batches(view, validate=False):
         while pending and pending[0][1] <= h.last_offset:
@@ -111,8 +115,7 @@ def _deliverable(data, aborted: list | None) -> list[tuple[int, int, bool, objec
             ok = False
         else:
             ok = not (h.is_transactional and h.producer_id in aborting)
-        out.append((h.base_offset, h.last_offset, ok, view[pos:pos + h.size]))
-    return out
+        yield h.base_offset, h.last_offset, ok, view[pos:pos + h.size]
 
 
 def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, partition: int,
@@ -130,7 +133,8 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, p
         offset = sp.next_fetch_offset()
         if offset is None:
             return PartitionAnswer()
-        out = broker.partition_service.read(topic, partition, offset, max_bytes, read_committed=read_committed,
+        out = broker.partition_service.read(topic, partition, offset, min(max_bytes, SHARE_READ_BYTES),
+                                            read_committed=read_committed,
                                             min_one=True, follower=False)
         if out.error == errors.OffsetOutOfRange.code and offset < out.log_start_offset:
             sp.reset(out.log_start_offset)  # retention removed records never delivered: start at the log start
@@ -140,13 +144,18 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, p
         break
     else:
         return PartitionAnswer()
-    batches = _deliverable(out.records, out.aborted)
-    acquired = sp.acquire(member_id, ((o, ok) for first, last, ok, _b in batches for o in range(first, last + 1)),
-                          max_records, now_ms)
+    seen: list[tuple[int, int, object]] = []  # the batches the acquisition looked at
+
+    def offsets():
+        for first, last, ok, batch in _deliverable(out.records, out.aborted):
+            seen.append((first, last, batch))
+            for offset in range(first, last + 1):
+                yield offset, ok
+    acquired = sp.acquire(member_id, offsets(), max_records, now_ms)
     if not acquired:
         return PartitionAnswer()
     first, last = acquired[0].first_offset, acquired[-1].last_offset
-    records = [b for f, la, _ok, b in batches if la >= first and f <= last]
+    records = [b for f, la, b in seen if la >= first and f <= last]
     return PartitionAnswer(records=records, acquired=acquired)
 
 
