@@ -107,7 +107,8 @@ def run(bootstrap: str, workload: str, k: int, n: int) -> tuple[float, float, in
     else:
         earliest = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
             ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
-        AdminClient({"bootstrap.servers": bootstrap}).incremental_alter_configs([earliest])[earliest].result(30)
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.incremental_alter_configs([earliest])[earliest].result(30)
         procs = [ctx.Process(target=share_worker, args=(bootstrap, group, total, n, out)) for _ in range(k)]
     began = time.monotonic()
     for p in procs:
