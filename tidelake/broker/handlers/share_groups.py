@@ -11,6 +11,7 @@ from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
 from tidelake.coordinator.share_group import SIMPLE_ASSIGNOR
+from tidelake.coordinator.share_partition import ACKNOWLEDGED, ARCHIVED
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
@@ -111,7 +112,7 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
                                                            follower=False)
                     if not bounds.error:  # records not yet acknowledged or archived
                         lag = max(0, bounds.high_watermark - start) - sum(
-                            1 for r in sp.records.values() if r.state in (2, 4))
+                            1 for r in sp.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
                 parts.append(P(partition_index=p, start_offset=start, leader_epoch=0, lag=lag, error_code=0,
                                error_message=None))
             topics.append(T(topic_name=name, topic_id=info.topic_id if info else None, partitions=parts))
