@@ -84,6 +84,8 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
                                                         f"for share group {group_id}")
                     sp.acknowledge(member_id, b.first_offset, b.last_offset, list(b.acknowledge_types), now_ms)
                 except errors.KafkaApiError as e:
+                    log.debug("share group %s: acknowledgement %d-%d of %s-%d refused: %s", group_id, b.first_offset,
+                              b.last_offset, name, p.partition_index, e)
                     answer.ack_error, answer.ack_message = e.code, str(e)
 
 
@@ -184,7 +186,9 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     answers: dict[TopicPartitionId, PartitionAnswer] = {}
     _acknowledge(broker, ctx, group_id, member_id, req.topics, answers, now)
     if closing:
-        share.release_member(group_id, member_id)
+        released = share.release_member(group_id, member_id)
+        log.debug("share group %s: member %s closed its share session, %d records released", group_id, member_id,
+                  released)
     else:
         _session_partitions(broker, session, req)
     renew_only = ctx.api_version >= 2 and req.is_renew_ack
