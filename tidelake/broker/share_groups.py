@@ -2,10 +2,9 @@
 share-partition snapshots, appended to ``__share_group_state`` (compacted, created on first use) and replayed
 at start, and the groups' ``share.*`` configs, kept with the broker's metadata (``metadata.json``).
 
-In a cluster a broker replays the topic when it starts and serves the share-partitions of the partitions it
-leads; the state partitions are written where this broker leads them. What a cluster does not do yet:
-moving a share-partition's in-memory state when leadership of its data partition moves (the new leader
-starts from what the state topic held at its start).
+A replicated cluster does not serve share groups yet (``handlers/share_groups.py`` refuses the heartbeat):
+the state topic would have to be created through the controller, and each share-partition would have to be
+rebuilt by the new leader of its partition from the state topic.
 """
 from __future__ import annotations
 

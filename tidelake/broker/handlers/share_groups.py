@@ -35,6 +35,11 @@ def _not_consumer_group(broker: BrokerContext, group_id: str) -> None:
 async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     if not req.group_id:
         raise errors.InvalidGroupId("ShareGroupHeartbeat names no group")
+    if broker.cluster is not None:
+        # not yet: __share_group_state would need creating through the controller and share-partitions
+        # moving with their partitions' leadership. Kafka answers this error while share groups are disabled.
+        raise errors.UnsupportedVersion("share groups are served by a single tidelake broker only, not yet by "
+                                        "a replicated cluster")
     _not_consumer_group(broker, req.group_id)
     answer = broker.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, subscribed=req.subscribed_topic_names,
