@@ -324,17 +324,21 @@ def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_
         assert entries["share.auto.offset.reset"].value == "latest"  # Kafka's default
 
 
-def test_a_partition_answered_without_records_carries_empty_records_not_null(broker):
-    """librdkafka refuses a null Records field in ShareFetch (Kafka always sends an empty record set)."""
+@pytest.mark.parametrize("records,max_bytes", [(0, 1 << 20), (5, 0)], ids=["empty-topic", "max-bytes-0"])
+def test_a_partition_answered_without_records_carries_empty_records_not_null(broker, records, max_bytes):
+    """librdkafka refuses a null Records field in ShareFetch (Kafka always sends an empty record set); a fetch
+    with MaxBytes 0 acquires nothing (librdkafka's fetch.max.bytes=0)."""
     bs = broker.bootstrap_servers
     create_topic(bs, "quiet")
+    produce(bs, "quiet", records)
+    set_group_configs(bs, "q", {"share.auto.offset.reset": "earliest"})
     with wire(broker) as w:
         hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=0, rack_id=None,
                                                   subscribed_topic_names=["quiet"]), 1, ShareGroupHeartbeatResponse)
         [tp] = hb.assignment.topic_partitions
         F = ShareFetchRequest.FetchTopic
         r = w.request(ShareFetchRequest(group_id="q", member_id="m-q", share_session_epoch=0, max_wait_ms=0,
-                                        min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,
+                                        min_bytes=1, max_bytes=max_bytes, max_records=10, batch_size=10,
                                         topics=[F(topic_id=tp.topic_id, partitions=[F.FetchPartition(
                                             partition_index=0, acknowledgement_batches=[])])],
                                         forgotten_topics_data=[]), 1, ShareFetchResponse)

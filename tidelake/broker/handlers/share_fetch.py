@@ -192,7 +192,7 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     else:
         _session_partitions(broker, session, req)
     renew_only = ctx.api_version >= 2 and req.is_renew_ack
-    if not closing and not renew_only and req.max_records != 0:
+    if not closing and not renew_only and req.max_records != 0 and req.max_bytes > 0:  # MaxBytes 0: acks only
         await _fetch_into(broker, ctx, req, session.partitions, answers)
     share.flush()
     return _fetch_response(broker, req, answers)
@@ -207,7 +207,7 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
     max_records = req.max_records if req.max_records > 0 else config.partition_max_record_locks
     while True:
         named = []
-        budget, taken = max(req.max_bytes, 1), 0
+        budget, taken = req.max_bytes, 0
         for topic_id, partition in partitions:
             name = _topic_name(broker, topic_id)
             answer = answers.setdefault((topic_id, partition), PartitionAnswer())
@@ -243,6 +243,8 @@ def _fetch_response(broker: BrokerContext, req, answers: dict[TopicPartitionId, 
     R = ShareFetchResponse.ShareFetchableTopicResponse
     P, A = R.PartitionData, R.PartitionData.AcquiredRecords
     requested = {(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions}
+    for key in sorted(requested - answers.keys()):  # named but not fetched (MaxBytes 0, a closing session)
+        answers[key] = PartitionAnswer()
     by_topic: dict[uuid.UUID, list] = {}
     for (topic_id, partition), a in answers.items():
         if not (a.records or a.error or a.ack_error or (topic_id, partition) in requested):
