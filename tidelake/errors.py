@@ -94,6 +94,9 @@ FencedMemberEpoch = _err("FencedMemberEpoch", 110)
 UnreleasedInstanceId = _err("UnreleasedInstanceId", 111)
 UnsupportedAssignor = _err("UnsupportedAssignor", 112)
 UnsupportedEndpointType = _err("UnsupportedEndpointType", 119)
+InvalidRecordState = _err("InvalidRecordState", 121)  # KIP-932: an acknowledgement for a record not acquired by the member
+ShareSessionNotFound = _err("ShareSessionNotFound", 122)
+InvalidShareSessionEpoch = _err("InvalidShareSessionEpoch", 123)
 
 # security (TLS, SASL, ACLs)
 TopicAuthorizationFailed = _err("TopicAuthorizationFailed", 29)

@@ -30,7 +30,7 @@ ERROR_FOR = {TOPIC: errors.TopicAuthorizationFailed, GROUP: errors.GroupAuthoriz
 MESSAGE_FOR = {TOPIC: "Topic authorization failed.", GROUP: "Group authorization failed.",
                CLUSTER: "Cluster authorization failed.", TXN: "Transactional Id authorization failed."}
 # DescribeConfigs/AlterConfigs resource types (Kafka's ConfigResource.Type)
-CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER = 2, 4, 8
+CONFIG_TOPIC, CONFIG_BROKER, CONFIG_BROKER_LOGGER, CONFIG_GROUP = 2, 4, 8, 32
 TOPIC_DENIED = errors.TopicAuthorizationFailed.code
 GROUP_DENIED = errors.GroupAuthorizationFailed.code
 TXN_DENIED = errors.TransactionalIdAuthorizationFailed.code
@@ -174,17 +174,22 @@ def topic(op: Operation, attr: str = "name") -> Callable[[Check, Any], bool]:
 
 
 def config_resource(op: Operation) -> Callable[[Check, Any], bool]:
-    """A config resource: a topic's needs ``op`` on the topic, a broker's (or its loggers') on the cluster."""
+    """A config resource: a topic's needs ``op`` on the topic, a group's on the group, a broker's (or its
+    loggers') on the cluster."""
     def allowed(c: Check, res) -> bool:
         if res.resource_type == CONFIG_TOPIC:
             return c.allowed(op, TOPIC, res.resource_name)
         if res.resource_type in (CONFIG_BROKER, CONFIG_BROKER_LOGGER):
             return c.cluster(op)
+        if res.resource_type == CONFIG_GROUP:
+            return c.allowed(op, GROUP, res.resource_name)
         return True
     return allowed
 
 
 def config_resource_denied(res) -> int:
+    if res.resource_type == CONFIG_GROUP:
+        return GROUP_DENIED
     return TOPIC_DENIED if res.resource_type == CONFIG_TOPIC else errors.ClusterAuthorizationFailed.code
 
 

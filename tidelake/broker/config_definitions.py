@@ -15,10 +15,12 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from tidelake.coordinator.group_config import GroupConfig
+from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.errors import InvalidConfig
 
 # Group settings' defaults have one home, the coordinator's GroupConfig.
 _GROUP = GroupConfig()
+_SHARE = ShareGroupConfig()
 
 # DescribeConfigs ConfigSource
 SOURCE_UNKNOWN = 0
@@ -233,6 +235,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("group.consumer.assignors", ",".join(_GROUP.consumer_assignors), TYPE_LIST, "server-side assignors (KIP-848)"),
     _d("group.consumer.heartbeat.interval.ms", _GROUP.consumer_heartbeat_interval_ms, TYPE_INT, "KIP-848 heartbeat interval"),
     _d("group.consumer.session.timeout.ms", _GROUP.consumer_session_timeout_ms, TYPE_INT, "KIP-848 session timeout"),
+    _d("group.share.session.timeout.ms", _SHARE.session_timeout_ms, TYPE_INT, "share-group session timeout (KIP-932)",
+       minimum=1),
+    _d("group.share.heartbeat.interval.ms", _SHARE.heartbeat_interval_ms, TYPE_INT, "share-group heartbeat interval",
+       minimum=1),
+    _d("group.share.record.lock.duration.ms", _SHARE.record_lock_duration_ms, TYPE_INT,
+       "how long a share consumer holds a record it acquired", minimum=1),
+    _d("group.share.delivery.count.limit", _SHARE.delivery_count_limit, TYPE_INT,
+       "deliveries of a record before it is archived", minimum=1),
+    _d("group.share.partition.max.record.locks", _SHARE.partition_max_record_locks, TYPE_INT,
+       "in-flight records of one share-partition", minimum=1),
+    _d("share.coordinator.state.topic.num.partitions", _SHARE.state_partitions, TYPE_INT,
+       "partitions of __share_group_state", read_only=True),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
     _d("metrics.listen", None, TYPE_STRING, "tidelake: HOST:PORT serving /metrics (Prometheus) and /health/live, "
        "/health/ready; off unless set", read_only=True, pattern=r"|(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):\d{1,5}"),
@@ -401,12 +415,12 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "group.consumer.max.size", "group.consumer.migration.policy", "group.consumer.min.heartbeat.interval.ms",
     "group.consumer.min.session.timeout.ms", "group.coordinator.append.linger.ms",
     "group.coordinator.new.enable", "group.coordinator.rebalance.protocols", "group.coordinator.threads",
-    "group.max.size", "group.share.delivery.count.limit", "group.share.enable",
-    "group.share.heartbeat.interval.ms", "group.share.max.groups", "group.share.max.heartbeat.interval.ms",
+    "group.max.size", "group.share.enable",
+    "group.share.max.groups", "group.share.max.heartbeat.interval.ms",
     "group.share.max.record.lock.duration.ms", "group.share.max.session.timeout.ms", "group.share.max.size",
     "group.share.min.heartbeat.interval.ms", "group.share.min.record.lock.duration.ms",
-    "group.share.min.session.timeout.ms", "group.share.partition.max.record.locks",
-    "group.share.record.lock.duration.ms", "group.share.session.timeout.ms", "host.name",
+    "group.share.min.session.timeout.ms",
+    "host.name",
     "initial.broker.registration.timeout.ms", "kafka.metrics.polling.interval.secs", "kafka.metrics.reporters",
     "log.dir.failure.timeout.ms", "log.flush.offset.checkpoint.interval.ms",
     "log.flush.start.offset.checkpoint.interval.ms", "log.initial.task.delay.ms", "log.remote.copy.lag.bytes",

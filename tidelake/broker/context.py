@@ -21,6 +21,7 @@ from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.coordinator.group_coordinator import GroupCoordinator
+from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import LogManager
@@ -63,6 +64,7 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator
+    share_groups: ShareGroupCoordinator  # KIP-932 share groups and their share-partitions
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
     schema_validation: SchemaValidator | None = None  # with a schema registry configured: produce-time id checks

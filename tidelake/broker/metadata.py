@@ -55,7 +55,7 @@ def write_json_atomically(path: Path, data: dict | bytes) -> None:
 
 
 class MetadataStore:
-    """Topics by name (and by id), dynamic broker configs, producer-id allocation; thread-safe."""
+    """Topics by name (and by id), dynamic broker configs, group configs, producer-id allocation; thread-safe."""
 
     def __init__(self, data_dir: Path, cluster_id: str | None = None):
         self.path = Path(data_dir) / METADATA_FILE
@@ -66,6 +66,7 @@ class MetadataStore:
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
+        self.group_configs: dict[str, dict[str, str]] = {}  # per group id: configs set on its GROUP resource
         self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
         self._next_producer_id = 0  # next id to hand out
         self._producer_id_limit = 0  # ids below this are reserved on disk
@@ -76,6 +77,7 @@ class MetadataStore:
                 self.topics[info.name] = info
                 self.topics_by_id[info.topic_id] = info
             self.dynamic_broker_configs = dict(d.get("dynamic_broker_configs", {}))
+            self.group_configs = {g: dict(c) for g, c in d.get("group_configs", {}).items()}
             self.cluster_id = d.get("cluster_id", self.cluster_id)
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
@@ -90,6 +92,7 @@ class MetadataStore:
             return self._version, json.dumps({
                 "topics": [t.to_json() for t in self.topics.values()],
                 "dynamic_broker_configs": self.dynamic_broker_configs,
+                "group_configs": self.group_configs,
                 "cluster_id": self.cluster_id,
                 "producer_id_limit": self._producer_id_limit,
             }, indent=1, sort_keys=True).encode()
@@ -109,6 +112,12 @@ class MetadataStore:
         and fsynced on a worker thread; returns once it is on disk."""
         version, payload = self._serialize()
         await asyncio.get_running_loop().run_in_executor(None, self._write, version, payload)
+
+    def set_group_configs(self, group_configs: dict[str, dict[str, str]]) -> None:
+        """Every group's configs (IncrementalAlterConfigs on GROUP resources), written durably now."""
+        with self._lock:
+            self.group_configs = {g: dict(c) for g, c in group_configs.items()}
+        self.save()
 
     def add_topic(self, info: TopicInfo, *, save: bool = True) -> None:
         """Add ``info``; with ``save=False`` the caller persists it (``save_async``) before acknowledging."""

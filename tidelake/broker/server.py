@@ -28,6 +28,7 @@ from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
 from tidelake.broker.coordinators import (build_group_coordinator, cluster_transaction_coordinator, coordinator_leadership,
                                           load_groups, load_transactions, single_broker_transaction_coordinator)
 from tidelake.broker.dispatch import Dispatcher
+from tidelake.broker.share_groups import build_share_coordinator, load_share_state
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.state_snapshot import broker_state_snapshot
@@ -110,6 +111,7 @@ class Broker:
         logs = LogManager(data_dir, remote=remote_log_manager(config))
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
+        share_groups = build_share_coordinator(config, topics, partitions)
         node_id = config.node_id()
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self._cluster = cluster  # started, joined and stopped with the broker; handlers see only the roles below
@@ -143,6 +145,7 @@ class Broker:
             topics=topics, partitions=partitions, partition_service=service, controller=controller,
             cluster_view=cluster_view, coordination=coordination, topic_admin=topic_admin,
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
+            share_groups=share_groups,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, schema_validation=schemas)
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
@@ -265,6 +268,7 @@ class Broker:
         else:  # in a cluster the groups load as this broker becomes leader of __consumer_offsets partitions
             load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
             load_transactions(ctx.transactions, ctx.logs)
+        load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
@@ -387,6 +391,12 @@ class Broker:
                 ctx.groups.tick(ctx.clock_ms())
             except Exception:
                 log.exception("group coordinator tick failed")
+            try:
+                for group_id, member_id in ctx.share_groups.tick(ctx.clock_ms()):
+                    log.info("share group %s: session expired for %s; its records released", group_id, member_id)
+                ctx.share_groups.flush()
+            except Exception:
+                log.exception("share group coordinator tick failed")
             after = _classic_members(ctx.groups.groups)
             for group_id, ids in members.items():
                 gone = ids - after.get(group_id, frozenset())

@@ -23,3 +23,20 @@ class StopReplicaRequest(ApiMessage, load_json=_SCHEMAS): pass
 class StopReplicaResponse(ApiMessage, load_json=_SCHEMAS): pass
 class ControlledShutdownRequest(ApiMessage, load_json=_SCHEMAS): pass  # broker -> controller
 class ControlledShutdownResponse(ApiMessage, load_json=_SCHEMAS): pass
+
+
+# KIP-932, share groups (Kafka 4.2's versions)
+class ShareGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ShareGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ShareGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ShareGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ShareFetchRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ShareFetchResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ShareAcknowledgeRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ShareAcknowledgeResponse(ApiMessage, load_json=_SCHEMAS): pass
+class DescribeShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass
+class DescribeShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass
+class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass
+class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass
+class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass
+class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass

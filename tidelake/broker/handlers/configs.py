@@ -13,11 +13,15 @@ from tidelake.errors import error_code
 from tidelake.broker.access import config_resource, config_resource_denied, per_item
 from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
+from tidelake.coordinator.share_config import GROUP_CONFIGS, validate_group_configs
 
 NONE = errors.NONE
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
+RESOURCE_GROUP = 32  # a group's configs (KIP-848 / KIP-932): here the share groups' share.* configs
+GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's ConfigSource ids
+_CONFIG_TYPE = {int: 3, str: 2}  # Kafka's ConfigType ids (INT, STRING)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
 
 _DCRResult = DescribeConfigsResponse.DescribeConfigsResult
@@ -50,6 +54,9 @@ async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
                 entries = broker.config.describe(keys, with_synonyms)
             elif r.resource_type == RESOURCE_BROKER_LOGGER:
                 entries = []
+            elif r.resource_type == RESOURCE_GROUP:
+                results.append(_group_configs(broker, r.resource_name, keys, with_docs))
+                continue
             else:
                 raise errors.InvalidRequest(f"unsupported resource type {r.resource_type}")
         except Exception as e:
@@ -64,6 +71,23 @@ async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
         results.append(_DCRResult(error_code=NONE, error_message=None, resource_type=r.resource_type,
                                   resource_name=r.resource_name, configs=configs))
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
+
+
+def _group_configs(broker: BrokerContext, group_id: str, keys, with_docs: bool):
+    """A group's share.* configs: its own values, else the broker's (the group.share.* ones) or Kafka's default."""
+    overrides = broker.share_groups.group_configs.get(group_id, {})
+    effective = broker.share_groups.config_for(group_id)
+    configs = []
+    for name, d in sorted(GROUP_CONFIGS.items()):
+        if keys and name not in keys:
+            continue
+        own = name in overrides
+        configs.append(_DCREntry(name=name, value=str(getattr(effective, d.field)), read_only=False,
+                                 config_source=GROUP_CONFIG_SOURCE if own else DEFAULT_CONFIG_SOURCE,
+                                 is_default=not own, is_sensitive=False, synonyms=[], config_type=_CONFIG_TYPE[d.parse],
+                                 documentation=d.doc if with_docs else None))
+    return _DCRResult(error_code=NONE, error_message=None, resource_type=RESOURCE_GROUP, resource_name=group_id,
+                      configs=configs)
 
 
 def _apply_incremental(current: dict[str, str], ops, defaults) -> dict[str, str]:
@@ -119,6 +143,13 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
             broker.topics.set_dynamic_broker_configs(changes)
     elif resource_type == RESOURCE_BROKER_LOGGER:
         pass  # log levels: accepted, not applied
+    elif resource_type == RESOURCE_GROUP:
+        if not resource_name:
+            raise errors.InvalidRequest("a group config resource names no group")
+        new = build_new(dict(broker.share_groups.group_configs.get(resource_name, {})), lambda _n: None)
+        validate_group_configs(new)
+        if not validate_only:
+            broker.share_groups.set_group_configs(resource_name, new)
     else:
         raise errors.InvalidRequest(f"unsupported resource type {resource_type}")
 

@@ -354,6 +354,10 @@ async def list_groups(broker: BrokerContext, ctx: RequestContext, req):
         if (states and state.lower() not in states) or (types and group_type not in types):
             continue
         listed.append(L(group_id=gid, protocol_type=protocol_type, group_state=state, group_type=group_type))
+    for gid, share_group in sorted(broker.share_groups.groups.items()):  # KIP-932: type "share"
+        if (states and share_group.state.lower() not in states) or (types and "share" not in types):
+            continue
+        listed.append(L(group_id=gid, protocol_type="share", group_state=share_group.state, group_type="share"))
     return ListGroupsResponse(throttle_time_ms=0, error_code=0, groups=listed)
 
 

@@ -1,0 +1,173 @@
+"""Share-group membership and administration (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe and
+Kafka 4.2's DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets.
+
+This module only translates between wire messages and ``tidelake.coordinator.share_group``.
+"""
+from __future__ import annotations
+
+from tidelake import errors
+from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, whole
+from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.handlers.common import authorized_operations, bit_set
+from tidelake.broker.registry import api
+from tidelake.coordinator.share_group import SIMPLE_ASSIGNOR
+from tidelake.coordinator.share_partition import ACKNOWLEDGED, ARCHIVED
+from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+                                        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
+                                        DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+                                        ShareGroupDescribeRequest, ShareGroupDescribeResponse,
+                                        ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse)
+from tidelake.security.acl.model import Operation, ResourceType
+
+O = Operation
+DEAD = "Dead"  # ShareGroupDescribe's state of a group id no share group has
+
+
+def _not_consumer_group(broker: BrokerContext, group_id: str) -> None:
+    if group_id in broker.groups.known_group_ids():
+        raise errors.GroupIdNotFound(f"group {group_id} is a consumer group, not a share group")
+
+
+# as ConsumerGroupHeartbeat: a subscription naming a topic the member may not describe fails whole
+@api(ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, 1, 1, access=whole(
+    lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.DESCRIBE, TOPIC, t)
+                                                        for t in r.subscribed_topic_names or ()]))
+async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
+    if not req.group_id:
+        raise errors.InvalidGroupId("ShareGroupHeartbeat names no group")
+    broker.coordination.check_share_groups_served()
+    _not_consumer_group(broker, req.group_id)
+    answer = broker.share_groups.heartbeat(
+        req.group_id, req.member_id, req.member_epoch, subscribed=req.subscribed_topic_names,
+        rack_id=req.rack_id, client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
+        now_ms=broker.clock_ms())
+    broker.share_groups.flush()
+    assignment = None
+    if answer.assignment is not None:
+        A = ShareGroupHeartbeatResponse.Assignment
+        assignment = A(topic_partitions=[A.TopicPartitions(topic_id=tid, partitions=list(parts))
+                                         for tid, parts in answer.assignment.items()])
+    return ShareGroupHeartbeatResponse(
+        throttle_time_ms=0, error_code=0, error_message=None, member_id=answer.member_id,
+        member_epoch=answer.member_epoch, heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
+
+
+@api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1,
+     access=per_item("group_ids", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g), GROUP_DENIED))
+async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
+    D = ShareGroupDescribeResponse.DescribedGroup
+    M = D.Member
+    out = []
+    for group_id in req.group_ids:
+        group = broker.share_groups.groups.get(group_id)
+        ops = (bit_set(authorized_operations(broker, ctx, ResourceType.GROUP, group_id))
+               if req.include_authorized_operations else -2147483648)
+        if group is None:
+            out.append(D(error_code=errors.GroupIdNotFound.code, error_message=f"group {group_id} is not a share group",
+                         group_id=group_id, group_state=DEAD, group_epoch=-1, assignment_epoch=-1, assignor_name="",
+                         members=[], authorized_operations=ops))
+            continue
+        members = []
+        for m in group.members.values():
+            tps = []
+            for topic_id, parts in m.assignment.items():
+                info = broker.topics.by_id(topic_id)
+                tps.append(M.Assignment.TopicPartitions(topic_id=topic_id, topic_name=info.name if info else "",
+                                                        partitions=list(parts)))
+            members.append(M(member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.epoch, client_id=m.client_id,
+                             client_host=m.client_host, subscribed_topic_names=list(m.subscribed),
+                             assignment=M.Assignment(topic_partitions=tps)))
+        out.append(D(error_code=0, error_message=None, group_id=group_id, group_state=group.state,
+                     group_epoch=group.epoch, assignment_epoch=group.assignment_epoch, assignor_name=SIMPLE_ASSIGNOR,
+                     members=members, authorized_operations=ops))
+    return ShareGroupDescribeResponse(throttle_time_ms=0, groups=out)
+
+
+@api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1,
+     access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id), GROUP_DENIED))
+async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
+    R = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
+    T = R.DescribeShareGroupOffsetsResponseTopic
+    P = T.DescribeShareGroupOffsetsResponsePartition
+    groups = []
+    for g in req.groups:
+        held: dict[str, dict[int, object]] = {}
+        for topic, partition, sp in broker.share_groups.partitions_of_group(g.group_id):
+            held.setdefault(topic, {})[partition] = sp
+        wanted = ([(t.topic_name, list(t.partitions)) for t in g.topics] if g.topics is not None
+                  else [(topic, sorted(parts)) for topic, parts in held.items()])
+        topics = []
+        for name, partitions in wanted:
+            info = broker.topics.get(name)
+            parts = []
+            for p in partitions:
+                sp = held.get(name, {}).get(p)
+                if info is None:
+                    parts.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
+                                   error_code=errors.UnknownTopicOrPartition.code, error_message=None))
+                    continue
+                start = sp.start_offset if sp is not None else -1
+                lag = -1
+                if sp is not None:
+                    bounds = broker.partition_service.read(name, p, 0, 0, read_committed=False, min_one=False,
+                                                           follower=False)
+                    if not bounds.error:  # records not yet acknowledged or archived
+                        lag = max(0, bounds.high_watermark - start) - sum(
+                            1 for r in sp.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
+                parts.append(P(partition_index=p, start_offset=start, leader_epoch=0, lag=lag, error_code=0,
+                               error_message=None))
+            topics.append(T(topic_name=name, topic_id=info.topic_id if info else None, partitions=parts))
+        groups.append(R(group_id=g.group_id, topics=topics, error_code=0, error_message=None))
+    return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
+
+
+@api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, access=whole(
+    lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
+async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
+    """Set share-partitions' start offsets; as Kafka, only while the group has no members."""
+    _not_consumer_group(broker, req.group_id)
+    group = broker.share_groups.groups.get(req.group_id)
+    if group is not None and group.members:
+        raise errors.NonEmptyGroup(f"share group {req.group_id} has members")
+    R = AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic
+    P = R.AlterShareGroupOffsetsResponsePartition
+    out = []
+    for t in req.topics:
+        info = broker.topics.get(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                parts.append(P(partition_index=p.partition_index, error_code=errors.UnknownTopicOrPartition.code,
+                               error_message=None))
+                continue
+            sp = broker.share_groups.share_partition(req.group_id, t.topic_name, p.partition_index)
+            if sp is None:
+                broker.share_groups.initialize(req.group_id, t.topic_name, p.partition_index, p.start_offset)
+            else:
+                sp.reset(p.start_offset)
+            parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
+        out.append(R(topic_name=t.topic_name, topic_id=info.topic_id if info else None, partitions=parts))
+    broker.share_groups.flush()
+    return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
+
+
+@api(DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse, 0, 0, access=whole(
+    lambda r, _v: [Need(O.DELETE, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
+async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
+    """Forget share-partitions' state (the group starts over by share.auto.offset.reset); only while the
+    group has no members, as Kafka."""
+    _not_consumer_group(broker, req.group_id)
+    group = broker.share_groups.groups.get(req.group_id)
+    if group is not None and group.members:
+        raise errors.NonEmptyGroup(f"share group {req.group_id} has members")
+    R = DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic
+    out = []
+    for t in req.topics:
+        info = broker.topics.get(t.topic_name)
+        if info is None:
+            out.append(R(topic_name=t.topic_name, topic_id=None, error_code=errors.UnknownTopicOrPartition.code,
+                         error_message=None))
+            continue
+        broker.share_groups.delete_offsets(req.group_id, t.topic_name)
+        out.append(R(topic_name=t.topic_name, topic_id=info.topic_id, error_code=0, error_message=None))
+    return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

@@ -1,0 +1,237 @@
+"""Share groups (KIP-932): membership by ShareGroupHeartbeat and the share-partitions of each group.
+
+A state machine, clock injected through ``now_ms`` arguments and ``tick``; the topic metadata it needs
+(ids, partition counts) and the persistence of share-partition state are injected callables.
+
+Membership: a member joins with epoch 0 (the client chose its member id), leaves with -1; any other
+epoch must be the member's current one (else FENCED_MEMBER_EPOCH), an unknown member id gets
+UNKNOWN_MEMBER_ID. A member that sends no heartbeat for ``session_timeout_ms`` is removed. Every
+membership or subscription change bumps the group epoch. The assignor is Kafka's SimpleAssignor in its
+plain form: every member is assigned every partition of the topics it subscribes to (share groups let
+many members read one partition; records, not partitions, are what is handed out).
+
+A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
+the delivery-count limit); one that leaves keeps them until its share session closes with its last
+acknowledgements (or their locks expire), as a client closing sends its leave and its final
+acknowledgements side by side.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Mapping
+
+from tidelake import errors
+from tidelake.coordinator.share_config import ShareGroupConfig
+from tidelake.coordinator.share_partition import SharePartition
+from tidelake.coordinator.share_session import ShareSessionCache
+from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, state_partition, tombstone_key
+
+JOIN_EPOCH, LEAVE_EPOCH = 0, -1
+STABLE, EMPTY = "Stable", "Empty"
+SIMPLE_ASSIGNOR = "simple"
+
+SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
+StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
+
+
+@dataclass
+class ShareMember:
+    member_id: str
+    epoch: int
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    subscribed: tuple[str, ...]
+    assignment: dict[uuid.UUID, tuple[int, ...]]  # topic id -> partitions
+    deadline_ms: int
+
+
+@dataclass
+class ShareGroup:
+    group_id: str
+    epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ShareMember] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        return STABLE if self.members else EMPTY
+
+
+@dataclass(frozen=True)
+class HeartbeatAnswer:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: dict[uuid.UUID, tuple[int, ...]] | None  # None: unchanged since the member's last heartbeat
+
+
+class ShareGroupCoordinator:
+    def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
+                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None,
+                 group_configs: Mapping[str, Mapping[str, str]] | None = None,
+                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
+        self.config = config  # the broker's settings (group.share.*)
+        # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
+        self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
+        self.save_group_configs = save_group_configs
+        self.topic_id_of = topic_id_of
+        self.partitions_of = partitions_of
+        self.write = write  # None: nothing persisted (the state machine alone, in tests)
+        self.groups: dict[str, ShareGroup] = {}
+        self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
+        self.sessions = ShareSessionCache()
+
+    # -- per-group settings -----------------------------------------------------------------------
+    def config_for(self, group_id: str) -> ShareGroupConfig:
+        overrides = self.group_configs.get(group_id)
+        return self.config.with_group_configs(overrides) if overrides else self.config
+
+    def set_group_configs(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """Replace a group's ``share.*`` configs (validated; InvalidConfig otherwise); its share-partitions
+        use the new lock duration, delivery limit and record-lock bound from their next request on."""
+        config = self.config.with_group_configs(overrides)
+        if overrides:
+            self.group_configs[group_id] = dict(overrides)
+        else:
+            self.group_configs.pop(group_id, None)
+        for (gid, _t, _p), sp in self.share_partitions.items():
+            if gid == group_id:
+                sp.config = config
+        if self.save_group_configs is not None:
+            self.save_group_configs({g: dict(c) for g, c in self.group_configs.items()})
+
+    # -- membership -------------------------------------------------------------------------------
+    def heartbeat(self, group_id: str, member_id: str, member_epoch: int, *, subscribed: list[str] | None,
+                  rack_id: str | None, client_id: str, client_host: str, now_ms: int) -> HeartbeatAnswer:
+        if not member_id:
+            raise errors.InvalidRequest("ShareGroupHeartbeat without a member id (the client chooses it)")
+        group = self.groups.setdefault(group_id, ShareGroup(group_id))
+        member = group.members.get(member_id)
+        if member_epoch == LEAVE_EPOCH:
+            if member is not None:  # its records stay acquired until its share session closes (the client
+                del group.members[member_id]  # sends its last acknowledgements then) or their locks expire
+                group.epoch += 1
+            return HeartbeatAnswer(member_id, LEAVE_EPOCH, self.config_for(group_id).heartbeat_interval_ms, None)
+        if member_epoch == JOIN_EPOCH:
+            if not subscribed:
+                raise errors.InvalidRequest("a joining share-group member must name the topics it subscribes to")
+            if member is None:
+                member = ShareMember(member_id, 0, client_id, client_host, rack_id, (), {}, 0)
+                group.members[member_id] = member
+                group.epoch += 1
+        elif member is None:
+            raise errors.UnknownMemberId(f"member {member_id} is not in share group {group_id}")
+        elif member_epoch != member.epoch:
+            raise errors.FencedMemberEpoch(f"member {member_id} of share group {group_id} sent epoch "
+                                           f"{member_epoch}, its epoch is {member.epoch}")
+        config = self.config_for(group_id)
+        member.deadline_ms = now_ms + config.session_timeout_ms
+        if rack_id is not None:
+            member.rack_id = rack_id
+        if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
+            member.subscribed = tuple(sorted(set(subscribed)))
+            group.epoch += 1
+        target = self._assignment(member.subscribed)
+        if target != member.assignment:  # a subscribed topic appeared or grew: a new assignment
+            member.assignment = target
+            group.epoch += 1
+        changed = member_epoch == JOIN_EPOCH or member.epoch != group.epoch
+        if member.epoch != group.epoch:
+            member.epoch = group.epoch
+            group.assignment_epoch = group.epoch
+        return HeartbeatAnswer(member_id, member.epoch, config.heartbeat_interval_ms,
+                               dict(member.assignment) if changed else None)
+
+    def _assignment(self, topics: tuple[str, ...]) -> dict[uuid.UUID, tuple[int, ...]]:
+        out = {}
+        for name in topics:
+            topic_id, n = self.topic_id_of(name), self.partitions_of(name)
+            if topic_id is not None and n:
+                out[topic_id] = tuple(range(n))
+        return out
+
+    def _remove(self, group: ShareGroup, member_id: str) -> None:
+        del group.members[member_id]
+        group.epoch += 1
+        self.sessions.drop_member(group.group_id, member_id)
+        self.release_member(group.group_id, member_id)
+
+    def release_member(self, group_id: str, member_id: str) -> int:
+        """Release every record ``member_id`` holds in the group's share-partitions; how many."""
+        return sum(sp.release_member(member_id) for (gid, _t, _p), sp in self.share_partitions.items()
+                   if gid == group_id)
+
+    def is_member(self, group_id: str, member_id: str) -> bool:
+        group = self.groups.get(group_id)
+        return group is not None and member_id in group.members
+
+    def tick(self, now_ms: int) -> list[tuple[str, str]]:
+        """Remove members whose session expired and release locks that expired; the (group, member)
+        pairs removed."""
+        removed = []
+        for group in self.groups.values():
+            for member_id in [m.member_id for m in group.members.values() if m.deadline_ms <= now_ms]:
+                self._remove(group, member_id)
+                removed.append((group.group_id, member_id))
+        for sp in self.share_partitions.values():
+            sp.expire_locks(now_ms)
+        return removed
+
+    # -- share-partitions -------------------------------------------------------------------------
+    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
+        return self.share_partitions.get((group_id, topic, partition))
+
+    def initialize(self, group_id: str, topic: str, partition: int, start_offset: int) -> SharePartition:
+        """The share-partition of a group reading a partition for the first time, starting at
+        ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
+        sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
+        self.share_partitions[(group_id, topic, partition)] = sp
+        self.groups.setdefault(group_id, ShareGroup(group_id))
+        return sp
+
+    def restore(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+        """A share-partition rebuilt from ``__share_group_state``."""
+        sp.config = self.config_for(group_id)
+        self.share_partitions[(group_id, topic, partition)] = sp
+        self.groups.setdefault(group_id, ShareGroup(group_id))
+
+    def partitions_of_group(self, group_id: str) -> Iterator[tuple[str, int, SharePartition]]:
+        for (gid, topic, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
+            if gid == group_id:
+                yield topic, partition, sp
+
+    def delete_offsets(self, group_id: str, topic: str) -> list[int]:
+        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (tombstones in the state topic);
+        the partitions forgotten."""
+        gone = [p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic]
+        topic_id = self.topic_id_of(topic)
+        by_partition: dict[int, list] = {}
+        for p in gone:
+            del self.share_partitions[(group_id, topic, p)]
+            if topic_id is not None:
+                key = ShareStateKey(group_id, topic_id, p)
+                by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                    (tombstone_key(key), None))
+        if self.write is not None:
+            for partition, records in by_partition.items():
+                self.write(partition, records)
+        return gone
+
+    def flush(self, leader_epoch: int = 0) -> int:
+        """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
+        written. Called after each request that changes state and after each tick."""
+        by_partition: dict[int, list] = {}
+        for (group_id, topic, partition), sp in self.share_partitions.items():
+            if not sp.take_changed() or self.write is None:
+                continue
+            topic_id = self.topic_id_of(topic)
+            if topic_id is None:  # the topic was deleted: nothing left to deliver
+                continue
+            key = ShareStateKey(group_id, topic_id, partition)
+            by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                snapshot_record(key, sp, leader_epoch))
+        for partition, records in by_partition.items():
+            self.write(partition, records)
+        return sum(len(r) for r in by_partition.values())
