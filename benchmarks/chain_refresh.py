@@ -1,6 +1,7 @@
 """Incremental refresh vs full recompute of an aggregate table pipeline (issue 24 item 6a).
 
     .venv/bin/python benchmarks/chain_refresh.py [--sizes 500000 5000000] [--change 0.01] [--runs 3]
+        [--producer lookup|none]
 
 For each upstream size: an orders table of N rows (id, region among 100, amount), the pipeline
 ``SELECT region, count(*), sum(amount), avg(amount) FROM source GROUP BY region`` backfilled; then a change of ``change`` x N rows (half updates of existing orders, half new ones) committed
@@ -8,7 +9,9 @@ upstream, and side by side on the same Spark session: the incremental step (read
 changed keys' before-images, retract/add, write the touched groups) and the full recompute of the same query
 over the snapshot at the same version. Both results must be identical. Repeated ``runs`` times (a new change
 each time); the median is printed with the ratio, and the incremental time's growth from the smallest to the
-largest upstream beside the full recompute's.
+largest upstream beside the full recompute's. ``--producer``: the upstream's ``changelog.producer`` (``lookup``,
+the default: its commits write the change feed's before-images, so the step reads them; ``none``: the step looks
+them up in the upstream's files).
 """
 from __future__ import annotations
 
@@ -45,11 +48,11 @@ def _sorted(t: pa.Table) -> list[dict]:
     return sorted(t.to_pylist(), key=lambda r: r["region"])
 
 
-def measure(size: int, change: float, runs: int, spark, workdir: str) -> dict:
+def measure(size: int, change: float, runs: int, spark, workdir: str, producer: str) -> dict:
     rng = np.random.default_rng(size)
     path = os.path.join(workdir, f"orders-{size}")
-    table = Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "4", "compaction.auto": "false",
-                                                "clustering.auto": "false"}, storage_options={"fsync": "false"})
+    table = Table.create(path, SCHEMA, ["id"], {"write.bucket.num": "4", "clustering.auto": "false",
+                                                "changelog.producer": producer}, storage_options={"fsync": "false"})
     for start in range(0, size, 1_000_000):
         table.insert_into(orders(np.arange(start, min(size, start + 1_000_000)), rng))
     table.compact()
@@ -83,12 +86,13 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[500_000, 5_000_000])
     ap.add_argument("--change", type=float, default=0.01)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--producer", choices=["lookup", "none"], default="lookup")
     args = ap.parse_args()
     spark = get_spark()
     results = []
     with tempfile.TemporaryDirectory(prefix="chain-refresh-") as workdir:
         for size in args.sizes:
-            r = measure(size, args.change, args.runs, spark, workdir)
+            r = measure(size, args.change, args.runs, spark, workdir, args.producer)
             results.append(r)
             print(f"upstream {size:>10,} rows, change {r['change_rows']:>8,} rows: incremental "
                   f"{r['incremental']:6.2f}s   full recompute {r['full']:6.2f}s   full/incremental "
