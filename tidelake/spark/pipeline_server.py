@@ -46,7 +46,11 @@ class PipelineServer:
 
     def spark(self):
         if self._spark is None:
-            self._spark = spark_session(self.graph.stages[0].config.spark, "tidelake-pipeline-serve")
+            config = self.graph.stages[0].config.spark
+            # the stages' jobs share the executors fairly (one pool each): a long full refresh does not queue a
+            # Kafka stage's next batch behind it
+            conf = {"spark.scheduler.mode": "FAIR", **(config.get("conf") or {})}
+            self._spark = spark_session({**config, "conf": conf}, "tidelake-pipeline-serve")
         return self._spark
 
     def stop(self) -> None:
@@ -124,8 +128,10 @@ class PipelineServer:
         """One stage until the server stops; its error stops the server."""
         try:
             runner = self.runner(stage)
+            self.spark().sparkContext.setLocalProperty("spark.scheduler.pool", stage.name)   # (this thread's jobs)
             if isinstance(runner, Pipeline):
-                runner.run()   # until stop(): one batch per batch_interval, clients and table kept open
+                # until stop(): one batch per batch_interval, clients and table kept open
+                summary.runs[stage.name] += len(runner.run().batches)
                 return
             while not self.stopping:
                 if runner.due(runner.pending()) and runner.step() is not None:
