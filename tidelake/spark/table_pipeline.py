@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import (merge, sink_rows, states_from_sink_rows, states_from_state_rows)
 from tidelake.spark.arrow_state import arrow_computable, arrow_states
-from tidelake.spark.increment import net_change
+from tidelake.spark.increment import NetChange, net_change
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
@@ -416,7 +416,7 @@ class TablePipeline:
         data = self._with_ops(sink_rows(states, plan, names, self._sink_schema), deleted)
         return data, None, net.changes, len(merged.recompute)
 
-    def _spark_states(self, net, views: dict[str, str]):
+    def _spark_states(self, net: NetChange, views: dict[str, str]):
         """The before-images' and after-images' states per group, by the state query over one relation of
         both, signed (one Spark job)."""
         plan = self.plan()
