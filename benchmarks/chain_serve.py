@@ -282,10 +282,16 @@ def kill(args) -> None:
             gens.append(gen)
             revenue_before = open_table(work / "tables" / "revenue_by_region")
             before = revenue_before.version if revenue_before else -1
-            proc = start_serve(work, log)
+            proc = start_serve(work, log, verbose=bool(args.log))
             # kill once it is working: after its first new revenue commit, a random moment later
-            _wait_for(lambda: (t := open_table(work / "tables" / "revenue_by_region")) is not None
-                      and (t.version > before or not gen.is_alive()), 300, f"trial {trial}: serve committing")
+            try:
+                _wait_for(lambda: (t := open_table(work / "tables" / "revenue_by_region")) is not None
+                          and (t.version > before or not gen.is_alive()), 600, f"trial {trial}: serve committing")
+            except SystemExit:
+                os.kill(proc.pid, signal.SIGKILL)
+                if args.log:
+                    shutil.copy(log, args.log)
+                raise
             time.sleep(rng.uniform(0.0, args.max_delay))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(60)
@@ -315,6 +321,7 @@ def main() -> None:
     f.add_argument("--log", default=None, help="copy serve's log here")
     k = sub.add_parser("kill")
     k.add_argument("--trials", type=int, default=30)
+    k.add_argument("--log", default=None, help="serve's log (verbose) copied here if a trial times out")
     k.add_argument("--rate", type=int, default=300)
     k.add_argument("--max-delay", type=float, default=6.0)
     args = ap.parse_args()
