@@ -12,7 +12,8 @@ the time from its produce timestamp to the commit of revenue_by_region (the 2-st
 (the orders version holding its offset, then the first revenue commit whose recorded range reaches that version).
 Printed: p50 / p99 / max, beside the Kafka stage alone (produce -> orders commit) as the baseline.
 
-kill: the generator produces throughout; each trial starts serve, waits a random 2-12 s once it has committed,
+kill: a stream is produced throughout (each trial adds one of 150 s); each trial starts serve, waits for its next
+revenue_by_region commit and a random 0-6 s more,
 kill -9s it, then checks every stage at the position its sink recorded: orders equals the topic's change events
 applied up to the recorded offsets; revenue_by_region equals the aggregate recomputed (DuckDB) over orders at the
 recorded version; top_regions equals the top 2 of revenue_by_region at its recorded version. Lost = rows/counts
@@ -44,7 +45,7 @@ from tidelake.table import Table, TableNotFound  # noqa: E402
 TIDELAKE = str(Path(sys.executable).with_name("tidelake"))
 PARTITIONS = 4
 WARM_UP_SECONDS = 3.0
-TRIAL_STREAM_SECONDS = 60.0  # kill: the stream each trial adds
+TRIAL_STREAM_SECONDS = 150.0  # kill: the stream each trial adds (outlasting a trial's Spark start on a loaded machine)
 
 
 def write_chain(directory: Path, bootstrap: str) -> None:
@@ -262,6 +263,13 @@ def check(work: Path, bootstrap: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _revenue_batch(work: Path) -> int:
+    """The batch id of revenue_by_region's last commit (-1: none yet)."""
+    revenue = open_table(work / "tables" / "revenue_by_region")
+    state = revenue.app_state("table-pipeline:orders") if revenue else None
+    return state["batch_id"] if state else -1
+
+
 def kill(args) -> None:
     rng = random.Random(5)
     totals: dict[str, list[int]] = {}
@@ -280,13 +288,11 @@ def kill(args) -> None:
                                   seed=13 + trial)
             gen.start()
             gens.append(gen)
-            revenue_before = open_table(work / "tables" / "revenue_by_region")
-            before = revenue_before.version if revenue_before else -1
+            before = _revenue_batch(work)
             proc = start_serve(work, log, verbose=bool(args.log))
             # kill once it is working: after its first new revenue commit, a random moment later
             try:
-                _wait_for(lambda: (t := open_table(work / "tables" / "revenue_by_region")) is not None
-                          and (t.version > before or not gen.is_alive()), 600, f"trial {trial}: serve committing")
+                _wait_for(lambda: _revenue_batch(work) > before, 600, f"trial {trial}: serve committing")
             except SystemExit:
                 os.kill(proc.pid, signal.SIGKILL)
                 if args.log:
