@@ -6,12 +6,14 @@
 
 An embedded broker runs in this process; ``tidelake pipeline serve DIR`` runs as a child process.
 
-freshness: the demo's orders generator produces at --rate records/s for --seconds; afterwards, for every record,
+freshness: once serve has warmed up (a 3 s stream at the same rate, caught up with and not measured), the demo's
+orders generator produces at --rate records/s for --seconds; afterwards, for every record,
 the time from its produce timestamp to the commit of revenue_by_region (the 2-stage aggregate) that first holds it
 (the orders version holding its offset, then the first revenue commit whose recorded range reaches that version).
 Printed: p50 / p99 / max, beside the Kafka stage alone (produce -> orders commit) as the baseline.
 
-kill: the generator produces throughout; each trial starts serve, waits a random 2-12 s once it has committed,
+kill: a stream is produced throughout (each trial adds one of 150 s); each trial starts serve, waits for its next
+revenue_by_region commit and a random 0-6 s more,
 kill -9s it, then checks every stage at the position its sink recorded: orders equals the topic's change events
 applied up to the recorded offsets; revenue_by_region equals the aggregate recomputed (DuckDB) over orders at the
 recorded version; top_regions equals the top 2 of revenue_by_region at its recorded version. Lost = rows/counts
@@ -24,6 +26,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
@@ -41,6 +44,8 @@ from tidelake.table import Table, TableNotFound  # noqa: E402
 
 TIDELAKE = str(Path(sys.executable).with_name("tidelake"))
 PARTITIONS = 4
+WARM_UP_SECONDS = 3.0
+TRIAL_STREAM_SECONDS = 150.0  # kill: the stream each trial adds (outlasting a trial's Spark start on a loaded machine)
 
 
 def write_chain(directory: Path, bootstrap: str) -> None:
@@ -69,10 +74,11 @@ trigger: {interval: 0s}
 """)
 
 
-def start_serve(directory: Path, log: Path) -> subprocess.Popen:
+def start_serve(directory: Path, log: Path, verbose: bool = False) -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     with open(log, "ab") as out:
-        return subprocess.Popen([TIDELAKE, "pipeline", "serve", str(directory / "chain"), "-q"], stdout=out,
+        return subprocess.Popen([TIDELAKE, "pipeline", "serve", str(directory / "chain")] + ([] if verbose else ["-q"]),
+                                stdout=out,
                                 stderr=subprocess.STDOUT, env=env)
 
 
@@ -132,13 +138,18 @@ def freshness(args) -> None:
         _create_topic(bootstrap)
         write_chain(work / "chain", bootstrap)
         log = work / "serve.log"
-        proc = start_serve(work, log)
+        proc = start_serve(work, log, verbose=bool(args.log))
         try:
             _wait_for(lambda: open_table(work / "tables" / "top_regions") is not None, 300, "serve's first pass")
+            # a warm-up stream first, measured by nobody: the first batch of each stage starts Spark's workers
+            warm = OrdersGenerator(bootstrap, int(args.rate * WARM_UP_SECONDS), WARM_UP_SECONDS, seed=5)
+            warm.start()
+            warm.join(WARM_UP_SECONDS + 120)
+            _wait_for(lambda: _caught_up(work, warm.produced), 600, "serve catching up with the warm-up")
             gen = OrdersGenerator(bootstrap, int(args.rate * args.seconds), args.seconds, seed=11)
             gen.start()
             gen.join(args.seconds + 120)
-            total = gen.produced
+            total = warm.produced + gen.produced
             # the same serve process catches up: every record in orders, revenue at orders' latest version
             _wait_for(lambda: _caught_up(work, total), 300, "serve catching up")
         finally:
@@ -154,19 +165,28 @@ def freshness(args) -> None:
                 covering.append((h["version"], h["timestamp_ms"], {int(p): o for p, o in app["extra"]["offsets"].items()}))
         stage2 = [(h["app"]["extra"]["to_version"], h["timestamp_ms"]) for h in revenue if h.get("app")]
         one, two = [], []
-        start_ms = min(ts for _, _, ts, _ in records[-int(args.rate * args.seconds):]) if records else 0
+        times = sorted(ts for _, _, ts, _ in records)   # (records come partition by partition)
+        start_ms = times[-gen.produced] if gen.produced else 0   # the measured stream's first, not the warm-up's
         for p, o, ts, _ in records:
             if ts < start_ms:
                 continue
             version, committed = next((v, c) for v, c, offs in covering if offs.get(p, 0) > o)
             one.append(committed - ts)
-            two.append(next(c for to, c in stage2 if to >= version) - ts)
+            reached = next((c for to, c in stage2 if to >= version), None)
+            if reached is None:
+                raise SystemExit(f"partition {p} offset {o}: orders version {version} holds it, but no "
+                                 f"revenue_by_region commit reached it (its last: {stage2[-1] if stage2 else None}; "
+                                 f"orders' last: {covering[-1][:2]}); serve log:\n{log.read_text()[-3000:]}")
+            two.append(reached - ts)
         for name, values in (("produce -> orders (1 stage, Kafka)", one),
                              ("produce -> revenue_by_region (2 stages)", two)):
             q = statistics.quantiles(values, n=100)
             print(f"{name:42s} records {len(values):>7,}  p50 {q[49] / 1000:5.2f}s  p99 {q[98] / 1000:5.2f}s  "
                   f"max {max(values) / 1000:5.2f}s")
-        print(f"rate {args.rate} records/s for {args.seconds}s; serve log {log}")
+        print(f"rate {args.rate} records/s for {args.seconds}s")
+        if args.log:
+            shutil.copy(log, args.log)
+            print(f"serve log copied to {args.log}")
 
 
 def _caught_up(work: Path, total: int) -> bool:
@@ -243,6 +263,13 @@ def check(work: Path, bootstrap: str) -> dict[str, tuple[int, int]]:
     return out
 
 
+def _revenue_batch(work: Path) -> int:
+    """The batch id of revenue_by_region's last commit (-1: none yet)."""
+    revenue = open_table(work / "tables" / "revenue_by_region")
+    state = revenue.app_state("table-pipeline:orders") if revenue else None
+    return state["batch_id"] if state else -1
+
+
 def kill(args) -> None:
     rng = random.Random(5)
     totals: dict[str, list[int]] = {}
@@ -253,16 +280,24 @@ def kill(args) -> None:
         _create_topic(bootstrap)
         write_chain(work / "chain", bootstrap)
         log = work / "serve.log"
-        # the stream lasts longer than the trials (a trial waits for serve's next commit, which needs new records)
-        gen = OrdersGenerator(bootstrap, int(args.rate * args.trials * 75), args.trials * 75, seed=13)
-        gen.start()
+        # each trial adds a stream of its own that outlasts it (a trial waits for serve's next commit, which needs
+        # new records), so the stream ends soon after the last trial
+        gens = []
         for trial in range(1, args.trials + 1):
-            revenue_before = open_table(work / "tables" / "revenue_by_region")
-            before = revenue_before.version if revenue_before else -1
-            proc = start_serve(work, log)
+            gen = OrdersGenerator(bootstrap, int(args.rate * TRIAL_STREAM_SECONDS), TRIAL_STREAM_SECONDS,
+                                  seed=13 + trial)
+            gen.start()
+            gens.append(gen)
+            before = _revenue_batch(work)
+            proc = start_serve(work, log, verbose=bool(args.log))
             # kill once it is working: after its first new revenue commit, a random moment later
-            _wait_for(lambda: (t := open_table(work / "tables" / "revenue_by_region")) is not None
-                      and (t.version > before or not gen.is_alive()), 300, f"trial {trial}: serve committing")
+            try:
+                _wait_for(lambda: _revenue_batch(work) > before, 600, f"trial {trial}: serve committing")
+            except SystemExit:
+                os.kill(proc.pid, signal.SIGKILL)
+                if args.log:
+                    shutil.copy(log, args.log)
+                raise
             time.sleep(rng.uniform(0.0, args.max_delay))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(60)
@@ -273,7 +308,8 @@ def kill(args) -> None:
                 totals[stage][1] += dup
             print(f"trial {trial:2d}: kill -9 at +{time.monotonic():.0f}; " +
                   ", ".join(f"{s} lost {lost} duplicated {dup}" for s, (lost, dup) in result.items()), flush=True)
-        gen.join(args.trials * 75 + 120)
+        for gen in gens:
+            gen.join(TRIAL_STREAM_SECONDS + 120)
         serve_until_caught_up(work, bootstrap, log)
         final = check(work, bootstrap)
         print("after the stream ended and serve caught up: " +
@@ -288,8 +324,10 @@ def main() -> None:
     f = sub.add_parser("freshness")
     f.add_argument("--rate", type=int, default=2000)
     f.add_argument("--seconds", type=float, default=40)
+    f.add_argument("--log", default=None, help="copy serve's log here")
     k = sub.add_parser("kill")
     k.add_argument("--trials", type=int, default=30)
+    k.add_argument("--log", default=None, help="serve's log (verbose) copied here if a trial times out")
     k.add_argument("--rate", type=int, default=300)
     k.add_argument("--max-delay", type=float, default=6.0)
     args = ap.parse_args()

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 
 import pyarrow as pa
 import pytest
@@ -9,6 +11,7 @@ from click.testing import CliRunner
 
 from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.cli.main import cli
+from tidelake.spark.pipeline_config import PipelineConfigError
 from tidelake.spark.pipeline_graph import GraphError, PipelineGraph
 from tidelake.spark.pipeline_server import PipelineServer
 from tidelake.table import Table
@@ -77,3 +80,51 @@ def test_serve_runs_the_chain_in_dependency_order_until_every_stage_is_caught_up
     stages = json.loads(result.output)["stages"]
     assert [(s["name"], s["lag"], s["reads"]) for s in stages] == [
         ("paid", 0, []), ("revenue", 0, ["paid"]), ("top", 0, ["revenue"])]
+
+
+def test_serve_runs_each_stage_in_its_own_thread_until_stopped(tmp_path, spark):
+    """Two independent branches off one upstream and a stage after one of them: each stage follows the commits
+    before it; stop() ends every stage's thread and serve returns."""
+    orders = Table.create(str(tmp_path / "orders"), ORDERS, ["id"], {"write.bucket.num": "2"})
+    orders.upsert(pa.table({"id": [1, 2, 3], "region": ["a", "b", "c"], "amount": [5, -1, 7]}, schema=ORDERS))
+    _write_chain(tmp_path / "chain", {**CHAIN, "count.yaml": (
+        "orders", "SELECT region, count(*) AS n, max(amount) AS hi FROM source GROUP BY region", "")})
+    server = PipelineServer(PipelineGraph.load(tmp_path / "chain"), spark=spark)
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(server.serve()), daemon=True)
+    thread.start()
+    try:
+        for change in ({"id": [2, 4], "region": ["b", "a"], "amount": [10, 1]}, {"id": [5], "region": ["c"],
+                                                                               "amount": [3]}):
+            orders.upsert(pa.table(change, schema=ORDERS))
+            for _ in range(1200):   # (bounded: each stage catches up within a few steps)
+                if not thread.is_alive() or all(
+                        server.runner(s).position().version is not None
+                        and server.runner(s).position().version >= server.runner(s).upstream().refresh()
+                        for s in server.graph.stages):
+                    break
+                time.sleep(0.1)
+            assert thread.is_alive(), "serve stopped"
+    finally:
+        server.stop()
+        thread.join(60)
+    assert not thread.is_alive() and done[0].stopped_by == "signal"
+    assert done[0].runs["count"] >= 1 and done[0].runs["top"] >= 1
+    for stage in server.graph.stages:
+        runner = server.runner(stage)
+        got = sorted(runner.results().to_pylist(), key=lambda r: r["region"])
+        want = sorted(runner.recompute(runner.position().version).to_pylist(), key=lambda r: r["region"])
+        assert got == want, stage.name
+    assert server.runner(server.graph.stages[0]).position().version == orders.version
+
+
+def test_a_failing_stage_stops_serve_with_its_error(tmp_path, spark):
+    orders = Table.create(str(tmp_path / "orders"), ORDERS, ["id"], {"write.bucket.num": "2"})
+    orders.upsert(pa.table({"id": [1], "region": ["a"], "amount": [5]}, schema=ORDERS))
+    _write_chain(tmp_path / "chain", {"ok.yaml": ("orders", "SELECT region, count(*) AS n FROM source GROUP BY region",
+                                                  ""),
+                                      "bad.yaml": ("orders", "SELECT id, nothing FROM source", "")})
+    server = PipelineServer(PipelineGraph.load(tmp_path / "chain"), spark=spark)
+    with pytest.raises(PipelineConfigError, match="nothing"):
+        server.serve()
+    assert server.stopping

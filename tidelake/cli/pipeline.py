@@ -169,9 +169,9 @@ def validate(path: str) -> None:
               help="Serve /metrics (per-stage lag and freshness) and /health/* there while running.")
 @click.option("--max-passes", type=click.IntRange(min=1), default=None, hidden=True)
 def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: int | None) -> None:
-    """Run every pipeline in DIRECTORY in one process sharing one Spark session: each stage runs when its
-    upstream has new data (Kafka records or table commits), in dependency order. SIGTERM/SIGINT stop it
-    after the current stage."""
+    """Run every pipeline in DIRECTORY in one process sharing one Spark session, each stage in a thread of its
+    own: a Kafka stage continuously, a table stage as soon as its upstream commits. SIGTERM/SIGINT stop every
+    stage after its current batch."""
     from tidelake.spark.pipeline_graph import PipelineGraph
     from tidelake.spark.pipeline_server import PipelineServer
     from tidelake.spark.runner import install_signal_handlers
@@ -202,7 +202,8 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
     finally:
         if observer is not None:
             observer.stop()
-    click.echo(f"served {len(graph.stages)} pipelines, {summary.passes} passes: "
+    passes = f", {summary.passes} passes" if summary.passes else ""   # (passes: --max-passes only)
+    click.echo(f"served {len(graph.stages)} pipelines{passes}: "
                + ", ".join(f"{n} {c}" for n, c in summary.runs.items()) + f" ({summary.stopped_by})")
 
 

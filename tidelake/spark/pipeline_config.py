@@ -85,8 +85,8 @@ class MetricsConfig:
 
 @dataclass
 class TriggerConfig:
-    """``trigger:``: when a table pipeline (or, under ``pipeline serve``, any stage) runs: once its upstream has
-    ``min_versions`` new versions, or has any and ``interval`` has passed since the stage last ran."""
+    """``trigger:``: when a table pipeline runs: once its upstream has ``min_versions`` new versions, or has any
+    and ``interval`` has passed since it last ran. (A Kafka stage runs a batch every ``batch_interval``.)"""
     interval: float = 1.0  # seconds
     min_versions: int = 1
 

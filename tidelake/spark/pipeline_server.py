@@ -1,11 +1,13 @@
 """``tidelake pipeline serve DIR``: every pipeline of a directory in one long-lived process, one Spark session.
 
-Each pass walks the graph in dependency order (pipeline_graph.py): a Kafka stage reads what its topic holds
-(``Pipeline.run(once=True)``: nothing to read returns at once) once its ``trigger.interval`` has passed since it
-last ran; a table stage steps when its trigger says so (``TablePipeline.due``: ``min_versions`` new upstream
-versions, or any once ``interval`` has passed). So a commit upstream is picked up by the next stage in the same
-pass, and a new stage backfills from its upstream's snapshot on its first step. Every stage keeps its own
-exactly-once position in its sink, so a kill -9 of the server loses and duplicates nothing. With
+Every stage runs in a thread of its own, so a stage runs as soon as its upstream commits and never waits for
+another branch or for a slow stage elsewhere in the graph: a Kafka stage is one continuous run
+(``Pipeline.run()``: its broker clients and its table stay open between batches, a batch every
+``batch_interval``); a table stage steps whenever its trigger says so (``TablePipeline.due``: ``min_versions``
+new upstream versions, or any once ``interval`` has passed), checking its upstream every ``POLL_SECONDS``. A new
+stage backfills from its upstream's snapshot on its first step. Every stage keeps its own exactly-once position
+in its sink, so a kill -9 of the server loses and duplicates nothing. A stage that fails stops the server, which
+raises its error. ``run_pass`` (tests) walks the graph once in dependency order instead. With
 ``--metrics-listen``, /metrics serves each stage's lag and freshness (StageCollector).
 """
 from __future__ import annotations
@@ -22,7 +24,8 @@ from tidelake.spark.table_pipeline import TablePipeline
 
 log = logging.getLogger("tidelake.pipeline")
 
-POLL_SECONDS = 0.1  # between passes with nothing to do
+POLL_SECONDS = 0.1  # between two looks of a table stage at its upstream
+STATUS_SECONDS = 1.0  # between two updates of the stages' statuses (metrics)
 
 
 @dataclass
@@ -43,11 +46,17 @@ class PipelineServer:
 
     def spark(self):
         if self._spark is None:
-            self._spark = spark_session(self.graph.stages[0].config.spark, "tidelake-pipeline-serve")
+            config = self.graph.stages[0].config.spark
+            # the stages' jobs share the executors fairly (one pool each): a long full refresh does not queue a
+            # Kafka stage's next batch behind it
+            conf = {"spark.scheduler.mode": "FAIR", **(config.get("conf") or {})}
+            self._spark = spark_session({**config, "conf": conf}, "tidelake-pipeline-serve")
         return self._spark
 
     def stop(self) -> None:
         self._stop.set()
+        for runner in list(self.runners.values()):
+            runner.stop()
 
     @property
     def stopping(self) -> bool:
@@ -87,18 +96,48 @@ class PipelineServer:
         return ran
 
     def serve(self, max_passes: int | None = None) -> ServeSummary:
+        """Run every stage in its own thread until stopped (``max_passes``: that many ``run_pass`` instead)."""
         summary = ServeSummary(runs={s.name: 0 for s in self.graph.stages})
-        log.info("serving %d pipelines in this order: %s", len(self.graph.stages),
+        log.info("serving %d pipelines (dependency order: %s)", len(self.graph.stages),
                  " -> ".join(s.name for s in self.graph.stages))
+        if max_passes is not None:
+            while not self.stopping and summary.passes < max_passes:
+                for name, n in self.run_pass().items():
+                    summary.runs[name] += n
+                summary.passes += 1
+            summary.stopped_by = "signal" if self.stopping else "max-passes"
+            return summary
+        failures: list[BaseException] = []
+        for stage in self.graph.stages:   # (here, not in the threads: one runner per stage, each stoppable)
+            self.runner(stage)
+        threads = [threading.Thread(target=self._stage_thread, args=(stage, summary, failures),
+                                    name=f"stage-{stage.name}", daemon=True) for stage in self.graph.stages]
+        for t in threads:
+            t.start()
         while not self.stopping:
-            if max_passes is not None and summary.passes >= max_passes:
-                summary.stopped_by = "max-passes"
-                return summary
-            ran = self.run_pass()
-            summary.passes += 1
-            for name, n in ran.items():
-                summary.runs[name] += n
-            if not ran:
-                self._stop.wait(POLL_SECONDS)
+            self._statuses = [table_stage_status(s) for s in self.graph.stages if s.config.is_table_source]
+            self._stop.wait(STATUS_SECONDS)
+        for t in threads:
+            t.join()
+        if failures:
+            raise failures[0]
         summary.stopped_by = "signal"
         return summary
+
+    def _stage_thread(self, stage: Stage, summary: ServeSummary, failures: list[BaseException]) -> None:
+        """One stage until the server stops; its error stops the server."""
+        try:
+            runner = self.runner(stage)
+            self.spark().sparkContext.setLocalProperty("spark.scheduler.pool", stage.name)   # (this thread's jobs)
+            if isinstance(runner, Pipeline):
+                # until stop(): one batch per batch_interval, clients and table kept open
+                summary.runs[stage.name] += len(runner.run().batches)
+                return
+            while not self.stopping:
+                if runner.due(runner.pending()) and runner.step() is not None:
+                    summary.runs[stage.name] += 1
+                    continue
+                self._stop.wait(POLL_SECONDS)
+        except BaseException as e:   # (the server raises it once every stage has stopped)
+            failures.append(e)
+            self.stop()

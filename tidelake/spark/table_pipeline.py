@@ -26,12 +26,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import (merge, sink_rows, states_from_sink_rows, states_from_state_rows)
-from tidelake.spark.increment import net_change
+from tidelake.spark.arrow_state import arrow_computable, arrow_states
+from tidelake.spark.increment import NetChange, net_change
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.spark.transform_plan import (CHANGES, ROWS_COLUMN, SOURCE, TransformError, TransformPlan,
-                                           count_column, plan_transform, sum_column)
+from tidelake.spark.transform_plan import (CHANGES, ROWS_COLUMN, SIGN_COLUMN, SOURCE, TransformError,
+                                           TransformPlan, count_column, plan_transform, sum_column)
 from tidelake.table import Table, TableExists, TableNotFound
 from tidelake.table.properties import BUCKET_NUM
 
@@ -403,12 +404,10 @@ class TablePipeline:
             gone = net.keys.join(out.select(key), keys=key, join_type="left anti")
             return self._with_ops(out, gone), None, net.changes, 0
         # aggregate
-        before = {**views, SOURCE: self._bind("before", self._arrow_frame(net.before))}
-        after = {**views, SOURCE: self._bind("after", self._arrow_frame(net.after))}
-        union = f"{plan.input_sql(before, sign=-1)} UNION ALL {plan.input_sql(after, sign=1)}"
-        rows = spark.sql(plan.state_sql(union, by_sign=True)).toArrow().to_pylist()
-        retract = states_from_state_rows([r for r in rows if r["__sign"] < 0], plan)
-        add = states_from_state_rows([r for r in rows if r["__sign"] > 0], plan)
+        if arrow_computable(plan, net.after.schema):   # no Spark job: the same state, computed in this process
+            retract, add = arrow_states(plan, net.before), arrow_states(plan, net.after)
+        else:
+            retract, add = self._spark_states(net, views)
         names = self._output.names
         old = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
         merged = merge(old, retract, add, plan)
@@ -421,6 +420,18 @@ class TablePipeline:
         data = self._with_ops(sink_rows(states, plan, names, self._sink_schema), deleted)
         return data, None, net.changes, len(merged.recompute)
 
+    def _spark_states(self, net: NetChange, views: dict[str, str]):
+        """The before-images' and after-images' states per group, by the state query over one relation of
+        both, signed (one Spark job)."""
+        plan = self.plan()
+        signed = pa.concat_tables([
+            net.before.append_column(SIGN_COLUMN, pa.array([-1] * net.before.num_rows, pa.int8())),
+            net.after.append_column(SIGN_COLUMN, pa.array([1] * net.after.num_rows, pa.int8()))])
+        source = {**views, SOURCE: self._bind("increment", self._arrow_frame(signed))}
+        rows = self.spark().sql(plan.state_sql(plan.input_sql(source, signed=True), by_sign=True)).toArrow().to_pylist()
+        return (states_from_state_rows([r for r in rows if r["__sign"] < 0], plan),
+                states_from_state_rows([r for r in rows if r["__sign"] > 0], plan))
+
     def _sink_rows(self, sink: Table, groups: set[tuple]) -> list[dict]:
         if not groups:
             return []
@@ -432,6 +443,8 @@ class TablePipeline:
     def _recompute(self, groups: list[tuple], end: int, views: dict[str, str]):
         """The state of these groups from the snapshot at ``end`` (min/max that lost their extreme)."""
         plan = self.plan()
+        if arrow_computable(plan, self.upstream().schema_at(end)):   # (no Spark job: as in the increment's state)
+            return self._arrow_recompute(groups, end)
         names = [f"__g{j}" for j in range(len(plan.group_sql))]
         schema = self.spark().sql(plan.input_sql({**views, SOURCE: self._view("snapshot")})).schema
         self._bind("snapshot", self._snapshot_frame(self.config.source.table, end))
@@ -443,6 +456,16 @@ class TablePipeline:
         subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._view('snapshot')})}) AS i "
                   f"LEFT SEMI JOIN {keys_view} AS g ON {condition}")
         return states_from_state_rows(self.spark().sql(plan.state_sql(subset)).toArrow().to_pylist(), plan)
+
+    def _arrow_recompute(self, groups: list[tuple], end: int):
+        plan = self.plan()
+        columns = list(dict.fromkeys([*plan.group_columns, *(a.column for a in plan.aggregates if a.column)]))
+        first = {g[0] for g in groups}
+        rows = self.upstream().scan(version=end, columns=columns,
+                                    filter=[(plan.group_columns[0], "in", list(first))] if None not in first else None)
+        wanted = pa.Table.from_pylist([dict(zip(plan.group_columns, g)) for g in groups],
+                                      schema=pa.schema([rows.schema.field(c) for c in plan.group_columns]))
+        return arrow_states(plan, rows.join(wanted, keys=list(plan.group_columns), join_type="left semi"))
 
     # -- full recompute (tests, the demo, benchmarks): the transform over the snapshot at ``version``
     def recompute(self, version: int) -> pa.Table:

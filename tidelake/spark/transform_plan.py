@@ -25,6 +25,7 @@ from sqlglot import exp
 SOURCE = "source"
 CHANGES = "changes"
 AGGREGATES = {exp.Sum: "sum", exp.Count: "count", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
+SIGN_COLUMN = "__sign"  # an increment's rows for an aggregate: -1 a before-image (retract), +1 an after-image (add)
 ROWS_COLUMN = "__rows"  # the hidden per-group row count of an aggregate sink (a group at 0 rows is deleted)
 
 
@@ -46,6 +47,7 @@ class Aggregate:
     position: int
     function: str  # sum | count | avg | min | max
     argument: str | None  # Spark SQL of the argument expression
+    column: str | None = None  # the argument's column name when it is a bare column of ``source``
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class TransformPlan:
     group_sql: tuple[str, ...] = ()  # aggregate: the group key expressions
     aggregates: tuple[Aggregate, ...] = ()
     key_columns: tuple[str, ...] = ()  # rows: the upstream key columns the output passes through
+    # aggregate over ``source`` alone, no WHERE, every group key and argument a bare column: these columns' names
+    # (the state needs no SQL engine: arrow_state.py); () otherwise
+    group_columns: tuple[str, ...] = ()
     _select: exp.Select | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -68,14 +73,16 @@ class TransformPlan:
         """The user's query with table names replaced by view names (``{"source": "__v1", ...}``)."""
         return _rename(sqlglot.parse_one(self.sql, read="spark"), views).sql(dialect="spark")
 
-    def input_sql(self, views: dict[str, str], sign: int | None = None) -> str:
-        """aggregate: the rows the aggregation reads, as ``__g0.., __a0..`` (and ``__sign``), same FROM/WHERE."""
+    def input_sql(self, views: dict[str, str], signed: bool = False) -> str:
+        """aggregate: the rows the aggregation reads, as ``__g0.., __a0..``, same FROM/WHERE; ``signed``: and
+        ``source``'s ``SIGN_COLUMN`` (-1 retract, +1 add) as ``__sign``."""
         select = _rename(self._select.copy(), views)
         items = [sqlglot.parse_one(g, read="spark").as_(f"__g{j}") for j, g in enumerate(self.group_sql)]
         items += [sqlglot.parse_one(a.argument, read="spark").as_(f"__a{i}") for i, a in enumerate(self.aggregates)
                   if a.argument is not None]
-        if sign is not None:
-            items.append(exp.Literal.number(sign).as_("__sign"))
+        if signed:
+            source = next(t for t in select.find_all(exp.Table) if t.name == views[SOURCE])
+            items.append(exp.column(SIGN_COLUMN, table=source.alias_or_name).as_("__sign"))
         select.set("expressions", items)
         select.set("group", None)
         return select.sql(dialect="spark")
@@ -216,11 +223,27 @@ def _aggregate_plan(sql: str, tree: exp.Select, tables: tuple[str, ...]) -> Tran
         if function == "count" and (argument is None or isinstance(argument, exp.Star)):
             aggregates.append(Aggregate(position, "count", None))
         else:
-            aggregates.append(Aggregate(position, function, argument.sql(dialect="spark")))
+            aggregates.append(Aggregate(position, function, argument.sql(dialect="spark"),
+                                        _source_column(argument, tree)))
     missing = [g.sql(dialect="spark") for j, g in enumerate(group_exprs) if group_positions[j] is None]
     if missing:
         return _full(sql, f"the GROUP BY key {', '.join(missing)} is not selected: the sink's primary key is the "
                           f"group columns", tables)
+    group_columns = [_source_column(g, tree) for g in group_exprs]
+    plain = (not tables and not tree.args.get("where") and not tree.args.get("joins") and None not in group_columns
+             and all(a.argument is None or a.column is not None for a in aggregates))
     return TransformPlan(sql, "aggregate", tables=tables, group_positions=tuple(group_positions),
                          group_sql=tuple(g.sql(dialect="spark") for g in group_exprs), aggregates=tuple(aggregates),
-                         _select=tree)
+                         group_columns=tuple(group_columns) if plain else (), _select=tree)
+
+
+def _source_column(node: exp.Expression, tree: exp.Select) -> str | None:
+    """The column name if ``node`` is a bare column of the query's one table, ``source``; else None."""
+    if not isinstance(node, exp.Column):
+        return None
+    sources = list(tree.find_all(exp.Table))
+    if len(sources) != 1 or sources[0].name.lower() != SOURCE:
+        return None
+    if node.table and node.table.lower() != sources[0].alias_or_name.lower():
+        return None
+    return node.name
