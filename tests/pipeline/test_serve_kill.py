@@ -96,11 +96,14 @@ def test_kill_9_anywhere_in_the_chain_loses_and_duplicates_nothing(tmp_path):
             before = (_table(tmp_path / "top").version if _table(tmp_path / "top") else -1)
             deadline = time.monotonic() + 240
             while time.monotonic() < deadline:   # writes keep coming while the stages work
+                assert proc.poll() is None, f"serve exited ({proc.returncode}): {log.read_text()[-2000:]}"
                 commit()
                 top = _table(tmp_path / "top")
                 if top is not None and top.version > before + trial:
                     break
                 time.sleep(0.3)
+            else:
+                pytest.fail(f"trial {trial}: the last stage did not commit within 240 s: {log.read_text()[-2000:]}")
             time.sleep(rng.uniform(0.0, 2.0))
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(30)
@@ -112,6 +115,7 @@ def test_kill_9_anywhere_in_the_chain_loses_and_duplicates_nothing(tmp_path):
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
+            assert proc.poll() is None, f"serve exited ({proc.returncode}): {log.read_text()[-2000:]}"
             graph = subprocess.run([TIDELAKE, "pipeline", "graph", str(chain), "--json"], capture_output=True,
                                    text=True, timeout=60)
             if graph.returncode == 0 and all(s["lag"] == 0 for s in json.loads(graph.stdout)["stages"]):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tidelake.spark.pipeline_graph import PipelineGraph, Stage, StageStatus, table_stage_status
 from tidelake.spark.runner import Pipeline
@@ -49,8 +49,8 @@ class PipelineServer:
             config = self.graph.stages[0].config.spark
             # the stages' jobs share the executors fairly (one pool each): a long full refresh does not queue a
             # Kafka stage's next batch behind it
-            conf = {"spark.scheduler.mode": "FAIR", **(config.get("conf") or {})}
-            self._spark = spark_session({**config, "conf": conf}, "tidelake-pipeline-serve")
+            fair = replace(config, conf={"spark.scheduler.mode": "FAIR", **config.conf})
+            self._spark = spark_session(fair, "tidelake-pipeline-serve")
         return self._spark
 
     def stop(self) -> None:
