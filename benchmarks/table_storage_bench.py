@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,7 @@ import pyarrow as pa
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tidelake.table import Table  # noqa: E402
 from results_file import replace_heading  # noqa: E402  (beside this script)
+from s3_server import start_moto  # noqa: E402  (beside this script)
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64()), ("price", pa.float64()), ("category", pa.string())])
 CATEGORIES = np.array([f"cat-{i:02d}" for i in range(32)], dtype=object)
@@ -80,28 +80,6 @@ def run(url: str, options: dict | None, table_rows: int, commits: int) -> dict[s
             "scan_rows": n, "p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)),
             "open_ms": open_ms, "version": t.version}
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_moto() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise SystemExit("moto_server did not start")
-            time.sleep(0.1)
 
 
 def write_results(section: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -27,31 +26,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tidelake.broker import EmbeddedBroker  # noqa: E402
 from results_file import replace_heading  # noqa: E402  (beside this script)
+from s3_server import start_moto  # noqa: E402  (beside this script)
 
 MB = 1 << 20
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def start_moto() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    moto = os.path.join(os.path.dirname(sys.executable), "moto_server")
-    proc = subprocess.Popen([moto, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return proc, f"http://127.0.0.1:{port}"
-        except OSError:
-            if time.monotonic() > deadline or proc.poll() is not None:
-                proc.kill()
-                raise SystemExit("moto_server did not start")
-            time.sleep(0.1)
 
 
 def dir_bytes(path: Path) -> int:
