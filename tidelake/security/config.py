@@ -16,7 +16,7 @@ from OpenSSL import SSL
 
 from tidelake.security.acl.authorizer import AUTHORIZER_CLASS_NAMES, Authorizer
 from tidelake.clock import wall_ms
-from tidelake.security.jaas import JaasError, parse_jaas
+from tidelake.security.jaas import JaasError, listener_login
 from tidelake.security.oauth_config import OAuthConfigError, oauthbearer_validator
 from tidelake.security.oauth_tokens import TokenValidator
 from tidelake.security.principal import super_users
@@ -79,17 +79,11 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
                                   f"({', '.join(unsupported) or 'none'} unsupported); set sasl.enabled.mechanisms")
     users: dict[str, str] = {}
     if "PLAIN" in mechanisms:
-        jaas_key = f"listener.name.{name.lower()}.plain.sasl.jaas.config"
-        text = lookup(jaas_key)
-        if text is None:
-            raise SecurityConfigError(f"{jaas_key} is required for PLAIN on listener {name} "
-                                      f"({PLAIN_LOGIN_MODULE} required user_<name>=\"<password>\" ...;)")
         try:
-            entry = parse_jaas(text)
+            entry = listener_login(lookup, name, "PLAIN", PLAIN_LOGIN_MODULE,
+                                   f'{PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
         except JaasError as e:
-            raise SecurityConfigError(f"{jaas_key}: {e}") from None
-        if entry.login_module != PLAIN_LOGIN_MODULE:
-            raise SecurityConfigError(f"{jaas_key}: PLAIN uses {PLAIN_LOGIN_MODULE}, not {entry.login_module}")
+            raise SecurityConfigError(str(e)) from None
         users = entry.users()
     validator = None
     if "OAUTHBEARER" in mechanisms:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 _OPTION = re.compile(r'\s*([A-Za-z0-9_.\-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^\s;"]+)')
 _FLAGS = ("required", "requisite", "sufficient", "optional")
@@ -47,3 +48,20 @@ def parse_jaas(text: str) -> JaasEntry:
         options[m.group(1)] = value
         pos = m.end()
     return JaasEntry(head.group(1), options)
+
+
+def listener_login(lookup: Callable[[str], str | None], listener: str, mechanism: str, login_module: str,
+                   example: str) -> JaasEntry:
+    """``listener.name.<listener>.<mechanism>.sasl.jaas.config`` parsed, naming ``login_module`` (``example``: what
+    to set when it is missing); a JaasError naming the key otherwise."""
+    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    text = lookup(key)
+    if text is None:
+        raise JaasError(f"{key} is required for {mechanism} on listener {listener} ({example})")
+    try:
+        entry = parse_jaas(text)
+    except JaasError as e:
+        raise JaasError(f"{key}: {e}") from None
+    if entry.login_module != login_module:
+        raise JaasError(f"{key}: {mechanism} uses {login_module}, not {entry.login_module}")
+    return entry

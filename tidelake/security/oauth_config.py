@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from tidelake.security.jaas import JaasError, parse_jaas
+from tidelake.security.jaas import JaasError, listener_login
 from tidelake.security.jwks import JwksError, JwksKeySet, JwksSettings
 from tidelake.security.oauth_tokens import JwksValidator, TokenValidator, UnsecuredJwsValidator
 
@@ -53,17 +53,10 @@ def _number(key: str, value: str) -> int:
 
 
 def oauthbearer_validator(lookup: Lookup, listener: str) -> TokenValidator:
-    jaas_key = f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config"
-    text = lookup(jaas_key)
-    if text is None:
-        raise OAuthConfigError(f"{jaas_key} is required for OAUTHBEARER on listener {listener} "
-                               f"({LOGIN_MODULE} required;)")
     try:
-        entry = parse_jaas(text)
+        entry = listener_login(lookup, listener, "OAUTHBEARER", LOGIN_MODULE, f"{LOGIN_MODULE} required;")
     except JaasError as e:
-        raise OAuthConfigError(f"{jaas_key}: {e}") from None
-    if entry.login_module != LOGIN_MODULE:
-        raise OAuthConfigError(f"{jaas_key}: OAUTHBEARER uses {LOGIN_MODULE}, not {entry.login_module}")
+        raise OAuthConfigError(str(e)) from None
 
     def get(name: str) -> tuple[str, str]:
         key, value = _setting(lookup, listener, name)
@@ -94,5 +87,5 @@ def oauthbearer_validator(lookup: Lookup, listener: str) -> TokenValidator:
     return UnsecuredJwsValidator(
         options["unsecuredValidatorPrincipalClaimName"], options["unsecuredValidatorScopeClaimName"],
         frozenset(options["unsecuredValidatorRequiredScope"].split()),
-        _number(f"{jaas_key} unsecuredValidatorAllowableClockSkewMs",
+        _number(f"listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config unsecuredValidatorAllowableClockSkewMs",
                 options["unsecuredValidatorAllowableClockSkewMs"]))
