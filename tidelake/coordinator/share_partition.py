@@ -19,7 +19,7 @@ Rules (Kafka's):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from tidelake import errors
 from tidelake.coordinator.share_config import ShareGroupConfig
@@ -152,21 +152,17 @@ class SharePartition:
 
     def expire_locks(self, now_ms: int) -> int:
         """Release every record whose lock deadline passed; the number released."""
-        n = 0
-        for rec in self.records.values():
-            if rec.state == ACQUIRED and rec.lock_deadline_ms <= now_ms:
-                self._release(rec)
-                n += 1
-        if n:
-            self.changed = True
-            self._advance()
-        return n
+        return self._release_acquired(lambda rec: rec.lock_deadline_ms <= now_ms)
 
     def release_member(self, member_id: str) -> int:
         """A member left (or its share session closed): release every record it holds."""
+        return self._release_acquired(lambda rec: rec.member_id == member_id)
+
+    def _release_acquired(self, chosen: Callable[[InFlightRecord], bool]) -> int:
+        """Release the acquired records ``chosen`` picks; the number released."""
         n = 0
         for rec in self.records.values():
-            if rec.state == ACQUIRED and rec.member_id == member_id:
+            if rec.state == ACQUIRED and chosen(rec):
                 self._release(rec)
                 n += 1
         if n:
