@@ -45,7 +45,10 @@ def test_absent_and_dead_brokers_are_named(cluster, tmp_path):
     cluster.kill_broker(3)
     after = cli("topics", "describe", "spread", "--json", "-b", bootstrap)
     assert after.returncode == 0, after.stderr
-    rows = {r["partition"]: r for r in json.loads(after.stdout)[0]["partitions"]}
+    doc = json.loads(after.stdout)[0]
+    # librdkafka asks the controller for configs: when the broker killed was the controller, they are unknown
+    assert doc["configs"] is not None or doc["configs_unknown"] == "controller 3 does not answer", doc
+    rows = {r["partition"]: r for r in doc["partitions"]}
     for p, r in rows.items():
         if p in on_3:
             assert r["log_start_offset"] is None and r["high_watermark"] is None, r
@@ -55,3 +58,25 @@ def test_absent_and_dead_brokers_are_named(cluster, tmp_path):
     table = cli("topics", "describe", "spread", "-b", bootstrap)
     assert table.returncode == 0 and "-1001" not in table.stdout, table.stdout
     assert table.stderr.startswith("offsets unknown (?): spread-"), table.stderr
+
+
+def test_describe_right_after_the_controllers_kill_marks_configs_unknown(cluster):
+    """librdkafka sends DescribeConfigs to the controller: with the controller just killed (ZooKeeper has not yet
+    expired its session) `topics describe` answers at once, partitions shown, configs marked unknown."""
+    from confluent_kafka.admin import AdminClient
+    bootstrap = cluster.brokers[1].bootstrap
+    assert cli("topics", "create", "kept", "--partitions", "2", "--replication-factor", "3",
+               "-b", bootstrap).returncode == 0
+    controller = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).controller_id
+    assert controller in (1, 2, 3), controller
+    cluster.kill_broker(controller)
+    alive = next(b for i, b in cluster.brokers.items() if i != controller)
+    described = cli("topics", "describe", "kept", "--json", "-b", alive.bootstrap)
+    assert described.returncode == 0, described.stderr
+    doc = json.loads(described.stdout)[0]
+    if doc["configs"] is None:  # else a new controller was elected before the command asked
+        assert doc["configs_unknown"] == f"controller {controller} does not answer", doc
+        text = cli("topics", "describe", "kept", "-b", alive.bootstrap)
+        assert text.returncode == 0, text.stderr
+        assert "configs unknown: controller" in text.stderr, text.stderr
+    assert [r["partition"] for r in doc["partitions"]] == [0, 1], doc

@@ -75,8 +75,12 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
     missing = [n for n in names if n not in md.topics or md.topics[n].error is not None]
     if missing:
         raise CliError(f"unknown topic(s): {', '.join(missing)}")
-    silent = _silent_leaders(md, {p.leader for n in names for p in md.topics[n].partitions.values()},
-                             conn.timeout)
+    # librdkafka asks the controller for a topic's configs: a controller just killed (until ZooKeeper expires its
+    # session and another is elected) would hold the command until --timeout, so it is probed with the leaders
+    silent = _silent_leaders(md, {p.leader for n in names for p in md.topics[n].partitions.values()}
+                             | {md.controller_id}, conn.timeout)
+    configs_unknown = (f"controller {md.controller_id} does not answer" if md.controller_id < 0 or
+                       md.controller_id in silent else None)
     docs = []
     for name in names:
         partitions = sorted(md.topics[name].partitions.values(), key=lambda p: p.id)
@@ -88,9 +92,11 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
         timeouts = {"request_timeout": conn.timeout}
         starts = admin.list_offsets({tp: OffsetSpec.earliest() for tp in tps}, **timeouts) if tps else {}
         ends = admin.list_offsets({tp: OffsetSpec.latest() for tp in tps}, **timeouts) if tps else {}
-        resource = ConfigResource(ConfigResource.Type.TOPIC, name)
-        configs = conn.wait(admin.describe_configs([resource], **timeouts)[resource],
-                            f"cannot describe configs of {name}")
+        configs = None
+        if configs_unknown is None:
+            resource = ConfigResource(ConfigResource.Type.TOPIC, name)
+            configs = conn.wait(admin.describe_configs([resource], **timeouts)[resource],
+                                f"cannot describe configs of {name}")
         rows = []
         for p in partitions:
             start = end = None
@@ -105,10 +111,13 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
                     unknown[p.id], start, end = "no offsets from its leader", None, None
             rows.append({"partition": p.id, "leader": p.leader, "replicas": list(p.replicas), "isr": list(p.isrs),
                          "log_start_offset": start, "high_watermark": end, "unknown": unknown.get(p.id)})
-        shown = sorted((c for c in configs.values() if all_configs or not c.is_default), key=lambda c: c.name)
+        shown = sorted((c for c in (configs or {}).values() if all_configs or not c.is_default),
+                       key=lambda c: c.name)
         docs.append({"topic": name, "partitions": rows,
-                     "configs": [{"name": c.name, "value": c.value, "source": SOURCE_NAMES.get(c.source, str(c.source)),
-                                  "read_only": c.is_read_only} for c in shown]})
+                     "configs": None if configs is None else
+                     [{"name": c.name, "value": c.value, "source": SOURCE_NAMES.get(c.source, str(c.source)),
+                       "read_only": c.is_read_only} for c in shown],
+                     "configs_unknown": configs_unknown})
     if as_json:
         print_json(docs)
         return
@@ -121,6 +130,9 @@ def describe(conn: BrokerConnection, topic_names: tuple[str, ...], all_configs: 
         unknown = [f"{doc['topic']}-{r['partition']} ({r['unknown']})" for r in doc["partitions"] if r["unknown"]]
         if unknown:
             click.echo(f"offsets unknown (?): {', '.join(unknown)}", err=True)
+        if doc["configs"] is None:
+            click.echo(f"configs unknown: {doc['configs_unknown']}", err=True)
+            continue
         print_rows(("CONFIG", "VALUE", "SOURCE", "READ-ONLY"),
                    [(c["name"], c["value"], c["source"], "yes" if c["read_only"] else "no") for c in doc["configs"]],
                    title=f"Configs of {doc['topic']}" + ("" if all_configs else " (set on the topic; --all-configs "

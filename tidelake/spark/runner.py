@@ -517,11 +517,22 @@ def install_signal_handlers(pipeline: Pipeline) -> None:
     KeyboardInterrupt), which would otherwise replace this one. The second signal ends the process with
     ``os._exit``: an exception raised inside a Py4J call makes Py4J log its traces, and nothing needs
     unwinding: the batch in progress is not committed (table commits are atomic) and the next run reads it
-    again; the JVM, whose stdin is our pipe, exits with us."""
-    pipeline.spark()
+    again; the JVM, whose stdin is our pipe, exits with us. Its logging is switched off first: its shutdown
+    races the tasks still reporting and would print their rejected status updates as Java stack traces."""
+    spark = pipeline.spark()
+
+    def silence_jvm() -> None:
+        try:
+            spark.sparkContext.setLogLevel("OFF")
+        except Exception:  # the JVM may already be gone; the abort goes on regardless
+            pass
 
     def handler(signum, _frame):
         if pipeline.stopping:
+            # bounded: a wedged JVM must not hold up the abort the user asked for
+            quiet = threading.Thread(target=silence_jvm, daemon=True)
+            quiet.start()
+            quiet.join(2.0)
             sys.stdout.flush()
             sys.stderr.write("tidelake: pipeline aborted; the batch in progress was not committed and a "
                              "restart reads it again\n")
