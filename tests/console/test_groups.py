@@ -49,3 +49,18 @@ def test_each_kind_of_group_is_described_by_its_own_request(broker, console, dat
         for m in members:
             m.close()
     assert _group_errors(broker) == {}
+
+
+def test_members_table_follows_the_group_without_a_reload(broker, console, data, page) -> None:
+    """The members table refreshes as the state does: a page opened before (or during) a rebalance shows the
+    assignment once the group is stable, not the members as they were when it was opened."""
+    member = _member(data.bootstrap, "late-classic", "classic")
+    member.close()  # the group now exists, empty
+    page.goto(f"{console.url}/groups/late-classic")
+    expect(page.locator("#members")).to_contain_text("no active members")
+    member = _member(data.bootstrap, "late-classic", "classic")
+    try:
+        assigned = page.locator("#members tr").nth(1).locator("td").nth(3)
+        expect(assigned).to_have_text(", ".join(f"{TOPIC}-{p}" for p in range(PARTITIONS)))
+    finally:
+        member.close()

@@ -234,6 +234,8 @@ def group_page(request: Request) -> Response:
         return HTMLResponse(c.group_lag_chart(group_id))
     if fragment == "lag":
         return c.render(request, "_group_lag.html", group=group)
+    if fragment == "members":  # refreshed as the state is: a page opened mid-rebalance shows the assignment after
+        return c.render(request, "_group_members.html", group=group)
     return c.render(request, "group.html", group=group, chart=c.group_lag_chart(group_id))
 
 
