@@ -316,7 +316,7 @@ def test_mixed_clients_share_one_group(broker):
     rd = confluent_consumer(bs, "mixed", **{"partition.assignment.strategy": "range"})
     rd.subscribe(["t"])
     kp = KafkaConsumer("t", bootstrap_servers=bs, group_id="mixed", enable_auto_commit=False,
-                       session_timeout_ms=6000, heartbeat_interval_ms=300)
+                       session_timeout_ms=10000, heartbeat_interval_ms=300)
     try:
         deadline = time.monotonic() + 60
         rd_parts, kp_parts = [], []
@@ -326,8 +326,10 @@ def test_mixed_clients_share_one_group(broker):
             rd_parts, kp_parts = partitions_of(rd), sorted(tp.partition for tp in kp.assignment())
             if rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)):
                 break
-        assert rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)), (rd_parts, kp_parts)
         group = broker.broker.context.groups.groups["mixed"]
+        assert rd_parts and kp_parts and sorted(rd_parts + kp_parts) == list(range(PARTITIONS)), (
+            rd_parts, kp_parts, group.state, group.generation_id,
+            {m.member_id: (m.client_id, m.assignment) for m in group.members.values()})
         assert group.protocol == "range" and len(group.members) == 2
     finally:
         rd.close()
