@@ -23,7 +23,7 @@ WAIT_S = 30
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
     return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
-                             reader_cache_bytes=64 << 20)
+                             reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
 def batch(i: int) -> bytes:
@@ -252,4 +252,25 @@ def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: 
     assert marker_segment is not None and plog.local_log_start_offset > 41
     got = read_remote(remote, "t", 0, marker_segment.base_offset)
     assert local == [(200, aborted_first)] and got.aborted == [(200, aborted_first)]
+    plog.close()
+
+
+def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_indexes(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):   # record i at NOW + 10 * i
+        plog.append(build_batch([Record(0, NOW + 10 * i, b"k", b"v%05d" % i + b"x" * 200)]), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    local_start = plog.local_log_start_offset
+    assert local_start > 20 and len(remote.metadata("t", 0).segments) >= 5
+
+    def lookup(ts: int, start: int = 0):
+        future = remote.reader.offset_for_timestamp("t", 0, ts, start, local_start)
+        return None if future is None else future.result(WAIT_S)
+    assert lookup(NOW) == (NOW, 0, 0)
+    assert lookup(NOW + 71) == (NOW + 80, 8, 0)             # the first record at or after it, mid-segment
+    assert lookup(NOW + 71, start=12) == (NOW + 120, 12, 0)  # not before the log start
+    # nothing remote reaches it: the local segments answer it
+    assert lookup(NOW + 10 * local_start) is None
+    assert plog.offset_for_timestamp(NOW + 10 * local_start) == (local_start, NOW + 10 * local_start)
     plog.close()

@@ -25,7 +25,7 @@ WAIT_S = 30
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
     return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
-                             reader_cache_bytes=64 << 20)
+                             reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
 def run_child(tmp: Path, url: str, options: dict, phase: str, kill_at: int) -> tuple[set[int], int]:

@@ -343,6 +343,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
        read_only=True, minimum=1),
     _d("remote.log.reader.cache.bytes", 268435456, TYPE_LONG, "tidelake: bytes of remote segment data kept "
        "(ranged reads and prefetch of the next chunks)", read_only=True, minimum=1),
+    _d("remote.list.offsets.request.timeout.ms", 30000, TYPE_INT, "how long a ListOffsets by timestamp waits "
+       "on the remote segments (then REQUEST_TIMED_OUT)", read_only=True, minimum=1),
     # static in Kafka: refused as dynamic updates ("Cannot update these configs dynamically")
     _d("process.roles", None, TYPE_LIST, "KRaft roles of this node", read_only=True),
     _d("controller.quorum.voters", "", TYPE_LIST, "KRaft controller quorum", read_only=True),
@@ -435,7 +437,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm", "password.encoder.old.secret",
     "password.encoder.secret", "port", "producer.purgatory.purge.interval.requests",
     "queued.max.request.bytes", "queued.max.requests", "quota.window.num", "quota.window.size.seconds",
-    "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms",
+    "remote.fetch.max.wait.ms",
     "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.quota.window.num", "remote.log.manager.copy.quota.window.size.seconds",
     "remote.log.manager.expiration.thread.pool.size", "remote.log.manager.fetch.max.bytes.per.second",

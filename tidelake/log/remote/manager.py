@@ -23,9 +23,9 @@ from typing import Callable
 from tidelake.clock import wall_ms
 from tidelake.log.maintenance import LogMaintenance
 from tidelake.log.partition import PartitionLog
-from tidelake.log.remote.metadata import (LEADER_EPOCH_FILE, LOG_FILE, OFFSET_INDEX_FILE, PRODUCER_SNAPSHOT_FILE,
-                                          TIME_INDEX_FILE, TXN_INDEX_FILE, RemotePartitionMetadata, RemoteSegment,
-                                          partition_prefix)
+from tidelake.log.remote.metadata import (LEADER_EPOCH_FILE, LOG_FILE, NO_OFFSET, OFFSET_INDEX_FILE,
+                                          PRODUCER_SNAPSHOT_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE, OffsetAndEpoch,
+                                          RemotePartitionMetadata, RemoteSegment, partition_prefix)
 from tidelake.log.remote.reader import RemoteLogReader
 from tidelake.log.remote.settings import RemoteLogSettings
 from tidelake.log.segment import Segment
@@ -86,6 +86,12 @@ class RemoteLogManager:
     def metadata(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
         """The partition's remote segments, None if they were not listed yet."""
         return self._partitions.get((topic, partition))
+
+    def highest_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        """The highest offset copied to the store and its leader epoch (ListOffsets -5, KIP-1005); NO_OFFSET
+        with nothing copied (or not listed yet)."""
+        meta = self._partitions.get((topic, partition))
+        return meta.highest_offset if meta is not None else NO_OFFSET
 
     def _attach(self, topic: str, partition: int, plog: PartitionLog) -> RemotePartitionMetadata:
         key = (topic, partition)

@@ -23,6 +23,7 @@ import threading
 import uuid
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from tidelake.storage import Storage
 
@@ -47,6 +48,14 @@ MARKERS = tuple(s.value for s in RemoteSegmentState if s is not RemoteSegmentSta
 
 def partition_prefix(topic: str, partition: int) -> str:
     return f"{topic}-{partition}"
+
+
+class OffsetAndEpoch(NamedTuple):
+    offset: int
+    leader_epoch: int
+
+
+NO_OFFSET = OffsetAndEpoch(-1, -1)
 
 
 @dataclass(frozen=True)
@@ -131,6 +140,16 @@ class RemotePartitionMetadata:
     def end_offset(self) -> int:
         """One past the last remote offset (-1 with no remote segment)."""
         return max((s.end_offset for s in self.segments), default=-2) + 1
+
+    @property
+    def highest_offset(self) -> OffsetAndEpoch:
+        """The last remote offset and the leader epoch of its records (Kafka's highestOffsetInRemoteStorage),
+        NO_OFFSET with no remote segment."""
+        if not self.segments:
+            return NO_OFFSET
+        last = self.segments[-1]
+        epochs = [e for e, start in last.leader_epochs if start <= last.end_offset]
+        return OffsetAndEpoch(last.end_offset, epochs[-1] if epochs else -1)
 
     @property
     def size_bytes(self) -> int:
