@@ -274,3 +274,31 @@ def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_index
     assert lookup(NOW + 10 * local_start) is None
     assert plog.offset_for_timestamp(NOW + 10 * local_start) == (local_start, NOW + 10 * local_start)
     plog.close()
+
+
+def test_copy_disable_stops_copying_but_remote_reads_and_retention_go_on(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(40):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog})
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    copied_end, copied = meta.end_offset, len(meta.segments)
+    assert copied >= 3 and plog.local_log_start_offset == copied_end
+    # KIP-950: remote.log.copy.disable keeps what the store holds readable, copies nothing more; the local
+    # segments then follow retention.* (not local.retention.*), as Kafka's
+    plog.update_config(tiered_config(remote_log_copy_disable=True))
+    for i in range(40, 80):
+        plog.append(batch(i), now_ms=NOW)
+    remote.run_pass(NOW)
+    assert (meta.end_offset, len(meta.segments)) == (copied_end, copied)
+    assert plog.local_log_start_offset == copied_end and len(plog.segments) > 2   # not deleted uncopied
+    assert read_remote(remote, "t", 0, 0).first_offset == 0
+    # retention.ms past every record but the newest segment's: remote and local segments both go
+    newest = plog.segments[-1]
+    plog.update_config(tiered_config(remote_log_copy_disable=True, retention_ms=10))
+    remote.run_pass(NOW + 75 + 10 + 1)   # records up to offset 75 expired
+    assert meta.segments == ()
+    assert plog.log_start_offset == plog.local_log_start_offset <= 76 and plog.segments[-1] is newest
+    assert remote.storage.list(meta.prefix) == []
+    plog.close()

@@ -11,6 +11,9 @@ For each log of a topic with remote.storage.enable=true that this broker leads, 
    the log start moves past the oldest remote segments first, then they are deleted;
 4. applies local.retention.ms / local.retention.bytes to the local segments, deleting only copied ones.
 
+With remote.log.copy.disable (KIP-950) steps 2 and 4 give way to retention.* on the local segments (deleted
+uncopied, the log start moving): the store's segments stay readable until retention deletes them.
+
 A follower copies nothing: a new leader lists the store (``RemotePartitionMetadata.load``) and continues
 after the last COPY_FINISHED segment.
 """
@@ -140,6 +143,9 @@ class RemoteLogManager:
         if meta.unfinished:
             cleaned = meta.clean_unfinished()
             log.info("tiered storage of %s-%d: %d unfinished copy or deletion cleaned", topic, partition, cleaned)
+        if plog.config.remote_log_copy_disable:
+            self._retain_without_copying(meta, plog, now_ms)
+            return
         deleted = 0
         for seg in plog.segments_to_copy(meta.end_offset):
             if plog.closed:
@@ -153,15 +159,29 @@ class RemoteLogManager:
             log.info("local retention deleted %d copied segment(s) of %s-%d; local log start offset now %d",
                      deleted, topic, partition, plog.local_log_start_offset)
 
+    def _retain_without_copying(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int) -> None:
+        """remote.log.copy.disable (KIP-950): nothing copied; the local segments follow retention.*, deleted
+        uncopied with the log start moving past them, then the remote ones below it and past retention.*
+        go (Kafka's local retention then falls back to retention.*, and its expiration task goes on)."""
+        deleted = plog.apply_retention(now_ms)
+        self._apply_retention(meta, plog, now_ms)
+        if deleted:
+            log.info("retention deleted %d local segment(s) of %s (remote copy disabled); log start offset now %d",
+                     deleted, meta.prefix, plog.log_start_offset)
+
     def follow(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
-        """A follower copies nothing: it lists what the leader copied and applies local retention to it."""
+        """A follower copies nothing: it lists what the leader copied and applies local retention to it
+        (retention.* itself with remote.log.copy.disable, as the leader does)."""
         meta = self._partitions.get((topic, partition))
         if meta is None:
             meta = RemotePartitionMetadata(self.storage, topic, partition)
             with self._lock:
                 self._partitions[(topic, partition)] = meta
         meta.load()
-        plog.apply_local_retention(now_ms, meta.end_offset)
+        if plog.config.remote_log_copy_disable:
+            plog.apply_retention(now_ms)
+        else:
+            plog.apply_local_retention(now_ms, meta.end_offset)
 
     def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:
         """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it."""
