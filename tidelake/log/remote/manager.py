@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 from typing import Callable
 
 from tidelake.clock import wall_ms
@@ -28,7 +29,7 @@ from tidelake.log.maintenance import LogMaintenance
 from tidelake.log.partition import PartitionLog
 from tidelake.log.remote.metadata import (LEADER_EPOCH_FILE, LOG_FILE, NO_OFFSET, OFFSET_INDEX_FILE,
                                           PRODUCER_SNAPSHOT_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE, OffsetAndEpoch,
-                                          RemotePartitionMetadata, RemoteSegment, partition_prefix)
+                                          RemotePartitionMetadata, RemoteSegment)
 from tidelake.log.remote.reader import RemoteLogReader
 from tidelake.log.remote.settings import RemoteLogSettings
 from tidelake.log.segment import Segment
@@ -37,6 +38,7 @@ from tidelake.storage import Storage
 log = logging.getLogger(__name__)
 
 LogsView = Callable[[], "dict[tuple[str, int], PartitionLog]"]
+TopicIds = Callable[[str], "uuid.UUID | None"]  # a topic's id, None while this broker does not know it
 
 
 def leader_epoch_checkpoint(entries: list[tuple[int, int]], end_offset: int) -> bytes:
@@ -55,16 +57,19 @@ class RemoteLogManager:
         self._lock = threading.Lock()
         self._logs: LogsView = dict
         self._thread: LogMaintenance | None = None
-        self._doomed_partitions: list[tuple[str, int]] = []  # topics deleted: their remote files go next pass
+        self._topic_ids: TopicIds = _unknown_topic
+        self._doomed: list[RemotePartitionMetadata] = []  # partitions of deleted topics: their files go next pass
         self.reader = RemoteLogReader(storage, settings, self.metadata)
         self._leading: set[tuple[str, int]] = set()  # partitions this broker copied at its last pass
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, logs: LogsView, leads: Callable[[str, int], bool] | None = None) -> None:
+    def start(self, logs: LogsView, topic_ids: TopicIds, leads: Callable[[str, int], bool] | None = None) -> None:
         """Learn every tiered log's remote segments now (so reads below the local log start are served
-        from the first request on), then run passes on the thread. ``leads``: whether this broker leads a
-        partition (in a cluster only the leader copies; None: a single broker, which leads every one)."""
+        from the first request on), then run passes on the thread. ``topic_ids``: each topic's id (its
+        remote folder's key; a partition of a topic not known yet waits); ``leads``: whether this broker
+        leads a partition (in a cluster only the leader copies; None: a single broker, which leads every one)."""
         self._logs = logs
+        self._topic_ids = topic_ids
         self.leads = leads or _single_broker_leads
         for (topic, partition), plog in logs().items():
             if plog.config.remote_storage_enable:
@@ -96,11 +101,15 @@ class RemoteLogManager:
         meta = self._partitions.get((topic, partition))
         return meta.highest_offset if meta is not None else NO_OFFSET
 
-    def _attach(self, topic: str, partition: int, plog: PartitionLog) -> RemotePartitionMetadata:
+    def _attach(self, topic: str, partition: int, plog: PartitionLog) -> RemotePartitionMetadata | None:
+        """The partition's remote segments, listed from the store the first time; None while its topic's
+        id is unknown. A topic created again under the same name (a new id) starts over from its own folder."""
         key = (topic, partition)
         meta = self._partitions.get(key)
-        if meta is None:
-            meta = RemotePartitionMetadata(self.storage, topic, partition)
+        if meta is None or meta.topic_id != self._topic_ids(topic):
+            meta = self._new_metadata(topic, partition)
+            if meta is None:
+                return None
             meta.load()
             if meta.start_offset is not None:
                 plog.extend_log_start_to_remote(meta.start_offset, meta.end_offset)
@@ -108,20 +117,25 @@ class RemoteLogManager:
                 self._partitions[key] = meta
         return meta
 
+    def _new_metadata(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
+        topic_id = self._topic_ids(topic)
+        return None if topic_id is None else RemotePartitionMetadata(self.storage, topic, partition, topic_id)
+
     def partition_deleted(self, topic: str, partition: int) -> None:
         """Its topic was deleted: the remote files go at the next pass (off the caller's thread)."""
         with self._lock:
-            self._partitions.pop((topic, partition), None)
-            self._doomed_partitions.append((topic, partition))
+            meta = self._partitions.pop((topic, partition), None) or self._new_metadata(topic, partition)
+            if meta is not None:
+                self._doomed.append(meta)
         self.trigger()
 
     # ------------------------------------------------------------------ the pass
     def run_pass(self, now_ms: int | None = None) -> None:
         now = self.clock_ms() if now_ms is None else now_ms
         with self._lock:
-            doomed, self._doomed_partitions = self._doomed_partitions, []
-        for topic, partition in doomed:
-            RemotePartitionMetadata(self.storage, topic, partition).delete_all()
+            doomed, self._doomed = self._doomed, []
+        for meta in doomed:
+            meta.delete_all()
         for (topic, partition), plog in self._logs().items():
             if plog.closed or not plog.config.remote_storage_enable:
                 continue
@@ -140,6 +154,8 @@ class RemoteLogManager:
 
     def maintain(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
         meta = self._attach(topic, partition, plog)
+        if meta is None:   # its topic's id not known here yet: next pass
+            return
         if meta.unfinished:
             cleaned = meta.clean_unfinished()
             log.info("tiered storage of %s-%d: %d unfinished copy or deletion cleaned", topic, partition, cleaned)
@@ -173,8 +189,10 @@ class RemoteLogManager:
         """A follower copies nothing: it lists what the leader copied and applies local retention to it
         (retention.* itself with remote.log.copy.disable, as the leader does)."""
         meta = self._partitions.get((topic, partition))
-        if meta is None:
-            meta = RemotePartitionMetadata(self.storage, topic, partition)
+        if meta is None or meta.topic_id != self._topic_ids(topic):
+            meta = self._new_metadata(topic, partition)
+            if meta is None:
+                return
             with self._lock:
                 self._partitions[(topic, partition)] = meta
         meta.load()
@@ -234,11 +252,16 @@ class RemoteLogManager:
         for seg in doomed:
             meta.delete(seg)
         log.info("retention deleted %d remote segment(s) of %s; log start offset now %d", len(doomed),
-                 partition_prefix(meta.topic, meta.partition), plog.log_start_offset)
+                 meta.prefix, plog.log_start_offset)
 
 
 def _single_broker_leads(_topic: str, _partition: int) -> bool:
     return True
+
+
+def _unknown_topic(_topic: str) -> None:
+    """Before ``start``: no topic id known, no partition attached."""
+    return None
 
 
 def _read_or_empty(path) -> bytes:

@@ -4,7 +4,9 @@ beside the segments rather than in a ``__remote_log_metadata`` topic.
 Why the store itself: the segments and their state then share one durable home, readable by every
 broker (a new leader lists it and continues), with no topic of its own to replicate, and the state
 transitions are single-object writes whose order the store keeps. A segment is a folder
-``<topic>-<partition>/<20-digit base offset>-<segment id>/`` holding its files and its state markers:
+``<topic>-<partition>-<topic id>/<20-digit base offset>-<segment id>/`` holding its files and its state markers
+(the topic id, as Kafka keys remote data: a topic deleted and created again under the same name never reads
+the old one's segments, whatever a crash left of them):
 
     COPY_STARTED    written (put-if-absent) before any file of the segment: a copy is under way
     COPY_FINISHED   written after every file: the segment is readable, the local copy may go
@@ -17,6 +19,7 @@ segment deleted locally that is not COPY_FINISHED remotely (local deletion waits
 """
 from __future__ import annotations
 
+import base64
 import enum
 import json
 import threading
@@ -46,8 +49,9 @@ DATA_FILES = (LOG_FILE, OFFSET_INDEX_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE, PROD
 MARKERS = tuple(s.value for s in RemoteSegmentState if s is not RemoteSegmentState.DELETE_FINISHED)
 
 
-def partition_prefix(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
+def partition_prefix(topic: str, partition: int, topic_id: uuid.UUID) -> str:
+    """The partition's folder: its name and its topic's id (printed as Kafka prints a Uuid, URL-safe base64)."""
+    return f"{topic}-{partition}-{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}"
 
 
 class OffsetAndEpoch(NamedTuple):
@@ -96,10 +100,10 @@ class RemotePartitionMetadata:
     thread: replaced whole, never edited) and the folders a crash left unfinished (``unfinished``).
     Transitions are made by one thread (the remote log manager's)."""
 
-    def __init__(self, storage: Storage, topic: str, partition: int):
+    def __init__(self, storage: Storage, topic: str, partition: int, topic_id: uuid.UUID):
         self.storage = storage
-        self.topic, self.partition = topic, partition
-        self.prefix = partition_prefix(topic, partition)
+        self.topic, self.partition, self.topic_id = topic, partition, topic_id
+        self.prefix = partition_prefix(topic, partition, topic_id)
         self.segments: tuple[RemoteSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self.unfinished: list[str] = []  # folders: an interrupted copy or deletion
