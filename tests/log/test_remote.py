@@ -344,3 +344,29 @@ def test_a_topic_created_again_under_the_same_name_never_reads_the_old_ones_segm
         assert {p.rpartition("/")[0] for p in storage.list(old.prefix)} >= {s.folder for s in old.segments}
     finally:
         again.close()
+
+
+def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    one_segment = 64 + 8 * 2   # a segment of these tests has one or two offset index entries and no aborted txn
+    small = RemoteLogManager(storage, RemoteLogSettings(storage.url, {}, task_interval_ms=3_600_000,
+                                                        index_cache_bytes=2 * one_segment, reader_cache_bytes=64 << 20,
+                                                        list_offsets_timeout_ms=30_000))
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    try:
+        for i in range(60):
+            plog.append(batch(i), now_ms=NOW)
+        small.start(lambda: {("t", 0): plog}, topic_ids)
+        small.run_pass(NOW)
+        first, *rest = small.metadata("t", 0).segments
+        assert len(rest) >= 4
+        for seg in (first, *rest):
+            read_remote(small, "t", 0, seg.base_offset)
+            assert 0 < small.reader.index_cache_bytes <= 2 * one_segment
+        ready = threading.Event()   # the first segment's indexes went out: fetched again
+        assert small.reader.read("t", 0, first.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+                                 on_ready=ready.set) is None
+        assert ready.wait(WAIT_S)
+    finally:
+        small.stop()
+        plog.close()

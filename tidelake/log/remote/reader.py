@@ -109,6 +109,10 @@ class _LruBytes:
                 self._items.move_to_end(key)
             return value
 
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
+
     def put(self, key, value) -> None:
         with self._lock:
             old = self._items.pop(key, None)
@@ -136,6 +140,11 @@ class RemoteLogReader:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def index_cache_bytes(self) -> int:
+        """Bytes of segment indexes held (at most remote.log.index.file.cache.total.size.bytes)."""
+        return self._indexes.held_bytes
 
     # ------------------------------------------------------------------ reading
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, limit: int, *, min_one: bool,
