@@ -86,6 +86,11 @@ def test_only_the_leader_copies_and_a_new_leader_continues_after_a_kill_9(tmp_pa
         # overlap everywhere, their segments ending elsewhere
         overlaps = sum(1 for a, b in zip(meta.segments, meta.segments[1:]) if b.base_offset <= a.end_offset)
         assert overlaps <= 1, [(s.base_offset, s.end_offset) for s in meta.segments]
+        # the new leader claimed the partition in the store at its epoch, newer than the killed one's: were the
+        # old leader still running, its next remote step would find it and stop
+        with zookeeper_client(cluster) as zk:
+            epoch = json.loads(zk.get("/brokers/topics/hist/partitions/0/state")[0])["leader_epoch"]
+        assert meta.newest_leader_epoch() == epoch > 0
         # followers too keep only what is not copied yet (local.retention.bytes=0)
         alive = [b for b in cluster.brokers if b != first]
         wait_until("every live replica's local log to be trimmed", lambda: all(

@@ -370,3 +370,37 @@ def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_s
     finally:
         small.stop()
         plog.close()
+
+
+def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over(tmp_path: Path, s3_server):
+    """Two replicas of one partition on one store: the old leader (epoch 1) has not learnt yet that another
+    broker leads in epoch 2; its next pass must change nothing in the store."""
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    old_leader, new_leader = (RemoteLogManager(storage, remote_settings(storage.url)) for _ in range(2))
+    old_log = PartitionLog.open(tmp_path / "old" / "t-0", tiered_config())
+    new_log = PartitionLog.open(tmp_path / "new" / "t-0", tiered_config())
+    try:
+        for plog in (old_log, new_log):   # the same records on both replicas, written in epoch 1
+            plog.begin_leader_epoch(1)
+            for i in range(40):
+                plog.append(batch(i), now_ms=NOW)
+        old_leader.start(lambda: {("t", 0): old_log}, topic_ids)
+        old_leader.run_pass(NOW)
+        copied = len(old_leader.metadata("t", 0).segments)
+        assert copied >= 3
+        new_log.begin_leader_epoch(2)   # the controller moved leadership: the new leader's first pass
+        new_leader.start(lambda: {("t", 0): new_log}, topic_ids)
+        new_leader.run_pass(NOW)
+        before = sorted(storage.list(""))
+        # the old leader still believes it leads: it has more to copy and a retention that deletes
+        for i in range(40, 60):
+            old_log.append(batch(i), now_ms=NOW)
+        old_log.update_config(tiered_config(retention_bytes=2000))
+        old_leader.run_pass(NOW)
+        assert sorted(storage.list("")) == before
+        assert len(new_leader.metadata("t", 0).segments) == copied
+    finally:
+        for rlm in (old_leader, new_leader):
+            rlm.stop()
+        old_log.close()
+        new_log.close()

@@ -15,7 +15,10 @@ With remote.log.copy.disable (KIP-950) steps 2 and 4 give way to retention.* on 
 uncopied, the log start moving): the store's segments stay readable until retention deletes them.
 
 A follower copies nothing: a new leader lists the store (``RemotePartitionMetadata.load``) and continues
-after the last COPY_FINISHED segment.
+after the last COPY_FINISHED segment. Before its first step a leader claims the partition in the store at
+its leader epoch, and before each step (a copy's start and finish, each deletion, a crash's cleaning) it
+checks that it still leads and that no newer epoch claimed it: a former leader that has not learnt of
+its successor stops (``FencedLeader``) instead of copying or deleting behind the new leader's back.
 """
 from __future__ import annotations
 
@@ -47,6 +50,10 @@ def leader_epoch_checkpoint(entries: list[tuple[int, int]], end_offset: int) -> 
     return ("0\n%d\n%s" % (len(kept), "".join(f"{e} {o}\n" for e, o in kept))).encode()
 
 
+class FencedLeader(RuntimeError):
+    """This broker no longer leads the partition (or a newer leader epoch claimed it in the store)."""
+
+
 class RemoteLogManager:
     def __init__(self, storage: Storage, settings: RemoteLogSettings, *, clock_ms: Callable[[], int] = wall_ms):
         self.storage = storage
@@ -61,6 +68,7 @@ class RemoteLogManager:
         self._doomed: list[RemotePartitionMetadata] = []  # partitions of deleted topics: their files go next pass
         self.reader = RemoteLogReader(storage, settings, self.metadata)
         self._leading: set[tuple[str, int]] = set()  # partitions this broker copied at its last pass
+        self._claimed: dict[tuple[str, int], int] = {}  # the leader epoch this broker claimed each one in
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, logs: LogsView, topic_ids: TopicIds, leads: Callable[[str, int], bool] | None = None) -> None:
@@ -147,6 +155,7 @@ class RemoteLogManager:
                     self.maintain(topic, partition, plog, now)
                 else:
                     self._leading.discard((topic, partition))
+                    self._claimed.pop((topic, partition), None)
                     self.follow(topic, partition, plog, now)
             except Exception as e:
                 if not plog.closed:
@@ -156,31 +165,38 @@ class RemoteLogManager:
         meta = self._attach(topic, partition, plog)
         if meta is None:   # its topic's id not known here yet: next pass
             return
+        epoch = plog.leader_epoch_cache.latest_epoch
+        if self._claimed.get((topic, partition)) != epoch:
+            self._fence(meta, epoch)   # never claim over a newer leader
+            meta.claim_leadership(epoch)
+            self._claimed[(topic, partition)] = epoch
         if meta.unfinished:
+            self._fence(meta, epoch)
             cleaned = meta.clean_unfinished()
             log.info("tiered storage of %s-%d: %d unfinished copy or deletion cleaned", topic, partition, cleaned)
         if plog.config.remote_log_copy_disable:
-            self._retain_without_copying(meta, plog, now_ms)
+            self._retain_without_copying(meta, plog, now_ms, epoch)
             return
         deleted = 0
         for seg in plog.segments_to_copy(meta.end_offset):
             if plog.closed:
                 return
-            self.copy_segment(meta, plog, seg)
+            self.copy_segment(meta, plog, seg, epoch)
             # at once, not after the whole backlog: the local disk stays near local.retention.bytes
             deleted += plog.apply_local_retention(now_ms, meta.end_offset)
-        self._apply_retention(meta, plog, now_ms)
+        self._apply_retention(meta, plog, now_ms, epoch)
         deleted += plog.apply_local_retention(now_ms, meta.end_offset)
         if deleted:
             log.info("local retention deleted %d copied segment(s) of %s-%d; local log start offset now %d",
                      deleted, topic, partition, plog.local_log_start_offset)
 
-    def _retain_without_copying(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int) -> None:
+    def _retain_without_copying(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int,
+                                epoch: int) -> None:
         """remote.log.copy.disable (KIP-950): nothing copied; the local segments follow retention.*, deleted
         uncopied with the log start moving past them, then the remote ones below it and past retention.*
         go (Kafka's local retention then falls back to retention.*, and its expiration task goes on)."""
         deleted = plog.apply_retention(now_ms)
-        self._apply_retention(meta, plog, now_ms)
+        self._apply_retention(meta, plog, now_ms, epoch)
         if deleted:
             log.info("retention deleted %d local segment(s) of %s (remote copy disabled); log start offset now %d",
                      deleted, meta.prefix, plog.log_start_offset)
@@ -201,8 +217,19 @@ class RemoteLogManager:
         else:
             plog.apply_local_retention(now_ms, meta.end_offset)
 
-    def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment) -> RemoteSegment:
-        """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it."""
+    def _fence(self, meta: RemotePartitionMetadata, epoch: int) -> None:
+        """Before a remote step: this broker still leads the partition and no newer epoch claimed it."""
+        if not self.leads(meta.topic, meta.partition):
+            raise FencedLeader(f"{meta.prefix}: no longer the leader, its remote steps stop")
+        newest = meta.newest_leader_epoch()
+        if newest > epoch:
+            raise FencedLeader(f"{meta.prefix}: leader epoch {newest} took over from {epoch}, its remote steps stop")
+
+    def copy_segment(self, meta: RemotePartitionMetadata, plog: PartitionLog, seg: Segment,
+                     epoch: int) -> RemoteSegment:
+        """Copy one closed segment (and what recovers a log from it) as ``metadata.py`` orders it, as the
+        leader of ``epoch``."""
+        self._fence(meta, epoch)
         end = seg.next_offset - 1
         snapshot = plog.producer_state.snapshot_path(seg.next_offset)
         remote = RemoteSegment.new(meta.prefix, seg.base_offset, end, seg.size, seg.max_timestamp,
@@ -216,13 +243,17 @@ class RemoteLogManager:
         self.storage.write(remote.path(LEADER_EPOCH_FILE),
                            leader_epoch_checkpoint(plog.leader_epoch_cache.entries, end))
         # a leader replaced meanwhile may have cleaned this copy as an orphan: then it is not finished here
-        if not self.leads(meta.topic, meta.partition) or not self.storage.exists(remote.path("COPY_STARTED")):
+        try:
+            self._fence(meta, epoch)
+            if not self.storage.exists(remote.path("COPY_STARTED")):
+                raise FencedLeader(f"copy of {remote.folder} abandoned: a newer leader cleaned it")
+        except FencedLeader:
             meta.delete_folder(remote.folder)
-            raise RuntimeError(f"copy of {remote.folder} abandoned: no longer the leader")
+            raise
         meta.copy_finished(remote)
         return remote
 
-    def _apply_retention(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int) -> None:
+    def _apply_retention(self, meta: RemotePartitionMetadata, plog: PartitionLog, now_ms: int, epoch: int) -> None:
         """retention.ms / retention.bytes over the whole log, and DeleteRecords' log start: the oldest
         remote segments out of reach first (the log start moves), then deleted."""
         cfg = plog.config
@@ -248,8 +279,10 @@ class RemoteLogManager:
             return
         following = meta.next_segment(doomed[-1]) if doomed[-1] is not remote[-1] else None
         new_start = following.base_offset if following is not None else doomed[-1].end_offset + 1
+        self._fence(meta, epoch)
         plog.advance_log_start(new_start)
         for seg in doomed:
+            self._fence(meta, epoch)
             meta.delete(seg)
         log.info("retention deleted %d remote segment(s) of %s; log start offset now %d", len(doomed),
                  meta.prefix, plog.log_start_offset)

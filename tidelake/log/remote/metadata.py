@@ -13,6 +13,10 @@ the old one's segments, whatever a crash left of them):
     DELETE_STARTED  written before any file is deleted: it is no longer read
     (DELETE_FINISHED is the folder gone: the files, then COPY_FINISHED, COPY_STARTED, DELETE_STARTED)
 
+Each leader claims the partition in the store before its first remote step, as an empty object
+``leader-epochs/<partition folder>/<leader epoch>``; a leader checks before each step that no newer epoch
+claimed it, so a former leader that has not learnt of its successor copies and deletes nothing more.
+
 So a folder with COPY_STARTED and no COPY_FINISHED is a copy a crash interrupted (an orphan: deleted
 and copied again), one with DELETE_STARTED a deletion to finish; a kill -9 at any point leaves no
 segment deleted locally that is not COPY_FINISHED remotely (local deletion waits for COPY_FINISHED).
@@ -47,6 +51,7 @@ PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 DATA_FILES = (LOG_FILE, OFFSET_INDEX_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE, PRODUCER_SNAPSHOT_FILE, LEADER_EPOCH_FILE)
 MARKERS = tuple(s.value for s in RemoteSegmentState if s is not RemoteSegmentState.DELETE_FINISHED)
+LEADER_EPOCHS = "leader-epochs"  # <this>/<partition folder>/<epoch>: each leader's claim of a partition
 
 
 def partition_prefix(topic: str, partition: int, topic_id: uuid.UUID) -> str:
@@ -173,6 +178,15 @@ class RemotePartitionMetadata:
     def next_segment(self, seg: RemoteSegment) -> RemoteSegment | None:
         return self.segment_for(seg.end_offset + 1)
 
+    # ------------------------------------------------------------------ leadership
+    def claim_leadership(self, leader_epoch: int) -> None:
+        self.storage.write(f"{LEADER_EPOCHS}/{self.prefix}/{leader_epoch:010d}", b"")
+
+    def newest_leader_epoch(self) -> int:
+        """The newest epoch a leader claimed the partition in (-1: none)."""
+        return max((int(path.rpartition("/")[2]) for path in self.storage.list(f"{LEADER_EPOCHS}/{self.prefix}")),
+                   default=-1)
+
     # ------------------------------------------------------------------ transitions
     def copy_started(self, seg: RemoteSegment) -> None:
         self.storage.create(seg.path(RemoteSegmentState.COPY_STARTED.value), seg.to_json())
@@ -207,6 +221,6 @@ class RemotePartitionMetadata:
         for path in self.storage.list(self.prefix):
             if not path.endswith(RemoteSegmentState.DELETE_STARTED.value):
                 self.storage.delete(path)
-        for path in self.storage.list(self.prefix):
+        for path in self.storage.list(self.prefix) + self.storage.list(f"{LEADER_EPOCHS}/{self.prefix}"):
             self.storage.delete(path)
         self._publish([])
