@@ -100,8 +100,12 @@ class RemoteLogManager:
 
     # ------------------------------------------------------------------ metadata
     def metadata(self, topic: str, partition: int) -> RemotePartitionMetadata | None:
-        """The partition's remote segments, None if they were not listed yet."""
-        return self._partitions.get((topic, partition))
+        """The partition's remote segments, None if they were not listed yet (its topic's id was not known
+        at start, as in a cluster before the controller announced it: a pass is woken to list them)."""
+        meta = self._partitions.get((topic, partition))
+        if meta is None:
+            self.trigger()
+        return meta
 
     def highest_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
         """The highest offset copied to the store and its leader epoch (ListOffsets -5, KIP-1005); NO_OFFSET
