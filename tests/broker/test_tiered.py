@@ -107,6 +107,27 @@ def test_list_offsets_by_timestamp_and_latest_tiered_read_the_remote_segments(tm
         assert list_offsets(b.bootstrap_servers, "dated", -4, version=7)[0] == 35
 
 
+def test_turning_remote_storage_off_needs_delete_on_disable_as_kafka(tmp_path, s3_server):
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+    config = tiered_broker_config(s3_server, s3_server.url("tiered-off"))
+    with EmbeddedBroker(tmp_path, config=config) as b:
+        b.run(b.broker.create_topic, "tiered", 1, {"remote.storage.enable": "true"})
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+
+        def set_configs(**configs) -> None:
+            res = ConfigResource("topic", "tiered", incremental_configs=[
+                ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+                for k, v in configs.items()])
+            admin.incremental_alter_configs([res])[res].result(30)
+        with pytest.raises(KafkaException, match="invalid to disable remote storage without deleting remote data"):
+            set_configs(remote_storage_enable="false")
+        assert b.broker.logs.get("tiered", 0).config.remote_storage_enable
+        set_configs(remote_log_copy_disable="true")   # read only: allowed
+        set_configs(remote_storage_enable="false", remote_log_delete_on_disable="true")
+        assert not b.broker.logs.get("tiered", 0).config.remote_storage_enable
+
+
 def test_remote_storage_enable_is_refused_on_a_broker_without_tiered_storage(tmp_path):
     from tidelake.errors import InvalidConfig
     with EmbeddedBroker(tmp_path) as b:

@@ -404,3 +404,26 @@ def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over
             rlm.stop()
         old_log.close()
         new_log.close()
+
+
+def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_part(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+    try:
+        manager.remote.run_pass(NOW)
+        prefix = manager.remote.metadata("t", 0).prefix
+        local_start = plog.local_log_start_offset
+        assert plog.log_start_offset == 0 < local_start and storage.list(prefix)
+        # KIP-950: remote.storage.enable=false with remote.log.delete.on.disable=true
+        plog.update_config(LogConfig(segment_bytes=2000, retention_ms=-1, remote_log_delete_on_disable=True))
+        manager.remote.run_pass(NOW)
+        assert plog.log_start_offset == plog.local_log_start_offset == local_start
+        assert storage.list(prefix) == [] and manager.remote.metadata("t", 0) is None
+        assert bytes(plog.read(local_start, 1 << 20).data)
+    finally:
+        manager.close()

@@ -556,9 +556,11 @@ def validate_value(defn: ConfigDef, value: str | None) -> str | None:
     return value
 
 
-def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool) -> dict[str, str]:
+def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool,
+                           previous: Mapping[str, str] | None = None) -> dict[str, str]:
     """Check names and values of topic configs; return them normalised (``tiered_storage``: the broker's
-    remote.log.storage.system.enable). Raises InvalidConfig."""
+    remote.log.storage.system.enable; ``previous``: the overrides these replace, when altering). Raises
+    InvalidConfig."""
     out = {}
     for name, value in configs.items():
         defn = TOPIC_CONFIGS.get(name)
@@ -573,6 +575,12 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
                                 "with remote log storage.")
         if "compact" in out.get("cleanup.policy", ""):
             raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
+    elif previous is not None and previous.get("remote.storage.enable") == "true" \
+            and out.get("remote.log.delete.on.disable") != "true":  # KIP-950: never a remote part left unread
+        raise InvalidConfig("It is invalid to disable remote storage without deleting remote data. If you want to "
+                            "keep the remote data and turn to read only, please set `remote.storage.enable=true,"
+                            "remote.log.copy.disable=true`. If you want to disable remote storage and delete all "
+                            "remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
     return out
 
 

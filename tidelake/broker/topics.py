@@ -134,7 +134,8 @@ class TopicManager:
         info = self.metadata.topics.get(name)
         if info is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
-        normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage)
+        normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage,
+                                            previous=info.configs)
         if validate_only:
             return
         info.configs = normalised

@@ -82,6 +82,8 @@ class RemoteLogManager:
         for (topic, partition), plog in logs().items():
             if plog.config.remote_storage_enable:
                 self._attach(topic, partition, plog)
+            elif plog.log_start_offset < plog.local_log_start_offset:   # turned off before a pass deleted its part
+                self._remember_turned_off(topic, partition)
         if self._thread is None:
             self._thread = LogMaintenance(self.run_pass, self.settings.task_interval_ms / 1000,
                                           name="remote-log-manager")
@@ -149,7 +151,11 @@ class RemoteLogManager:
         for meta in doomed:
             meta.delete_all()
         for (topic, partition), plog in self._logs().items():
-            if plog.closed or not plog.config.remote_storage_enable:
+            if plog.closed:
+                continue
+            if not plog.config.remote_storage_enable:
+                if (topic, partition) in self._partitions:   # tiered until now
+                    self._turn_off(topic, partition, plog)
                 continue
             try:
                 if self.leads(topic, partition):
@@ -164,6 +170,32 @@ class RemoteLogManager:
             except Exception as e:
                 if not plog.closed:
                     log.warning("tiered storage of %s-%d: %s", topic, partition, e)
+
+    def _remember_turned_off(self, topic: str, partition: int) -> None:
+        meta = self._new_metadata(topic, partition)
+        if meta is not None:
+            with self._lock:
+                self._partitions[(topic, partition)] = meta
+
+    def _turn_off(self, topic: str, partition: int, plog: PartitionLog) -> None:
+        """remote.storage.enable turned off (KIP-950: refused unless remote.log.delete.on.disable=true): the log
+        starts at its local start at once (nothing reads the store any more), and the leader deletes the remote
+        part."""
+        key = (topic, partition)
+        try:
+            plog.advance_log_start(plog.local_log_start_offset)
+            if self.leads(topic, partition) and plog.config.remote_log_delete_on_disable:
+                meta = self._partitions[key]
+                meta.load()
+                self._fence(meta, plog.leader_epoch_cache.latest_epoch)
+                meta.delete_all()
+                log.info("tiered storage turned off for %s-%d: its remote segments deleted, log start offset now %d",
+                         topic, partition, plog.log_start_offset)
+        finally:
+            with self._lock:
+                self._partitions.pop(key, None)
+            self._leading.discard(key)
+            self._claimed.pop(key, None)
 
     def maintain(self, topic: str, partition: int, plog: PartitionLog, now_ms: int) -> None:
         meta = self._attach(topic, partition, plog)
