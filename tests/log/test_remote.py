@@ -427,3 +427,29 @@ def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_pa
         assert bytes(plog.read(local_start, 1 << 20).data)
     finally:
         manager.close()
+
+
+def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_deletes(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+    manager.remote.run_pass(NOW)
+    prefix = manager.remote.metadata("t", 0).prefix
+    manager.close()   # turned off while down: the next start's config says so
+    turned_off = LogConfig(segment_bytes=2000, retention_ms=-1, remote_log_delete_on_disable=True)
+    again = LogManager(tmp_path, default_config=turned_off,
+                       remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    again.load()
+    again.start_maintenance(3_600_000, topic_ids=topic_ids)
+    try:
+        assert storage.list(prefix)
+        again.remote.run_pass(NOW)
+        assert storage.list(prefix) == []
+        plog = again.get("t", 0)
+        assert plog.log_start_offset == plog.local_log_start_offset > 0
+    finally:
+        again.close()

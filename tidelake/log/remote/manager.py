@@ -82,7 +82,7 @@ class RemoteLogManager:
         for (topic, partition), plog in logs().items():
             if plog.config.remote_storage_enable:
                 self._attach(topic, partition, plog)
-            elif plog.log_start_offset < plog.local_log_start_offset:   # turned off before a pass deleted its part
+            elif plog.config.remote_log_delete_on_disable:   # turned off: a pass deletes what may be left remotely
                 self._remember_turned_off(topic, partition)
         if self._thread is None:
             self._thread = LogMaintenance(self.run_pass, self.settings.task_interval_ms / 1000,
