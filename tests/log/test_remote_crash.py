@@ -94,7 +94,8 @@ def check_after_restart(tmp: Path, url: str, options: dict, acked: set[int], pha
                 assert value_at(logs, offset).startswith(b"v%05d" % offset)
         assert max(acked) < plog.log_end_offset
         # after the pass every remote folder is a finished segment: the leftovers were cleaned
-        folders = {p.rpartition("/")[0] for p in storage.list(RemotePartitionMetadata(storage, "t", 0, TOPIC_ID).prefix)}
+        prefix = RemotePartitionMetadata(storage, "t", 0, TOPIC_ID).prefix
+        folders = {p.rpartition("/")[0] for p in storage.list(prefix)}
         assert folders == {s.folder for s in logs.remote.metadata("t", 0).segments}
         return leftovers
     finally:

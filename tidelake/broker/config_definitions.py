@@ -575,6 +575,13 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
                                 "with remote log storage.")
         if "compact" in out.get("cleanup.policy", ""):
             raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
+        if out.get("remote.log.copy.disable") == "true":   # KIP-950: nothing more copied, one retention
+            for local, whole in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+                # (only against an override: a broker default is not known here)
+                if local in out and out[local] != "-2" and whole in out and int(out[local]) != int(out[whole]):
+                    raise InvalidConfig(f"When `remote.log.copy.disable` is set to true, the `{local}` and `{whole}` "
+                                        "must be set to the identical value because there will be no more logs "
+                                        "copied to the remote storage.")
     elif previous is not None and previous.get("remote.storage.enable") == "true" \
             and out.get("remote.log.delete.on.disable") != "true":  # KIP-950: never a remote part left unread
         raise InvalidConfig("It is invalid to disable remote storage without deleting remote data. If you want to "
