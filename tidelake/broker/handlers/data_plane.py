@@ -268,8 +268,8 @@ class RemoteLookup(NamedTuple):
     error: Exception | None = None
 
 
-def _list_offset(broker: BrokerContext, topic: str, partition: int, plog: PartitionLog, ts: int, read_committed: bool,
-                 found_remotely: dict[PartitionKey, RemoteLookup]) -> ListedOffset:
+def _list_offset(service: PartitionService, topic: str, partition: int, plog: PartitionLog, ts: int,
+                 read_committed: bool, found_remotely: dict[PartitionKey, RemoteLookup]) -> ListedOffset:
     """The answer to one ListOffsets query; ``found_remotely``: timestamp lookups already made in the
     remote segments below the local log start (tiered storage)."""
     upper = plog.last_stable_offset if read_committed else plog.high_watermark
@@ -280,9 +280,7 @@ def _list_offset(broker: BrokerContext, topic: str, partition: int, plog: Partit
     if ts == EARLIEST_LOCAL:  # tiered storage (KIP-405): the first offset on this broker's disk
         return ListedOffset(-1, plog.local_log_start_offset)
     if ts == LATEST_TIERED:  # KIP-1005: the highest offset copied to the object store, -1 with none
-        if not broker.logs.tiered(plog):
-            return ListedOffset(-1, -1, -1)
-        tiered = broker.logs.remote.highest_offset(topic, partition)
+        tiered = service.latest_tiered_offset(topic, partition)
         return ListedOffset(-1, tiered.offset, tiered.leader_epoch)
     if ts == EARLIEST_PENDING_UPLOAD:  # not answered by this broker
         return NOT_FOUND
@@ -308,41 +306,29 @@ def _list_offset(broker: BrokerContext, topic: str, partition: int, plog: Partit
 
 
 async def _find_remotely(broker: BrokerContext, request, version: int) -> dict[PartitionKey, RemoteLookup]:
-    """Timestamp lookups in the remote segments below tiered logs' local starts (KIP-405), made on the
-    remote reader's threads and awaited here, never on the event loop; a failed GET or a timeout
-    (remote.list.offsets.request.timeout.ms) is that partition's error, the others answered."""
-    remote = broker.logs.remote
-    if remote is None:
-        return {}
-    pending: dict[PartitionKey, asyncio.Future] = {}
+    """The timestamp lookups below tiered logs' local starts (KIP-405), all awaited at once through the
+    partition service (never on the event loop); a failed one is that partition's error, the others answered."""
+    asked: list[PartitionKey] = []
+    lookups = []
     for t in request.topics:
         for p in t.partitions:
-            plog = broker.logs.get(t.name, p.partition_index)
-            if p.timestamp < 0 or plog is None or not broker.logs.tiered(plog):
+            if p.timestamp < 0:
                 continue
-            try:  # only the leader answers: no object-store reads for a refused request
+            try:  # only the leader answers: no object-store reads for a request refused anyway
                 broker.leader_epoch(t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
             except errors.KafkaApiError:
                 continue
-            future = remote.reader.offset_for_timestamp(t.name, p.partition_index, p.timestamp,
-                                                        plog.log_start_offset, plog.local_log_start_offset)
-            if future is not None:
-                pending[(t.name, p.partition_index)] = asyncio.wrap_future(future)
-    if not pending:
-        return {}
-    timeout_s = remote.settings.list_offsets_timeout_ms / 1000
-    answers = await asyncio.gather(*(asyncio.wait_for(f, timeout_s) for f in pending.values()),
-                                   return_exceptions=True)
+            asked.append((t.name, p.partition_index))
+            lookups.append(broker.partition_service.remote_offset_for_timestamp(t.name, p.partition_index,
+                                                                                p.timestamp))
+    answers = await asyncio.gather(*lookups, return_exceptions=True)
     out: dict[PartitionKey, RemoteLookup] = {}
-    for (topic, partition), got in zip(pending, answers):
-        if isinstance(got, asyncio.TimeoutError):
-            out[(topic, partition)] = RemoteLookup(None, errors.RequestTimedOut(
-                f"ListOffsets of {topic}-{partition}: the remote segments did not answer within {timeout_s:g} s"))
-        elif isinstance(got, Exception):
-            out[(topic, partition)] = RemoteLookup(None, got)
-        else:
-            out[(topic, partition)] = RemoteLookup(None if got is None else ListedOffset(
-                got.timestamp, got.offset, got.leader_epoch if got.leader_epoch >= 0 else None))
+    for key, got in zip(asked, answers):
+        if isinstance(got, Exception):
+            out[key] = RemoteLookup(None, got)
+        elif got is not None:
+            out[key] = RemoteLookup(ListedOffset(got.timestamp, got.offset,
+                                                 got.leader_epoch if got.leader_epoch >= 0 else None))
     return out
 
 
@@ -359,8 +345,8 @@ async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
                                                 f"{TIMESTAMP_MIN_VERSION[p.timestamp]}")
             # KIP-320: the consumer's known leader epoch (v4+) is checked like a fetch's
             epoch = broker.leader_epoch(topic, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
-            listed = _list_offset(broker, topic, p.partition_index, plog, p.timestamp, read_committed,
-                                  found_remotely)
+            listed = _list_offset(broker.partition_service, topic, p.partition_index, plog, p.timestamp,
+                                  read_committed, found_remotely)
             if listed.leader_epoch is not None:
                 epoch = listed.leader_epoch
             return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=listed.timestamp,
