@@ -280,6 +280,11 @@ def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_index
     # nothing remote reaches it: the local segments answer it
     assert lookup(NOW + 10 * local_start) is None
     assert plog.offset_for_timestamp(NOW + 10 * local_start) == (local_start, NOW + 10 * local_start)
+    # a file the store lost: one storage error naming it
+    seg = remote.metadata("t", 0).segments[-1]
+    remote.storage.delete(seg.path("segment.timeindex"))
+    with pytest.raises(KafkaStorageError, match=r"reading t-0-\S+ of tiered storage failed: .*segment\.timeindex"):
+        lookup(seg.max_timestamp)
     plog.close()
 
 
