@@ -1,7 +1,7 @@
 """Tiered storage through a broker, on a real S3 server (moto's): a broker whose disk holds one segment
 serves a consumer the whole history from the object store, the same records at the same offsets;
-ListOffsets earliest (-2), earliest-local (-4), latest-tiered (-5) and by timestamp below the local log
-start (from the remote segments' time indexes) as Kafka answers them."""
+ListOffsets earliest (-2), earliest-local (-4), latest-tiered (-5), earliest-pending-upload (-6) and by
+timestamp below the local log start (from the remote segments' time indexes) as Kafka answers them."""
 from __future__ import annotations
 
 import time
@@ -83,6 +83,8 @@ def test_list_offsets_by_timestamp_and_latest_tiered_read_the_remote_segments(tm
                                                    "local.retention.bytes": "0"})
         b.run(b.broker.create_topic, "plain", 1, {})
         assert list_offsets(b.bootstrap_servers, "plain", -5) == (0, -1, -1, -1)   # nothing tiered: -1
+        assert list_offsets(b.bootstrap_servers, "plain", -6, version=11) == (0, -1, -1, -1)
+        assert list_offsets(b.bootstrap_servers, "dated", -6, version=11)[:3] == (0, -1, 0)   # nothing copied yet
         t0 = int(time.time() * 1000) - 3_600_000   # an hour ago: well within retention.ms
         p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 0, "batch.size": 512})
         for i in range(200):   # record i at t0 + 10 * i
@@ -104,6 +106,9 @@ def test_list_offsets_by_timestamp_and_latest_tiered_read_the_remote_segments(tm
         # KIP-1005: the highest offset copied, from version 9 on (Kafka: UNSUPPORTED_VERSION before)
         assert list_offsets(b.bootstrap_servers, "dated", -5) == (0, -1, local_start - 1, 0)
         assert list_offsets(b.bootstrap_servers, "dated", -5, version=8)[0] == 35
+        # KIP-1023: the first offset not copied yet, from version 11 on
+        assert list_offsets(b.bootstrap_servers, "dated", -6, version=11) == (0, -1, local_start, 0)
+        assert list_offsets(b.bootstrap_servers, "dated", -6, version=10)[0] == 35
         assert list_offsets(b.bootstrap_servers, "dated", -4, version=7)[0] == 35
 
 

@@ -282,8 +282,9 @@ def _list_offset(service: PartitionService, topic: str, partition: int, plog: Pa
     if ts == LATEST_TIERED:  # KIP-1005: the highest offset copied to the object store, -1 with none
         tiered = service.latest_tiered_offset(topic, partition)
         return ListedOffset(-1, tiered.offset, tiered.leader_epoch)
-    if ts == EARLIEST_PENDING_UPLOAD:  # not answered by this broker
-        return NOT_FOUND
+    if ts == EARLIEST_PENDING_UPLOAD:  # KIP-1023: the first offset not copied yet, -1 for a log not tiered
+        pending = service.earliest_pending_upload_offset(topic, partition)
+        return ListedOffset(-1, pending.offset, pending.leader_epoch)
     if ts == MAX_TIMESTAMP:  # the local segments', as Kafka's
         found = plog.max_timestamp()
         if found is None:

@@ -218,6 +218,19 @@ class LocalPartitions:
             return NO_OFFSET
         return self.logs.remote.highest_offset(topic, partition)
 
+    def earliest_pending_upload_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        plog = self.logs.get(topic, partition)
+        if plog is None or not self.logs.tiered(plog):
+            return NO_OFFSET
+        highest = self.logs.remote.highest_offset(topic, partition)
+        if highest.offset >= 0:
+            pending = max(highest.offset + 1, plog.log_start_offset)
+        elif plog.local_log_start_offset == plog.log_start_offset:   # nothing copied yet: all of it
+            pending = plog.log_start_offset
+        else:   # copies this leader has not listed yet
+            return NO_OFFSET
+        return OffsetAndEpoch(pending, plog.leader_epoch_cache.epoch_for_offset(pending))
+
     def replication_state(self) -> ReplicationState | None:
         return None
 

@@ -63,6 +63,10 @@ class PartitionService(Protocol):
         """ListOffsets -5 (KIP-1005): the highest offset copied to the object store and its leader epoch;
         (-1, -1) when nothing is (or the log is not tiered)."""
 
+    def earliest_pending_upload_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        """ListOffsets -6 (KIP-1023): the first offset not copied to the object store yet and its leader epoch;
+        (-1, -1) for a log not tiered (or whose copies this leader has not listed yet)."""
+
     def replication_state(self) -> ReplicationState | None:
         """The replication a scrape reports (under-replicated partitions led here, ISR changes, leaderships
         taken); None on one broker, which replicates nothing."""
