@@ -55,6 +55,15 @@ def test_remote_storage_enable_needs_the_broker_switch_and_a_delete_policy():
         validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered_storage=True)
 
 
+def test_copy_disable_needs_local_retention_equal_to_retention_as_kafka():
+    base = {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
+    for local, whole in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+        with pytest.raises(InvalidConfig, match=f"`{local}` and `{whole}` must be set to the identical value"):
+            validate_topic_configs({**base, local: "1000", whole: "2000"}, tiered_storage=True)
+        for same in ({local: "2000", whole: "2000"}, {local: "-2", whole: "2000"}):
+            assert validate_topic_configs({**base, **same}, tiered_storage=True) == {**base, **same}
+
+
 def test_unknown_or_misspelled_static_keys_name_their_source_and_the_closest_name(tmp_path):
     f = tmp_path / "server.properties"
     f.write_text("# a comment\nnum.partitions=2\n\nlog.retention.hour=1\n")

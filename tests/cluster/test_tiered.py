@@ -12,6 +12,7 @@ import pytest
 from confluent_kafka import Producer
 
 from cluster_fixtures import consume_all, create_topic, start_cluster, wait_until, zookeeper_client
+from tidelake.cluster.znodes import parse_kafka_uuid
 from tidelake.log.remote import RemotePartitionMetadata
 from tidelake.storage import open_storage
 
@@ -38,8 +39,10 @@ def produce(cluster, topic: str, n: int, prefix: bytes) -> dict:
     return acked
 
 
-def remote_log(storage, topic: str) -> RemotePartitionMetadata:
-    meta = RemotePartitionMetadata(storage, topic, 0)
+def remote_log(cluster, storage, topic: str) -> RemotePartitionMetadata:
+    with zookeeper_client(cluster) as zk:   # remote folders are keyed by the topic's id too
+        topic_id = parse_kafka_uuid(json.loads(zk.get(f"/brokers/topics/{topic}")[0])["topic_id"])
+    meta = RemotePartitionMetadata(storage, topic, 0, topic_id)
     meta.load()
     return meta
 
@@ -64,7 +67,7 @@ def test_only_the_leader_copies_and_a_new_leader_continues_after_a_kill_9(tmp_pa
         create_topic(cluster, "hist", 1, 3, **{"remote.storage.enable": "true", "segment.bytes": "4096",
                                                "local.retention.bytes": "0", "min.insync.replicas": "2"})
         acked = produce(cluster, "hist", 3000, b"a")
-        wait_until("the leader's first copies", lambda: len(remote_log(storage, "hist").segments) >= 10, 60)
+        wait_until("the leader's first copies", lambda: len(remote_log(cluster, storage, "hist").segments) >= 10, 60)
         first = leader(cluster, "hist")
         more = produce(cluster, "hist", 2000, b"b")   # copies go on while this is acknowledged
         cluster.kill_broker(first)
@@ -74,15 +77,20 @@ def test_only_the_leader_copies_and_a_new_leader_continues_after_a_kill_9(tmp_pa
         last = max(offset for _p, offset in acked)
 
         def caught_up() -> bool:
-            meta = remote_log(storage, "hist")
+            meta = remote_log(cluster, storage, "hist")
             return meta.unfinished == [] and meta.end_offset > last - 200 and no_gap(meta)
         wait_until("the new leader's copies to reach the end, with no gap and nothing half done", caught_up, 90)
-        meta = remote_log(storage, "hist")
+        meta = remote_log(cluster, storage, "hist")
         # one copier at a time: segments overlap only where the leadership changed (the new leader's first copy
         # is its own local segment holding the old leader's last copied offset); followers copying would
         # overlap everywhere, their segments ending elsewhere
         overlaps = sum(1 for a, b in zip(meta.segments, meta.segments[1:]) if b.base_offset <= a.end_offset)
         assert overlaps <= 1, [(s.base_offset, s.end_offset) for s in meta.segments]
+        # the new leader claimed the partition in the store at its epoch, newer than the killed one's: were the
+        # old leader still running, its next remote step would find it and stop
+        with zookeeper_client(cluster) as zk:
+            epoch = json.loads(zk.get("/brokers/topics/hist/partitions/0/state")[0])["leader_epoch"]
+        assert meta.newest_leader_epoch() == epoch > 0
         # followers too keep only what is not copied yet (local.retention.bytes=0)
         alive = [b for b in cluster.brokers if b != first]
         wait_until("every live replica's local log to be trimmed", lambda: all(

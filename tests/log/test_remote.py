@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -13,17 +14,23 @@ from tidelake.errors import KafkaStorageError, OffsetOutOfRange
 from tidelake.log import LogConfig, LogManager, PartitionLog
 from tidelake.log.remote import RemoteLogManager, RemoteLogSettings, RemotePartitionMetadata, RemoteSegment
 from tidelake.log.remote.metadata import DATA_FILES
-from tidelake.protocol.records import Record, build_batch
+from tidelake.protocol.records import Record, build_batch, decode_records, iter_batches
 from tidelake.storage import open_storage
 
 NOW = 1_700_000_000_000
 WAIT_S = 30
+TOPIC_ID = uuid.UUID("3f1c2a9e-0000-4000-8000-000000000029")
+
+
+def topic_ids(topic: str) -> uuid.UUID:
+    """The one topic of these tests, "t", and its id (a broker answers from its topic metadata)."""
+    return TOPIC_ID
 
 
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
     return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
-                             reader_cache_bytes=64 << 20)
+                             reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
 def batch(i: int) -> bytes:
@@ -67,7 +74,7 @@ def test_copied_segments_are_deleted_locally_and_read_back_with_the_same_bytes(t
         plog.append(batch(i), now_ms=NOW)
     before = {seg.base_offset: local_bytes(plog, seg.base_offset) for seg in plog.segments[:-1]}
     assert len(before) >= 5
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     meta = remote.metadata("t", 0)
     assert [s.base_offset for s in meta.segments] == sorted(before)
@@ -92,7 +99,7 @@ def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(tm
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     meta = remote.metadata("t", 0)
     copied = len(meta.segments)
@@ -116,11 +123,11 @@ def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote)
     for i in range(30):
         plog.append(batch(i), now_ms=NOW)
     seg = plog.segments[0]
-    meta = RemotePartitionMetadata(remote.storage, "t", 0)
+    meta = RemotePartitionMetadata(remote.storage, "t", 0, TOPIC_ID)
     orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW)
     meta.copy_started(orphan)                       # a copy killed after its first write
     remote.storage.write(orphan.path("segment.log"), b"partial")
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     assert remote.metadata("t", 0).unfinished == [orphan.folder]
     remote.run_pass(NOW)
     meta = remote.metadata("t", 0)
@@ -136,7 +143,7 @@ def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_ser
     plog = manager.create("t", 0, tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
     manager.remote.run_pass(NOW)
     local_start = plog.local_log_start_offset
     assert local_start > 0
@@ -147,7 +154,7 @@ def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_ser
     again.load()
     plog = again.get("t", 0)
     assert plog.log_start_offset == local_start
-    again.start_maintenance(3_600_000)
+    again.start_maintenance(3_600_000, topic_ids=topic_ids)
     try:
         assert plog.log_start_offset == 0 and plog.local_log_start_offset == local_start
         assert read_remote(again.remote, "t", 0, 0).first_offset == 0
@@ -159,7 +166,7 @@ def test_a_read_fetches_ahead_into_the_next_segment(tmp_path: Path, remote):
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     first, second = remote.metadata("t", 0).segments[:2]
     got = read_remote(remote, "t", 0, first.base_offset)
@@ -180,11 +187,11 @@ def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
     for i in range(30):
         plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     seg = remote.metadata("t", 0).segments[0]
     remote.storage.delete(seg.path("segment.index"))    # the store lost a file behind the broker's back
-    with pytest.raises(KafkaStorageError, match=r"reading t-0/\S+ of tiered storage failed: .*segment\.index"):
+    with pytest.raises(KafkaStorageError, match=r"reading t-0-\S+/\S+ of tiered storage failed: .*segment\.index"):
         read_remote(remote, "t", 0, seg.base_offset)
     ready = threading.Event()   # answered once: the next read tries the store again
     assert remote.reader.read("t", 0, seg.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
@@ -197,7 +204,7 @@ def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remo
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     meta = remote.metadata("t", 0)
     keep_from = meta.segments[3]
@@ -216,7 +223,7 @@ def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: P
     plog = manager.create("t", 0, tiered_config())
     for i in range(60):
         plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
     try:
         manager.remote.run_pass(NOW)
         meta = manager.remote.metadata("t", 0)
@@ -245,7 +252,7 @@ def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: 
     for i in range(20):   # later segments close the ones holding the markers
         plog.append(batch(100 + i), now_ms=NOW)
     local = plog.aborted_transactions(0, plog.log_end_offset)
-    remote.start(lambda: {("t", 0): plog})
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
     remote.run_pass(NOW)
     meta = remote.metadata("t", 0)
     marker_segment = meta.segment_for(40)
@@ -253,3 +260,201 @@ def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: 
     got = read_remote(remote, "t", 0, marker_segment.base_offset)
     assert local == [(200, aborted_first)] and got.aborted == [(200, aborted_first)]
     plog.close()
+
+
+def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_indexes(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):   # record i at NOW + 10 * i
+        plog.append(build_batch([Record(0, NOW + 10 * i, b"k", b"v%05d" % i + b"x" * 200)]), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
+    remote.run_pass(NOW)
+    local_start = plog.local_log_start_offset
+    assert local_start > 20 and len(remote.metadata("t", 0).segments) >= 5
+
+    def lookup(ts: int, start: int = 0):
+        future = remote.reader.offset_for_timestamp("t", 0, ts, start, local_start)
+        return None if future is None else future.result(WAIT_S)
+    assert lookup(NOW) == (NOW, 0, 0)
+    assert lookup(NOW + 71) == (NOW + 80, 8, 0)             # the first record at or after it, mid-segment
+    assert lookup(NOW + 71, start=12) == (NOW + 120, 12, 0)  # not before the log start
+    # nothing remote reaches it: the local segments answer it
+    assert lookup(NOW + 10 * local_start) is None
+    assert plog.offset_for_timestamp(NOW + 10 * local_start) == (local_start, NOW + 10 * local_start)
+    # a file the store lost: one storage error naming it
+    seg = remote.metadata("t", 0).segments[-1]
+    remote.storage.delete(seg.path("segment.timeindex"))
+    with pytest.raises(KafkaStorageError, match=r"reading t-0-\S+ of tiered storage failed: .*segment\.timeindex"):
+        lookup(seg.max_timestamp)
+    plog.close()
+
+
+def test_copy_disable_stops_copying_but_remote_reads_and_retention_go_on(tmp_path: Path, remote):
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(40):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
+    remote.run_pass(NOW)
+    meta = remote.metadata("t", 0)
+    copied_end, copied = meta.end_offset, len(meta.segments)
+    assert copied >= 3 and plog.local_log_start_offset == copied_end
+    # KIP-950: remote.log.copy.disable keeps what the store holds readable, copies nothing more; the local
+    # segments then follow retention.* (not local.retention.*), as Kafka's
+    plog.update_config(tiered_config(remote_log_copy_disable=True))
+    for i in range(40, 80):
+        plog.append(batch(i), now_ms=NOW)
+    remote.run_pass(NOW)
+    assert (meta.end_offset, len(meta.segments)) == (copied_end, copied)
+    assert plog.local_log_start_offset == copied_end and len(plog.segments) > 2   # not deleted uncopied
+    assert read_remote(remote, "t", 0, 0).first_offset == 0
+    # retention.ms past every record but the newest segment's: remote and local segments both go
+    newest = plog.segments[-1]
+    plog.update_config(tiered_config(remote_log_copy_disable=True, retention_ms=10))
+    remote.run_pass(NOW + 75 + 10 + 1)   # records up to offset 75 expired
+    assert meta.segments == ()
+    assert plog.log_start_offset == plog.local_log_start_offset <= 76 and plog.segments[-1] is newest
+    assert remote.storage.list(meta.prefix) == []
+    plog.close()
+
+
+def test_a_topic_created_again_under_the_same_name_never_reads_the_old_ones_segments(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    ids = {"t": uuid.uuid4()}
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(build_batch([Record(0, NOW + i, b"k", b"old-%05d" % i + b"x" * 200)]), now_ms=NOW)
+    manager.start_maintenance(3_600_000, topic_ids=ids.get)
+    manager.remote.run_pass(NOW)
+    old = manager.remote.metadata("t", 0)
+    assert len(old.segments) >= 5
+    manager.delete_topic("t")
+    manager.close()   # a crash before the next pass: the old topic's remote files are still there
+    ids["t"] = uuid.uuid4()   # created again: a new topic id
+    again = LogManager(tmp_path, default_config=tiered_config(),
+                       remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = again.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(build_batch([Record(0, NOW + i, b"k", b"new-%05d" % i + b"x" * 200)]), now_ms=NOW)
+    again.start_maintenance(3_600_000, topic_ids=ids.get)
+    try:
+        again.remote.run_pass(NOW)
+        meta = again.remote.metadata("t", 0)
+        assert len(meta.segments) >= 5 and plog.local_log_start_offset > 0
+        for offset in range(plog.local_log_start_offset):   # every offset below the local start: the new topic's
+            got = read_remote(again.remote, "t", 0, offset, max_bytes=1)
+            pos, h = next(iter_batches(got.data))
+            assert decode_records(got.data, pos, h)[0].value.startswith(b"new-%05d" % offset)
+        assert meta.prefix != old.prefix
+        assert {p.rpartition("/")[0] for p in storage.list(old.prefix)} >= {s.folder for s in old.segments}
+    finally:
+        again.close()
+
+
+def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    one_segment = 64 + 8 * 2   # a segment of these tests has one or two offset index entries and no aborted txn
+    small = RemoteLogManager(storage, RemoteLogSettings(storage.url, {}, task_interval_ms=3_600_000,
+                                                        index_cache_bytes=2 * one_segment, reader_cache_bytes=64 << 20,
+                                                        list_offsets_timeout_ms=30_000))
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    try:
+        for i in range(60):
+            plog.append(batch(i), now_ms=NOW)
+        small.start(lambda: {("t", 0): plog}, topic_ids)
+        small.run_pass(NOW)
+        first, *rest = small.metadata("t", 0).segments
+        assert len(rest) >= 4
+        for seg in (first, *rest):
+            read_remote(small, "t", 0, seg.base_offset)
+            assert 0 < small.reader.index_cache_bytes <= 2 * one_segment
+        ready = threading.Event()   # the first segment's indexes went out: fetched again
+        assert small.reader.read("t", 0, first.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+                                 on_ready=ready.set) is None
+        assert ready.wait(WAIT_S)
+    finally:
+        small.stop()
+        plog.close()
+
+
+def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over(tmp_path: Path, s3_server):
+    """Two replicas of one partition on one store: the old leader (epoch 1) has not learnt yet that another
+    broker leads in epoch 2; its next pass must change nothing in the store."""
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    old_leader, new_leader = (RemoteLogManager(storage, remote_settings(storage.url)) for _ in range(2))
+    old_log = PartitionLog.open(tmp_path / "old" / "t-0", tiered_config())
+    new_log = PartitionLog.open(tmp_path / "new" / "t-0", tiered_config())
+    try:
+        for plog in (old_log, new_log):   # the same records on both replicas, written in epoch 1
+            plog.begin_leader_epoch(1)
+            for i in range(40):
+                plog.append(batch(i), now_ms=NOW)
+        old_leader.start(lambda: {("t", 0): old_log}, topic_ids)
+        old_leader.run_pass(NOW)
+        copied = len(old_leader.metadata("t", 0).segments)
+        assert copied >= 3
+        new_log.begin_leader_epoch(2)   # the controller moved leadership: the new leader's first pass
+        new_leader.start(lambda: {("t", 0): new_log}, topic_ids)
+        new_leader.run_pass(NOW)
+        before = sorted(storage.list(""))
+        # the old leader still believes it leads: it has more to copy and a retention that deletes
+        for i in range(40, 60):
+            old_log.append(batch(i), now_ms=NOW)
+        old_log.update_config(tiered_config(retention_bytes=2000))
+        old_leader.run_pass(NOW)
+        assert sorted(storage.list("")) == before
+        assert len(new_leader.metadata("t", 0).segments) == copied
+    finally:
+        for rlm in (old_leader, new_leader):
+            rlm.stop()
+        old_log.close()
+        new_log.close()
+
+
+def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_part(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+    try:
+        manager.remote.run_pass(NOW)
+        prefix = manager.remote.metadata("t", 0).prefix
+        local_start = plog.local_log_start_offset
+        assert plog.log_start_offset == 0 < local_start and storage.list(prefix)
+        # KIP-950: remote.storage.enable=false with remote.log.delete.on.disable=true
+        plog.update_config(LogConfig(segment_bytes=2000, retention_ms=-1, remote_log_delete_on_disable=True))
+        manager.remote.run_pass(NOW)
+        assert plog.log_start_offset == plog.local_log_start_offset == local_start
+        assert storage.list(prefix) == [] and manager.remote.metadata("t", 0) is None
+        assert bytes(plog.read(local_start, 1 << 20).data)
+    finally:
+        manager.close()
+
+
+def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_deletes(tmp_path: Path, s3_server):
+    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+    manager = LogManager(tmp_path, default_config=tiered_config(),
+                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    plog = manager.create("t", 0, tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+    manager.remote.run_pass(NOW)
+    prefix = manager.remote.metadata("t", 0).prefix
+    manager.close()   # turned off while down: the next start's config says so
+    turned_off = LogConfig(segment_bytes=2000, retention_ms=-1, remote_log_delete_on_disable=True)
+    again = LogManager(tmp_path, default_config=turned_off,
+                       remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    again.load()
+    again.start_maintenance(3_600_000, topic_ids=topic_ids)
+    try:
+        assert storage.list(prefix)
+        again.remote.run_pass(NOW)
+        assert storage.list(prefix) == []
+        plog = again.get("t", 0)
+        assert plog.log_start_offset == plog.local_log_start_offset > 0
+    finally:
+        again.close()

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import threading
+import uuid
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,11 @@ from tidelake.protocol.records import decode_records, iter_batches
 from tidelake.storage import open_storage
 
 CHILD = Path(__file__).with_name("tiered_crash_child.py")
+TOPIC_ID = uuid.UUID("3f1c2a9e-0000-4000-8000-000000000405")  # the topic "t" in the child and after its restart
+
+
+def topic_ids(topic: str) -> uuid.UUID:
+    return TOPIC_ID
 TRIALS = 20
 WAIT_S = 30
 
@@ -25,13 +31,14 @@ WAIT_S = 30
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
     return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
-                             reader_cache_bytes=64 << 20)
+                             reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
 def run_child(tmp: Path, url: str, options: dict, phase: str, kill_at: int) -> tuple[set[int], int]:
     """The acknowledged offsets and the child's exit code (-9: killed where armed)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CHILD.parents[2]), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(CHILD), str(tmp), url, json.dumps(options), phase, str(kill_at)],
+    proc = subprocess.run([sys.executable, str(CHILD), str(tmp), url, json.dumps(options), phase, str(kill_at),
+                           str(TOPIC_ID)],
                           capture_output=True, text=True, timeout=120, env=env)
     acked: set[int] = set()
     for line in proc.stdout.splitlines():
@@ -70,7 +77,7 @@ def check_after_restart(tmp: Path, url: str, options: dict, acked: set[int], pha
     logs.load()
     plog = logs.get("t", 0)
     plog.update_config(cfg)
-    logs.start_maintenance(3_600_000)
+    logs.start_maintenance(3_600_000, topic_ids=topic_ids)
     try:
         leftovers = len(logs.remote.metadata("t", 0).unfinished)
         # no offset between the log start and the local log start that no remote segment holds
@@ -87,7 +94,8 @@ def check_after_restart(tmp: Path, url: str, options: dict, acked: set[int], pha
                 assert value_at(logs, offset).startswith(b"v%05d" % offset)
         assert max(acked) < plog.log_end_offset
         # after the pass every remote folder is a finished segment: the leftovers were cleaned
-        folders = {p.rpartition("/")[0] for p in storage.list(RemotePartitionMetadata(storage, "t", 0).prefix)}
+        prefix = RemotePartitionMetadata(storage, "t", 0, TOPIC_ID).prefix
+        folders = {p.rpartition("/")[0] for p in storage.list(prefix)}
         assert folders == {s.folder for s in logs.remote.metadata("t", 0).segments}
         return leftovers
     finally:

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import sys
+import uuid
 from pathlib import Path
 
 from tidelake.log import LogConfig, LogManager
@@ -25,7 +26,7 @@ NOW = 1_700_000_000_000
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
     return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
-                             reader_cache_bytes=64 << 20)
+                             reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
 class KillingStorage:
@@ -66,7 +67,7 @@ def config(**kw) -> LogConfig:
 
 
 def main() -> None:
-    data_dir, url, options, phase, kill_at = sys.argv[1:6]
+    data_dir, url, options, phase, kill_at, topic_id = sys.argv[1:7]
     storage = KillingStorage(open_storage(url, json.loads(options)), int(kill_at))
     rlm = RemoteLogManager(storage, remote_settings(url))
     logs = LogManager(Path(data_dir), default_config=config(), remote=rlm)
@@ -74,7 +75,7 @@ def main() -> None:
     for i in range(40):
         r = plog.append(build_batch([Record(0, NOW + i, b"k", b"v%05d" % i + b"x" * 200)]), now_ms=NOW)
         print(f"acked {r.base_offset} {r.last_offset}", flush=True)
-    logs.start_maintenance(3_600_000)
+    logs.start_maintenance(3_600_000, topic_ids=lambda _topic: uuid.UUID(topic_id))
     if phase == "delete":
         rlm.run_pass(NOW)
         plog.update_config(config(retention_bytes=3000))

@@ -343,6 +343,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
        read_only=True, minimum=1),
     _d("remote.log.reader.cache.bytes", 268435456, TYPE_LONG, "tidelake: bytes of remote segment data kept "
        "(ranged reads and prefetch of the next chunks)", read_only=True, minimum=1),
+    _d("remote.list.offsets.request.timeout.ms", 30000, TYPE_INT, "how long a ListOffsets by timestamp waits "
+       "on the remote segments (then REQUEST_TIMED_OUT)", read_only=True, minimum=1),
     # static in Kafka: refused as dynamic updates ("Cannot update these configs dynamically")
     _d("process.roles", None, TYPE_LIST, "KRaft roles of this node", read_only=True),
     _d("controller.quorum.voters", "", TYPE_LIST, "KRaft controller quorum", read_only=True),
@@ -435,7 +437,7 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "password.encoder.key.length", "password.encoder.keyfactory.algorithm", "password.encoder.old.secret",
     "password.encoder.secret", "port", "producer.purgatory.purge.interval.requests",
     "queued.max.request.bytes", "queued.max.requests", "quota.window.num", "quota.window.size.seconds",
-    "remote.fetch.max.wait.ms", "remote.list.offsets.request.timeout.ms",
+    "remote.fetch.max.wait.ms",
     "remote.log.manager.copier.thread.pool.size",
     "remote.log.manager.copy.quota.window.num", "remote.log.manager.copy.quota.window.size.seconds",
     "remote.log.manager.expiration.thread.pool.size", "remote.log.manager.fetch.max.bytes.per.second",
@@ -554,9 +556,11 @@ def validate_value(defn: ConfigDef, value: str | None) -> str | None:
     return value
 
 
-def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool) -> dict[str, str]:
+def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool,
+                           previous: Mapping[str, str] | None = None) -> dict[str, str]:
     """Check names and values of topic configs; return them normalised (``tiered_storage``: the broker's
-    remote.log.storage.system.enable). Raises InvalidConfig."""
+    remote.log.storage.system.enable; ``previous``: the overrides these replace, when altering). Raises
+    InvalidConfig."""
     out = {}
     for name, value in configs.items():
         defn = TOPIC_CONFIGS.get(name)
@@ -571,6 +575,19 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
                                 "with remote log storage.")
         if "compact" in out.get("cleanup.policy", ""):
             raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
+        if out.get("remote.log.copy.disable") == "true":   # KIP-950: nothing more copied, one retention
+            for local, whole in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
+                # (only against an override: a broker default is not known here)
+                if local in out and out[local] != "-2" and whole in out and int(out[local]) != int(out[whole]):
+                    raise InvalidConfig(f"When `remote.log.copy.disable` is set to true, the `{local}` and `{whole}` "
+                                        "must be set to the identical value because there will be no more logs "
+                                        "copied to the remote storage.")
+    elif previous is not None and previous.get("remote.storage.enable") == "true" \
+            and out.get("remote.log.delete.on.disable") != "true":  # KIP-950: never a remote part left unread
+        raise InvalidConfig("It is invalid to disable remote storage without deleting remote data. If you want to "
+                            "keep the remote data and turn to read only, please set `remote.storage.enable=true,"
+                            "remote.log.copy.disable=true`. If you want to disable remote storage and delete all "
+                            "remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`.")
     return out
 
 

@@ -29,5 +29,6 @@ def remote_log_manager(config: BrokerConfig) -> RemoteLogManager | None:
     settings = RemoteLogSettings(
         url, options, task_interval_ms=config.get_int("remote.log.manager.task.interval.ms"),
         index_cache_bytes=config.get_int("remote.log.index.file.cache.total.size.bytes"),
-        reader_cache_bytes=config.get_int("remote.log.reader.cache.bytes"))
+        reader_cache_bytes=config.get_int("remote.log.reader.cache.bytes"),
+        list_offsets_timeout_ms=config.get_int("remote.list.offsets.request.timeout.ms"))
     return RemoteLogManager(storage, settings)

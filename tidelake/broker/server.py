@@ -274,7 +274,8 @@ class Broker:
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
         ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms"),
                                    compaction=ctx.config.get_bool("log.cleaner.enable"),
-                                   leads=self._cluster.leads if self._cluster is not None else None)
+                                   leads=self._cluster.leads if self._cluster is not None else None,
+                                   topic_ids=ctx.topics.topic_id)
         for server in self._servers:
             await server.start_serving()
         self._tasks = [loop.create_task(self._idle_connections_loop()), loop.create_task(self._group_clock()),

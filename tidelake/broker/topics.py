@@ -40,6 +40,11 @@ class TopicManager:
     def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
         return self.metadata.topics_by_id.get(topic_id)
 
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The topic's id (in a cluster, the controller's, once announced), None for a topic not known."""
+        info = self.metadata.topics.get(name)
+        return info.topic_id if info is not None else None
+
     def recover(self) -> None:
         """At start, after ``LogManager.load()``: a log directory with no topic in the metadata (a
         crash between mkdir and the metadata write) is adopted rather than ignored, so no data
@@ -129,7 +134,8 @@ class TopicManager:
         info = self.metadata.topics.get(name)
         if info is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
-        normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage)
+        normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage,
+                                            previous=info.configs)
         if validate_only:
             return
         info.configs = normalised

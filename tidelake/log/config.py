@@ -29,6 +29,8 @@ PROPERTY_FIELDS: dict[str, str] = {
     "remote.storage.enable": "remote_storage_enable",
     "local.retention.ms": "local_retention_ms",
     "local.retention.bytes": "local_retention_bytes",
+    "remote.log.copy.disable": "remote_log_copy_disable",
+    "remote.log.delete.on.disable": "remote_log_delete_on_disable",
 }
 
 
@@ -57,6 +59,12 @@ class LogConfig:
     remote_storage_enable: bool = False
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    # KIP-950: copy nothing more; what the store holds stays readable and under retention.*, and the local
+    # segments follow retention.* (deleted uncopied, the log start moving), as Kafka's
+    remote_log_copy_disable: bool = False
+    # KIP-950: remote.storage.enable turned off (refused without it): the remote part is deleted, the log starts
+    # at the local log start
+    remote_log_delete_on_disable: bool = False
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any], base: "LogConfig | None" = None) -> "LogConfig":

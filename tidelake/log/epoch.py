@@ -74,6 +74,12 @@ class LeaderEpochCache:
         self.entries.append((epoch, start_offset))
         self._write()  # no fsync here (the append path): see the module docstring
 
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch ``offset`` was written in (Kafka's ``epochForOffset``): the newest starting at or below
+        it; -1 before every entry."""
+        i = bisect.bisect_right(self.entries, offset, key=lambda e: e[1])
+        return self.entries[i - 1][0] if i else -1
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch, as Kafka's ``LeaderEpochFileCache.endOffsetFor``: (the largest known
         epoch <= ``epoch``, the start offset of the first epoch after it).

@@ -12,7 +12,7 @@ from tidelake.clock import wall_ms
 from tidelake.log.config import LogConfig
 from tidelake.log.maintenance import LogMaintenance
 from tidelake.log.partition import PartitionLog
-from tidelake.log.remote.manager import RemoteLogManager
+from tidelake.log.remote.manager import RemoteLogManager, TopicIds
 
 log = logging.getLogger(__name__)
 
@@ -95,17 +95,21 @@ class LogManager:
 
     # ------------------------------------------------------------------ maintenance
     def start_maintenance(self, interval_ms: int = 1000, *, compaction: bool = True,
-                          leads: Callable[[str, int], bool] | None = None) -> None:
+                          leads: Callable[[str, int], bool] | None = None,
+                          topic_ids: TopicIds | None = None) -> None:
         """Run maintenance passes on the LogMaintenance thread every ``interval_ms`` until ``close()``
         (``compaction=False``: log.cleaner.enable=false), and tiered storage's on its own thread
-        (``leads``: whether this broker leads a partition, the one that copies it; None: a single broker)."""
+        (``leads``: whether this broker leads a partition, the one that copies it; None: a single broker;
+        ``topic_ids``: each topic's id, which keys its remote folder, required with tiered storage)."""
+        if self.remote is not None and topic_ids is None:
+            raise ValueError("tiered storage needs the topics' ids (topic_ids=)")
         with self._lock:
             self.compaction_enabled = compaction
             if self._maintenance is None:
                 self._maintenance = LogMaintenance(self._maintenance_pass, max(0.01, interval_ms / 1000))
                 self._maintenance.start()
         if self.remote is not None:
-            self.remote.start(self.all_logs, leads)
+            self.remote.start(self.all_logs, topic_ids, leads)
 
     def run_maintenance(self, now_ms: int | None = None, *, compaction: bool = True) -> None:
         """One pass of the background work: roll by segment.ms, flush by flush.ms (and fsync closed

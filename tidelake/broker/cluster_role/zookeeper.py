@@ -156,6 +156,7 @@ class ZooKeeperTopics:
                                           wait_s=max(0.0, timeout_ms / 1000))
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
-        normalised = validate_topic_configs(configs, tiered_storage=self._tiered_storage)
+        normalised = validate_topic_configs(configs, tiered_storage=self._tiered_storage,
+                                            previous=self._member.topics.configs(name) or {})
         if not validate_only:
             await self._member.alter_topic_config(name, normalised)

@@ -7,9 +7,11 @@ are encoded by hand; per-request Python work here is what bounds the broker's th
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
+from typing import NamedTuple
 
 from kafka.protocol.consumer import (FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
                                      OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse)
@@ -242,46 +244,114 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
 _LRTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LRPartition = _LRTopic.ListOffsetsPartitionResponse
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+# the first version carrying each special timestamp; an older request naming it is UNSUPPORTED_VERSION (as Kafka)
+TIMESTAMP_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
+                         EARLIEST_PENDING_UPLOAD: 11}
 
 
-def _list_offset(plog: PartitionLog, ts: int, read_committed: bool) -> tuple[int, int]:
-    """(timestamp, offset) answering one ListOffsets query."""
+class ListedOffset(NamedTuple):
+    """One ListOffsets answer: the record's timestamp (-1 for the special ones), its offset (-1: none) and
+    the leader epoch to answer with (None: the partition's current one)."""
+    timestamp: int
+    offset: int
+    leader_epoch: int | None = None
+
+
+NOT_FOUND = ListedOffset(-1, -1)
+PartitionKey = tuple[str, int]
+
+
+class RemoteLookup(NamedTuple):
+    """A timestamp lookup in a tiered log's remote segments: what it found (None: nothing there, the local
+    segments are searched), or why it failed."""
+    listed: ListedOffset | None
+    error: Exception | None = None
+
+
+def _list_offset(service: PartitionService, topic: str, partition: int, plog: PartitionLog, ts: int,
+                 read_committed: bool, found_remotely: dict[PartitionKey, RemoteLookup]) -> ListedOffset:
+    """The answer to one ListOffsets query; ``found_remotely``: timestamp lookups already made in the
+    remote segments below the local log start (tiered storage)."""
     upper = plog.last_stable_offset if read_committed else plog.high_watermark
     if ts == LATEST:
-        return -1, upper
+        return ListedOffset(-1, upper)
     if ts == EARLIEST:
-        return -1, plog.log_start_offset
+        return ListedOffset(-1, plog.log_start_offset)
     if ts == EARLIEST_LOCAL:  # tiered storage (KIP-405): the first offset on this broker's disk
-        return -1, plog.local_log_start_offset
-    if ts in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):  # no tiered storage here
-        return -1, -1
-    if ts == MAX_TIMESTAMP:
+        return ListedOffset(-1, plog.local_log_start_offset)
+    if ts == LATEST_TIERED:  # KIP-1005: the highest offset copied to the object store, -1 with none
+        tiered = service.latest_tiered_offset(topic, partition)
+        return ListedOffset(-1, tiered.offset, tiered.leader_epoch)
+    if ts == EARLIEST_PENDING_UPLOAD:  # KIP-1023: the first offset not copied yet, -1 for a log not tiered
+        pending = service.earliest_pending_upload_offset(topic, partition)
+        return ListedOffset(-1, pending.offset, pending.leader_epoch)
+    if ts == MAX_TIMESTAMP:  # the local segments', as Kafka's
         found = plog.max_timestamp()
         if found is None:
-            return -1, -1
+            return NOT_FOUND
         offset, max_ts = found
-        return max_ts, offset
+        return ListedOffset(max_ts, offset)
     if ts < 0:
         raise errors.InvalidRequest(f"unknown ListOffsets timestamp {ts}")
+    remote = found_remotely.get((topic, partition))
+    if remote is not None:
+        if remote.error is not None:
+            raise remote.error
+        if remote.listed is not None:
+            return remote.listed
     found = plog.offset_for_timestamp(ts)
     if found is None or found[0] >= upper:
-        return -1, -1
+        return NOT_FOUND
     offset, found_ts = found
-    return found_ts, offset
+    return ListedOffset(found_ts, offset)
+
+
+async def _find_remotely(broker: BrokerContext, request, version: int) -> dict[PartitionKey, RemoteLookup]:
+    """The timestamp lookups below tiered logs' local starts (KIP-405), all awaited at once through the
+    partition service (never on the event loop); a failed one is that partition's error, the others answered."""
+    asked: list[PartitionKey] = []
+    lookups = []
+    for t in request.topics:
+        for p in t.partitions:
+            if p.timestamp < 0:
+                continue
+            try:  # only the leader answers: no object-store reads for a request refused anyway
+                broker.leader_epoch(t.name, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
+            except errors.KafkaApiError:
+                continue
+            asked.append((t.name, p.partition_index))
+            lookups.append(broker.partition_service.remote_offset_for_timestamp(t.name, p.partition_index,
+                                                                                p.timestamp))
+    answers = await asyncio.gather(*lookups, return_exceptions=True)
+    out: dict[PartitionKey, RemoteLookup] = {}
+    for key, got in zip(asked, answers):
+        if isinstance(got, Exception):
+            out[key] = RemoteLookup(None, got)
+        elif got is not None:
+            out[key] = RemoteLookup(ListedOffset(got.timestamp, got.offset,
+                                                 got.leader_epoch if got.leader_epoch >= 0 else None))
+    return out
 
 
 @api(ListOffsetsRequest, ListOffsetsResponse, 1, 11, access=per_item("topics", "topics", topic(O.DESCRIBE), TOPIC_DENIED))
 async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
-    read_committed = ctx.api_version >= 2 and request.isolation_level == READ_COMMITTED
+    version = ctx.api_version
+    read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
+    found_remotely = await _find_remotely(broker, request, version)
 
     def answer_for(topic: str):
         def answer(plog, p):
+            if TIMESTAMP_MIN_VERSION.get(p.timestamp, 0) > version:
+                raise errors.UnsupportedVersion(f"ListOffsets timestamp {p.timestamp} needs version "
+                                                f"{TIMESTAMP_MIN_VERSION[p.timestamp]}")
             # KIP-320: the consumer's known leader epoch (v4+) is checked like a fetch's
-            epoch = broker.leader_epoch(topic, p.partition_index,
-                                        p.current_leader_epoch if ctx.api_version >= 4 else -1)
-            ts, offset = _list_offset(plog, p.timestamp, read_committed)
-            return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=ts, offset=offset,
-                                leader_epoch=epoch if offset >= 0 else -1)
+            epoch = broker.leader_epoch(topic, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
+            listed = _list_offset(broker.partition_service, topic, p.partition_index, plog, p.timestamp,
+                                  read_committed, found_remotely)
+            if listed.leader_epoch is not None:
+                epoch = listed.leader_epoch
+            return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=listed.timestamp,
+                                offset=listed.offset, leader_epoch=epoch if listed.offset >= 0 else -1)
         return answer
 
     def fail(p, code):

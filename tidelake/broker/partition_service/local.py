@@ -15,6 +15,7 @@ from tidelake.broker.topics import TopicManager
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.errors import error_code
 from tidelake.log import LogManager, PartitionLog
+from tidelake.log.remote import NO_OFFSET, OffsetAndEpoch, TimestampOffset
 from tidelake.protocol.records import parse_header
 from tidelake.observability.broker_state import ReplicationState
 
@@ -194,6 +195,41 @@ class LocalPartitions:
 
     async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         await self.partitions.wait_for_data(partitions, timeout_s)
+
+    async def remote_offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset | None:
+        plog = self.logs.get(topic, partition)
+        if plog is None or not self.logs.tiered(plog):
+            return None
+        remote = self.logs.remote
+        found = remote.reader.offset_for_timestamp(topic, partition, timestamp, plog.log_start_offset,
+                                                   plog.local_log_start_offset)
+        if found is None:
+            return None
+        timeout_s = remote.settings.list_offsets_timeout_ms / 1000
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(found), timeout_s)
+        except asyncio.TimeoutError:
+            raise errors.RequestTimedOut(f"ListOffsets of {topic}-{partition}: the remote segments did not answer "
+                                         f"within {timeout_s:g} s") from None
+
+    def latest_tiered_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        plog = self.logs.get(topic, partition)
+        if plog is None or not self.logs.tiered(plog):
+            return NO_OFFSET
+        return self.logs.remote.highest_offset(topic, partition)
+
+    def earliest_pending_upload_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        plog = self.logs.get(topic, partition)
+        if plog is None or not self.logs.tiered(plog):
+            return NO_OFFSET
+        highest = self.logs.remote.highest_offset(topic, partition)
+        if highest.offset >= 0:
+            pending = max(highest.offset + 1, plog.log_start_offset)
+        elif plog.local_log_start_offset == plog.log_start_offset:   # nothing copied yet: all of it
+            pending = plog.log_start_offset
+        else:   # copies this leader has not listed yet
+            return NO_OFFSET
+        return OffsetAndEpoch(pending, plog.leader_epoch_cache.epoch_for_offset(pending))
 
     def replication_state(self) -> ReplicationState | None:
         return None

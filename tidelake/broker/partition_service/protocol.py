@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable, Protocol, Sequence
 
 from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+from tidelake.log.remote import OffsetAndEpoch, TimestampOffset
 from tidelake.observability.broker_state import ReplicationState
 
 # a Fetch's requested partition: (topic or None, topic id, partition, fetch offset, partition max bytes)
@@ -51,6 +52,20 @@ class PartitionService(Protocol):
 
     async def wait_for_data(self, partitions: Iterable[tuple[str, int]], timeout_s: float) -> None:
         """A Fetch long poll: until one of ``partitions`` changes or the timeout passes."""
+
+    async def remote_offset_for_timestamp(self, topic: str, partition: int, timestamp: int) -> TimestampOffset | None:
+        """ListOffsets by timestamp on a tiered log (KIP-405): the first record from the log start on with a
+        timestamp >= ``timestamp`` in the remote segments below the local log start, looked up off the event
+        loop; None when none holds one (the local segments answer). Raises KafkaStorageError (a failed GET)
+        or RequestTimedOut (remote.list.offsets.request.timeout.ms)."""
+
+    def latest_tiered_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        """ListOffsets -5 (KIP-1005): the highest offset copied to the object store and its leader epoch;
+        (-1, -1) when nothing is (or the log is not tiered)."""
+
+    def earliest_pending_upload_offset(self, topic: str, partition: int) -> OffsetAndEpoch:
+        """ListOffsets -6 (KIP-1023): the first offset not copied to the object store yet and its leader epoch;
+        (-1, -1) for a log not tiered (or whose copies this leader has not listed yet)."""
 
     def replication_state(self) -> ReplicationState | None:
         """The replication a scrape reports (under-replicated partitions led here, ISR changes, leaderships

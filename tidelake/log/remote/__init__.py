@@ -10,9 +10,10 @@ and read back transparently below the local log start.
   caches, read-ahead into the next segment), never waiting on the caller's thread.
 """
 from tidelake.log.remote.manager import RemoteLogManager
-from tidelake.log.remote.metadata import RemotePartitionMetadata, RemoteSegment, RemoteSegmentState
-from tidelake.log.remote.reader import RemoteLogReader, RemoteRead
+from tidelake.log.remote.metadata import (NO_OFFSET, OffsetAndEpoch, RemotePartitionMetadata, RemoteSegment,
+                                          RemoteSegmentState)
+from tidelake.log.remote.reader import RemoteLogReader, RemoteRead, TimestampOffset
 from tidelake.log.remote.settings import RemoteLogSettings
 
-__all__ = ["RemoteLogManager", "RemoteLogReader", "RemoteLogSettings", "RemotePartitionMetadata", "RemoteRead",
-           "RemoteSegment", "RemoteSegmentState"]
+__all__ = ["NO_OFFSET", "OffsetAndEpoch", "RemoteLogManager", "RemoteLogReader", "RemoteLogSettings",
+           "RemotePartitionMetadata", "RemoteRead", "RemoteSegment", "RemoteSegmentState", "TimestampOffset"]

@@ -4,12 +4,18 @@ beside the segments rather than in a ``__remote_log_metadata`` topic.
 Why the store itself: the segments and their state then share one durable home, readable by every
 broker (a new leader lists it and continues), with no topic of its own to replicate, and the state
 transitions are single-object writes whose order the store keeps. A segment is a folder
-``<topic>-<partition>/<20-digit base offset>-<segment id>/`` holding its files and its state markers:
+``<topic>-<partition>-<topic id>/<20-digit base offset>-<segment id>/`` holding its files and its state markers
+(the topic id, as Kafka keys remote data: a topic deleted and created again under the same name never reads
+the old one's segments, whatever a crash left of them):
 
     COPY_STARTED    written (put-if-absent) before any file of the segment: a copy is under way
     COPY_FINISHED   written after every file: the segment is readable, the local copy may go
     DELETE_STARTED  written before any file is deleted: it is no longer read
     (DELETE_FINISHED is the folder gone: the files, then COPY_FINISHED, COPY_STARTED, DELETE_STARTED)
+
+Each leader claims the partition in the store before its first remote step, as an empty object
+``leader-epochs/<partition folder>/<leader epoch>``; a leader checks before each step that no newer epoch
+claimed it, so a former leader that has not learnt of its successor copies and deletes nothing more.
 
 So a folder with COPY_STARTED and no COPY_FINISHED is a copy a crash interrupted (an orphan: deleted
 and copied again), one with DELETE_STARTED a deletion to finish; a kill -9 at any point leaves no
@@ -17,12 +23,14 @@ segment deleted locally that is not COPY_FINISHED remotely (local deletion waits
 """
 from __future__ import annotations
 
+import base64
 import enum
 import json
 import threading
 import uuid
 from bisect import bisect_right
 from dataclasses import asdict, dataclass
+from typing import NamedTuple
 
 from tidelake.storage import Storage
 
@@ -43,10 +51,20 @@ PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 DATA_FILES = (LOG_FILE, OFFSET_INDEX_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE, PRODUCER_SNAPSHOT_FILE, LEADER_EPOCH_FILE)
 MARKERS = tuple(s.value for s in RemoteSegmentState if s is not RemoteSegmentState.DELETE_FINISHED)
+LEADER_EPOCHS = "leader-epochs"  # <this>/<partition folder>/<epoch>: each leader's claim of a partition
 
 
-def partition_prefix(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
+def partition_prefix(topic: str, partition: int, topic_id: uuid.UUID) -> str:
+    """The partition's folder: its name and its topic's id (printed as Kafka prints a Uuid, URL-safe base64)."""
+    return f"{topic}-{partition}-{base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip('=')}"
+
+
+class OffsetAndEpoch(NamedTuple):
+    offset: int
+    leader_epoch: int
+
+
+NO_OFFSET = OffsetAndEpoch(-1, -1)
 
 
 @dataclass(frozen=True)
@@ -87,10 +105,10 @@ class RemotePartitionMetadata:
     thread: replaced whole, never edited) and the folders a crash left unfinished (``unfinished``).
     Transitions are made by one thread (the remote log manager's)."""
 
-    def __init__(self, storage: Storage, topic: str, partition: int):
+    def __init__(self, storage: Storage, topic: str, partition: int, topic_id: uuid.UUID):
         self.storage = storage
-        self.topic, self.partition = topic, partition
-        self.prefix = partition_prefix(topic, partition)
+        self.topic, self.partition, self.topic_id = topic, partition, topic_id
+        self.prefix = partition_prefix(topic, partition, topic_id)
         self.segments: tuple[RemoteSegment, ...] = ()
         self._bases: tuple[int, ...] = ()
         self.unfinished: list[str] = []  # folders: an interrupted copy or deletion
@@ -133,6 +151,16 @@ class RemotePartitionMetadata:
         return max((s.end_offset for s in self.segments), default=-2) + 1
 
     @property
+    def highest_offset(self) -> OffsetAndEpoch:
+        """The last remote offset and the leader epoch of its records (Kafka's highestOffsetInRemoteStorage),
+        NO_OFFSET with no remote segment."""
+        if not self.segments:
+            return NO_OFFSET
+        last = self.segments[-1]
+        epochs = [e for e, start in last.leader_epochs if start <= last.end_offset]
+        return OffsetAndEpoch(last.end_offset, epochs[-1] if epochs else -1)
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.size for s in self.segments)
 
@@ -149,6 +177,15 @@ class RemotePartitionMetadata:
 
     def next_segment(self, seg: RemoteSegment) -> RemoteSegment | None:
         return self.segment_for(seg.end_offset + 1)
+
+    # ------------------------------------------------------------------ leadership
+    def claim_leadership(self, leader_epoch: int) -> None:
+        self.storage.write(f"{LEADER_EPOCHS}/{self.prefix}/{leader_epoch:010d}", b"")
+
+    def newest_leader_epoch(self) -> int:
+        """The newest epoch a leader claimed the partition in (-1: none)."""
+        return max((int(path.rpartition("/")[2]) for path in self.storage.list(f"{LEADER_EPOCHS}/{self.prefix}")),
+                   default=-1)
 
     # ------------------------------------------------------------------ transitions
     def copy_started(self, seg: RemoteSegment) -> None:
@@ -184,6 +221,6 @@ class RemotePartitionMetadata:
         for path in self.storage.list(self.prefix):
             if not path.endswith(RemoteSegmentState.DELETE_STARTED.value):
                 self.storage.delete(path)
-        for path in self.storage.list(self.prefix):
+        for path in self.storage.list(self.prefix) + self.storage.list(f"{LEADER_EPOCHS}/{self.prefix}"):
             self.storage.delete(path)
         self._publish([])

@@ -11,6 +11,10 @@ consumer reading history sequentially finds its bytes already fetched.
 
 A failed GET is answered once as KAFKA_STORAGE_ERROR naming the file (the client retries), never as
 an endless empty read.
+
+``offset_for_timestamp`` (ListOffsets by timestamp below the local log start, as KIP-405's
+RemoteLogManager.findOffsetByTimestamp) runs on the same threads and answers a future: the first remote
+segment whose newest timestamp reaches the target, its time index then its .log scanned from there.
 """
 from __future__ import annotations
 
@@ -20,17 +24,18 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable, NamedTuple
 
 from tidelake.errors import KafkaStorageError, OffsetOutOfRange
 from tidelake.log.offset_index import ENTRY as OFFSET_ENTRY
-from tidelake.log.remote.metadata import (LOG_FILE, OFFSET_INDEX_FILE, TXN_INDEX_FILE, RemotePartitionMetadata,
-                                          RemoteSegment)
+from tidelake.log.remote.metadata import (LOG_FILE, OFFSET_INDEX_FILE, TIME_INDEX_FILE, TXN_INDEX_FILE,
+                                          RemotePartitionMetadata, RemoteSegment)
 from tidelake.log.remote.settings import RemoteLogSettings
+from tidelake.log.time_index import ENTRY as TIME_ENTRY
 from tidelake.log.transaction_index import ENTRY as TXN_ENTRY
-from tidelake.protocol.records import LOG_OVERHEAD
+from tidelake.protocol.records import HEADER_SIZE, LOG_OVERHEAD, decode_records, parse_header
 from tidelake.storage import Storage
 
 log = logging.getLogger(__name__)
@@ -62,6 +67,24 @@ class SegmentIndexes:
         return 8 * len(self.positions) + 24 * len(self.aborted) + 64
 
 
+@dataclass(slots=True)
+class SegmentTimeIndex:
+    timestamps: array
+    relative_offsets: array
+
+    @property
+    def nbytes(self) -> int:
+        return 12 * len(self.timestamps) + 64
+
+
+class TimestampOffset(NamedTuple):
+    """A ListOffsets answer found in the store: the record's timestamp, its offset and its batch's leader
+    epoch (-1: none)."""
+    timestamp: int
+    offset: int
+    leader_epoch: int
+
+
 class BatchSpan(NamedTuple):
     """Whole batches found in a read's bytes: [start, end) positions, first base offset, offset after the last."""
     start: int
@@ -85,6 +108,10 @@ class _LruBytes:
             if value is not None:
                 self._items.move_to_end(key)
             return value
+
+    @property
+    def held_bytes(self) -> int:
+        return self._bytes
 
     def put(self, key, value) -> None:
         with self._lock:
@@ -113,6 +140,11 @@ class RemoteLogReader:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def index_cache_bytes(self) -> int:
+        """Bytes of segment indexes held (at most remote.log.index.file.cache.total.size.bytes)."""
+        return self._indexes.held_bytes
 
     # ------------------------------------------------------------------ reading
     def read(self, topic: str, partition: int, offset: int, max_bytes: int, limit: int, *, min_one: bool,
@@ -221,18 +253,96 @@ class RemoteLogReader:
         self._submit((seg.folder, n), work, seg, on_ready)
 
     def _fetch_indexes(self, seg: RemoteSegment, on_ready) -> None:
-        def work() -> None:
-            raw = self.storage.read(seg.path(OFFSET_INDEX_FILE))
-            txns = self.storage.read(seg.path(TXN_INDEX_FILE))
-            self.gets += 2
-            rel, pos = array("i"), array("i")
-            for r, p in OFFSET_ENTRY.iter_unpack(raw):
-                rel.append(r)
-                pos.append(p)
-            usable = len(txns) - len(txns) % TXN_ENTRY.size
-            aborted = [(pid, first, last) for _v, pid, first, last, _lso in TXN_ENTRY.iter_unpack(txns[:usable])]
-            self._indexes.put(seg.folder, SegmentIndexes(rel, pos, aborted))
-        self._submit((seg.folder, "indexes"), work, seg, on_ready)
+        self._submit((seg.folder, "indexes"), lambda: self._load_indexes(seg), seg, on_ready)
+
+    def _load_indexes(self, seg: RemoteSegment) -> SegmentIndexes:
+        """The segment's offset and transaction indexes, GET now (on a reader thread) and cached."""
+        raw = self.storage.read(seg.path(OFFSET_INDEX_FILE))
+        txns = self.storage.read(seg.path(TXN_INDEX_FILE))
+        self.gets += 2
+        rel, pos = array("i"), array("i")
+        for r, p in OFFSET_ENTRY.iter_unpack(raw):
+            rel.append(r)
+            pos.append(p)
+        usable = len(txns) - len(txns) % TXN_ENTRY.size
+        aborted = [(pid, first, last) for _v, pid, first, last, _lso in TXN_ENTRY.iter_unpack(txns[:usable])]
+        indexes = SegmentIndexes(rel, pos, aborted)
+        self._indexes.put(seg.folder, indexes)
+        return indexes
+
+    def _load_time_index(self, seg: RemoteSegment) -> SegmentTimeIndex:
+        key = (seg.folder, "time")
+        found = self._indexes.get(key)
+        if found is not None:
+            return found
+        raw = self.storage.read(seg.path(TIME_INDEX_FILE))
+        self.gets += 1
+        timestamps, rel = array("q"), array("i")
+        for t, r in TIME_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % TIME_ENTRY.size]):
+            timestamps.append(t)
+            rel.append(r)
+        found = SegmentTimeIndex(timestamps, rel)
+        self._indexes.put(key, found)
+        return found
+
+    def _bytes_now(self, seg: RemoteSegment, start: int, end: int) -> bytes:
+        """Bytes [start, end) of the segment's .log, from the chunk cache or GET now (on a reader thread)."""
+        first, last = start // CHUNK_BYTES, (max(end, start + 1) - 1) // CHUNK_BYTES
+        parts = []
+        for n in range(first, last + 1):
+            chunk = self._chunks.get((seg.folder, n))
+            if chunk is None:
+                chunk = self.storage.read_range(seg.path(LOG_FILE), n * CHUNK_BYTES,
+                                                min(CHUNK_BYTES, seg.size - n * CHUNK_BYTES))
+                self.gets += 1
+                self._chunks.put((seg.folder, n), chunk)
+            parts.append(chunk)
+        whole = parts[0] if len(parts) == 1 else b"".join(parts)
+        return whole[start - first * CHUNK_BYTES:end - first * CHUNK_BYTES]
+
+    # ------------------------------------------------------------------ ListOffsets by timestamp
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, start_offset: int,
+                             below_offset: int) -> Future | None:
+        """The first record at or after ``start_offset`` with a timestamp >= ``timestamp`` in the remote
+        segments holding offsets below ``below_offset`` (the local log start: what is local is searched
+        there): None when no such segment can hold one, else a future of a TimestampOffset (or None)
+        resolved on a reader thread; it raises KafkaStorageError when a GET fails."""
+        meta = self.metadata_of(topic, partition)
+        if meta is None:
+            return None
+        candidates = [seg for seg in meta.segments if seg.base_offset < below_offset
+                      and seg.end_offset >= start_offset and seg.max_timestamp >= timestamp]
+        if not candidates:
+            return None
+
+        def search() -> TimestampOffset | None:
+            for seg in candidates:
+                try:
+                    found = self._search_segment(seg, timestamp, start_offset)
+                except Exception as e:
+                    raise KafkaStorageError(f"reading {seg.folder} of tiered storage failed: {e}") from e
+                if found is not None:
+                    return found
+            return None
+        return self._pool.submit(search)
+
+    def _search_segment(self, seg: RemoteSegment, timestamp: int, start_offset: int) -> TimestampOffset | None:
+        times = self._load_time_index(seg)
+        # the batch that first reached the largest indexed timestamp below the target: none before it reaches it
+        i = bisect_right(times.timestamps, timestamp - 1)
+        from_offset = max(start_offset, (seg.base_offset + times.relative_offsets[i - 1]) if i else seg.base_offset)
+        indexes = self._indexes.get(seg.folder) or self._load_indexes(seg)
+        j = bisect_right(indexes.relative_offsets, from_offset - seg.base_offset)
+        position = indexes.positions[j - 1] if j else 0
+        while position < seg.size:
+            header = parse_header(self._bytes_now(seg, position, min(position + HEADER_SIZE, seg.size)))
+            if header.max_timestamp >= timestamp and header.last_offset >= start_offset:
+                batch = self._bytes_now(seg, position, position + header.size)
+                for record in decode_records(batch, 0, header):
+                    if record.timestamp >= timestamp and record.offset >= start_offset:
+                        return TimestampOffset(record.timestamp, record.offset, header.partition_leader_epoch)
+            position += header.size
+        return None
 
 
 def _whole_batches(data: memoryview, offset: int, max_bytes: int, limit: int, min_one: bool) -> BatchSpan | None:

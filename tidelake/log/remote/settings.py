@@ -12,3 +12,4 @@ class RemoteLogSettings:
     task_interval_ms: int     # remote.log.manager.task.interval.ms
     index_cache_bytes: int    # remote.log.index.file.cache.total.size.bytes
     reader_cache_bytes: int   # remote.log.reader.cache.bytes
+    list_offsets_timeout_ms: int  # remote.list.offsets.request.timeout.ms
