@@ -79,7 +79,7 @@ def test_tls_settings(tmp_path):
     ("listener.name.sasl_plaintext.plain.connections.max.reauth.ms", "soon",
      "listener.name.sasl_plaintext.plain.connections.max.reauth.ms='soon' is not a valid number"),
     ("listener.name.sasl_plaintext.allow.everyone.if.no.acl.found", "yes", "is not a boolean"),
-    ("listener.name.ssl.ssl.client.auth", "sometimes", "allowed values are required, requested, none"),
+    ("listener.name.ssl.ssl.client.auth", "sometimes", "allowed values are none, requested, required"),
     ("allow.everyone.if.no.acl.found", "yes", "allow.everyone.if.no.acl.found=yes is not a boolean"),
 ])
 def test_a_bad_security_value_is_refused_at_start_naming_its_key(tmp_path, key, value, message):

@@ -114,13 +114,13 @@ class BrokerConfig:
         """``listener.security.protocol.map`` as listener name -> protocol (a listener named after a
         protocol maps to it by default, as in Kafka)."""
         pairs = (pair.strip().upper().split(":", 1)
-                 for pair in (self.get("listener.security.protocol.map") or "").split(",") if ":" in pair)
+                 for pair in self.get_list("listener.security.protocol.map") if ":" in pair)
         return {name.strip(): protocol.strip() for name, protocol in pairs}
 
     def served_listeners(self) -> list[tuple[Listener, str]]:
         """Every listener the broker serves, with its security protocol, in ``listeners`` order. The
         KRaft controller listener (``controller.listener.names``) has nothing to serve on a single node."""
-        controllers = {n.strip().upper() for n in (self.get("controller.listener.names") or "").split(",")}
+        controllers = {n.upper() for n in self.get_list("controller.listener.names")}
         protocols = self.security_protocols()
         served: list[tuple[Listener, str]] = []
         for listener in parse_listeners(self.get("listeners"), "listeners"):

@@ -17,6 +17,7 @@ from typing import Callable, Mapping
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.errors import InvalidConfig
+from tidelake.security.tls import CLIENT_AUTH, DEFAULT_CLIENT_AUTH
 
 # Group settings' defaults have one home, the coordinator's GroupConfig.
 _GROUP = GroupConfig()
@@ -315,7 +316,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("ssl.keystore.location", None, TYPE_STRING, "keystore file"),
     _d("ssl.truststore.location", None, TYPE_STRING, "truststore file"),
     _d("ssl.endpoint.identification.algorithm", "https", TYPE_STRING, "server hostname verification"),
-    _d("ssl.client.auth", "none", TYPE_STRING, "client authentication", choices=("required", "requested", "none")),
+    _d("ssl.client.auth", DEFAULT_CLIENT_AUTH, TYPE_STRING, "client authentication", choices=tuple(CLIENT_AUTH)),
     _d("principal.builder.class", None, TYPE_CLASS, "principal builder"),
     _d("ssl.principal.mapping.rules", "DEFAULT", TYPE_STRING, "how a certificate's subject DN becomes a principal "
        "(only DEFAULT: the DN itself)"),
@@ -599,7 +600,7 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
         if not tiered_storage:
             raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
                                 "with remote log storage.")
-        if "compact" in out.get("cleanup.policy", ""):
+        if "compact" in out.get("cleanup.policy", TOPIC_CONFIGS["cleanup.policy"].default):
             raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
     return out
 

@@ -98,6 +98,11 @@ def _poll_timeout_ms(opts: Mapping[str, str]) -> int:
     return DEFAULTS.poll_timeout_ms
 
 
+def include_headers_option(options: Mapping[str, str]) -> bool:
+    """Option ``includeHeaders`` (the source's columns depend on it before the rest is parsed)."""
+    return _bool({str(k).lower(): str(v) for k, v in options.items()}, "includeHeaders", DEFAULTS.include_headers)
+
+
 @dataclass
 class KafkaSourceOptions:
     """The source's options, parsed and validated (all names as in Spark's Kafka source, plus the paper's
@@ -208,7 +213,7 @@ class KafkaSourceOptions:
             starting_timestamps=opts.get("startingtimestamp") or opts.get("startingoffsetsbytimestamp"),
             ending_timestamps=opts.get("endingtimestamp") or opts.get("endingoffsetsbytimestamp"),
             fail_on_data_loss=_bool(opts, "failOnDataLoss", DEFAULTS.fail_on_data_loss),
-            include_headers=_bool(opts, "includeHeaders", DEFAULTS.include_headers),
+            include_headers=include_headers_option(opts),
             max_offsets_per_trigger=positive("maxOffsetsPerTrigger"),
             max_rate_per_partition=positive("maxRatePerPartition"),
             batch_interval_ms=interval_ms,
