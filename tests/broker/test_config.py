@@ -173,6 +173,19 @@ def test_broker_start_serves_the_listeners_port_and_refuses_a_misspelled_key(tmp
                                 "'log.retention.hour' (did you mean 'log.retention.hours'?) (tidelake broker start)"]
 
 
+def test_broker_start_refuses_a_bad_per_listener_security_value_in_one_line(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=SASL_PLAINTEXT://127.0.0.1:0\n"
+                 "sasl.enabled.mechanisms=SCRAM-SHA-256\n"
+                 "listener.name.sasl_plaintext.sasl.oauthbearer.clock.skew.seconds=soon\n")
+    proc = _run_cli("broker", "start", "--config", str(f))
+    _out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1
+    assert err.splitlines() == ["tidelake: error: bad configuration: server.properties:4: listener.name.sasl_plaintext."
+                                "sasl.oauthbearer.clock.skew.seconds='soon' is not a valid number (tidelake broker "
+                                "start)"]
+
+
 def test_every_broker_config_the_broker_reads_is_defined_and_read_without_a_default_of_its_own():
     # the names read as config.get("..."), .get_int("..."), .get_bool("...") (settings. in security/) anywhere
     root = Path(tidelake.__file__).parent
