@@ -179,7 +179,12 @@ def test_broker_start_refuses_a_bad_per_listener_security_value_in_one_line(tmp_
                  "sasl.enabled.mechanisms=SCRAM-SHA-256\n"
                  "listener.name.sasl_plaintext.sasl.oauthbearer.clock.skew.seconds=soon\n")
     proc = _run_cli("broker", "start", "--config", str(f))
-    _out, err = proc.communicate(timeout=60)
+    try:
+        _out, err = proc.communicate(timeout=60)
+    finally:  # a broker that started after all is stopped here
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
     assert proc.returncode == 1
     assert err.splitlines() == ["tidelake: error: bad configuration: server.properties:4: listener.name.sasl_plaintext."
                                 "sasl.oauthbearer.clock.skew.seconds='soon' is not a valid number (tidelake broker "
