@@ -334,8 +334,8 @@ class Table:
             app = SetAppState(app_id, int(batch_id), app_extra or {})
         files = [f if isinstance(f, DataFile) else DataFile.from_dict(f) for f in files]
         rv, removes = read_version, None
-        if operation == "overwrite":   # its tombstones are of the rows live at the version it read
-            md = self._current.refresh() if read_version is None else self._current.get()
+        if operation == "overwrite":   # its tombstones: the rows live at the version it read, in the newest schema
+            md = self._current.refresh()
             rv = md.version if read_version is None else read_version
             files = files + self._overwrite_tombstones(md, rv, files)
             removes = _all_live
@@ -492,7 +492,7 @@ def _all_live(md: TableMetadata) -> list[str]:
     return [fe.file.path for fe in md.files.values() if fe.live]
 
 
-def _added(columns: Sequence[pa.Field]):
+def _added(columns: Sequence[pa.Field]) -> Callable[[TableMetadata], "pa.Schema | None"]:
     """The commit's schema change adding ``columns``: none when the schema it publishes on has them all."""
     def change(md: TableMetadata) -> pa.Schema | None:
         schema = with_columns(md.schema, columns)
