@@ -182,17 +182,58 @@ def test_broker_start_serves_the_listeners_port_and_refuses_a_misspelled_key(tmp
                                 "'log.retention.hour' (did you mean 'log.retention.hours'?) (tidelake broker start)"]
 
 
+def test_broker_start_refuses_a_bad_per_listener_security_value_in_one_line(tmp_path):
+    f = tmp_path / "server.properties"
+    f.write_text(f"log.dirs={tmp_path / 'data'}\nlisteners=SASL_PLAINTEXT://127.0.0.1:0\n"
+                 "sasl.enabled.mechanisms=SCRAM-SHA-256\n"
+                 "listener.name.sasl_plaintext.sasl.oauthbearer.clock.skew.seconds=soon\n")
+    proc = _run_cli("broker", "start", "--config", str(f))
+    try:
+        _out, err = proc.communicate(timeout=60)
+    finally:  # a broker that started after all is stopped here
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
+    assert proc.returncode == 1
+    assert err.splitlines() == ["tidelake: error: bad configuration: server.properties:4: listener.name.sasl_plaintext."
+                                "sasl.oauthbearer.clock.skew.seconds='soon' is not a valid number (tidelake broker "
+                                "start)"]
+
+
 def test_every_broker_config_the_broker_reads_is_defined_and_read_without_a_default_of_its_own():
-    # the names read as config.get("..."), .get_int("..."), .get_bool("...") anywhere in tidelake/
+    # the names read as config.get("..."), .get_int("..."), .get_bool("...") (settings. in security/) anywhere
     root = Path(tidelake.__file__).parent
-    reads = re.compile(r'\bconfig\.get(?:_int|_bool)?\(\s*"([^"]+)"\s*([,)])')
+    typed = r'\.get(?:_int|_bool|_list|_string|_optional)?\(\s*"([^"]+)"\s*([,)])'
+    reads, security_reads = re.compile(r'\bconfig' + typed), re.compile(r'\b(?:config|settings)' + typed)
     found = {}
     for path in root.rglob("*.py"):
-        for name, after in reads.findall(path.read_text()):
+        pattern = security_reads if path.parent.name == "security" else reads
+        for name, after in pattern.findall(path.read_text()):
             found.setdefault(name, []).append((path.relative_to(root), after))
     assert len(found) > 30
     assert {n: where for n, where in found.items() if n not in BROKER_CONFIGS} == {}
     assert {n: where for n, where in found.items() if any(after == "," for _p, after in where)} == {}
+
+
+# the modules that read settings (broker, security, the Spark sources' options, the pipeline's YAML)
+SETTINGS_READERS = ["broker/config.py", "broker/config_definitions.py", "broker/server.py", "security/*.py",
+                    "spark/kafka_*.py", "spark/table_source.py", "spark/pipeline_config.py"]
+# .get("name", "literal") / .get("name", 5) / (x.get("name") or "literal"): a second home for a default
+LITERAL_DEFAULT = re.compile(r'\.get\(\s*"[^"]+"\s*,\s*(?:"[^"]*"|-?[0-9][0-9_.]*|True|False)\s*\)'
+                             r'|(?:\.get|\blookup)\([^()]*\)\s*or\s*(?:"[^"]*"|[0-9]+\b)')
+
+
+def test_no_setting_is_read_with_a_literal_default_at_its_call_site():
+    root = Path(tidelake.__file__).parent
+    found = [f"{path.relative_to(root)}:{n}: {line.strip()}" for pattern in SETTINGS_READERS
+             for path in sorted(root.glob(pattern)) for n, line in enumerate(path.read_text().splitlines(), 1)
+             if LITERAL_DEFAULT.search(line)]
+    assert found == []
+    # (the scan sees what it looks for)
+    for line in ['x = opts.get("failondataloss", "true")', 'n = props.get("x", 20)', 'v = (lookup("a") or "false")',
+                 'v = (lookup.get("a") or "false")']:
+        assert LITERAL_DEFAULT.search(line), line
+    assert not LITERAL_DEFAULT.search('opts.get("endingoffsets", DEFAULTS.ending_offsets)')
 
 
 def test_controller_and_commit_configs_are_typed_listed_and_refused_when_malformed(tmp_path):

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import pytest
 
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config_definitions import ConfigError
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
 from tidelake.security.jaas import JaasError, parse_jaas
 
@@ -20,7 +22,8 @@ def test_jaas_users():
 
 
 def _security(tmp_path, **configs):
-    return BrokerSecurity(configs.get, {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, tmp_path)
+    """The broker's security as it starts: its configs given as ``--set`` (checked there), then read typed."""
+    return BrokerSecurity(BrokerConfig.from_file(None, configs), {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, tmp_path)
 
 
 def test_security_settings_are_checked(tmp_path):
@@ -34,9 +37,9 @@ def test_security_settings_are_checked(tmp_path):
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "authorizer.class.name": "my.Authorizer"},
          "authorizer.class.name=my.Authorizer"),
         ({"sasl.enabled.mechanisms": "SCRAM-SHA-256", "connections.max.reauth.ms": "-5"},
-         "connections.max.reauth.ms=-5: must be 0"),
+         "--set: connections.max.reauth.ms=-5 is below the minimum 0"),
     ]:
-        with pytest.raises(SecurityConfigError, match=message):
+        with pytest.raises((ConfigError, SecurityConfigError), match=message):
             _security(tmp_path, **configs)
     sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "connections.max.reauth.ms": "60000",
                                  "listener.name.sasl_plaintext.plain.connections.max.reauth.ms": "5000"}, **jaas)
@@ -68,5 +71,29 @@ def test_tls_settings(tmp_path):
         with pytest.raises(TlsConfigError, match=message):
             server_context(configs.get, "SSL")
     with pytest.raises(SecurityConfigError, match="only DEFAULT"):
-        BrokerSecurity({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/"}.get, {},
-                       tmp_path)
+        BrokerSecurity(BrokerConfig({"ssl.principal.mapping.rules": "RULE:^CN=(.*?),.*$/$1/"}), {}, tmp_path)
+
+
+@pytest.mark.parametrize("key, value, message", [
+    # a per-listener override is checked by its config's definition, and named as given
+    ("listener.name.sasl_plaintext.plain.connections.max.reauth.ms", "soon",
+     "listener.name.sasl_plaintext.plain.connections.max.reauth.ms='soon' is not a valid number"),
+    ("listener.name.sasl_plaintext.allow.everyone.if.no.acl.found", "yes", "is not a boolean"),
+    ("listener.name.ssl.ssl.client.auth", "sometimes", "allowed values are none, requested, required"),
+    ("allow.everyone.if.no.acl.found", "yes", "allow.everyone.if.no.acl.found=yes is not a boolean"),
+])
+def test_a_bad_security_value_is_refused_at_start_naming_its_key(tmp_path, key, value, message):
+    with pytest.raises(ConfigError, match=f"^--set: .*{message}"):
+        _security(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-256", key: value})
+
+
+def test_security_reads_its_settings_typed_with_the_definitions_defaults(tmp_path):
+    """Unset, each setting is its definition's default (no reader writes one); set per listener, the override."""
+    sec = _security(tmp_path, **{"sasl.enabled.mechanisms": "SCRAM-SHA-256",
+                                 "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer"})
+    assert sec.listeners["SASL_PLAINTEXT"].max_reauth_ms == {"SCRAM-SHA-256": 0}
+    assert not sec.authorizer.allow_everyone_if_no_acl_found and sec.authorizer.super_users == frozenset()
+    sec = _security(tmp_path, **{"listener.name.sasl_plaintext.sasl.enabled.mechanisms": "scram-sha-512",
+                                 "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                 "allow.everyone.if.no.acl.found": "TRUE"})
+    assert sec.listeners["SASL_PLAINTEXT"].mechanisms == ("SCRAM-SHA-512",) and sec.authorizer.allow_everyone_if_no_acl_found

@@ -19,6 +19,8 @@ from joserfc.jwk import RSAKey
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from tidelake.broker import EmbeddedBroker
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config_definitions import TYPE_INT, TYPE_LIST, TYPE_LONG, TYPE_STRING, ConfigError
 from tidelake.cli.main import cli
 from tidelake.protocol.wire_client import WireClient
 from tidelake.security.config import BrokerSecurity, SecurityConfigError
@@ -184,7 +186,8 @@ def test_a_jwks_file_and_the_settings_checked_at_start(tmp_path, provider):
     listeners = {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}
 
     def security(**configs: str) -> BrokerSecurity:
-        return BrokerSecurity({"sasl.enabled.mechanisms": "OAUTHBEARER", **configs}.get, listeners, tmp_path)
+        return BrokerSecurity(BrokerConfig.from_file(None, {"sasl.enabled.mechanisms": "OAUTHBEARER", **configs}),
+                              listeners, tmp_path)
 
     assert security(**jaas, **{"sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri()})
     for configs, message in [
@@ -197,6 +200,40 @@ def test_a_jwks_file_and_the_settings_checked_at_start(tmp_path, provider):
     ]:
         with pytest.raises(SecurityConfigError, match=message):
             security(**configs)
+
+
+def test_the_oauthbearer_broker_configs_are_typed_as_kafka_defines_them(tmp_path, provider):
+    described = {e.name: (e.type, e.value) for e in BrokerConfig().describe()}
+    assert {name: described.get(name) for name in [
+        "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+        "sasl.oauthbearer.expected.audience", "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.scope.claim.name"]} == {
+        "sasl.oauthbearer.jwks.endpoint.url": (TYPE_STRING, None),
+        "sasl.oauthbearer.jwks.endpoint.refresh.ms": (TYPE_LONG, "3600000"),
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms": (TYPE_LONG, "100"),
+        "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms": (TYPE_LONG, "10000"),
+        "sasl.oauthbearer.expected.audience": (TYPE_LIST, None),
+        "sasl.oauthbearer.clock.skew.seconds": (TYPE_INT, "30"),
+        "sasl.oauthbearer.sub.claim.name": (TYPE_STRING, "sub"),
+        "sasl.oauthbearer.scope.claim.name": (TYPE_STRING, "scope")}
+    # a bad value is refused at start naming its key, whether OAUTHBEARER is enabled or not, per listener too
+    for key in ["sasl.oauthbearer.clock.skew.seconds", "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer."
+                "jwks.endpoint.refresh.ms"]:
+        with pytest.raises(ConfigError, match=f"^--set: {key}='soon' is not a valid number"):
+            BrokerConfig.from_file(None, {key: "soon"})
+    # read typed: the JWKS validator gets the listener's override, else the broker-wide value, else the default
+    _key, _url, body = provider
+    (tmp_path / "jwks.json").write_bytes(body)
+    validator = BrokerSecurity(BrokerConfig.from_file(None, {
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": f"{LOGIN};",
+        "sasl.oauthbearer.jwks.endpoint.url": (tmp_path / "jwks.json").as_uri(),
+        "sasl.oauthbearer.expected.audience": "a, b",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.oauthbearer.clock.skew.seconds": "5"}),
+        {"SASL_PLAINTEXT": "SASL_PLAINTEXT"}, tmp_path).listeners["SASL_PLAINTEXT"].oauthbearer
+    assert (validator.expected_issuer, validator.expected_audiences, validator.principal_claim,
+            validator.clock_skew_s, validator.keys.settings.refresh_ms) == (None, ("a", "b"), "sub", 5, 3600000)
 
 
 def test_the_cli_logs_in_with_kafka_oauthbearer_client_properties(unsecured_broker, tmp_path, caplog):

@@ -14,7 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (session-scoped fixture)
 from tidelake.spark.kafka_offset_reader import KafkaOffsetReader
-from tidelake.spark.kafka_options import KafkaSourceError, KafkaSourceOptions
+from tidelake.spark.kafka_options import DEFAULTS, KafkaSourceError, KafkaSourceOptions
 from tidelake.spark.kafka_reader import read_ranges
 from tidelake.spark.offset_range import (
     OffsetRange, cap_end_offsets, group_ranges, offsets_from_json, offsets_to_json, plan_ranges,
@@ -47,6 +47,25 @@ def test_options_are_validated_like_sparks_kafka_source():
     assert opts.starting_offsets == "latest"  # Spark's default for streams
     assert opts.consumer_config()["isolation.level"] == "read_committed"
     assert opts.consumer_config()["enable.auto.commit"] is False
+
+
+def test_an_option_left_out_takes_its_default_from_one_home_and_a_bad_number_names_the_option():
+    base = {"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t"}
+    stream, batch = (KafkaSourceOptions.parse(base, streaming=s) for s in (True, False))
+    assert (stream.starting_offsets, batch.starting_offsets, batch.ending_offsets) == (
+        DEFAULTS.starting_offsets_streaming, DEFAULTS.starting_offsets_batch, DEFAULTS.ending_offsets) == (
+        "latest", "earliest", "latest")
+    assert (batch.fail_on_data_loss, batch.include_headers, batch.batch_interval_ms, batch.poll_timeout_ms,
+            batch.max_arrow_batch_rows, batch.verify_latest_offsets, batch.isolation_level) == (
+        DEFAULTS.fail_on_data_loss, DEFAULTS.include_headers, DEFAULTS.batch_interval_ms, DEFAULTS.poll_timeout_ms,
+        DEFAULTS.max_arrow_batch_rows, DEFAULTS.verify_latest_offsets, DEFAULTS.isolation_level)
+    assert batch.consumer_config()["fetch.wait.max.ms"] == DEFAULTS.fetch_wait_max_ms
+    assert KafkaSourceOptions.parse({**base, "kafkaConsumer.pollTimeoutMs": "5"}, streaming=False).poll_timeout_ms == 5
+    for name in ["maxOffsetsPerTrigger", "batchIntervalMs", "kafkaConsumer.pollTimeoutMs", "maxArrowBatchRows"]:
+        with pytest.raises(KafkaSourceError, match=f"^option {name} must be a whole number, got 'many'$"):
+            KafkaSourceOptions.parse({**base, name: "many"}, streaming=True)
+    with pytest.raises(KafkaSourceError, match="^option failOnDataLoss must be true or false, got 'maybe'$"):
+        KafkaSourceOptions.parse({**base, "failOnDataLoss": "maybe"}, streaming=True)
 
 
 def test_offsets_json_round_trip_uses_sparks_layout():

@@ -19,7 +19,7 @@ from tidelake.broker.config_definitions import (BROKER_CONFIGS, SECURITY_PROTOCO
                                                 SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
                                                 SOURCE_UNKNOWN, TOPIC_CONFIGS, TOPIC_SYNONYMS, TYPE_PASSWORD,
                                                 TYPE_STRING, UNIT_TO_MS, ConfigDef, ConfigError,
-                                                is_known_static_name, is_secret_name, unknown_name_message,
+                                                broker_definition, is_known_static_name, is_secret_name, unknown_name_message,
                                                 validate_value)
 from tidelake.broker.listeners import Listener, parse_listeners
 from tidelake.errors import InvalidConfig
@@ -74,8 +74,9 @@ class BrokerConfig:
         self.static: dict[str, str] = {k: str(v) for k, v in (static or {}).items()}
         self.dynamic: dict[str, str] = dict(dynamic or {})
         for name, value in self.static.items():
-            if name in BROKER_CONFIGS:
-                self.static[name] = validate_value(BROKER_CONFIGS[name], value)
+            defn = broker_definition(name)
+            if defn is not None:
+                self.static[name] = validate_value(defn, value)
 
     @classmethod
     def from_file(cls, path: str | Path | None, overrides: Mapping[str, str] | None = None) -> BrokerConfig:
@@ -94,9 +95,10 @@ class BrokerConfig:
         for key, value in props.items():
             if not is_known_static_name(key):
                 raise ConfigError(f"{where[key]}: {unknown_name_message(key)}")
-            if key in BROKER_CONFIGS:
+            defn = broker_definition(key)
+            if defn is not None:
                 try:
-                    validate_value(BROKER_CONFIGS[key], value)
+                    validate_value(defn, value)
                 except InvalidConfig as e:
                     raise ConfigError(f"{where[key]}: {e}") from None
         config = cls(props)
@@ -112,13 +114,13 @@ class BrokerConfig:
         """``listener.security.protocol.map`` as listener name -> protocol (a listener named after a
         protocol maps to it by default, as in Kafka)."""
         pairs = (pair.strip().upper().split(":", 1)
-                 for pair in (self.get("listener.security.protocol.map") or "").split(",") if ":" in pair)
+                 for pair in self.get_list("listener.security.protocol.map") if ":" in pair)
         return {name.strip(): protocol.strip() for name, protocol in pairs}
 
     def served_listeners(self) -> list[tuple[Listener, str]]:
         """Every listener the broker serves, with its security protocol, in ``listeners`` order. The
         KRaft controller listener (``controller.listener.names``) has nothing to serve on a single node."""
-        controllers = {n.strip().upper() for n in (self.get("controller.listener.names") or "").split(",")}
+        controllers = {n.upper() for n in self.get_list("controller.listener.names")}
         protocols = self.security_protocols()
         served: list[tuple[Listener, str]] = []
         for listener in parse_listeners(self.get("listeners"), "listeners"):
@@ -189,10 +191,31 @@ class BrokerConfig:
             raise ConfigError(f"{name}={value!r} is not true or false")
         return value == "true"
 
-    def _defined_value(self, name: str) -> str:
-        if name not in BROKER_CONFIGS:  # a typed read of a name without a definition is a bug here
+    def get_list(self, name: str) -> list[str]:
+        """A LIST config's elements (stripped, empty ones dropped; unset without default: none)."""
+        value = self._value_or_default(name)
+        return [] if value is None else [item.strip() for item in value.split(",") if item.strip()]
+
+    def get_string(self, name: str) -> str:
+        """A STRING config's value, stripped, its definition's default when unset (empty when it has none)."""
+        value = self._value_or_default(name)
+        return "" if value is None else value.strip()
+
+    def get_optional(self, name: str) -> str | None:
+        """A config without a default (a URL, a class name): its value, None when unset or empty."""
+        value = self._value_or_default(name)
+        return value.strip() or None if value is not None else None
+
+    def _value_or_default(self, name: str) -> str | None:
+        """``name``'s value, else its definition's default (a per-listener name unset: its config's default)."""
+        defn = broker_definition(name)
+        if defn is None:  # a typed read of a name without a definition is a bug here
             raise KeyError(f"{name} has no definition in config_definitions.BROKER_CONFIGS")
         value = self.get(name)
+        return defn.default if value is None else value
+
+    def _defined_value(self, name: str) -> str:
+        value = self._value_or_default(name)
         if value is None or value == "":
             raise ConfigError(f"{name} has no value and no default")
         return value

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Mapping
 
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.errors import InvalidConfig
+from tidelake.security.tls import CLIENT_AUTH, DEFAULT_CLIENT_AUTH
 
 # Group settings' defaults have one home, the coordinator's GroupConfig.
 _GROUP = GroupConfig()
@@ -315,8 +316,31 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("ssl.keystore.location", None, TYPE_STRING, "keystore file"),
     _d("ssl.truststore.location", None, TYPE_STRING, "truststore file"),
     _d("ssl.endpoint.identification.algorithm", "https", TYPE_STRING, "server hostname verification"),
-    _d("ssl.client.auth", "none", TYPE_STRING, "client authentication", choices=("required", "requested", "none")),
+    _d("ssl.client.auth", DEFAULT_CLIENT_AUTH, TYPE_STRING, "client authentication", choices=tuple(CLIENT_AUTH)),
     _d("principal.builder.class", None, TYPE_CLASS, "principal builder"),
+    _d("ssl.principal.mapping.rules", "DEFAULT", TYPE_STRING, "how a certificate's subject DN becomes a principal "
+       "(only DEFAULT: the DN itself)"),
+    _d("sasl.server.callback.handler.class", None, TYPE_CLASS, "the SASL server's callback handler "
+       "(OAUTHBEARER: Kafka's OAuthBearerValidatorCallbackHandler selects the JWKS validator)"),
+    # SASL/OAUTHBEARER as Kafka 3.9 defines them (SaslConfigs); read per listener as
+    # listener.name.<l>.oauthbearer.<name> first (security/oauth_config.py)
+    _d("sasl.oauthbearer.jwks.endpoint.url", None, TYPE_STRING, "where the broker fetches the provider's JSON Web "
+       "Key Set (https:, http: or file:); set: tokens are verified with it"),
+    _d("sasl.oauthbearer.jwks.endpoint.refresh.ms", 3600000, TYPE_LONG, "how often the JWKS is fetched again",
+       minimum=0),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", 100, TYPE_LONG,
+       "the least wait between two fetches of the JWKS", minimum=0),
+    _d("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", 10000, TYPE_LONG,
+       "the longest wait between JWKS fetch attempts", minimum=0),
+    _d("sasl.oauthbearer.expected.issuer", None, TYPE_STRING, "the iss a token must carry (unset: any)"),
+    _d("sasl.oauthbearer.expected.audience", None, TYPE_LIST, "the aud values a token must name one of (unset: any)"),
+    _d("sasl.oauthbearer.clock.skew.seconds", 30, TYPE_INT, "allowed clock difference with the token's issuer",
+       minimum=0),
+    _d("sasl.oauthbearer.sub.claim.name", "sub", TYPE_STRING, "the claim naming the principal"),
+    _d("sasl.oauthbearer.scope.claim.name", "scope", TYPE_STRING, "the claim holding the token's scope"),
+    _d("sasl.oauthbearer.token.endpoint.url", None, TYPE_STRING, "the provider's token endpoint (clients' login)"),
+    _d("sasl.oauthbearer.header.urlencode", "false", TYPE_BOOLEAN,
+       "URL-encode client_id and client_secret in the token request's header (clients' login)"),
     _d("metric.reporters", "", TYPE_LIST, "metric reporter classes"),
     _d("follower.replication.throttled.rate", LONG_MAX, TYPE_LONG, "follower replication throttle", minimum=0),
     _d("leader.replication.throttled.rate", LONG_MAX, TYPE_LONG, "leader replication throttle", minimum=0),
@@ -455,17 +479,12 @@ KAFKA_UNTYPED_BROKER_CONFIGS = frozenset({
     "replication.quota.window.size.seconds", "reserved.broker.max.id", "sasl.client.callback.handler.class",
     "sasl.login.callback.handler.class", "sasl.login.class", "sasl.login.connect.timeout.ms",
     "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.max.ms", "sasl.login.retry.backoff.ms",
-    "sasl.oauthbearer.clock.skew.seconds", "sasl.oauthbearer.expected.audience",
-    "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-    "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
-    "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.scope.claim.name",
-    "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.token.endpoint.url",
-    "sasl.server.callback.handler.class", "security.inter.broker.protocol",
+    "security.inter.broker.protocol",
     "security.providers", "server.max.startup.time.ms", "socket.connection.setup.timeout.max.ms",
     "socket.connection.setup.timeout.ms", "socket.listen.backlog.size", "socket.receive.buffer.bytes",
     "socket.send.buffer.bytes", "ssl.allow.dn.changes", "ssl.allow.san.changes", "ssl.cipher.suites",
     "ssl.enabled.protocols", "ssl.engine.factory.class", "ssl.keymanager.algorithm",
-    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.type", "ssl.principal.mapping.rules",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key", "ssl.keystore.type",
     "ssl.protocol", "ssl.provider", "ssl.secure.random.implementation", "ssl.trustmanager.algorithm",
     "ssl.truststore.certificates", "ssl.truststore.type", "telemetry.max.bytes",
     "transaction.partition.verification.enable", "transaction.remove.expired.transaction.cleanup.interval.ms",
@@ -501,6 +520,18 @@ _SECRET_SUFFIXES = ("sasl.jaas.config", "password", "ssl.keystore.key", "secret.
 
 def is_secret_name(name: str) -> bool:
     return name.endswith(_SECRET_SUFFIXES)
+
+
+def broker_definition(name: str) -> ConfigDef | None:
+    """The definition of a broker config, or of the config a per-listener name overrides (Kafka's
+    ``listener.name.<listener>.<config>`` and, for SASL settings, ``listener.name.<listener>.<mechanism>.<config>``),
+    named as given so that a bad value's message names the key that holds it; None for a name without one."""
+    defn = BROKER_CONFIGS.get(name)
+    if defn is not None or not name.startswith(_PER_LISTENER_PREFIX):
+        return defn
+    _listener, _, rest = name[len(_PER_LISTENER_PREFIX):].partition(".")
+    base = BROKER_CONFIGS.get(rest) or BROKER_CONFIGS.get(rest.partition(".")[2])
+    return None if base is None else replace(base, name=name)
 
 
 def is_known_static_name(name: str) -> bool:
@@ -573,7 +604,7 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
         if not tiered_storage:
             raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "
                                 "with remote log storage.")
-        if "compact" in out.get("cleanup.policy", ""):
+        if "compact" in out.get("cleanup.policy", TOPIC_CONFIGS["cleanup.policy"].default):
             raise InvalidConfig("Remote log storage is unsupported for the compacted topics")
         if out.get("remote.log.copy.disable") == "true":   # KIP-950: nothing more copied, one retention
             for local, whole in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):

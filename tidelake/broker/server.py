@@ -96,7 +96,7 @@ class Broker:
                 socket.gethostname() if bind_host in ("0.0.0.0", "::") else bind_host)
             self._binds.append((listener.name, bind_host, listener.port, adv_host, adv.port if adv else None))
         try:
-            security = BrokerSecurity(config.get, {listener.name: protocol for listener, protocol in served}, data_dir)
+            security = BrokerSecurity(config, {listener.name: protocol for listener, protocol in served}, data_dir)
         except SecurityConfigError as e:
             raise ConfigError(str(e)) from None
         endpoints = {name: Endpoint(adv_host, adv_port or bind_port)

@@ -32,6 +32,7 @@ PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
 OAUTH_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 UNSECURED_LIFETIME_S = 3600  # Kafka's unsecuredLoginLifetimeSeconds default
+DEFAULT_PROTOCOL = "PLAINTEXT"  # Kafka's client security.protocol default
 _PASS_THROUGH = {"security.protocol", "sasl.mechanism", "sasl.username", "sasl.password", "ssl.ca.location",
                  "ssl.certificate.location", "ssl.key.location", "ssl.key.password", "ssl.ca.pem",
                  "ssl.certificate.pem", "ssl.key.pem", "ssl.endpoint.identification.algorithm",
@@ -78,14 +79,14 @@ def librdkafka_config(props: Mapping[str, str]) -> dict[str, str]:
             raise ClientConfigError(f"unknown client security property {key!r}")
         if key in _PASS_THROUGH:
             out[key] = value
-    protocol = out.get("security.protocol", "PLAINTEXT").upper()
+    protocol = out.get("security.protocol", DEFAULT_PROTOCOL).upper()
     if protocol not in PROTOCOLS:
         raise ClientConfigError(f"security.protocol={protocol}: expected one of {', '.join(PROTOCOLS)}")
     out["security.protocol"] = protocol
     if "sasl.mechanism" in out and out["sasl.mechanism"].upper() not in MECHANISMS:
         raise ClientConfigError(f"sasl.mechanism={out['sasl.mechanism']}: expected one of {', '.join(MECHANISMS)}")
     jaas = props.get("sasl.jaas.config")
-    if out.get("sasl.mechanism", "").upper() == "OAUTHBEARER":
+    if "sasl.mechanism" in out and out["sasl.mechanism"].upper() == "OAUTHBEARER":
         out.update(_oauthbearer(jaas, out))
     elif jaas:
         try:
@@ -146,7 +147,7 @@ def _unsecured_login(options: Mapping[str, str]) -> UnsecuredLogin:
         raise ClientConfigError("sasl.jaas.config: unsecuredLoginStringClaim_sub=\"...\" (the principal) is required "
                                 "for an unsecured token, or set sasl.oauthbearer.token.endpoint.url")
     scopes = [options["unsecuredLoginStringClaim_scope"]] if "unsecuredLoginStringClaim_scope" in options else []
-    listed = options.get("unsecuredLoginListClaim_scope", "")
+    listed = options.get("unsecuredLoginListClaim_scope")
     if listed:  # Kafka's list claim: its first character is the delimiter
         scopes += [v for v in listed[1:].split(listed[0]) if v]
     lifetime = options.get("unsecuredLoginLifetimeSeconds")
@@ -201,15 +202,19 @@ def kafka_python_config(props: Mapping[str, str]) -> dict[str, object]:
     """kafka-python (and aiokafka-like) keyword settings for the same properties."""
     rd = librdkafka_config(props)
     out: dict[str, object] = {"security_protocol": rd["security.protocol"]}
-    if rd.get("sasl.mechanism", "").upper() == "OAUTHBEARER":
+    if "sasl.mechanism" in rd and rd["sasl.mechanism"].upper() == "OAUTHBEARER":
         if "sasl.oauthbearer.token.endpoint.url" in rd:
             raise ClientConfigError("sasl.oauthbearer.token.endpoint.url: the kafka-python based commands take only "
                                     "unsecured OAUTHBEARER tokens (unsecuredLoginStringClaim_sub)")
         out.update(sasl_mechanism="OAUTHBEARER", sasl_oauth_token_provider=UnsecuredTokenProvider(
             _unsecured_login(_oauth_options(props.get("sasl.jaas.config")))))
     elif "sasl.mechanism" in rd:
+        missing = [k for k in ("sasl.username", "sasl.password") if k not in rd]
+        if missing:
+            raise ClientConfigError(f"sasl.mechanism={rd['sasl.mechanism']} needs {' and '.join(missing)} (or "
+                                    "sasl.jaas.config with username and password)")
         out.update(sasl_mechanism=rd["sasl.mechanism"].upper(), sasl_plain_username=rd["sasl.username"],
-                   sasl_plain_password=rd.get("sasl.password", ""))
+                   sasl_plain_password=rd["sasl.password"])
     for pem_key in ("ssl.ca.pem", "ssl.certificate.pem", "ssl.key.pem"):
         if pem_key in rd:
             raise ClientConfigError(f"{pem_key} (inline PEM) is not supported by kafka-python; use file locations")

@@ -4,7 +4,8 @@ authorizer.
 
 Settings are Kafka's names (``listener.security.protocol.map``, ``ssl.*``, ``sasl.enabled.mechanisms``,
 ``listener.name.<l>.<mechanism>.sasl.jaas.config``, ``connections.max.reauth.ms``, ``authorizer.class.name``,
-``super.users``, ``allow.everyone.if.no.acl.found``); ``lookup(name)`` reads the broker's config."""
+``super.users``, ``allow.everyone.if.no.acl.found``), read typed through ``BrokerSettings`` (settings.py): their
+types, defaults and checks are the broker config definitions'; a bad value never gets this far."""
 from __future__ import annotations
 
 import ssl
@@ -25,10 +26,10 @@ from tidelake.security.sasl.oauthbearer import OAuthBearerServer
 from tidelake.security.sasl.plain import PlainServer
 from tidelake.security.sasl.scram import HASHES, ScramServer
 from tidelake.security.requested_auth import requested_auth_context
+from tidelake.security.settings import BrokerSettings, listener_key
 from tidelake.security.store import SecurityStore
-from tidelake.security.tls import TlsConfigError, listener_setting, server_context, tls_settings
+from tidelake.security.tls import TlsConfigError, server_context, tls_settings
 
-Lookup = Callable[[str], "str | None"]
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
@@ -55,32 +56,32 @@ class ListenerSecurity:
         return self.protocol.startswith("SASL_")
 
 
-def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecurity:
+def listener_security(settings: BrokerSettings, name: str, protocol: str) -> ListenerSecurity:
     if protocol not in SECURITY_PROTOCOLS:
         raise SecurityConfigError(f"listener.security.protocol.map: {name} maps to {protocol}; expected one of "
                                   f"{', '.join(SECURITY_PROTOCOLS)}")
     context = requested = None
     if protocol in ("SSL", "SASL_SSL"):
         try:
-            settings = tls_settings(lookup, name)
-            if settings.client_auth == "requested":
-                requested = requested_auth_context(settings)
+            tls = tls_settings(settings.get, name)
+            if tls.client_auth == "requested":
+                requested = requested_auth_context(tls)
             else:
-                context = server_context(lookup, name)
+                context = server_context(settings.get, name)
         except TlsConfigError as e:
             raise SecurityConfigError(str(e)) from None
     if not protocol.startswith("SASL_"):
         return ListenerSecurity(name, protocol, context, requested_auth=requested)
-    key, value = listener_setting(lookup, name, "sasl.enabled.mechanisms")
-    mechanisms = tuple(m.strip().upper() for m in (value or "").split(",") if m.strip())
+    key = listener_key(settings, name, "sasl.enabled.mechanisms")
+    mechanisms = tuple(m.upper() for m in settings.get_list(key))
     unsupported = [m for m in mechanisms if m not in MECHANISMS]
     if unsupported or not mechanisms:
-        raise SecurityConfigError(f"{key}={value}: listener {name} serves {', '.join(MECHANISMS)} "
+        raise SecurityConfigError(f"{key}={settings.get(key)}: listener {name} serves {', '.join(MECHANISMS)} "
                                   f"({', '.join(unsupported) or 'none'} unsupported); set sasl.enabled.mechanisms")
     users: dict[str, str] = {}
     if "PLAIN" in mechanisms:
         try:
-            entry = listener_login(lookup, name, "PLAIN", PLAIN_LOGIN_MODULE,
+            entry = listener_login(settings.get, name, "PLAIN", PLAIN_LOGIN_MODULE,
                                    f'{PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;')
         except JaasError as e:
             raise SecurityConfigError(str(e)) from None
@@ -88,53 +89,38 @@ def listener_security(lookup: Lookup, name: str, protocol: str) -> ListenerSecur
     validator = None
     if "OAUTHBEARER" in mechanisms:
         try:
-            validator = oauthbearer_validator(lookup, name)
+            validator = oauthbearer_validator(settings, name)
         except OAuthConfigError as e:
             raise SecurityConfigError(str(e)) from None
     return ListenerSecurity(name, protocol, context, mechanisms, users, requested,
-                            {m: _max_reauth_ms(lookup, name, m) for m in mechanisms}, validator)
-
-
-def _max_reauth_ms(lookup: Lookup, listener: str, mechanism: str) -> int:
-    """``listener.name.<l>.<mechanism>.connections.max.reauth.ms``, else ``connections.max.reauth.ms`` (Kafka's
-    order); unset is 0, as the broker config's definition says."""
-    key = f"listener.name.{listener.lower()}.{mechanism.lower()}.connections.max.reauth.ms"
-    value = lookup(key)
-    if value is None:
-        key, value = "connections.max.reauth.ms", lookup("connections.max.reauth.ms")
-    try:
-        ms = int(value or 0)
-    except (TypeError, ValueError):
-        raise SecurityConfigError(f"{key}={value}: expected a number of milliseconds") from None
-    if ms < 0:
-        raise SecurityConfigError(f"{key}={value}: must be 0 (no re-authentication) or more")
-    return ms
+                            {m: settings.get_int(listener_key(settings, name, "connections.max.reauth.ms", m))
+                             for m in mechanisms}, validator)
 
 
 class BrokerSecurity:
     """Listeners' security, the persisted credentials and ACLs, and the authorizer (None when
     ``authorizer.class.name`` is empty: every request is allowed, as in Kafka)."""
 
-    def __init__(self, lookup: Lookup, listeners: Mapping[str, str], data_dir: Path,
+    def __init__(self, settings: BrokerSettings, listeners: Mapping[str, str], data_dir: Path,
                  clock_ms: Callable[[], int] = wall_ms):
         """``listeners``: listener name -> security protocol; ``clock_ms`` judges tokens' expiry."""
         self.clock_ms = clock_ms
-        self.listeners = {name: listener_security(lookup, name, protocol) for name, protocol in listeners.items()}
+        self.listeners = {name: listener_security(settings, name, protocol) for name, protocol in listeners.items()}
         self.store = SecurityStore(data_dir)
-        rules = (lookup("ssl.principal.mapping.rules") or "DEFAULT").strip()
+        rules = settings.get_string("ssl.principal.mapping.rules")
         if rules != "DEFAULT":  # a mapping silently not applied would grant ACLs to the wrong names
             raise SecurityConfigError(f"ssl.principal.mapping.rules={rules}: only DEFAULT (the certificate's "
                                       "subject DN) is supported")
-        if lookup("principal.builder.class"):
+        if settings.get_optional("principal.builder.class"):
             raise SecurityConfigError("principal.builder.class: custom principal builders are not supported")
-        class_name = (lookup("authorizer.class.name") or "").strip()
+        class_name = settings.get_string("authorizer.class.name")
         self.authorizer: Authorizer | None = None
         if class_name:
             if class_name not in AUTHORIZER_CLASS_NAMES:
                 raise SecurityConfigError(f"authorizer.class.name={class_name}: expected "
                                           f"{' or '.join(AUTHORIZER_CLASS_NAMES)}")
-            allow = (lookup("allow.everyone.if.no.acl.found") or "false").strip().lower() == "true"
-            self.authorizer = Authorizer(super_users(lookup("super.users")), allow, self.store.acls,
+            self.authorizer = Authorizer(super_users(settings.get_optional("super.users")),
+                                         settings.get_bool("allow.everyone.if.no.acl.found"), self.store.acls,
                                          on_change=self.store.set_acls)
 
     def sasl_server(self, listener: str, mechanism: str):

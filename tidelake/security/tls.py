@@ -14,6 +14,7 @@ from typing import Callable
 Lookup = Callable[[str], "str | None"]
 
 CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+DEFAULT_CLIENT_AUTH = "none"  # Kafka's ssl.client.auth default (the broker's config definition takes it from here)
 _PROTOCOLS = {"TLSv1.2": ssl.TLSVersion.TLSv1_2, "TLSv1.3": ssl.TLSVersion.TLSv1_3}
 
 
@@ -103,7 +104,7 @@ def tls_settings(lookup: Lookup, listener: str) -> TlsSettings:
         min_version = min(versions, key=lambda v: _PROTOCOLS[v])
         max_version = max(versions, key=lambda v: _PROTOCOLS[v])
     auth_key, client_auth = listener_setting(lookup, listener, "ssl.client.auth")
-    client_auth = (client_auth or "none").lower()
+    client_auth = (DEFAULT_CLIENT_AUTH if client_auth is None else client_auth).lower()
     if client_auth not in CLIENT_AUTH:
         raise TlsConfigError(f"{auth_key}={client_auth}: expected required, requested or none")
     _, trust_location = listener_setting(lookup, listener, "ssl.truststore.location")

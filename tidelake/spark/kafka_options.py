@@ -26,6 +26,33 @@ _FORBIDDEN_KAFKA_OPTIONS = {
     "interceptor.classes",
 }
 
+@dataclass(frozen=True)
+class KafkaSourceDefaults:
+    """What an option left out means: Spark's Kafka source's defaults (and Kafka's Java client's isolation level),
+    their one home; ``KafkaSourceOptions.parse`` and the client settings take them from here."""
+    starting_offsets_streaming: str = "latest"
+    starting_offsets_batch: str = "earliest"
+    ending_offsets: str = "latest"
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    batch_interval_ms: int = 1000
+    poll_timeout_ms: int = 120_000  # Spark's kafkaConsumer.pollTimeoutMs
+    max_arrow_batch_rows: int = 10_000
+    verify_latest_offsets: bool = True
+    isolation_level: str = "read_uncommitted"  # transactional records are visible unless asked otherwise
+    # the reader knows where its ranges end; a long poll only delays the end-of-partition answer for a range
+    # whose last offsets hold no record (transaction markers, compacted records)
+    fetch_wait_max_ms: int = 100
+
+    @staticmethod
+    def num_input_partitions() -> int:
+        """One reading task per core of this machine."""
+        return os.cpu_count() or 1
+
+
+DEFAULTS = KafkaSourceDefaults()
+
+
 class KafkaSourceError(ValueError):
     """A bad option or an unrecoverable condition (data loss, unknown partition, timeout)."""
 
@@ -42,13 +69,38 @@ def parse_offsets_json(value: str) -> dict[TopicPartition, int]:
         raise KafkaSourceError(str(exc)) from None
 
 
-def _bool(value: Any, name: str) -> bool:
-    text = str(value).strip().lower()
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    """Option ``name`` (given in any case) as true or false; ``default`` when it is absent."""
+    if name.lower() not in opts:
+        return default
+    value = opts[name.lower()]
+    text = value.strip().lower()
     if text in ("true", "1", "yes"):
         return True
     if text in ("false", "0", "no"):
         return False
     raise KafkaSourceError(f"option {name} must be true or false, got {value!r}")
+
+
+def _whole_number(opts: Mapping[str, str], name: str) -> int:
+    """Option ``name`` (given in any case, present) as a whole number."""
+    try:
+        return int(opts[name.lower()])
+    except ValueError:
+        raise KafkaSourceError(f"option {name} must be a whole number, got {opts[name.lower()]!r}") from None
+
+
+def _poll_timeout_ms(opts: Mapping[str, str]) -> int:
+    """Spark's ``kafkaConsumer.pollTimeoutMs`` (or ``pollTimeoutMs``)."""
+    for name in ("kafkaConsumer.pollTimeoutMs", "pollTimeoutMs"):
+        if name.lower() in opts:
+            return _whole_number(opts, name)
+    return DEFAULTS.poll_timeout_ms
+
+
+def include_headers_option(options: Mapping[str, str]) -> bool:
+    """Option ``includeHeaders`` (the source's columns depend on it before the rest is parsed)."""
+    return _bool({str(k).lower(): str(v) for k, v in options.items()}, "includeHeaders", DEFAULTS.include_headers)
 
 
 @dataclass
@@ -117,8 +169,9 @@ class KafkaSourceOptions:
             except (ValueError, AttributeError, TypeError) as exc:
                 raise KafkaSourceError(f'assign must be JSON like {{"topicA":[0,1]}}: {exc}') from None
 
-        starting = opts.get("startingoffsets", "latest" if streaming else "earliest").strip()
-        ending = opts.get("endingoffsets", "latest").strip()
+        starting = opts.get("startingoffsets", DEFAULTS.starting_offsets_streaming if streaming
+                            else DEFAULTS.starting_offsets_batch).strip()
+        ending = opts.get("endingoffsets", DEFAULTS.ending_offsets).strip()
         if streaming and "endingoffsets" in opts:
             raise KafkaSourceError("endingOffsets is for batch queries only")
         if not streaming and starting.lower() == "latest":
@@ -136,20 +189,20 @@ class KafkaSourceOptions:
         def positive(name: str) -> int | None:
             if name.lower() not in opts:
                 return None
-            number = int(opts[name.lower()])
+            number = _whole_number(opts, name)
             if number <= 0:
                 raise KafkaSourceError(f"option {name} must be positive, got {number}")
             return number
 
         if "batchintervalms" in opts:
-            interval_ms = int(opts["batchintervalms"])
+            interval_ms = _whole_number(opts, "batchIntervalMs")
         elif "batchinterval" in opts:
             try:
                 interval_ms = round(parse_duration(opts["batchinterval"], default_unit="ms") * 1000)
             except ValueError as exc:
                 raise KafkaSourceError(f"option batchInterval: {exc}") from None
         else:
-            interval_ms = 1000
+            interval_ms = DEFAULTS.batch_interval_ms
         if interval_ms <= 0:
             raise KafkaSourceError("batch interval must be positive")
 
@@ -159,16 +212,16 @@ class KafkaSourceOptions:
             starting_offsets=starting, ending_offsets=ending,
             starting_timestamps=opts.get("startingtimestamp") or opts.get("startingoffsetsbytimestamp"),
             ending_timestamps=opts.get("endingtimestamp") or opts.get("endingoffsetsbytimestamp"),
-            fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
-            include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
+            fail_on_data_loss=_bool(opts, "failOnDataLoss", DEFAULTS.fail_on_data_loss),
+            include_headers=include_headers_option(opts),
             max_offsets_per_trigger=positive("maxOffsetsPerTrigger"),
             max_rate_per_partition=positive("maxRatePerPartition"),
             batch_interval_ms=interval_ms,
             min_partitions=positive("minPartitions"),
-            num_input_partitions=positive("numInputPartitions") or (os.cpu_count() or 1),
-            poll_timeout_ms=int(opts.get("kafkaconsumer.polltimeoutms", opts.get("polltimeoutms", "120000"))),
-            max_arrow_batch_rows=positive("maxArrowBatchRows") or 10_000,
-            verify_latest_offsets=_bool(opts.get("verifylatestoffsets", "true"), "verifyLatestOffsets"),
+            num_input_partitions=positive("numInputPartitions") or DEFAULTS.num_input_partitions(),
+            poll_timeout_ms=_poll_timeout_ms(opts),
+            max_arrow_batch_rows=positive("maxArrowBatchRows") or DEFAULTS.max_arrow_batch_rows,
+            verify_latest_offsets=_bool(opts, "verifyLatestOffsets", DEFAULTS.verify_latest_offsets),
         )
 
     def consumer_config(self) -> dict[str, Any]:
@@ -176,11 +229,8 @@ class KafkaSourceOptions:
         config: dict[str, Any] = {
             # librdkafka insists on a group id even for assign(); nothing is committed under it.
             "group.id": f"tidelake-spark-source-{uuid.uuid4().hex[:12]}",
-            # Kafka's Java default (and Spark's): transactional records are visible unless asked otherwise.
-            "isolation.level": "read_uncommitted",
-            # The reader knows where its ranges end; a long poll only delays the end-of-partition answer
-            # for a range whose last offsets hold no record (transaction markers, compacted records).
-            "fetch.wait.max.ms": 100,
+            "isolation.level": DEFAULTS.isolation_level,
+            "fetch.wait.max.ms": DEFAULTS.fetch_wait_max_ms,
         }
         config.update(self.client_config)
         config.update({
@@ -202,6 +252,6 @@ class KafkaSourceOptions:
 
     @property
     def isolation_level(self) -> str:
-        return self.client_config.get("isolation.level", "read_uncommitted")
+        return self.client_config.get("isolation.level", DEFAULTS.isolation_level)
 
 

@@ -49,7 +49,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import StructType
 
 from tidelake.spark.kafka_offset_reader import KafkaOffsetReader
-from tidelake.spark.kafka_options import KafkaSourceOptions
+from tidelake.spark.kafka_options import KafkaSourceOptions, include_headers_option
 from tidelake.spark.kafka_reader import KAFKA_SCHEMA_DDL, KAFKA_SCHEMA_WITH_HEADERS_DDL, read_ranges
 from tidelake.spark.offset_range import (
     OffsetMap, OffsetRange, cap_end_offsets, group_ranges, offsets_from_json, offsets_to_json, plan_ranges,
@@ -75,7 +75,8 @@ class KafkaDataSource(DataSource):
         return "tidelake-kafka"
 
     def schema(self) -> str:
-        include_headers = str(self.options.get("includeHeaders", "false")).lower() == "true"
+        # the columns only: the options are checked when Spark asks for the reader
+        include_headers = include_headers_option(self.options)
         return KAFKA_SCHEMA_WITH_HEADERS_DDL if include_headers else KAFKA_SCHEMA_DDL
 
     def reader(self, schema: StructType) -> "KafkaBatchReader":

@@ -70,6 +70,7 @@ WRITE_OPERATIONS = {
     "delete": ("delete", "delete"),
     "overwrite": ("upsert", "overwrite"),
 }
+DEFAULT_OPERATION = "upsert"  # option ``operation`` left out (with mode("overwrite"): overwrite)
 
 _PUSHABLE = {EqualTo: "=", GreaterThan: ">", GreaterThanOrEqual: ">=", LessThan: "<", LessThanOrEqual: "<=",
              In: "in"}
@@ -214,7 +215,8 @@ class TableDataSource(DataSource):
         if Table.exists(path, storage_options=options) or not self.options.get("primaryKey"):
             return Table.open(path, storage_options=options)
         primary_key = [c.strip() for c in self.options["primaryKey"].split(",") if c.strip()]
-        properties = json.loads(self.options.get("tableProperties") or "{}")
+        given = self.options.get("tableProperties")
+        properties = json.loads(given) if given else {}
         try:
             return Table.create(path, to_arrow_schema(schema, timezone="UTC"), primary_key, properties,
                                 storage_options=options)
@@ -222,7 +224,7 @@ class TableDataSource(DataSource):
             return Table.open(path, storage_options=options)  # another writer created it first
 
     def writer(self, schema: StructType, overwrite: bool) -> "TableWriter":
-        operation = self.options.get("operation", "overwrite" if overwrite else "upsert").lower()
+        operation = self.options.get("operation", "overwrite" if overwrite else DEFAULT_OPERATION).lower()
         if overwrite and operation != "overwrite":
             raise ValueError(f"mode('overwrite') with operation={operation}: use one or the other")
         if operation not in WRITE_OPERATIONS:
@@ -232,7 +234,7 @@ class TableDataSource(DataSource):
                            int(read_version) if read_version is not None else None)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> "TableStreamWriter":
-        operation = self.options.get("operation", "upsert").lower()
+        operation = self.options.get("operation", DEFAULT_OPERATION).lower()
         if overwrite or operation not in ("upsert", "append"):
             raise ValueError("the streaming sink supports operation=upsert or append (outputMode append/update)")
         return TableStreamWriter(self._open_for_write(schema), operation, self.options.get("appId"),

@@ -73,6 +73,7 @@ def conflict_rule(mine: str, other: str, mine_buckets: set[int] | None = None,
 
 
 RemoveSpec = Callable[[TableMetadata], Iterable[str]] | Iterable[str] | None
+SchemaSpec = Callable[[TableMetadata], "pa.Schema | None"] | pa.Schema | None
 
 
 class Committer:
@@ -89,33 +90,37 @@ class Committer:
         self.stats = stats or TableStats()  # retries and conflicts, for the table's metrics
         self.lock = threading.Lock()   # held while publishing (retention holds it to swap in its metadata)
 
-    def commit(self, operation: str, *, read_version: int, adds: Iterable[DataFile] = (),
-               removes: RemoveSpec = None, app: SetAppState | None = None, schema: pa.Schema | None = None,
+    def commit(self, operation: str, *, read_version: int | None, adds: Iterable[DataFile] = (),
+               removes: RemoveSpec = None, app: SetAppState | None = None, schema: SchemaSpec = None,
                properties: Mapping[str, str] | None = None, buckets: Iterable[int] | None = None,
                inputs: Iterable[str] | None = None, restore_of: int | None = None, auto: bool = False) -> int:
-        """Commit ``operation`` started at ``read_version``; returns the new version.
+        """Commit ``operation`` started at ``read_version``; returns the new version. ``read_version`` None: a
+        blind write, checked against nothing published before the version it publishes on.
 
         ``removes``: paths, or a function of the metadata at commit time (e.g. "every live file").
         ``app``: with an already committed (app_id, batch_id) this is a no-op returning that version.
         ``buckets``: the buckets a maintenance job rewrote. ``inputs``: files that must still be live
-        (clustering). ``auto``: automatic maintenance (skipped by data commits' conflict checks)."""
+        (clustering). ``auto``: automatic maintenance (skipped by data commits' conflict checks). ``schema``: the
+        new schema, or a function of the metadata the attempt publishes on (None: unchanged)."""
         adds = list(adds)
         bucket_set = set(buckets) if buckets is not None else None
         inputs = list(inputs) if inputs is not None else None
         with self.lock:
             for _ in range(self.max_attempts):
-                md = self.current.refresh()
-                if read_version > md.version:
-                    raise VersionNotFound(f"read version {read_version} is newer than the latest {md.version}")
+                md = self.current.refresh()   # the optimistic check's one read of the log per attempt
+                rv = md.version if read_version is None else read_version
+                if rv > md.version:
+                    raise VersionNotFound(f"read version {rv} is newer than the latest {md.version}")
                 if app is not None:
                     done = _already_committed(md, app)
                     if done is not None:
                         return done
                 try:
-                    self._check_conflicts(md, operation, read_version, bucket_set, inputs)
+                    self._check_conflicts(md, operation, rv, bucket_set, inputs)
                 except CommitConflict:
                     self.stats.commit_conflicts += 1
                     raise
+                new_schema = schema(md) if callable(schema) else schema
                 version = md.version + 1
                 ts = max(int(self.clock()), md.timestamp(md.version) + 1)   # strictly increasing commit times
                 rm = removes(md) if callable(removes) else list(removes or [])
@@ -127,7 +132,8 @@ class Committer:
                     stamped.append(f)
                 resolved = None
                 if self.engine is not None and operation in DATA_OPERATIONS:
-                    resolved = self.engine.resolve(md, stamped, operation, schema if schema is not None else md.schema)
+                    resolved = self.engine.resolve(md, stamped, operation,
+                                                   new_schema if new_schema is not None else md.schema)
                     if resolved is not None:
                         stamped = resolved.adds
                 if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
@@ -138,13 +144,13 @@ class Committer:
                             self.engine.discard(resolved)
                         raise
                 actions.extend(AddFile(f) for f in stamped)
-                if schema is not None:
-                    actions.append(ChangeSchema(schema))
+                if new_schema is not None:
+                    actions.append(ChangeSchema(new_schema))
                 if properties is not None:
                     actions.append(SetProperties(dict(properties)))
                 if app is not None:
                     actions.append(app)
-                entry = LogEntry(version=version, timestamp_ms=ts, operation=operation, read_version=read_version,
+                entry = LogEntry(version=version, timestamp_ms=ts, operation=operation, read_version=rv,
                                  actions=tuple(actions), buckets=tuple(sorted(bucket_set)) if bucket_set is not None else None,
                                  restore_of=restore_of, auto=auto)
                 if self.current.log.publish(entry):

@@ -333,16 +333,16 @@ class Table:
                 raise ValueError("batch_id is required with app_id")
             app = SetAppState(app_id, int(batch_id), app_extra or {})
         files = [f if isinstance(f, DataFile) else DataFile.from_dict(f) for f in files]
-        md = self._current.refresh()
-        rv = md.version if read_version is None else read_version
-        removes = None
-        if operation == "overwrite":
+        rv, removes = read_version, None
+        if operation == "overwrite":   # its tombstones: the rows live at the version it read, in the newest schema
+            md = self._current.refresh()
+            rv = md.version if read_version is None else read_version
             files = files + self._overwrite_tombstones(md, rv, files)
             removes = _all_live
-        current = md.schema
-        schema = with_columns(current, add_columns) if add_columns else None
+        # (the committer reads the log, once per attempt: a blind write is checked against nothing before the
+        # version it publishes on, and its new columns are added to that version's schema)
         v = self.committer.commit(operation, adds=files, read_version=rv, app=app, removes=removes,
-                                  schema=schema if schema is not None and not schema.equals(current) else None)
+                                  schema=_added(add_columns) if add_columns else None)
         self.maintenance.after_commit()
         return v
 
@@ -490,6 +490,14 @@ class Table:
 def _all_live(md: TableMetadata) -> list[str]:
     """Every live file at commit time (what an overwrite or a restore replaces)."""
     return [fe.file.path for fe in md.files.values() if fe.live]
+
+
+def _added(columns: Sequence[pa.Field]) -> Callable[[TableMetadata], "pa.Schema | None"]:
+    """The commit's schema change adding ``columns``: none when the schema it publishes on has them all."""
+    def change(md: TableMetadata) -> pa.Schema | None:
+        schema = with_columns(md.schema, columns)
+        return None if schema.equals(md.schema) else schema
+    return change
 
 
 def with_columns(schema: pa.Schema, columns: Sequence[pa.Field]) -> pa.Schema:
