@@ -298,7 +298,12 @@ def test_kill_9_during_commits_leaves_old_or_new_version(tmp_path):
     script = tmp_path / "killed.py"
     script.write_text(KILLED_WRITER.format(root=ROOT))
     rng = random.Random(7)
-    for _ in range(3):
+    wanted = {"upsert", "cluster", "compact"}
+    for round_no in range(12):
+        # at least 3 rounds, and more (bounded) until the killed writers' automatic maintenance has committed too:
+        # on a loaded machine a writer may be killed before its background clustering/compaction publishes
+        if round_no >= 3 and wanted <= {h["operation"] for h in Table.open(path).history()}:
+            break
         p = subprocess.Popen([sys.executable, str(script), path], stdout=subprocess.PIPE, text=True)
         reader = Table.open(path)
         try:
@@ -314,4 +319,4 @@ def test_kill_9_during_commits_leaves_old_or_new_version(tmp_path):
         for h in t.history():
             check_consistent(t, h["version"])
     ops = {h["operation"] for h in Table.open(path).history()}
-    assert {"upsert", "cluster", "compact"} <= ops
+    assert wanted <= ops
