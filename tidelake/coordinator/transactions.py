@@ -5,7 +5,8 @@ TransactionLogKey/Value record to the ``__transaction_state`` partition of the i
 callback; the broker appends it to the compacted internal topic) and only then applied in memory,
 so a restart that replays the topic (``load``) sees exactly the acknowledged states.
 
-States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x and librdkafka speak):
+States and transitions (Kafka's; the same for transaction protocol v1, the one Java 3.x and librdkafka
+speak, and v2):
 
     Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn(commit)--> PrepareCommit --markers--> CompleteCommit
                                              \\--EndTxn(abort) / timeout / fencing--> PrepareAbort --markers--> CompleteAbort
@@ -33,6 +34,15 @@ partition's marker is written; on COMMIT it hands them to the group coordinator 
 on ABORT it drops them. ``has_pending_offsets`` is what OffsetFetch(require_stable) asks. These two
 callbacks are the whole interface between the transaction and the group coordinator.
 
+Transaction protocol v2 (KIP-890 part 2, ``transaction.version`` 2): a producer that ends its
+transaction with EndTxn v5 gets its epoch bumped by every commit and abort (Prepare* carries the new
+epoch, the markers are written with it, so a zombie of the previous transaction holding the old epoch
+is fenced by every partition it wrote to); at epoch 32766 the bump rotates to a new producer id
+(``next_producer_id``, used from Complete* on, with epoch 0). A v2 producer adds partitions implicitly:
+the partition leader (Produce v12+) and the group coordinator (TxnOffsetCommit v5+) call
+``add_partitions`` / ``add_offsets`` on its behalf. Each transaction remembers the protocol version
+its client used (``client_transaction_version``), which decides how a retried EndTxn is recognised.
+
 The clock is injected (``clock_ms``); ``abort_timed_out()`` / ``expire_transactional_ids()`` are
 driven by the broker's periodic task.
 """
@@ -42,7 +52,7 @@ import collections
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, NamedTuple
 
 from tidelake import errors
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
@@ -56,6 +66,13 @@ from tidelake.coordinator.txn_outputs import (MarkerSender, MarkerWriter, Offset
 log = logging.getLogger(__name__)
 
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
+TRANSACTION_VERSION_2 = 2  # transaction.version: the epoch bump on every EndTxn (KIP-890 part 2)
+
+
+class ProducerIdAndEpoch(NamedTuple):
+    """What a transactional producer holds after InitProducerId or (v2) EndTxn."""
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass
@@ -70,6 +87,9 @@ class TransactionMetadata:
     last_update_ms: int = -1
     last_producer_id: int = -1  # the (id, epoch) handed out before the last InitProducerId: a
     last_producer_epoch: int = -1  # client retrying that InitProducerId gets the same answer
+    # v2: the producer id a bump past the last epoch rotated to, taken at Complete* (the markers carry the old one)
+    next_producer_id: int = -1
+    client_transaction_version: int = 0  # the transaction protocol its client spoke at the last transition
 
     def to_log_value(self) -> TxnLogValue:
         by_topic: dict[str, list[int]] = {}
@@ -77,7 +97,18 @@ class TransactionMetadata:
             by_topic.setdefault(topic, []).append(p)
         return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
                            {t: sorted(ps) for t, ps in by_topic.items()}, self.last_update_ms, self.start_ms,
-                           previous_producer_id=self.last_producer_id)
+                           previous_producer_id=self.last_producer_id, next_producer_id=self.next_producer_id,
+                           client_transaction_version=self.client_transaction_version)
+
+    @property
+    def transactions_v2(self) -> bool:
+        return self.client_transaction_version >= TRANSACTION_VERSION_2
+
+    def producer_after(self) -> ProducerIdAndEpoch:
+        """The producer id and epoch its producer holds once this transition completes."""
+        if self.next_producer_id >= 0:
+            return ProducerIdAndEpoch(self.next_producer_id, 0)
+        return ProducerIdAndEpoch(self.producer_id, self.producer_epoch)
 
     @property
     def epoch_exhausted(self) -> bool:
@@ -183,14 +214,15 @@ class TransactionCoordinator:
             self.transactions[txn_id] = TransactionMetadata(
                 txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
                 {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                last_producer_id=v.previous_producer_id)
+                last_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
+                client_transaction_version=v.client_transaction_version)
         return n
 
     # ------------------------------------------------------------------------------------------
     # InitProducerId
     # ------------------------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
-                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+                         producer_id: int = -1, producer_epoch: int = -1) -> ProducerIdAndEpoch:
         """Return (producer id, epoch) for a transactional producer; bumps the epoch (fencing older
         sessions) and aborts a transaction the previous session left open.
 
@@ -212,7 +244,8 @@ class TransactionCoordinator:
         if producer_id >= 0:  # KIP-360: the client says which (id, epoch) it holds
             if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
                     and meta.state == TxnStatus.EMPTY:
-                return meta.producer_id, meta.producer_epoch  # retry of the InitProducerId we answered
+                # retry of the InitProducerId we answered
+                return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch)
             if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 log.info("transactional id %s: fencing producer (%d, %d); the current one is (%d, %d)",
                          transactional_id, producer_id, producer_epoch, meta.producer_id, meta.producer_epoch)
@@ -234,7 +267,7 @@ class TransactionCoordinator:
             raise errors.ConcurrentTransactions(f"{transactional_id} is being expired")
         return self._init_bump(meta, transaction_timeout_ms, now)
 
-    def _init_bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> tuple[int, int]:
+    def _init_bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> ProducerIdAndEpoch:
         new = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch + 1, timeout_ms,
                                   TxnStatus.EMPTY, set(), -1, now)
         if meta.producer_epoch >= 0:  # remembered so a retried InitProducerId (KIP-360) is recognised
@@ -245,14 +278,15 @@ class TransactionCoordinator:
         self._refused_next.pop(meta.transactional_id, None)
         log.info("InitProducerId %s -> producer id %d epoch %d", meta.transactional_id, new.producer_id,
                  new.producer_epoch)
-        return new.producer_id, new.producer_epoch
+        return ProducerIdAndEpoch(new.producer_id, new.producer_epoch)
 
     def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> TransactionMetadata:
         """Bump the epoch (so the current holder is fenced) and abort the open transaction."""
         epoch = meta.producer_epoch if meta.epoch_exhausted else meta.producer_epoch + 1
         prepared = TransactionMetadata(meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
                                        TxnStatus.PREPARE_ABORT, set(meta.partitions), meta.start_ms, now,
-                                       meta.last_producer_id, meta.last_producer_epoch)
+                                       meta.last_producer_id, meta.last_producer_epoch,
+                                       client_transaction_version=meta.client_transaction_version)
         self._persist(prepared)
         self._complete(prepared)
         done = self.transactions[meta.transactional_id]
@@ -278,8 +312,10 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> None:
-        """Add partitions to the producer's transaction (starting it if none is open)."""
+                       partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> None:
+        """Add partitions to the producer's transaction (starting it if none is open).
+        ``client_transaction_version`` 2: asked on a v2 producer's behalf (Produce v12+, TxnOffsetCommit v5+,
+        AddPartitionsToTxn v5 between brokers)."""
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         wanted = set(partitions)
         if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
@@ -300,17 +336,19 @@ class TransactionCoordinator:
         new = TransactionMetadata(transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
                                   TxnStatus.ONGOING, (set() if starting else set(meta.partitions)) | wanted,
                                   now if starting else meta.start_ms, now,
-                                  meta.last_producer_id, meta.last_producer_epoch)
+                                  meta.last_producer_id, meta.last_producer_epoch,
+                                  client_transaction_version=client_transaction_version)
         self._persist(new)
         self._refused_next.pop(transactional_id, None)
         if starting:
             self.counts["begun"] += 1
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    group_id: str) -> TopicPartition:
-        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+                    group_id: str, client_transaction_version: int = 0) -> TopicPartition:
+        """AddOffsetsToTxn (or, v2, TxnOffsetCommit v5+): the group's ``__consumer_offsets`` partition joins
+        the transaction."""
         tp = self.offsets_partition_for(group_id)
-        self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], client_transaction_version)
         return tp
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -339,6 +377,17 @@ class TransactionCoordinator:
         if codes[tp]:
             raise errors.InvalidTxnState(f"{transactional_id}: {tp[0]}-{tp[1]} is not in an open transaction of "
                                          f"producer {producer_id} epoch {producer_epoch}")
+
+    def add_produce_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              tp: TopicPartition) -> None:
+        """KIP-890 part 2, the partition leader's implicit AddPartitions for a v2 producer's transactional
+        Produce: ``tp`` joins (or starts) its transaction. Raises InvalidProducerEpoch for a stale epoch
+        (the code Produce reports for a fenced producer), ConcurrentTransactions while the previous one
+        completes."""
+        try:
+            self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], TRANSACTION_VERSION_2)
+        except errors.ProducerFenced as e:
+            raise errors.InvalidProducerEpoch(str(e)) from None
 
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 group_id: str) -> None:
@@ -398,8 +447,18 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------------------------
     # EndTxn and completion
     # ------------------------------------------------------------------------------------------
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
-        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                bump_epoch: bool = False) -> ProducerIdAndEpoch:
+        """EndTxn: commit or abort the open transaction. ``bump_epoch`` (EndTxn v5, transaction protocol v2):
+        the epoch is bumped with it (a new producer id past the last epoch). Returns the producer id and
+        epoch the producer holds afterwards (v2 clients take them from the response)."""
+        meta = self.transactions.get(transactional_id)
+        if meta is not None and meta.transactions_v2 and meta.state != TxnStatus.PREPARE_EPOCH_FENCE:
+            retried = self._check_end_txn_v2(meta, producer_id, producer_epoch)
+            if retried:
+                return self._end_txn_retried(meta, commit)
+        else:
+            meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         state = meta.state
         if state != TxnStatus.ONGOING and self._refused_next.get(transactional_id) == (producer_id, producer_epoch):
             # The producer began a new transaction whose AddPartitionsToTxn was refused while the previous
@@ -411,22 +470,58 @@ class TransactionCoordinator:
             log.info("transactional id %s: EndTxn(%s) of producer (%d, %d) ends a transaction with no partition "
                      "added (the previous one is %s): nothing to do", transactional_id,
                      "commit" if commit else "abort", producer_id, producer_epoch, state.kafka_name)
-            return
+            return meta.producer_after()
         if state == TxnStatus.ONGOING:
+            epoch, next_producer_id = meta.producer_epoch, -1
+            if bump_epoch:
+                epoch += 1  # never past MAX_PRODUCER_EPOCH: at 32766 the producer id rotates (Kafka's order)
+                if meta.epoch_exhausted:
+                    next_producer_id = self._allocate_producer_id()
             prepared = TransactionMetadata(
-                transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+                transactional_id, meta.producer_id, epoch, meta.timeout_ms,
                 TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, set(meta.partitions),
-                meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
+                meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch,
+                next_producer_id=next_producer_id,
+                client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else 0)
             self._persist(prepared)
             self._complete(prepared)
-            return
+            return prepared.producer_after()
+        return self._end_txn_retried(meta, commit)
+
+    def _check_end_txn_v2(self, meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
+        """Kafka's EndTxn check for a transaction of a v2 client, whose epoch moved with its last EndTxn:
+        True if the request retries that EndTxn (same epoch, or the old producer id past an overflow), False
+        if it ends the open transaction; raises ProducerFenced / InvalidProducerIdMapping otherwise."""
+        retry_on_overflow = (meta.last_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
+        if meta.state == TxnStatus.DEAD or meta.producer_id != producer_id and not retry_on_overflow:
+            raise errors.InvalidProducerIdMapping(
+                f"{meta.transactional_id}: producer id {producer_id} != {meta.producer_id}")
+        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            valid, retried = retry_on_bump, True
+        elif meta.state in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT):
+            valid, retried = retry_on_bump or retry_on_overflow, True
+        else:
+            valid, retried = producer_epoch == meta.producer_epoch, False
+        if not valid:
+            log.info("transactional id %s: fencing producer %d at epoch %d in EndTxn; the current epoch is %d (%s)",
+                     meta.transactional_id, producer_id, producer_epoch, meta.producer_epoch, meta.state.kafka_name)
+            raise errors.ProducerFenced(
+                f"{meta.transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
+        return retried
+
+    def _end_txn_retried(self, meta: TransactionMetadata, commit: bool) -> ProducerIdAndEpoch:
+        """EndTxn for a transaction already ending: a retry succeeds once its markers are written."""
+        state = meta.state
         if state == TxnStatus.COMPLETE_COMMIT and commit or state == TxnStatus.COMPLETE_ABORT and not commit:
-            return  # a retried EndTxn whose first attempt succeeded
+            return meta.producer_after()  # a retried EndTxn whose first attempt succeeded
         if state == TxnStatus.PREPARE_COMMIT and commit or state == TxnStatus.PREPARE_ABORT and not commit:
             self._complete(meta)
-            if self.transactions[transactional_id].state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-                raise errors.ConcurrentTransactions(f"{transactional_id}: markers not yet written")
-            return
+            done = self.transactions[meta.transactional_id]
+            if done.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                raise errors.ConcurrentTransactions(f"{meta.transactional_id}: markers not yet written")
+            return done.producer_after()
         raise self._invalid_state(meta, f"EndTxn({'commit' if commit else 'abort'})",
                                   f"cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
 
@@ -490,9 +585,13 @@ class TransactionCoordinator:
 
     def _persist_completion(self, meta: TransactionMetadata) -> None:
         commit = meta.state == TxnStatus.PREPARE_COMMIT
-        done = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+        after = meta.producer_after()
+        # past an epoch overflow (v2) the old producer id is kept: a retried EndTxn names it
+        last_producer_id = meta.producer_id if meta.next_producer_id >= 0 else meta.last_producer_id
+        done = TransactionMetadata(meta.transactional_id, after.producer_id, after.producer_epoch, meta.timeout_ms,
                                    TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
-                                   meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
+                                   meta.start_ms, self.clock_ms(), last_producer_id, meta.last_producer_epoch,
+                                   client_transaction_version=meta.client_transaction_version)
         self._persist(done)
         self.counts["committed" if commit else "aborted"] += 1
 

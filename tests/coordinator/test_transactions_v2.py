@@ -1,0 +1,107 @@
+"""Transaction protocol v2 (KIP-890 part 2) in the coordinator state machine: the epoch bump on every
+EndTxn v5, markers with the bumped epoch, the producer id rotated past the last epoch, retries, and
+the state record that keeps it across a reload."""
+from __future__ import annotations
+
+import pytest
+
+from tidelake import errors
+from tidelake.coordinator.transactions import MAX_PRODUCER_EPOCH, ProducerIdAndEpoch, TxnStatus
+from tidelake.coordinator.txn_log import decode_value
+from tests.coordinator.test_transactions import Harness
+
+TP = ("orders", 0)
+
+
+@pytest.fixture
+def h():
+    return Harness()
+
+
+def _begin(h, pid, epoch, tp=TP):
+    h.coord.add_produce_partition("t1", pid, epoch, tp)
+
+
+def test_commit_and_abort_bump_the_epoch_and_markers_carry_it(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    _begin(h, pid, epoch)
+    assert h.coord.describe("t1").state == TxnStatus.ONGOING
+    after = h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True)
+    assert after == ProducerIdAndEpoch(pid, epoch + 1)
+    assert h.markers[-1] == (pid, epoch + 1, True, [TP])
+    meta = h.coord.describe("t1")
+    assert (meta.state, meta.producer_epoch) == (TxnStatus.COMPLETE_COMMIT, epoch + 1)
+
+    _begin(h, pid, epoch + 1, ("orders", 1))  # the second transaction, with the new epoch
+    after = h.coord.end_txn("t1", pid, epoch + 1, commit=False, bump_epoch=True)
+    assert after == ProducerIdAndEpoch(pid, epoch + 2)
+    assert h.markers[-1] == (pid, epoch + 2, False, [("orders", 1)])
+
+
+def test_the_previous_epoch_is_fenced_after_a_v2_end(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    _begin(h, pid, epoch)
+    h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True)
+    with pytest.raises(errors.InvalidProducerEpoch):  # a zombie's Produce, as the partition leader asks
+        _begin(h, pid, epoch)
+    _begin(h, pid, epoch + 1)
+    with pytest.raises(errors.ProducerFenced):  # the zombie's EndTxn
+        h.coord.end_txn("t1", pid, epoch - 1, commit=True, bump_epoch=True)
+    assert h.coord.describe("t1").state == TxnStatus.ONGOING
+
+
+def test_a_retried_v2_end_txn_gets_the_same_answer(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    _begin(h, pid, epoch)
+    first = h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True)
+    markers = len(h.markers)
+    assert h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True) == first
+    assert len(h.markers) == markers  # nothing written again
+    with pytest.raises(errors.InvalidTxnState):  # a retry must end the same way
+        h.coord.end_txn("t1", pid, epoch, commit=False, bump_epoch=True)
+
+
+def test_end_txn_past_the_last_epoch_rotates_the_producer_id(h):
+    pid, _ = h.coord.init_producer_id("t1", 30_000)
+    last = MAX_PRODUCER_EPOCH - 1
+    h.coord.transactions["t1"].producer_epoch = last  # as after 32766 transactions
+    _begin(h, pid, last)
+    after = h.coord.end_txn("t1", pid, last, commit=True, bump_epoch=True)
+    assert after.producer_id != pid and after.producer_epoch == 0
+    assert h.markers[-1] == (pid, MAX_PRODUCER_EPOCH, True, [TP])  # the old id at the top epoch
+    assert h.coord.end_txn("t1", pid, last, commit=True, bump_epoch=True) == after  # retried with the old id
+    _begin(h, after.producer_id, 0)
+    assert h.coord.end_txn("t1", after.producer_id, 0, commit=False, bump_epoch=True) == (after.producer_id, 1)
+
+
+def test_the_v2_state_survives_a_reload(h):
+    pid, _ = h.coord.init_producer_id("t1", 30_000)
+    last = MAX_PRODUCER_EPOCH - 1
+    h.coord.transactions["t1"].producer_epoch = last
+    _begin(h, pid, last)
+    after = h.coord.end_txn("t1", pid, last, commit=True, bump_epoch=True)
+    # the Prepare* record names the next producer id (the tagged fields of TransactionLogValue v1)
+    prepared = [decode_value(v) for _, _, v in h.state_records if v is not None
+                and decode_value(v).status == TxnStatus.PREPARE_COMMIT][-1]
+    assert (prepared.next_producer_id, prepared.client_transaction_version) == (after.producer_id, 2)
+    fresh = h.reload()
+    meta = fresh.describe("t1")
+    assert (meta.producer_id, meta.producer_epoch, meta.last_producer_id) == (after.producer_id, 0, pid)
+    assert meta.transactions_v2
+    assert fresh.end_txn("t1", pid, last, commit=True, bump_epoch=True) == after
+
+
+def test_a_v1_end_txn_does_not_bump(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    h.coord.add_partitions("t1", pid, epoch, [TP])
+    assert h.coord.end_txn("t1", pid, epoch, commit=True) == (pid, epoch)
+    assert h.markers[-1] == (pid, epoch, True, [TP])
+    assert decode_value(h.state_records[-1][2]).client_transaction_version == 0
+
+
+def test_txn_offsets_join_a_v2_transaction_implicitly(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    tp = h.coord.add_offsets("t1", pid, epoch, "g1", client_transaction_version=2)
+    h.coord.check_txn_offset_commit("t1", pid, epoch, "g1")
+    assert h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
+    assert h.markers[-1] == (pid, epoch + 1, True, [tp])
