@@ -20,9 +20,11 @@ class PartitionService(Protocol):
         """The error for a partition with no log here."""
 
     async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
-                     transactional_id: str | None) -> AppendOutcome:
+                     transactional_id: str | None, add_to_transaction: bool = False) -> AppendOutcome:
         """A client's Produce to one partition: the leader, min.insync.replicas, transaction and
-        schema checks, the append, the fetchers woken. Never raises: errors are the outcome's code."""
+        schema checks, the append, the fetchers woken. Never raises: errors are the outcome's code.
+        ``add_to_transaction``: a v2 transactional producer's (Produce v12+ with transaction.version 2),
+        whose partition joins its transaction here (KIP-890 part 2) instead of being verified to be in it."""
 
     async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
         """acks=all: one error code per pending append once its in-sync replicas have it (0) or not."""
