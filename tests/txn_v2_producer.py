@@ -38,15 +38,15 @@ class RawTxnProducerV2:
         self.producer_id, self.producer_epoch = r.producer_id, r.producer_epoch
         self.sequences.clear()
 
-    def produce(self, topic: str, partition: int, values: list[str]) -> int:
-        """One transactional batch; the partition's error code."""
+    def produce(self, topic: str, partition: int, values: list[str], via: WireClient | None = None) -> int:
+        """One transactional batch (sent ``via`` the partition's leader in a cluster); the partition's error code."""
         seq = self.sequences.get((topic, partition), 0)
         now = int(time.time() * 1000)
         records = [Record(i, now, None, v.encode(), []) for i, v in enumerate(values)]
         batch = build_batch(records, producer_id=self.producer_id, producer_epoch=self.producer_epoch,
                             base_sequence=seq, transactional=True)
         PR = ProduceRequest
-        r = self.client.request(PR(transactional_id=self.transactional_id, acks=-1, timeout_ms=10_000, topic_data=[
+        r = (via or self.client).request(PR(transactional_id=self.transactional_id, acks=-1, timeout_ms=10_000, topic_data=[
             PR.TopicProduceData(name=topic, partition_data=[PR.TopicProduceData.PartitionProduceData(
                 index=partition, records=batch)])]), PRODUCE_VERSION)
         code = r.responses[0].partition_responses[0].error_code
@@ -54,9 +54,11 @@ class RawTxnProducerV2:
             self.sequences[(topic, partition)] = seq + len(values)
         return code
 
-    def commit_offset(self, group_id: str, topic: str, partition: int, offset: int) -> int:
+    def commit_offset(self, group_id: str, topic: str, partition: int, offset: int,
+                      via: WireClient | None = None) -> int:
+        """TxnOffsetCommit v5 (sent ``via`` the group's coordinator in a cluster); the partition's error code."""
         T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-        r = self.client.request(TxnOffsetCommitRequest(
+        r = (via or self.client).request(TxnOffsetCommitRequest(
             transactional_id=self.transactional_id, group_id=group_id, producer_id=self.producer_id,
             producer_epoch=self.producer_epoch, generation_id=-1, member_id="", group_instance_id=None,
             topics=[T(name=topic, partitions=[T.TxnOffsetCommitRequestPartition(
