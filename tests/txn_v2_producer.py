@@ -19,6 +19,9 @@ INIT_PRODUCER_ID_VERSION = 5
 PRODUCE_VERSION = 12
 TXN_OFFSET_COMMIT_VERSION = 5
 END_TXN_VERSION = 5
+CONCURRENT_TRANSACTIONS = 51  # the previous transaction's markers are being written: retried, as Kafka's producer does
+RETRIES = 200
+RETRY_BACKOFF_S = 0.05
 
 
 @dataclass
@@ -40,6 +43,9 @@ class RawTxnProducerV2:
 
     def produce(self, topic: str, partition: int, values: list[str], via: WireClient | None = None) -> int:
         """One transactional batch (sent ``via`` the partition's leader in a cluster); the partition's error code."""
+        return _retried(lambda: self._produce(topic, partition, values, via))
+
+    def _produce(self, topic: str, partition: int, values: list[str], via: WireClient | None) -> int:
         seq = self.sequences.get((topic, partition), 0)
         now = int(time.time() * 1000)
         records = [Record(i, now, None, v.encode(), []) for i, v in enumerate(values)]
@@ -57,6 +63,9 @@ class RawTxnProducerV2:
     def commit_offset(self, group_id: str, topic: str, partition: int, offset: int,
                       via: WireClient | None = None) -> int:
         """TxnOffsetCommit v5 (sent ``via`` the group's coordinator in a cluster); the partition's error code."""
+        return _retried(lambda: self._commit_offset(group_id, topic, partition, offset, via))
+
+    def _commit_offset(self, group_id: str, topic: str, partition: int, offset: int, via: WireClient | None) -> int:
         T = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
         r = (via or self.client).request(TxnOffsetCommitRequest(
             transactional_id=self.transactional_id, group_id=group_id, producer_id=self.producer_id,
@@ -74,3 +83,12 @@ class RawTxnProducerV2:
             self.producer_id, self.producer_epoch = r.producer_id, r.producer_epoch
             self.sequences.clear()  # every epoch starts its sequences at 0
         return r.error_code
+
+
+def _retried(send) -> int:
+    for _ in range(RETRIES):
+        code = send()
+        if code != CONCURRENT_TRANSACTIONS:
+            return code
+        time.sleep(RETRY_BACKOFF_S)
+    return code
