@@ -9,6 +9,7 @@ from tidelake import errors
 from tidelake.coordinator.transactions import MAX_PRODUCER_EPOCH, ProducerIdAndEpoch, TxnStatus
 from tidelake.coordinator.txn_log import decode_value
 from tests.coordinator.test_transactions import Harness
+from tests.coordinator.test_transactions_cluster import ClusterHarness, _open
 
 TP = ("orders", 0)
 
@@ -105,3 +106,25 @@ def test_txn_offsets_join_a_v2_transaction_implicitly(h):
     h.coord.check_txn_offset_commit("t1", pid, epoch, "g1")
     assert h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True) == (pid, epoch + 1)
     assert h.markers[-1] == (pid, epoch + 1, True, [tp])
+
+
+def test_in_a_cluster_v2_end_txn_answers_the_bumped_epoch_before_its_markers_are_written():
+    h = ClusterHarness()
+    p, pid, epoch = _open(h)
+    after = h.coord.end_txn("t", pid, epoch, commit=True, bump_epoch=True)
+    assert after == (pid, epoch + 1) and h.coord.describe("t").state == TxnStatus.PREPARE_COMMIT
+    ((_txn, marker_pid, marker_epoch, commit, _ce, _parts, _done),) = h.sent
+    assert (marker_pid, marker_epoch, commit) == (pid, epoch + 1, True)
+    assert h.coord.client_transaction_version("t") == 2  # the markers name it (WriteTxnMarkers v2)
+    with pytest.raises(errors.ConcurrentTransactions):  # retried while the markers are in flight
+        h.coord.end_txn("t", pid, epoch, commit=True, bump_epoch=True)
+    with pytest.raises(errors.ConcurrentTransactions):  # the next transaction's Produce waits for them
+        h.coord.add_produce_partition("t", pid, epoch + 1, TP)
+    h.deliver()
+    assert h.coord.describe("t").state == TxnStatus.COMPLETE_COMMIT
+    assert h.coord.end_txn("t", pid, epoch, commit=True, bump_epoch=True) == after
+    h.coord.add_produce_partition("t", pid, epoch + 1, TP)
+    # the next coordinator loads the v2 transaction as it was
+    fresh = h.new_coordinator(p, 5)
+    meta = fresh.describe("t")
+    assert (meta.state, meta.producer_epoch, meta.transactions_v2) == (TxnStatus.ONGOING, epoch + 1, True)

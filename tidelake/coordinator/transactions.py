@@ -647,6 +647,12 @@ class TransactionCoordinator:
         self.abort_timed_out()
         self.expire_transactional_ids()
 
+    def client_transaction_version(self, transactional_id: str) -> int:
+        """The transaction protocol the id's client spoke at its last transition (0 if unknown here); its
+        markers name it (WriteTxnMarkers v2)."""
+        meta = self.transactions.get(transactional_id)
+        return meta.client_transaction_version if meta is not None else 0
+
     # ------------------------------------------------------------------------------------------
     # DescribeTransactions / ListTransactions
     # ------------------------------------------------------------------------------------------
