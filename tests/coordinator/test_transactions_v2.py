@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tidelake import errors
-from tidelake.coordinator.transactions import MAX_PRODUCER_EPOCH, ProducerIdAndEpoch, TxnStatus
+from tidelake.coordinator.txn_log import TxnStatus
+from tidelake.coordinator.txn_metadata import MAX_PRODUCER_EPOCH, ProducerIdAndEpoch
 from tidelake.coordinator.txn_log import decode_value
 from tests.coordinator.test_transactions import Harness
 from tests.coordinator.test_transactions_cluster import ClusterHarness, _open

@@ -8,7 +8,8 @@ from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTop
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
-from tidelake.coordinator.transactions import TRANSACTION_VERSION_2, TransactionCoordinator
+from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.log import LogManager
 
 

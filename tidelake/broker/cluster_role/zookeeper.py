@@ -11,7 +11,8 @@ from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
-from tidelake.coordinator.transactions import TRANSACTION_VERSION_2, TransactionCoordinator
+from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 
 GROUP_KEY = 0  # FindCoordinator's key type of a group (1: a transactional id)

@@ -34,7 +34,7 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
-from tidelake.coordinator.transactions import TRANSACTION_VERSION_2
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.broker.features import Features
 
 log = logging.getLogger(__name__)
