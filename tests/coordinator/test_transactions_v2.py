@@ -129,3 +129,24 @@ def test_in_a_cluster_v2_end_txn_answers_the_bumped_epoch_before_its_markers_are
     fresh = h.new_coordinator(p, 5)
     meta = fresh.describe("t")
     assert (meta.state, meta.producer_epoch, meta.transactions_v2) == (TxnStatus.ONGOING, epoch + 1, True)
+
+
+def test_a_new_session_aborts_the_open_v2_transaction_and_fences_it(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    _begin(h, pid, epoch)
+    assert h.coord.init_producer_id("t1", 30_000) == (pid, epoch + 2)  # the abort's fence, then the new session
+    assert h.markers[-1] == (pid, epoch + 1, False, [TP])
+    with pytest.raises(errors.InvalidProducerEpoch):
+        _begin(h, pid, epoch)
+    with pytest.raises(errors.ProducerFenced):
+        h.coord.end_txn("t1", pid, epoch, commit=True, bump_epoch=True)
+
+
+def test_a_timed_out_v2_transaction_is_aborted_with_a_bumped_epoch(h):
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    _begin(h, pid, epoch)
+    h.now += 30_000
+    assert h.coord.abort_timed_out() == ["t1"]
+    assert h.markers[-1] == (pid, epoch + 1, False, [TP])
+    with pytest.raises(errors.InvalidProducerEpoch):  # the producer that went quiet
+        _begin(h, pid, epoch)
