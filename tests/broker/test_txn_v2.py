@@ -51,6 +51,14 @@ def test_api_versions_advertises_transaction_version_2(broker):
     assert features["transaction.version"]["supported"] == (0, 2)
 
 
+def test_api_versions_of_the_v2_apis_as_kafka_4(broker):
+    r = raw_request(broker.bootstrap_servers, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    served = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
+    # Produce 12+, AddPartitionsToTxn 5, EndTxn 5, WriteTxnMarkers 2, TxnOffsetCommit 5; InitProducerId stops at
+    # v5 as Kafka 4.x's does (v6, KIP-939's two-phase commit, is marked unstable in Kafka's spec)
+    assert {key: served[key][1] for key in (0, 22, 24, 26, 27, 28)} == {0: 13, 22: 5, 24: 5, 26: 5, 27: 2, 28: 5}
+
+
 def test_transaction_version_pinned_to_1(tmp_path):
     with EmbeddedBroker(tmp_path / "data", port=0, config={"transaction.version": "1"}) as b:
         bs = b.bootstrap_servers
