@@ -38,5 +38,6 @@ class Features:
         # a feature at level 0 is not finalized (Kafka lists none then)
         if self.transaction_version == 0:
             return []
-        return [ApiVersionsResponse.FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=self.transaction_version,
-                                                        min_version_level=self.transaction_version)]
+        level = self.transaction_version
+        return [ApiVersionsResponse.FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=level,
+                                                        min_version_level=level)]

@@ -58,8 +58,8 @@ from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import (
     TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
-from tidelake.coordinator.txn_metadata import (MAX_PRODUCER_EPOCH, TRANSACTION_VERSION_2, ProducerIdAndEpoch,
-                                               TransactionMetadata)
+from tidelake.coordinator.txn_metadata import (MAX_PRODUCER_EPOCH, TRANSACTION_VERSION_0, TRANSACTION_VERSION_2,
+                                               ProducerIdAndEpoch, TransactionMetadata)
 from tidelake.coordinator.txn_offsets import PendingTxnOffsets
 from tidelake.coordinator.txn_outputs import (MarkerSender, MarkerWriter, OffsetRecord, OffsetsApplier, OffsetsWriter,
                                               StateReplicated, StateWriter, TopicPartition)
@@ -258,7 +258,8 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition], client_transaction_version: int = 0) -> None:
+                       partitions: Iterable[TopicPartition],
+                       client_transaction_version: int = TRANSACTION_VERSION_0) -> None:
         """Add partitions to the producer's transaction (starting it if none is open).
         ``client_transaction_version`` 2: asked on a v2 producer's behalf (Produce v12+, TxnOffsetCommit v5+,
         AddPartitionsToTxn v5 between brokers)."""
@@ -290,7 +291,7 @@ class TransactionCoordinator:
             self.counts["begun"] += 1
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    group_id: str, client_transaction_version: int = 0) -> TopicPartition:
+                    group_id: str, client_transaction_version: int = TRANSACTION_VERSION_0) -> TopicPartition:
         """AddOffsetsToTxn (or, v2, TxnOffsetCommit v5+): the group's ``__consumer_offsets`` partition joins
         the transaction."""
         tp = self.offsets_partition_for(group_id)
@@ -428,7 +429,7 @@ class TransactionCoordinator:
                 TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, set(meta.partitions),
                 meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch,
                 next_producer_id=next_producer_id,
-                client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else 0)
+                client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else TRANSACTION_VERSION_0)
             self._persist(prepared)
             self._complete(prepared)
             return prepared.producer_after()
@@ -597,7 +598,7 @@ class TransactionCoordinator:
         """The transaction protocol the id's client spoke at its last transition (0 if unknown here); its
         markers name it (WriteTxnMarkers v2)."""
         meta = self.transactions.get(transactional_id)
-        return meta.client_transaction_version if meta is not None else 0
+        return meta.client_transaction_version if meta is not None else TRANSACTION_VERSION_0
 
     # ------------------------------------------------------------------------------------------
     # DescribeTransactions / ListTransactions

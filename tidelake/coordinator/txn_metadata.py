@@ -10,6 +10,7 @@ from tidelake.coordinator.txn_log import TxnLogValue, TxnStatus
 from tidelake.coordinator.txn_outputs import TopicPartition
 
 MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
+TRANSACTION_VERSION_0 = 0  # a client of the v1 transaction protocol (Kafka's TV_0)
 TRANSACTION_VERSION_2 = 2  # transaction.version: the epoch bump on every EndTxn (KIP-890 part 2)
 
 
@@ -33,7 +34,8 @@ class TransactionMetadata:
     last_producer_epoch: int = -1  # client retrying that InitProducerId gets the same answer
     # v2: the producer id a bump past the last epoch rotated to, taken at Complete* (the markers carry the old one)
     next_producer_id: int = -1
-    client_transaction_version: int = 0  # the transaction protocol its client spoke at the last transition
+    # the transaction protocol its client spoke at the last transition
+    client_transaction_version: int = TRANSACTION_VERSION_0
 
     def to_log_value(self) -> TxnLogValue:
         by_topic: dict[str, list[int]] = {}

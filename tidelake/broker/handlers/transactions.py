@@ -34,7 +34,7 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
-from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_0, TRANSACTION_VERSION_2
 from tidelake.broker.features import Features
 
 log = logging.getLogger(__name__)
@@ -105,7 +105,8 @@ async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_i
                 codes = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
             else:  # v5 without verify_only: a partition leader adds for a v2 producer (KIP-890 part 2)
                 coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted,
-                                           TRANSACTION_VERSION_2 if version >= FIRST_ADD_PARTITIONS_VERSION_V2 else 0)
+                                           TRANSACTION_VERSION_2 if version >= FIRST_ADD_PARTITIONS_VERSION_V2
+                                           else TRANSACTION_VERSION_0)
                 await broker.transaction_state_replicated(txn_id)
                 codes = {tp: errors.NONE for tp in wanted}
         except errors.KafkaApiError as e:

@@ -57,7 +57,8 @@ class ReplicatedPartitions(LocalPartitions):
         if coordinated_here:
             self.transactions.add_produce_partition(transactional_id, producer_id, producer_epoch, (topic, partition))
             # the coordinator's write is acknowledged (acks=all) before the batch it admits
-            code = await self.log_end_replicated(TRANSACTION_STATE_TOPIC, state_partition, COORDINATOR_ANSWER_TIMEOUT_MS)
+            code = await self.log_end_replicated(TRANSACTION_STATE_TOPIC, state_partition,
+                                                 COORDINATOR_ANSWER_TIMEOUT_MS)
             if code:
                 raise errors.NotEnoughReplicas(f"{TRANSACTION_STATE_TOPIC}-{state_partition}: the addition of "
                                                f"{topic}-{partition} to {transactional_id} not replicated (error {code})")
