@@ -8,7 +8,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.admin import DescribeTransactionsRequest
 from kafka.protocol.metadata import ApiVersionsRequest
-from kafka.protocol.producer import EndTxnRequest
+from kafka.protocol.producer import EndTxnRequest, WriteTxnMarkersRequest
 
 from txn_helpers import create_topics, raw_request, read_all
 from txn_v2_producer import RawTxnProducerV2
@@ -121,3 +121,32 @@ def test_v2_txn_offset_commit_adds_the_group(broker):
         assert consumer.committed([TopicPartition("v2o", 0)], timeout=10)[0].offset == 42
     finally:
         consumer.close()
+
+
+def _marker(bootstrap: str, producer_id: int, producer_epoch: int, commit: bool, topic: str, partition: int,
+            transaction_version: int) -> int:
+    M = WriteTxnMarkersRequest.WritableTxnMarker
+    r = raw_request(bootstrap, WriteTxnMarkersRequest(markers=[M(
+        producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
+        topics=[M.WritableTxnMarkerTopic(name=topic, partition_indexes=[partition])], coordinator_epoch=0,
+        transaction_version=transaction_version)]), 2)
+    return r.markers[0].topics[0].partitions[0].error_code
+
+
+def test_a_stale_v2_marker_cannot_end_the_next_transaction(broker):
+    """KIP-1228: a v2 marker carries the epoch bumped past its transaction's records, so a marker at the
+    epoch of an open transaction is a late retry of the previous one: refused, not ending this one."""
+    bs = broker.bootstrap_servers
+    create_topics(bs, {"v2m": 1})
+    with WireClient.connect(bs) as c:
+        p = RawTxnProducerV2(c, "tv2-markers")
+        p.init()
+        assert p.produce("v2m", 0, ["first"]) == 0
+        assert p.end(commit=True) == 0
+        pid, bumped = p.producer_id, p.producer_epoch
+        # a retry of that COMMIT marker while nothing is open here: written again, harmlessly
+        assert _marker(bs, pid, bumped, True, "v2m", 0, transaction_version=2) == 0
+        assert p.produce("v2m", 0, ["second"]) == 0  # the next transaction, at the bumped epoch
+        assert _marker(bs, pid, bumped, True, "v2m", 0, transaction_version=2) == INVALID_PRODUCER_EPOCH
+        assert p.end(commit=False) == 0
+    assert read_all(bs, "v2m", 1, "read_committed") == ["first"]

@@ -289,7 +289,8 @@ async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
                 key = (pid, topic.name, p)
                 outcome = service.append_marker(topic.name, p, producer_id=pid, producer_epoch=marker.producer_epoch,
                                                 commit=marker.transaction_result,
-                                                coordinator_epoch=marker.coordinator_epoch, now_ms=broker.clock_ms())
+                                                coordinator_epoch=marker.coordinator_epoch, now_ms=broker.clock_ms(),
+                                                transaction_version=marker.transaction_version)
                 codes[key] = outcome.error
                 if outcome.error != errors.NONE:
                     continue

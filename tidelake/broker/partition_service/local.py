@@ -124,14 +124,15 @@ class LocalPartitions:
                              result.log_start_offset, appended=not result.duplicate)
 
     def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+                      coordinator_epoch: int, now_ms: int, transaction_version: int = 0) -> AppendOutcome:
         plog = self.logs.get(topic, partition)
         if plog is None:
             return AppendOutcome(self.missing_log_code(topic, partition))
         try:
             offset = plog.append_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                         coordinator_epoch=coordinator_epoch, now_ms=now_ms,
-                                        leader_epoch=self.leader_epoch(topic, partition))
+                                        leader_epoch=self.leader_epoch(topic, partition),
+                                        transaction_version=transaction_version)
         except Exception as e:
             code = error_code(e)
             if code == UNKNOWN_SERVER_ERROR:

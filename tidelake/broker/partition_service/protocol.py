@@ -34,9 +34,10 @@ class PartitionService(Protocol):
         (0), or why not (NOT_LEADER_OR_FOLLOWER: leadership lost; a timeout's or too few replicas')."""
 
     def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+                      coordinator_epoch: int, now_ms: int, transaction_version: int = 0) -> AppendOutcome:
         """WriteTxnMarkers: a COMMIT/ABORT control batch at this broker's leader epoch, fetchers woken.
-        Never raises: errors are the outcome's code (its offsets the marker's)."""
+        Never raises: errors are the outcome's code (its offsets the marker's). ``transaction_version``:
+        the marker's (WriteTxnMarkers v2), 2+ checking its epoch as KIP-1228 does."""
 
     def reads_as_follower(self, replica_id: int | None) -> bool:
         """A fetch from this replica id reads to the log end (a follower), not the high watermark."""
