@@ -150,3 +150,30 @@ def test_a_timed_out_v2_transaction_is_aborted_with_a_bumped_epoch(h):
     assert h.markers[-1] == (pid, epoch + 1, False, [TP])
     with pytest.raises(errors.InvalidProducerEpoch):  # the producer that went quiet
         _begin(h, pid, epoch)
+
+
+def test_after_an_overflow_the_new_producer_id_waits_for_the_markers_in_a_cluster():
+    h = ClusterHarness()
+    p, pid, _ = _open(h)
+    last = MAX_PRODUCER_EPOCH - 1
+    h.coord.transactions["t"].producer_epoch = last
+    after = h.coord.end_txn("t", pid, last, commit=True, bump_epoch=True)
+    assert after.producer_id != pid and after.producer_epoch == 0
+    with pytest.raises(errors.ConcurrentTransactions):  # retriable, not INVALID_PRODUCER_ID_MAPPING
+        h.coord.add_produce_partition("t", after.producer_id, 0, TP)
+    h.deliver()
+    h.coord.add_produce_partition("t", after.producer_id, 0, TP)
+    assert h.coord.describe("t").state == TxnStatus.ONGOING
+
+
+def test_a_v2_transaction_fenced_at_the_last_epoch_rotates_the_producer_id(h):
+    pid, _ = h.coord.init_producer_id("t1", 30_000)
+    last = MAX_PRODUCER_EPOCH - 1
+    h.coord.transactions["t1"].producer_epoch = last
+    _begin(h, pid, last)
+    h.now += 30_000
+    assert h.coord.abort_timed_out() == ["t1"]
+    # the ABORT markers carry an epoch past the records' (a v2 marker at their epoch would be refused)
+    assert h.markers[-1] == (pid, MAX_PRODUCER_EPOCH, False, [TP])
+    meta = h.coord.describe("t1")
+    assert meta.producer_id != pid and meta.producer_epoch == 0

@@ -227,11 +227,19 @@ class TransactionCoordinator:
         return ProducerIdAndEpoch(new.producer_id, new.producer_epoch)
 
     def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> TransactionMetadata:
-        """Bump the epoch (so the current holder is fenced) and abort the open transaction."""
-        epoch = meta.producer_epoch if meta.epoch_exhausted else meta.producer_epoch + 1
+        """Bump the epoch (so the current holder is fenced) and abort the open transaction. A v2 transaction's
+        epoch is bumped even at 32766 (its markers must carry an epoch past its records') and its producer id
+        rotates then, as after a v2 EndTxn."""
+        epoch, next_producer_id = meta.producer_epoch + 1, -1
+        if meta.epoch_exhausted:
+            if meta.transactions_v2:
+                next_producer_id = self._allocate_producer_id()
+            else:
+                epoch = meta.producer_epoch
         prepared = TransactionMetadata(meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
                                        TxnStatus.PREPARE_ABORT, set(meta.partitions), meta.start_ms, now,
                                        meta.last_producer_id, meta.last_producer_epoch,
+                                       next_producer_id=next_producer_id,
                                        client_transaction_version=meta.client_transaction_version)
         self._persist(prepared)
         self._complete(prepared)
@@ -263,6 +271,12 @@ class TransactionCoordinator:
         """Add partitions to the producer's transaction (starting it if none is open).
         ``client_transaction_version`` 2: asked on a v2 producer's behalf (Produce v12+, TxnOffsetCommit v5+,
         AddPartitionsToTxn v5 between brokers)."""
+        current = self.transactions.get(transactional_id)
+        if current is not None and current.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT) \
+                and current.next_producer_id >= 0 and (producer_id, producer_epoch) == current.producer_after():
+            # v2, past an epoch overflow: the producer already holds the new id its EndTxn returned, the
+            # markers of the old one are still being written (not a mapping error: it retries)
+            raise errors.ConcurrentTransactions(f"{transactional_id}: previous transaction still completing")
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         wanted = set(partitions)
         if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
