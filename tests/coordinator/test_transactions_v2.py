@@ -177,3 +177,17 @@ def test_a_v2_transaction_fenced_at_the_last_epoch_rotates_the_producer_id(h):
     assert h.markers[-1] == (pid, MAX_PRODUCER_EPOCH, False, [TP])
     meta = h.coord.describe("t1")
     assert meta.producer_id != pid and meta.producer_epoch == 0
+
+
+def test_a_v2_abort_with_nothing_open_bumps_the_epoch(h):
+    """Kafka's v2 table: an abort with no partition added is accepted (the producer fences its own earlier
+    requests after a failure it cannot classify); a commit of nothing is INVALID_TXN_STATE."""
+    pid, epoch = h.coord.init_producer_id("t1", 30_000)
+    markers = len(h.markers)
+    assert h.coord.end_txn("t1", pid, epoch, commit=False, bump_epoch=True) == (pid, epoch + 1)
+    assert h.coord.describe("t1").state == TxnStatus.COMPLETE_ABORT and len(h.markers) == markers  # nothing to mark
+    with pytest.raises(errors.InvalidTxnState):
+        h.coord.end_txn("t1", pid, epoch + 1, commit=True, bump_epoch=True)
+    assert h.coord.end_txn("t1", pid, epoch + 1, commit=False, bump_epoch=True) == (pid, epoch + 2)
+    _begin(h, pid, epoch + 2)
+    assert h.coord.end_txn("t1", pid, epoch + 2, commit=True, bump_epoch=True) == (pid, epoch + 3)

@@ -411,15 +411,11 @@ class TransactionCoordinator:
     def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                 bump_epoch: bool = False) -> ProducerIdAndEpoch:
         """EndTxn: commit or abort the open transaction. ``bump_epoch`` (EndTxn v5, transaction protocol v2):
-        the epoch is bumped with it (a new producer id past the last epoch). Returns the producer id and
-        epoch the producer holds afterwards (v2 clients take them from the response)."""
-        meta = self.transactions.get(transactional_id)
-        if meta is not None and meta.transactions_v2 and meta.state != TxnStatus.PREPARE_EPOCH_FENCE:
-            retried = self._check_end_txn_v2(meta, producer_id, producer_epoch)
-            if retried:
-                return self._end_txn_retried(meta, commit)
-        else:
-            meta = self._check_producer(transactional_id, producer_id, producer_epoch)
+        the epoch is bumped with it (a new producer id past the last epoch), Kafka's v2 rules apply. Returns
+        the producer id and epoch the producer holds afterwards (v2 clients take them from the response)."""
+        if bump_epoch:
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit)
+        meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         state = meta.state
         if state != TxnStatus.ONGOING and self._refused_next.get(transactional_id) == (producer_id, producer_epoch):
             # The producer began a new transaction whose AddPartitionsToTxn was refused while the previous
@@ -433,44 +429,64 @@ class TransactionCoordinator:
                      "commit" if commit else "abort", producer_id, producer_epoch, state.kafka_name)
             return meta.producer_after()
         if state == TxnStatus.ONGOING:
-            epoch, next_producer_id = meta.producer_epoch, -1
-            if bump_epoch:
-                epoch += 1  # never past MAX_PRODUCER_EPOCH: at 32766 the producer id rotates (Kafka's order)
-                if meta.epoch_exhausted:
-                    next_producer_id = self._allocate_producer_id()
-            prepared = TransactionMetadata(
-                transactional_id, meta.producer_id, epoch, meta.timeout_ms,
-                TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, set(meta.partitions),
-                meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch,
-                next_producer_id=next_producer_id,
-                client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else TRANSACTION_VERSION_0)
-            self._persist(prepared)
-            self._complete(prepared)
-            return prepared.producer_after()
+            return self._prepare_end(meta, commit, set(meta.partitions), meta.start_ms, bump_epoch=False)
         return self._end_txn_retried(meta, commit)
 
-    def _check_end_txn_v2(self, meta: TransactionMetadata, producer_id: int, producer_epoch: int) -> bool:
-        """Kafka's EndTxn check for a transaction of a v2 client, whose epoch moved with its last EndTxn:
-        True if the request retries that EndTxn (same epoch, or the old producer id past an overflow), False
-        if it ends the open transaction; raises ProducerFenced / InvalidProducerIdMapping otherwise."""
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    commit: bool) -> ProducerIdAndEpoch:
+        """Kafka's EndTxn table of transaction protocol v2, whose epoch moved with the producer's last EndTxn:
+        a retry names the epoch before that bump (or the old producer id past an overflow), and an abort
+        with no transaction open (no partition added) is accepted and bumps the epoch, so a producer can
+        fence its own earlier requests after a failure it cannot classify."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state == TxnStatus.DEAD:
+            raise errors.InvalidProducerIdMapping(f"unknown transactional id {transactional_id!r}")
         retry_on_overflow = (meta.last_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH - 1
                              and meta.producer_epoch == 0)
         retry_on_bump = meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
-        if meta.state == TxnStatus.DEAD or meta.producer_id != producer_id and not retry_on_overflow:
+        if meta.producer_id != producer_id and not retry_on_overflow:
             raise errors.InvalidProducerIdMapping(
-                f"{meta.transactional_id}: producer id {producer_id} != {meta.producer_id}")
-        if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-            valid, retried = retry_on_bump, True
-        elif meta.state in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT):
-            valid, retried = retry_on_bump or retry_on_overflow, True
+                f"{transactional_id}: producer id {producer_id} != {meta.producer_id}")
+        state, retried = meta.state, retry_on_bump or retry_on_overflow
+        completed = state in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT)
+        if state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif completed:
+            valid = retried or producer_epoch == meta.producer_epoch
         else:
-            valid, retried = producer_epoch == meta.producer_epoch, False
+            valid = producer_epoch == meta.producer_epoch
         if not valid:
             log.info("transactional id %s: fencing producer %d at epoch %d in EndTxn; the current epoch is %d (%s)",
-                     meta.transactional_id, producer_id, producer_epoch, meta.producer_epoch, meta.state.kafka_name)
+                     transactional_id, producer_id, producer_epoch, meta.producer_epoch, state.kafka_name)
             raise errors.ProducerFenced(
-                f"{meta.transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
-        return retried
+                f"{transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
+        if state == TxnStatus.ONGOING:
+            return self._prepare_end(meta, commit, set(meta.partitions), meta.start_ms, bump_epoch=True)
+        if not commit and (state == TxnStatus.EMPTY or completed and not retried):
+            # an abort with no partition added: nothing to mark, the epoch bumps
+            return self._prepare_end(meta, commit, set(), self.clock_ms(), bump_epoch=True)
+        if completed and not retried:
+            raise self._invalid_state(meta, "EndTxn(commit)", f"no transaction to commit (state {state.kafka_name})")
+        return self._end_txn_retried(meta, commit)
+
+    def _prepare_end(self, meta: TransactionMetadata, commit: bool, partitions: set[TopicPartition], start_ms: int,
+                     bump_epoch: bool) -> ProducerIdAndEpoch:
+        """Persist PrepareCommit/PrepareAbort (the epoch bumped for v2; at 32766 the producer id rotates, Kafka's
+        order) and write or send its markers."""
+        epoch, next_producer_id = meta.producer_epoch, -1
+        if bump_epoch:
+            epoch += 1  # never past MAX_PRODUCER_EPOCH: at 32766 the producer id rotates
+            if meta.epoch_exhausted:
+                next_producer_id = self._allocate_producer_id()
+        prepared = TransactionMetadata(
+            meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
+            TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, partitions,
+            start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch,
+            next_producer_id=next_producer_id,
+            client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else TRANSACTION_VERSION_0)
+        self._persist(prepared)
+        self._complete(prepared)
+        return prepared.producer_after()
 
     def _end_txn_retried(self, meta: TransactionMetadata, commit: bool) -> ProducerIdAndEpoch:
         """EndTxn for a transaction already ending: a retry succeeds once its markers are written."""
