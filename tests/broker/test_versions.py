@@ -125,7 +125,7 @@ def _share_group_describe(r, v):
 
 EXPECTED_ERROR_PLACES = {
     0: _produce, 1: _fetch, 2: _list_offsets, 8: _offset_commit, 9: _offset_fetch, 19: _create_topics,
-    20: _delete_topics, 22: _top_level, 23: _offset_for_leader_epoch, 26: _top_level, 32: _describe_configs,
+    20: _delete_topics, 22: _top_level, 23: _offset_for_leader_epoch, 32: _describe_configs,
     35: _describe_log_dirs,
     # share groups: v0 was Kafka 4.0's early access; Kafka 4.1+ serve v1 on
     76: _top_level, 77: _share_group_describe, 78: _top_level, 79: _top_level,

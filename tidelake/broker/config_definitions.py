@@ -226,6 +226,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("transaction.state.log.min.isr", 2, TYPE_INT, "min.insync.replicas of __transaction_state (at most its "
        "replication factor)", read_only=True),
     _d("transaction.max.timeout.ms", 900000, TYPE_INT, "largest transaction.timeout.ms allowed"),
+    _d("transaction.version", 2, TYPE_SHORT, "the transaction.version feature level finalized in ApiVersions: 2 "
+       "(Kafka 4.0's) runs transactions v2 (KIP-890: epoch bump per transaction, implicit AddPartitions), 0 or 1 "
+       "the v1 protocol only", read_only=True, choices=("0", "1", "2")),
     _d("transactional.id.expiration.ms", 604800000, TYPE_INT, "transactional id expiry"),
     _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, TYPE_INT, "txn timeout check period",
        minimum=1),

@@ -202,7 +202,8 @@ def cluster_transaction_coordinator(config: BrokerConfig, partitions: Partitions
         state_partition = coordinator.partition_for(transactional_id)
         cluster.txn_markers.send(
             producer_id, producer_epoch, commit, coordinator_epoch, tps, done,
-            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch)
+            still_owner=lambda: coordinator.partition_epochs.get(state_partition) == coordinator_epoch,
+            transaction_version=coordinator.client_transaction_version(transactional_id))
 
     def state_replicated(partition: int, then) -> None:
         """``then(True)`` once the partition's in-sync replicas have everything written to it so far (its high

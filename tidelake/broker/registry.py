@@ -13,6 +13,7 @@ from typing import Any, Awaitable, Callable
 from kafka.protocol.metadata import ApiVersionsResponse
 
 from tidelake.broker.access import Access
+from tidelake.broker.features import FINALIZED_FEATURES_EPOCH, Features
 
 Handler = Callable[..., Awaitable[Any]]
 
@@ -54,10 +55,16 @@ def api(request_cls, response_cls, min_version: int = 0, max_version: int | None
     return deco
 
 
-def api_versions_response(version: int, error_code: int = 0) -> ApiVersionsResponse:
-    """ApiVersions' answer: every declared API with the versions it is served at."""
+def api_versions_response(version: int, error_code: int = 0, features: Features | None = None) -> ApiVersionsResponse:
+    """ApiVersions' answer: every declared API with the versions it is served at, and (v3+) the broker's
+    ``features`` (none: a v0 UNSUPPORTED_VERSION answer, which cannot carry them)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
             for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
+    if features is None:
+        return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
+                                   supported_features=[], finalized_features_epoch=-1, finalized_features=[],
+                                   zk_migration_ready=False)
     return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
-                               supported_features=[], finalized_features_epoch=-1, finalized_features=[],
-                               zk_migration_ready=False)
+                               supported_features=features.supported(),
+                               finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+                               finalized_features=features.finalized(), zk_migration_ready=False)

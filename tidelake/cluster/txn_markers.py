@@ -25,7 +25,7 @@ from tidelake.cluster.metadata_cache import MetadataCache
 
 log = logging.getLogger("tidelake.cluster.txn_markers")
 
-WRITE_TXN_MARKERS_VERSION = 1
+WRITE_TXN_MARKERS_VERSION = 2  # v2 (KIP-1228) names the transaction version the marker ends
 RETRY_BACKOFF_S = 0.1
 REQUEST_TIMEOUT_S = 30.0
 CLOSE_WAIT_S = 2.0
@@ -50,15 +50,18 @@ class TxnMarkerSender:
 
     def send(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
              partitions: list[TopicPartition], done: Callable[[bool], None],
-             still_owner: Callable[[], bool] = lambda: True) -> None:
+             still_owner: Callable[[], bool] = lambda: True, *, transaction_version: int) -> None:
+        """Write the markers; ``transaction_version``: the protocol the transaction's client spoke (2: its
+        epoch was bumped for the marker)."""
         task = asyncio.get_running_loop().create_task(
-            self._send(producer_id, producer_epoch, commit, coordinator_epoch, partitions, done, still_owner))
+            self._send(producer_id, producer_epoch, commit, coordinator_epoch, partitions, done, still_owner,
+                       transaction_version))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def _send(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
                     partitions: list[TopicPartition], done: Callable[[bool], None],
-                    still_owner: Callable[[], bool]) -> None:
+                    still_owner: Callable[[], bool], transaction_version: int) -> None:
         what = f"{'COMMIT' if commit else 'ABORT'} markers of producer {producer_id} epoch {producer_epoch}"
         remaining = set(partitions)
         deadline = time.monotonic() + self.give_up_s
@@ -81,7 +84,7 @@ class TxnMarkerSender:
                 if pm.leader >= 0:
                     by_leader.setdefault(pm.leader, []).append(tp)
             results = await asyncio.gather(*(
-                self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
+                self._send_to(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch, transaction_version)
                 for leader, tps in by_leader.items()))
             for codes in results:
                 for tp, code in codes.items():
@@ -102,7 +105,7 @@ class TxnMarkerSender:
         done(True)
 
     async def _send_to(self, leader: int, tps: list[TopicPartition], producer_id: int, producer_epoch: int,
-                       commit: bool, coordinator_epoch: int) -> dict[TopicPartition, int]:
+                       commit: bool, coordinator_epoch: int, transaction_version: int) -> dict[TopicPartition, int]:
         ep = self.cache.endpoint(leader, self.listener())
         if ep is None:
             return {tp: errors.NotLeaderOrFollower.code for tp in tps}
@@ -121,7 +124,7 @@ class TxnMarkerSender:
         request = WriteTxnMarkersRequest(markers=[M(
             producer_id=producer_id, producer_epoch=producer_epoch, transaction_result=commit,
             topics=[T(name=t, partition_indexes=ps) for t, ps in by_topic.items()],
-            coordinator_epoch=coordinator_epoch)])
+            coordinator_epoch=coordinator_epoch, transaction_version=transaction_version)])
         try:
             response = await ch.request(request, WRITE_TXN_MARKERS_VERSION)
         except ChannelError as e:

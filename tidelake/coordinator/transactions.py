@@ -5,7 +5,8 @@ TransactionLogKey/Value record to the ``__transaction_state`` partition of the i
 callback; the broker appends it to the compacted internal topic) and only then applied in memory,
 so a restart that replays the topic (``load``) sees exactly the acknowledged states.
 
-States and transitions (Kafka's, transaction protocol v1 — the one Java 3.x and librdkafka speak):
+States and transitions (Kafka's; the same for transaction protocol v1, the one Java 3.x and librdkafka
+speak, and v2):
 
     Empty --AddPartitions/AddOffsets--> Ongoing --EndTxn(commit)--> PrepareCommit --markers--> CompleteCommit
                                              \\--EndTxn(abort) / timeout / fencing--> PrepareAbort --markers--> CompleteAbort
@@ -33,6 +34,15 @@ partition's marker is written; on COMMIT it hands them to the group coordinator 
 on ABORT it drops them. ``has_pending_offsets`` is what OffsetFetch(require_stable) asks. These two
 callbacks are the whole interface between the transaction and the group coordinator.
 
+Transaction protocol v2 (KIP-890 part 2, ``transaction.version`` 2): a producer that ends its
+transaction with EndTxn v5 gets its epoch bumped by every commit and abort (Prepare* carries the new
+epoch, the markers are written with it, so a zombie of the previous transaction holding the old epoch
+is fenced by every partition it wrote to); at epoch 32766 the bump rotates to a new producer id
+(``next_producer_id``, used from Complete* on, with epoch 0). A v2 producer adds partitions implicitly:
+the partition leader (Produce v12+) and the group coordinator (TxnOffsetCommit v5+) call
+``add_partitions`` / ``add_offsets`` on its behalf. Each transaction remembers the protocol version
+its client used (``client_transaction_version``), which decides how a retried EndTxn is recognised.
+
 The clock is injected (``clock_ms``); ``abort_timed_out()`` / ``expire_transactional_ids()`` are
 driven by the broker's periodic task.
 """
@@ -41,53 +51,20 @@ from __future__ import annotations
 import collections
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from tidelake import errors
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.txn_log import (
-    TxnLogValue, TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
+    TxnStatus, decode_key, decode_value, encode_key, encode_value, partition_for,
 )
+from tidelake.coordinator.txn_metadata import (MAX_PRODUCER_EPOCH, TRANSACTION_VERSION_0, TRANSACTION_VERSION_2,
+                                               ProducerIdAndEpoch, TransactionMetadata)
 from tidelake.coordinator.txn_offsets import PendingTxnOffsets
 from tidelake.coordinator.txn_outputs import (MarkerSender, MarkerWriter, OffsetRecord, OffsetsApplier, OffsetsWriter,
                                               StateReplicated, StateWriter, TopicPartition)
 
 log = logging.getLogger(__name__)
-
-MAX_PRODUCER_EPOCH = 32767  # Short.MAX_VALUE
-
-
-@dataclass
-class TransactionMetadata:
-    transactional_id: str
-    producer_id: int
-    producer_epoch: int
-    timeout_ms: int
-    state: TxnStatus = TxnStatus.EMPTY
-    partitions: set[TopicPartition] = field(default_factory=set)
-    start_ms: int = -1  # first AddPartitions of the current transaction
-    last_update_ms: int = -1
-    last_producer_id: int = -1  # the (id, epoch) handed out before the last InitProducerId: a
-    last_producer_epoch: int = -1  # client retrying that InitProducerId gets the same answer
-
-    def to_log_value(self) -> TxnLogValue:
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in self.partitions:
-            by_topic.setdefault(topic, []).append(p)
-        return TxnLogValue(self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
-                           {t: sorted(ps) for t, ps in by_topic.items()}, self.last_update_ms, self.start_ms,
-                           previous_producer_id=self.last_producer_id)
-
-    @property
-    def epoch_exhausted(self) -> bool:
-        return self.producer_epoch >= MAX_PRODUCER_EPOCH - 1
-
-    def topics(self) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for topic, p in sorted(self.partitions):
-            out.setdefault(topic, []).append(p)
-        return out
 
 
 class TransactionCoordinator:
@@ -183,14 +160,15 @@ class TransactionCoordinator:
             self.transactions[txn_id] = TransactionMetadata(
                 txn_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.status,
                 {(t, p) for t, ps in v.partitions.items() for p in ps}, v.start_ms, v.last_update_ms,
-                last_producer_id=v.previous_producer_id)
+                last_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
+                client_transaction_version=v.client_transaction_version)
         return n
 
     # ------------------------------------------------------------------------------------------
     # InitProducerId
     # ------------------------------------------------------------------------------------------
     def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
-                         producer_id: int = -1, producer_epoch: int = -1) -> tuple[int, int]:
+                         producer_id: int = -1, producer_epoch: int = -1) -> ProducerIdAndEpoch:
         """Return (producer id, epoch) for a transactional producer; bumps the epoch (fencing older
         sessions) and aborts a transaction the previous session left open.
 
@@ -212,7 +190,8 @@ class TransactionCoordinator:
         if producer_id >= 0:  # KIP-360: the client says which (id, epoch) it holds
             if (producer_id, producer_epoch) == (meta.last_producer_id, meta.last_producer_epoch) \
                     and meta.state == TxnStatus.EMPTY:
-                return meta.producer_id, meta.producer_epoch  # retry of the InitProducerId we answered
+                # retry of the InitProducerId we answered
+                return ProducerIdAndEpoch(meta.producer_id, meta.producer_epoch)
             if producer_id != meta.producer_id or producer_epoch != meta.producer_epoch:
                 log.info("transactional id %s: fencing producer (%d, %d); the current one is (%d, %d)",
                          transactional_id, producer_id, producer_epoch, meta.producer_id, meta.producer_epoch)
@@ -234,7 +213,7 @@ class TransactionCoordinator:
             raise errors.ConcurrentTransactions(f"{transactional_id} is being expired")
         return self._init_bump(meta, transaction_timeout_ms, now)
 
-    def _init_bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> tuple[int, int]:
+    def _init_bump(self, meta: TransactionMetadata, timeout_ms: int, now: int) -> ProducerIdAndEpoch:
         new = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch + 1, timeout_ms,
                                   TxnStatus.EMPTY, set(), -1, now)
         if meta.producer_epoch >= 0:  # remembered so a retried InitProducerId (KIP-360) is recognised
@@ -245,14 +224,23 @@ class TransactionCoordinator:
         self._refused_next.pop(meta.transactional_id, None)
         log.info("InitProducerId %s -> producer id %d epoch %d", meta.transactional_id, new.producer_id,
                  new.producer_epoch)
-        return new.producer_id, new.producer_epoch
+        return ProducerIdAndEpoch(new.producer_id, new.producer_epoch)
 
     def _fence_and_abort(self, meta: TransactionMetadata, now: int) -> TransactionMetadata:
-        """Bump the epoch (so the current holder is fenced) and abort the open transaction."""
-        epoch = meta.producer_epoch if meta.epoch_exhausted else meta.producer_epoch + 1
+        """Bump the epoch (so the current holder is fenced) and abort the open transaction. A v2 transaction's
+        epoch is bumped even at 32766 (its markers must carry an epoch past its records') and its producer id
+        rotates then, as after a v2 EndTxn."""
+        epoch, next_producer_id = meta.producer_epoch + 1, -1
+        if meta.epoch_exhausted:
+            if meta.transactions_v2:
+                next_producer_id = self._allocate_producer_id()
+            else:
+                epoch = meta.producer_epoch
         prepared = TransactionMetadata(meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
                                        TxnStatus.PREPARE_ABORT, set(meta.partitions), meta.start_ms, now,
-                                       meta.last_producer_id, meta.last_producer_epoch)
+                                       meta.last_producer_id, meta.last_producer_epoch,
+                                       next_producer_id=next_producer_id,
+                                       client_transaction_version=meta.client_transaction_version)
         self._persist(prepared)
         self._complete(prepared)
         done = self.transactions[meta.transactional_id]
@@ -278,8 +266,17 @@ class TransactionCoordinator:
         return meta
 
     def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                       partitions: Iterable[TopicPartition]) -> None:
-        """Add partitions to the producer's transaction (starting it if none is open)."""
+                       partitions: Iterable[TopicPartition],
+                       client_transaction_version: int = TRANSACTION_VERSION_0) -> None:
+        """Add partitions to the producer's transaction (starting it if none is open).
+        ``client_transaction_version`` 2: asked on a v2 producer's behalf (Produce v12+, TxnOffsetCommit v5+,
+        AddPartitionsToTxn v5 between brokers)."""
+        current = self.transactions.get(transactional_id)
+        if current is not None and current.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT) \
+                and current.next_producer_id >= 0 and (producer_id, producer_epoch) == current.producer_after():
+            # v2, past an epoch overflow: the producer already holds the new id its EndTxn returned, the
+            # markers of the old one are still being written (not a mapping error: it retries)
+            raise errors.ConcurrentTransactions(f"{transactional_id}: previous transaction still completing")
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         wanted = set(partitions)
         if meta.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
@@ -300,17 +297,19 @@ class TransactionCoordinator:
         new = TransactionMetadata(transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
                                   TxnStatus.ONGOING, (set() if starting else set(meta.partitions)) | wanted,
                                   now if starting else meta.start_ms, now,
-                                  meta.last_producer_id, meta.last_producer_epoch)
+                                  meta.last_producer_id, meta.last_producer_epoch,
+                                  client_transaction_version=client_transaction_version)
         self._persist(new)
         self._refused_next.pop(transactional_id, None)
         if starting:
             self.counts["begun"] += 1
 
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                    group_id: str) -> TopicPartition:
-        """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
+                    group_id: str, client_transaction_version: int = TRANSACTION_VERSION_0) -> TopicPartition:
+        """AddOffsetsToTxn (or, v2, TxnOffsetCommit v5+): the group's ``__consumer_offsets`` partition joins
+        the transaction."""
         tp = self.offsets_partition_for(group_id)
-        self.add_partitions(transactional_id, producer_id, producer_epoch, [tp])
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], client_transaction_version)
         return tp
 
     def verify_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -339,6 +338,17 @@ class TransactionCoordinator:
         if codes[tp]:
             raise errors.InvalidTxnState(f"{transactional_id}: {tp[0]}-{tp[1]} is not in an open transaction of "
                                          f"producer {producer_id} epoch {producer_epoch}")
+
+    def add_produce_partition(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              tp: TopicPartition) -> None:
+        """KIP-890 part 2, the partition leader's implicit AddPartitions for a v2 producer's transactional
+        Produce: ``tp`` joins (or starts) its transaction. Raises InvalidProducerEpoch for a stale epoch
+        (the code Produce reports for a fenced producer), ConcurrentTransactions while the previous one
+        completes."""
+        try:
+            self.add_partitions(transactional_id, producer_id, producer_epoch, [tp], TRANSACTION_VERSION_2)
+        except errors.ProducerFenced as e:
+            raise errors.InvalidProducerEpoch(str(e)) from None
 
     def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
                                 group_id: str) -> None:
@@ -398,7 +408,13 @@ class TransactionCoordinator:
     # ------------------------------------------------------------------------------------------
     # EndTxn and completion
     # ------------------------------------------------------------------------------------------
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
+                bump_epoch: bool = False) -> ProducerIdAndEpoch:
+        """EndTxn: commit or abort the open transaction. ``bump_epoch`` (EndTxn v5, transaction protocol v2):
+        the epoch is bumped with it (a new producer id past the last epoch), Kafka's v2 rules apply. Returns
+        the producer id and epoch the producer holds afterwards (v2 clients take them from the response)."""
+        if bump_epoch:
+            return self._end_txn_v2(transactional_id, producer_id, producer_epoch, commit)
         meta = self._check_producer(transactional_id, producer_id, producer_epoch)
         state = meta.state
         if state != TxnStatus.ONGOING and self._refused_next.get(transactional_id) == (producer_id, producer_epoch):
@@ -411,22 +427,78 @@ class TransactionCoordinator:
             log.info("transactional id %s: EndTxn(%s) of producer (%d, %d) ends a transaction with no partition "
                      "added (the previous one is %s): nothing to do", transactional_id,
                      "commit" if commit else "abort", producer_id, producer_epoch, state.kafka_name)
-            return
+            return meta.producer_after()
         if state == TxnStatus.ONGOING:
-            prepared = TransactionMetadata(
-                transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
-                TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, set(meta.partitions),
-                meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
-            self._persist(prepared)
-            self._complete(prepared)
-            return
+            return self._prepare_end(meta, commit, set(meta.partitions), meta.start_ms, bump_epoch=False)
+        return self._end_txn_retried(meta, commit)
+
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                    commit: bool) -> ProducerIdAndEpoch:
+        """Kafka's EndTxn table of transaction protocol v2, whose epoch moved with the producer's last EndTxn:
+        a retry names the epoch before that bump (or the old producer id past an overflow), and an abort
+        with no transaction open (no partition added) is accepted and bumps the epoch, so a producer can
+        fence its own earlier requests after a failure it cannot classify."""
+        meta = self.transactions.get(transactional_id)
+        if meta is None or meta.state == TxnStatus.DEAD:
+            raise errors.InvalidProducerIdMapping(f"unknown transactional id {transactional_id!r}")
+        retry_on_overflow = (meta.last_producer_id == producer_id and producer_epoch == MAX_PRODUCER_EPOCH - 1
+                             and meta.producer_epoch == 0)
+        retry_on_bump = meta.producer_id == producer_id and meta.producer_epoch == producer_epoch + 1
+        if meta.producer_id != producer_id and not retry_on_overflow:
+            raise errors.InvalidProducerIdMapping(
+                f"{transactional_id}: producer id {producer_id} != {meta.producer_id}")
+        state, retried = meta.state, retry_on_bump or retry_on_overflow
+        completed = state in (TxnStatus.COMPLETE_COMMIT, TxnStatus.COMPLETE_ABORT)
+        if state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+            valid = retry_on_bump
+        elif completed:
+            valid = retried or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        if not valid:
+            log.info("transactional id %s: fencing producer %d at epoch %d in EndTxn; the current epoch is %d (%s)",
+                     transactional_id, producer_id, producer_epoch, meta.producer_epoch, state.kafka_name)
+            raise errors.ProducerFenced(
+                f"{transactional_id}: epoch {producer_epoch} is not the current {meta.producer_epoch}")
+        if state == TxnStatus.ONGOING:
+            return self._prepare_end(meta, commit, set(meta.partitions), meta.start_ms, bump_epoch=True)
+        if not commit and (state == TxnStatus.EMPTY or completed and not retried):
+            # an abort with no partition added: nothing to mark, the epoch bumps
+            return self._prepare_end(meta, commit, set(), self.clock_ms(), bump_epoch=True)
+        if completed and not retried:
+            raise self._invalid_state(meta, "EndTxn(commit)", f"no transaction to commit (state {state.kafka_name})")
+        return self._end_txn_retried(meta, commit)
+
+    def _prepare_end(self, meta: TransactionMetadata, commit: bool, partitions: set[TopicPartition], start_ms: int,
+                     bump_epoch: bool) -> ProducerIdAndEpoch:
+        """Persist PrepareCommit/PrepareAbort (the epoch bumped for v2; at 32766 the producer id rotates, Kafka's
+        order) and write or send its markers."""
+        epoch, next_producer_id = meta.producer_epoch, -1
+        if bump_epoch:
+            epoch += 1  # never past MAX_PRODUCER_EPOCH: at 32766 the producer id rotates
+            if meta.epoch_exhausted:
+                next_producer_id = self._allocate_producer_id()
+        prepared = TransactionMetadata(
+            meta.transactional_id, meta.producer_id, epoch, meta.timeout_ms,
+            TxnStatus.PREPARE_COMMIT if commit else TxnStatus.PREPARE_ABORT, partitions,
+            start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch,
+            next_producer_id=next_producer_id,
+            client_transaction_version=TRANSACTION_VERSION_2 if bump_epoch else TRANSACTION_VERSION_0)
+        self._persist(prepared)
+        self._complete(prepared)
+        return prepared.producer_after()
+
+    def _end_txn_retried(self, meta: TransactionMetadata, commit: bool) -> ProducerIdAndEpoch:
+        """EndTxn for a transaction already ending: a retry succeeds once its markers are written."""
+        state = meta.state
         if state == TxnStatus.COMPLETE_COMMIT and commit or state == TxnStatus.COMPLETE_ABORT and not commit:
-            return  # a retried EndTxn whose first attempt succeeded
+            return meta.producer_after()  # a retried EndTxn whose first attempt succeeded
         if state == TxnStatus.PREPARE_COMMIT and commit or state == TxnStatus.PREPARE_ABORT and not commit:
             self._complete(meta)
-            if self.transactions[transactional_id].state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
-                raise errors.ConcurrentTransactions(f"{transactional_id}: markers not yet written")
-            return
+            done = self.transactions[meta.transactional_id]
+            if done.state in (TxnStatus.PREPARE_COMMIT, TxnStatus.PREPARE_ABORT):
+                raise errors.ConcurrentTransactions(f"{meta.transactional_id}: markers not yet written")
+            return done.producer_after()
         raise self._invalid_state(meta, f"EndTxn({'commit' if commit else 'abort'})",
                                   f"cannot {'commit' if commit else 'abort'} in state {state.kafka_name}")
 
@@ -490,9 +562,13 @@ class TransactionCoordinator:
 
     def _persist_completion(self, meta: TransactionMetadata) -> None:
         commit = meta.state == TxnStatus.PREPARE_COMMIT
-        done = TransactionMetadata(meta.transactional_id, meta.producer_id, meta.producer_epoch, meta.timeout_ms,
+        after = meta.producer_after()
+        # past an epoch overflow (v2) the old producer id is kept: a retried EndTxn names it
+        last_producer_id = meta.producer_id if meta.next_producer_id >= 0 else meta.last_producer_id
+        done = TransactionMetadata(meta.transactional_id, after.producer_id, after.producer_epoch, meta.timeout_ms,
                                    TxnStatus.COMPLETE_COMMIT if commit else TxnStatus.COMPLETE_ABORT, set(),
-                                   meta.start_ms, self.clock_ms(), meta.last_producer_id, meta.last_producer_epoch)
+                                   meta.start_ms, self.clock_ms(), last_producer_id, meta.last_producer_epoch,
+                                   client_transaction_version=meta.client_transaction_version)
         self._persist(done)
         self.counts["committed" if commit else "aborted"] += 1
 
@@ -547,6 +623,12 @@ class TransactionCoordinator:
         self.complete_prepared()
         self.abort_timed_out()
         self.expire_transactional_ids()
+
+    def client_transaction_version(self, transactional_id: str) -> int:
+        """The transaction protocol the id's client spoke at its last transition (0 if unknown here); its
+        markers name it (WriteTxnMarkers v2)."""
+        meta = self.transactions.get(transactional_id)
+        return meta.client_transaction_version if meta is not None else TRANSACTION_VERSION_0
 
     # ------------------------------------------------------------------------------------------
     # DescribeTransactions / ListTransactions

@@ -5,9 +5,10 @@ Coded by ``record_codec`` from Kafka's transaction-coordinator message specs
 
 - key (type 0) ``TransactionLogKey``: the transactional id
 - value ``TransactionLogValue``: producer id and epoch, timeout, status (``TxnStatus``), the
-  partitions of the ongoing transaction, last-update and start timestamps. v0 is written; v1
-  (flexible, with the tagged fields PreviousProducerId, NextProducerId, ClientTransactionVersion)
-  is read as well, so a log written by a newer Kafka loads.
+  partitions of the ongoing transaction, last-update and start timestamps. v0 is written for
+  transaction protocol v1; v1 (flexible, with the tagged fields PreviousProducerId, NextProducerId,
+  ClientTransactionVersion) for a v2 client's transaction, whose state needs them (the producer id an
+  epoch overflow rotated to), as Kafka 4.x writes it; both are read.
 
 A null value (tombstone) removes the transactional id (expiration).
 """
@@ -25,7 +26,9 @@ from tidelake.coordinator.record_codec import partition_for  # noqa: F401
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 TRANSACTION_LOG_KEY = 0  # the key's record type
-TRANSACTION_LOG_VALUE_VERSION = 0  # written (every Kafka reads it)
+TRANSACTION_LOG_VALUE_VERSION = 0  # written for v1 clients' transactions (every Kafka reads it)
+TRANSACTION_LOG_VALUE_VERSION_TAGGED = 1  # written for v2 clients' transactions (Kafka 4.x reads it)
+CLIENT_TRANSACTION_VERSION_TAGGED = 2  # transaction.version from which the tagged fields are needed
 
 _TransactionLogKey = record_class("TransactionLogKey")
 _TransactionLogValue = record_class("TransactionLogValue")
@@ -81,11 +84,15 @@ def encode_key(transactional_id: str) -> bytes:
 
 def encode_value(v: TxnLogValue) -> bytes:
     P = _TransactionLogValue.PartitionsSchema
+    tagged = v.client_transaction_version >= CLIENT_TRANSACTION_VERSION_TAGGED
     return encode_record_value(_TransactionLogValue(
-        version=TRANSACTION_LOG_VALUE_VERSION, producer_id=v.producer_id, producer_epoch=v.producer_epoch,
+        version=TRANSACTION_LOG_VALUE_VERSION_TAGGED if tagged else TRANSACTION_LOG_VALUE_VERSION,
+        producer_id=v.producer_id, producer_epoch=v.producer_epoch,
         transaction_timeout_ms=v.timeout_ms, transaction_status=int(v.status),
         transaction_partitions=[P(topic=t, partition_ids=sorted(v.partitions[t])) for t in sorted(v.partitions)],
-        transaction_last_update_timestamp_ms=v.last_update_ms, transaction_start_timestamp_ms=v.start_ms))
+        transaction_last_update_timestamp_ms=v.last_update_ms, transaction_start_timestamp_ms=v.start_ms,
+        previous_producer_id=v.previous_producer_id, next_producer_id=v.next_producer_id,
+        client_transaction_version=v.client_transaction_version))
 
 
 def decode_key(data: bytes) -> str:

@@ -175,8 +175,10 @@ class PartitionLog:
                                 self.log_start_offset)
 
     def append_marker(self, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int | None = None, leader_epoch: int = 0) -> int:
-        """Write a COMMIT/ABORT control batch ending ``producer_id``'s open transaction here.
+                      coordinator_epoch: int, now_ms: int | None = None, leader_epoch: int = 0,
+                      transaction_version: int = 0) -> int:
+        """Write a COMMIT/ABORT control batch ending ``producer_id``'s open transaction here
+        (``transaction_version``: the one WriteTxnMarkers v2 names, which decides the epoch check).
 
         Returns the marker's offset. An ABORT adds a .txnindex entry; the LSO moves past the txn."""
         if now_ms is None:
@@ -184,7 +186,7 @@ class PartitionLog:
         with self._lock:
             self._check_open()
             ps = self.producer_state
-            ps.check_marker(producer_id, producer_epoch, coordinator_epoch)
+            ps.check_marker(producer_id, producer_epoch, coordinator_epoch, transaction_version)
             batch = bytearray(rb.build_control_batch(
                 rb.CONTROL_COMMIT if commit else rb.CONTROL_ABORT, producer_id=producer_id,
                 producer_epoch=producer_epoch, coordinator_epoch=coordinator_epoch, timestamp=now_ms))

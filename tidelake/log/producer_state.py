@@ -72,6 +72,10 @@ class ProducerEntry:
         return e
 
 
+# the transaction version (KIP-890 part 2) from which a marker's epoch is one past its transaction's records
+MARKER_EPOCH_BUMPED_VERSION = 2
+
+
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
     return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == 0x7FFFFFFF)
 
@@ -165,13 +169,24 @@ class ProducerStateManager:
             self.ongoing[h.base_offset] = h.producer_id
         self.map_end_offset = h.base_offset + h.last_offset_delta + 1
 
-    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int) -> None:
+    def check_marker(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                     transaction_version: int = 0) -> None:
+        """A marker may end the producer's transaction here. ``transaction_version`` 2+ (KIP-1228): the
+        marker's epoch was bumped past its transaction's records, so one at the epoch of an open transaction
+        is a late retry of an earlier marker, refused; at that epoch with nothing open it is a retry, written
+        again harmlessly."""
         entry = self.producers.get(producer_id)
         if entry is None:
             return
         if producer_epoch < entry.epoch:
             raise InvalidProducerEpoch(
                 f"marker for producer {producer_id} has epoch {producer_epoch} < current {entry.epoch}")
+        if transaction_version >= MARKER_EPOCH_BUMPED_VERSION and producer_epoch == entry.epoch \
+                and entry.current_txn_first_offset is not None:
+            raise InvalidProducerEpoch(
+                f"marker for producer {producer_id} at epoch {producer_epoch} would end the transaction open "
+                f"since offset {entry.current_txn_first_offset} at that epoch (transaction version "
+                f"{transaction_version} markers carry the epoch after their transaction's)")
         if coordinator_epoch < entry.coordinator_epoch:
             raise TransactionCoordinatorFenced(
                 f"marker coordinator epoch {coordinator_epoch} < {entry.coordinator_epoch}")

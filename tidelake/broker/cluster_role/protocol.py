@@ -108,9 +108,11 @@ class Coordination(Protocol):
         broker's address on it)."""
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                      group_id: str) -> None:
+                                      group_id: str, add: bool) -> bool:
         """TxnOffsetCommit's checks: this broker coordinates the group, and the group's offsets partition is in
-        the producer's open transaction (asking its coordinator, KIP-890, when that is another broker)."""
+        the producer's open transaction (asking its coordinator, KIP-890, when that is another broker), or with
+        ``add`` (a v2 producer, KIP-890 part 2) joins it. True if this broker's transaction coordinator wrote
+        the addition (the caller waits for its replication; another broker's answers once it is replicated)."""
 
 
 class TopicAdmin(Protocol):

@@ -9,6 +9,7 @@ from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
 from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.log import LogManager
 
 
@@ -105,8 +106,13 @@ class SingleBrokerCoordination:
         return CoordinatorAnswer(key, here.broker_id, here.host, here.port, errors.NONE)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                      group_id: str) -> None:
+                                      group_id: str, add: bool) -> bool:
+        if add:
+            self._transactions.add_offsets(transactional_id, producer_id, producer_epoch, group_id,
+                                           TRANSACTION_VERSION_2)
+            return True
         self._transactions.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
+        return False
 
 
 class SingleBrokerTopics:

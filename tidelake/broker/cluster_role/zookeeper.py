@@ -12,6 +12,7 @@ from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.transactions import TransactionCoordinator
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 
 GROUP_KEY = 0  # FindCoordinator's key type of a group (1: a transactional id)
@@ -99,21 +100,26 @@ class ZooKeeperCoordination:
         return CoordinatorAnswer(key, leader.broker_id, leader.host, leader.port, errors.NONE)
 
     async def check_txn_offset_commit(self, transactional_id: str, producer_id: int, producer_epoch: int,
-                                      group_id: str) -> None:
+                                      group_id: str, add: bool) -> bool:
         self.check_group_coordinator(group_id)
         transactions = self._transactions
         state_partition = transactions.partition_for(transactional_id)
         if state_partition in transactions.partition_epochs:  # this broker coordinates the transaction too
+            if add:
+                transactions.add_offsets(transactional_id, producer_id, producer_epoch, group_id,
+                                         TRANSACTION_VERSION_2)
+                return True
             transactions.check_txn_offset_commit(transactional_id, producer_id, producer_epoch, group_id)
-            return
+            return False
         # another broker coordinates it: asked as a partition leader asks about a transactional Produce (KIP-890)
         try:
             await self._member.txn_verifier.verify(
                 TRANSACTION_STATE_TOPIC, state_partition, transactional_id, producer_id, producer_epoch,
-                OFFSETS_TOPIC, self._groups.partition_for(group_id))
+                OFFSETS_TOPIC, self._groups.partition_for(group_id), add=add)
         except errors.NotEnoughReplicas as e:  # the transaction's coordinator is moving: the client retries
             raise errors.CoordinatorNotAvailable(str(e)) from None
         self.check_group_coordinator(group_id)  # still, after the wait
+        return False
 
 
 class ZooKeeperTopics:

@@ -19,6 +19,7 @@ from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
+from tidelake.broker.features import Features
 from tidelake.broker.handlers.common import per_partition
 from tidelake.broker.partition_service import AppendOutcome, PartitionService, PendingAcks, ReadOutcome
 from tidelake.broker.access import CLUSTER, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, Need, per_item, topic
@@ -34,6 +35,7 @@ NONE = errors.NONE
 UNKNOWN_TOPIC_OR_PARTITION = errors.UnknownTopicOrPartition.code
 UNKNOWN_TOPIC_ID = errors.UnknownTopicId.code
 ZERO_UUID = uuid.UUID(int=0)
+FIRST_PRODUCE_VERSION_ADDING = 12  # Produce v12: a v2 transactional producer adds partitions implicitly
 READ_COMMITTED = 1
 TOPIC_AUTHORIZATION_FAILED = TOPIC_DENIED
 O = Operation
@@ -75,6 +77,9 @@ def _produce_part(index: int, outcome: AppendOutcome) -> tuple:
 async def produce(broker: BrokerContext, ctx: RequestContext, request):
     acks, version, now, stats = request.acks, ctx.api_version, broker.clock_ms(), broker.metrics
     service, transactional_id, grants = broker.partition_service, request.transactional_id, ctx.grants
+    # KIP-890 part 2: a v2 producer's partitions join its transaction with its Produce
+    add_to_transaction = (transactional_id is not None and version >= FIRST_PRODUCE_VERSION_ADDING
+                          and Features.of(broker.config).transactions_v2)
     pending: list[tuple[list, int, PendingAcks]] = []  # acks=all appends awaiting the ISR, where they answer
     topics_out = []
     for td in request.topic_data:
@@ -85,7 +90,7 @@ async def produce(broker: BrokerContext, ctx: RequestContext, request):
         parts = []
         for pd in td.partition_data:
             outcome = await service.append(name, pd.index, pd.records, acks=acks, now_ms=now,
-                                           transactional_id=transactional_id)
+                                           transactional_id=transactional_id, add_to_transaction=add_to_transaction)
             if outcome.error == UNKNOWN_TOPIC_OR_PARTITION and version >= 13:
                 outcome.error = UNKNOWN_TOPIC_ID
             if acks == -1 and outcome.error == NONE:

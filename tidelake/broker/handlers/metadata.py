@@ -14,6 +14,7 @@ from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.access import TOPIC, HandlerCheck, in_handler, open_to_all
+from tidelake.broker.features import Features
 from tidelake.broker.registry import api, api_versions_response
 from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import LiveBroker
@@ -30,7 +31,7 @@ CREATE_TOPIC = HandlerCheck(Operation.CREATE, TOPIC, cluster_suffices=True)  # a
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 4, access=open_to_all("asked before authenticating"))
 async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
-    return api_versions_response(ctx.api_version)
+    return api_versions_response(ctx.api_version, features=Features.of(broker.config))
 
 
 _MR = MetadataResponse

@@ -34,11 +34,17 @@ from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
+from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_0, TRANSACTION_VERSION_2
+from tidelake.broker.features import Features
 
 log = logging.getLogger(__name__)
 
 PRODUCER_FENCED = errors.ProducerFenced.code
 INVALID_PRODUCER_EPOCH = errors.InvalidProducerEpoch.code
+# the first versions of transaction protocol v2 (KIP-890 part 2)
+FIRST_ADD_PARTITIONS_VERSION_V2 = 5  # inter-broker: the leader adds the partition of a v2 producer's Produce
+FIRST_TXN_OFFSET_COMMIT_VERSION_V2 = 5  # the group's partition joins the transaction implicitly
+FIRST_END_TXN_VERSION_V2 = 5  # the epoch bumps, the response carries the producer id and epoch
 
 
 def _write_txn_read_group(request, _version) -> list[Need]:
@@ -97,8 +103,10 @@ async def _add_partitions_results(broker: BrokerContext, txn_id: str, producer_i
             broker.check_transaction_coordinator(txn_id)
             if verify_only:
                 codes = coordinator.verify_partitions(txn_id, producer_id, producer_epoch, wanted)
-            else:
-                coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted)
+            else:  # v5 without verify_only: a partition leader adds for a v2 producer (KIP-890 part 2)
+                coordinator.add_partitions(txn_id, producer_id, producer_epoch, wanted,
+                                           TRANSACTION_VERSION_2 if version >= FIRST_ADD_PARTITIONS_VERSION_V2
+                                           else TRANSACTION_VERSION_0)
                 await broker.transaction_state_replicated(txn_id)
                 codes = {tp: errors.NONE for tp in wanted}
         except errors.KafkaApiError as e:
@@ -168,9 +176,12 @@ async def txn_offset_commit(broker: BrokerContext, ctx: RequestContext, req):
     now = broker.clock_ms()
     transactions = broker.transactions
     try:
-        # the group's partition must be in this producer's open transaction (AddOffsetsToTxn first)
-        await broker.coordination.check_txn_offset_commit(req.transactional_id, req.producer_id, req.producer_epoch,
-                                                          req.group_id)
+        # the group's partition must be in this producer's open transaction (AddOffsetsToTxn first), or, for a
+        # v2 producer, joins it now (KIP-890 part 2)
+        add = v >= FIRST_TXN_OFFSET_COMMIT_VERSION_V2 and Features.of(broker.config).transactions_v2
+        if await broker.coordination.check_txn_offset_commit(req.transactional_id, req.producer_id,
+                                                             req.producer_epoch, req.group_id, add):
+            await broker.transaction_state_replicated(req.transactional_id)
         _check_group_member(broker, req, v)
         commits = [(t.name, p.partition_index,
                     OffsetAndMetadata(p.committed_offset, p.committed_leader_epoch if v >= 2 else -1,
@@ -200,18 +211,21 @@ async def _offsets_replicated(broker: BrokerContext, group_id: str) -> None:
 # ---------------------------------------------------------------------------------------------
 # EndTxn
 # ---------------------------------------------------------------------------------------------
-# v5 is transaction protocol v2 (KIP-890 part 2: epoch bump on every EndTxn), which this coordinator
-# does not implement; clients negotiate v4 and the v1 protocol.
-@api(EndTxnRequest, EndTxnResponse, 0, 4, access=whole(lambda r, v: [Need(O.WRITE, TXN, r.transactional_id)]))
+# v5 is transaction protocol v2 (KIP-890 part 2): the epoch bumps with every commit and abort, and the
+# response carries the producer id and epoch the producer goes on with
+@api(EndTxnRequest, EndTxnResponse, 0, 5, access=whole(lambda r, v: [Need(O.WRITE, TXN, r.transactional_id)]))
 async def end_txn(broker: BrokerContext, ctx: RequestContext, req):
+    v2 = ctx.api_version >= FIRST_END_TXN_VERSION_V2
     try:
         broker.check_transaction_coordinator(req.transactional_id)
-        broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
+        after = broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed,
+                                            bump_epoch=v2)
         await broker.transaction_state_replicated(req.transactional_id)
-        code = errors.NONE
     except errors.KafkaApiError as e:
-        code = _client_code(e.code, ctx.api_version)
-    return EndTxnResponse(throttle_time_ms=0, error_code=code)
+        return EndTxnResponse(throttle_time_ms=0, error_code=_client_code(e.code, ctx.api_version),
+                              producer_id=-1, producer_epoch=-1)
+    return EndTxnResponse(throttle_time_ms=0, error_code=errors.NONE, producer_id=after.producer_id,
+                          producer_epoch=after.producer_epoch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -275,7 +289,8 @@ async def write_txn_markers(broker: BrokerContext, ctx: RequestContext, req):
                 key = (pid, topic.name, p)
                 outcome = service.append_marker(topic.name, p, producer_id=pid, producer_epoch=marker.producer_epoch,
                                                 commit=marker.transaction_result,
-                                                coordinator_epoch=marker.coordinator_epoch, now_ms=broker.clock_ms())
+                                                coordinator_epoch=marker.coordinator_epoch, now_ms=broker.clock_ms(),
+                                                transaction_version=marker.transaction_version)
                 codes[key] = outcome.error
                 if outcome.error != errors.NONE:
                     continue

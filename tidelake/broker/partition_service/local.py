@@ -51,10 +51,14 @@ class LocalPartitions:
         return None
 
     async def _verify_transaction(self, transactional_id: str, topic: str, partition: int, producer_id: int,
-                                  producer_epoch: int, plog: PartitionLog) -> None:
+                                  producer_epoch: int, plog: PartitionLog, add: bool) -> None:
         """KIP-890 part 1: a transactional batch is accepted only for a partition in its producer's open
-        transaction (Kafka 3.9 answers INVALID_TXN_STATE); here the coordinator is this broker."""
-        self.transactions.verify_produce(transactional_id, producer_id, producer_epoch, (topic, partition))
+        transaction (Kafka 3.9 answers INVALID_TXN_STATE); part 2 (``add``, a v2 producer): the partition
+        joins the transaction. Here the coordinator is this broker."""
+        if add:
+            self.transactions.add_produce_partition(transactional_id, producer_id, producer_epoch, (topic, partition))
+        else:
+            self.transactions.verify_produce(transactional_id, producer_id, producer_epoch, (topic, partition))
 
     def _appended(self, topic: str, partition: int, plog: PartitionLog) -> None:
         """After a leader append (the replicated service moves the high watermark)."""
@@ -74,7 +78,7 @@ class LocalPartitions:
 
     # -- the same everywhere -------------------------------------------------------------------------
     async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
-                     transactional_id: str | None) -> AppendOutcome:
+                     transactional_id: str | None, add_to_transaction: bool = False) -> AppendOutcome:
         if acks not in (0, 1, -1):
             return AppendOutcome(INVALID_REQUIRED_ACKS)
         plog = self.logs.get(topic, partition) if topic is not None else None
@@ -100,7 +104,7 @@ class LocalPartitions:
                 h = parse_header(records, 0)
                 if h.is_transactional:
                     await self._verify_transaction(transactional_id, topic, partition, h.producer_id,
-                                                   h.producer_epoch, plog)
+                                                   h.producer_epoch, plog, add_to_transaction)
             if self.schemas is not None and info is not None:
                 await self.schemas.check(topic, partition, records, info.configs)
             result = plog.append(records, now_ms=now_ms, leader_epoch=leader_epoch)
@@ -121,14 +125,15 @@ class LocalPartitions:
                              result.log_start_offset, appended=not result.duplicate)
 
     def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+                      coordinator_epoch: int, now_ms: int, transaction_version: int = 0) -> AppendOutcome:
         plog = self.logs.get(topic, partition)
         if plog is None:
             return AppendOutcome(self.missing_log_code(topic, partition))
         try:
             offset = plog.append_marker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit,
                                         coordinator_epoch=coordinator_epoch, now_ms=now_ms,
-                                        leader_epoch=self.leader_epoch(topic, partition))
+                                        leader_epoch=self.leader_epoch(topic, partition),
+                                        transaction_version=transaction_version)
         except Exception as e:
             code = error_code(e)
             if code == UNKNOWN_SERVER_ERROR:

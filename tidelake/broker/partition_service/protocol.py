@@ -21,9 +21,11 @@ class PartitionService(Protocol):
         """The error for a partition with no log here."""
 
     async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
-                     transactional_id: str | None) -> AppendOutcome:
+                     transactional_id: str | None, add_to_transaction: bool = False) -> AppendOutcome:
         """A client's Produce to one partition: the leader, min.insync.replicas, transaction and
-        schema checks, the append, the fetchers woken. Never raises: errors are the outcome's code."""
+        schema checks, the append, the fetchers woken. Never raises: errors are the outcome's code.
+        ``add_to_transaction``: a v2 transactional producer's (Produce v12+ with transaction.version 2),
+        whose partition joins its transaction here (KIP-890 part 2) instead of being verified to be in it."""
 
     async def wait_for_acks(self, pending: Sequence[PendingAcks], timeout_ms: int) -> list[int]:
         """acks=all: one error code per pending append once its in-sync replicas have it (0) or not."""
@@ -33,9 +35,10 @@ class PartitionService(Protocol):
         (0), or why not (NOT_LEADER_OR_FOLLOWER: leadership lost; a timeout's or too few replicas')."""
 
     def append_marker(self, topic: str, partition: int, *, producer_id: int, producer_epoch: int, commit: bool,
-                      coordinator_epoch: int, now_ms: int) -> AppendOutcome:
+                      coordinator_epoch: int, now_ms: int, transaction_version: int = 0) -> AppendOutcome:
         """WriteTxnMarkers: a COMMIT/ABORT control batch at this broker's leader epoch, fetchers woken.
-        Never raises: errors are the outcome's code (its offsets the marker's)."""
+        Never raises: errors are the outcome's code (its offsets the marker's). ``transaction_version``:
+        the marker's (WriteTxnMarkers v2), 2+ checking its epoch as KIP-1228 does."""
 
     def reads_as_follower(self, replica_id: int | None) -> bool:
         """A fetch from this replica id reads to the log end (a follower), not the high watermark."""

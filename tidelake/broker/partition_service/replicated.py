@@ -14,6 +14,7 @@ from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import ClusterMember
+from tidelake.cluster.txn_verification import COORDINATOR_ANSWER_TIMEOUT_MS
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 from tidelake.log import LogManager, PartitionLog
@@ -42,18 +43,28 @@ class ReplicatedPartitions(LocalPartitions):
         return None
 
     async def _verify_transaction(self, transactional_id: str, topic: str, partition: int, producer_id: int,
-                                  producer_epoch: int, plog: PartitionLog) -> None:
-        # the coordinator may be another broker, asked (AddPartitionsToTxn verify_only) only for the batch
-        # that starts the transaction here, as Kafka's leader does
+                                  producer_epoch: int, plog: PartitionLog, add: bool) -> None:
+        # the coordinator may be another broker, asked (AddPartitionsToTxn: v4 verify_only, v5 adding for a v2
+        # producer) only for the batch that starts the transaction here, as Kafka's leader does
         state_partition = self.transactions.partition_for(transactional_id)
-        if state_partition in self.transactions.partition_epochs:
+        coordinated_here = state_partition in self.transactions.partition_epochs
+        if coordinated_here and not add:
             self.transactions.verify_produce(transactional_id, producer_id, producer_epoch, (topic, partition))
             return
         entry = plog.producer_state.producers.get(producer_id)
         if entry is not None and entry.epoch == producer_epoch and entry.current_txn_first_offset is not None:
-            return  # this transaction already began here, verified then
-        await self.cluster.txn_verifier.verify(TRANSACTION_STATE_TOPIC, state_partition, transactional_id,
-                                               producer_id, producer_epoch, topic, partition)
+            return  # this transaction already began here, verified (or added) then
+        if coordinated_here:
+            self.transactions.add_produce_partition(transactional_id, producer_id, producer_epoch, (topic, partition))
+            # the coordinator's write is acknowledged (acks=all) before the batch it admits
+            code = await self.log_end_replicated(TRANSACTION_STATE_TOPIC, state_partition,
+                                                 COORDINATOR_ANSWER_TIMEOUT_MS)
+            if code:
+                raise errors.NotEnoughReplicas(f"{TRANSACTION_STATE_TOPIC}-{state_partition}: the addition of "
+                                               f"{topic}-{partition} to {transactional_id} not replicated (error {code})")
+        else:
+            await self.cluster.txn_verifier.verify(TRANSACTION_STATE_TOPIC, state_partition, transactional_id,
+                                                   producer_id, producer_epoch, topic, partition, add=add)
         self.cluster.check_leader(topic, partition)  # still the leader after the wait
 
     def _appended(self, topic: str, partition: int, plog: PartitionLog) -> None:
