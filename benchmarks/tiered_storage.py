@@ -205,7 +205,7 @@ def main() -> None:
         f"| local disk, peak MiB, producing flat out ({mbs(tiered_s):.0f} MiB/s) (/ the same bound) | "
         f"{peak_local / MB:.1f} | {bound / MB:.1f} | {peak_local / bound:.2f} | (none) |",
         "",
-        f"The remote read made {gets} GETs (1 MiB ranged GETs of the .log, two index GETs per segment). Produced flat "
+        f"The remote read made {gets} GETs (1 MiB ranged GETs of the .log; a segment entered at its start with no aborted transaction needs no index GET). Produced flat "
         f"out, the producer outruns the copies to moto (a Python server): the local disk holds what is not copied yet "
         f"and comes back under the bound once the copies catch up (retained then {retained / MB:.1f} MiB); Kafka's "
         "tiered storage behaves the same (a segment is deleted locally only once copied).",

@@ -124,7 +124,7 @@ def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote)
         plog.append(batch(i), now_ms=NOW)
     seg = plog.segments[0]
     meta = RemotePartitionMetadata(remote.storage, "t", 0, TOPIC_ID)
-    orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW)
+    orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW, 0)
     meta.copy_started(orphan)                       # a copy killed after its first write
     remote.storage.write(orphan.path("segment.log"), b"partial")
     remote.start(lambda: {("t", 0): plog}, topic_ids)
@@ -191,10 +191,12 @@ def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path
     remote.run_pass(NOW)
     seg = remote.metadata("t", 0).segments[0]
     remote.storage.delete(seg.path("segment.index"))    # the store lost a file behind the broker's back
+    inside = seg.base_offset + 1   # (a read at the segment's start needs no index)
+    assert inside <= seg.end_offset
     with pytest.raises(KafkaStorageError, match=r"reading t-0-\S+/\S+ of tiered storage failed: .*segment\.index"):
-        read_remote(remote, "t", 0, seg.base_offset)
+        read_remote(remote, "t", 0, inside)
     ready = threading.Event()   # answered once: the next read tries the store again
-    assert remote.reader.read("t", 0, seg.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+    assert remote.reader.read("t", 0, inside, 1000, 1 << 62, min_one=True, read_committed=False,
                               on_ready=ready.set) is None
     assert ready.wait(WAIT_S)
     plog.close()
@@ -365,11 +367,12 @@ def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_s
         small.run_pass(NOW)
         first, *rest = small.metadata("t", 0).segments
         assert len(rest) >= 4
-        for seg in (first, *rest):
-            read_remote(small, "t", 0, seg.base_offset)
+        for seg in (first, *rest):   # inside each segment: its offset index is looked up
+            assert seg.end_offset > seg.base_offset
+            read_remote(small, "t", 0, seg.base_offset + 1)
             assert 0 < small.reader.index_cache_bytes <= 2 * one_segment
         ready = threading.Event()   # the first segment's indexes went out: fetched again
-        assert small.reader.read("t", 0, first.base_offset, 1000, 1 << 62, min_one=True, read_committed=False,
+        assert small.reader.read("t", 0, first.base_offset + 1, 1000, 1 << 62, min_one=True, read_committed=False,
                                  on_ready=ready.set) is None
         assert ready.wait(WAIT_S)
     finally:
@@ -458,3 +461,22 @@ def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_del
         assert plog.log_start_offset == plog.local_log_start_offset > 0
     finally:
         again.close()
+
+
+def test_a_sequential_read_of_segments_without_transactions_costs_one_get_per_segment(tmp_path: Path, remote):
+    """Entered at its start, a segment with an empty transaction index needs neither index: its .log (one
+    ranged GET for these small segments) is the whole cost, and the read-ahead fetches no index either."""
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    for i in range(60):
+        plog.append(batch(i), now_ms=NOW)
+    remote.start(lambda: {("t", 0): plog}, topic_ids)
+    remote.run_pass(NOW)
+    segments = remote.metadata("t", 0).segments
+    assert len(segments) >= 4 and all(s.txn_index_bytes == 0 for s in segments)
+    before = remote.reader.gets
+    for seg in segments:
+        got = read_remote(remote, "t", 0, seg.base_offset, max_bytes=seg.size)
+        assert got.first_offset == seg.base_offset and got.next_offset == seg.end_offset + 1
+    assert remote.reader.gets - before == len(segments), (remote.reader.gets - before, len(segments))
+    assert remote.reader.index_cache_bytes == 0
+    plog.close()

@@ -268,13 +268,15 @@ class RemoteLogManager:
         self._fence(meta, epoch)
         end = seg.next_offset - 1
         snapshot = plog.producer_state.snapshot_path(seg.next_offset)
+        txns = _read_or_empty(seg.txn_index.path)
         remote = RemoteSegment.new(meta.prefix, seg.base_offset, end, seg.size, seg.max_timestamp,
-                                   [e for e in plog.leader_epoch_cache.entries if e[1] <= end], self.clock_ms())
+                                   [e for e in plog.leader_epoch_cache.entries if e[1] <= end], self.clock_ms(),
+                                   len(txns))
         meta.copy_started(remote)
         self.storage.write_file(remote.path(LOG_FILE), str(seg.log_path))   # closed: its size is final
         self.storage.write(remote.path(OFFSET_INDEX_FILE), seg.offset_index.to_bytes())
         self.storage.write(remote.path(TIME_INDEX_FILE), seg.time_index.to_bytes())
-        self.storage.write(remote.path(TXN_INDEX_FILE), _read_or_empty(seg.txn_index.path))
+        self.storage.write(remote.path(TXN_INDEX_FILE), txns)
         self.storage.write(remote.path(PRODUCER_SNAPSHOT_FILE), _read_or_empty(snapshot))
         self.storage.write(remote.path(LEADER_EPOCH_FILE),
                            leader_epoch_checkpoint(plog.leader_epoch_cache.entries, end))

@@ -79,13 +79,16 @@ class RemoteSegment:
     max_timestamp: int
     leader_epochs: tuple[tuple[int, int], ...]
     copied_ms: int
+    # bytes of its transaction index: 0 lets a reader skip that GET (no aborted transaction to tell); -1 unknown
+    # (copied before this was recorded)
+    txn_index_bytes: int = -1
 
     @classmethod
     def new(cls, prefix: str, base_offset: int, end_offset: int, size: int, max_timestamp: int,
-            leader_epochs: list[tuple[int, int]], copied_ms: int) -> "RemoteSegment":
+            leader_epochs: list[tuple[int, int]], copied_ms: int, txn_index_bytes: int) -> "RemoteSegment":
         segment_id = uuid.uuid4().hex
         return cls(f"{prefix}/{base_offset:020d}-{segment_id}", segment_id, base_offset, end_offset, size,
-                   max_timestamp, tuple(tuple(e) for e in leader_epochs), copied_ms)
+                   max_timestamp, tuple(tuple(e) for e in leader_epochs), copied_ms, txn_index_bytes)
 
     def path(self, name: str) -> str:
         return f"{self.folder}/{name}"

@@ -6,7 +6,7 @@ answered at once; what is not is fetched by the reader's threads — a segment's
 indexes whole (the index cache), its .log in ranged GETs of aligned chunks (the chunk cache) — and
 ``read`` answers None ("pending"); ``on_ready`` is called from a reader thread once the bytes are
 there, so the Fetch, waiting as a long poll does, reads again. Each answer also fetches ahead: the
-next chunks of the segment and, near its end, the next segment's indexes and first chunks, so a
+next READ_AHEAD_BYTES of the segment and of the segments after it (their indexes and chunks), so a
 consumer reading history sequentially finds its bytes already fetched.
 
 A failed GET is answered once as KAFKA_STORAGE_ERROR naming the file (the client retries), never as
@@ -65,6 +65,9 @@ class SegmentIndexes:
     @property
     def nbytes(self) -> int:
         return 8 * len(self.positions) + 24 * len(self.aborted) + 64
+
+
+NO_INDEXES = SegmentIndexes(array("i"), array("i"), [])  # a read at a segment's start with no transaction index
 
 
 @dataclass(slots=True)
@@ -157,14 +160,19 @@ class RemoteLogReader:
         if seg is None or offset < meta.start_offset:
             raise OffsetOutOfRange(f"offset {offset} of {topic}-{partition} is in no remote segment")
         self._raise_failure(seg)
-        indexes = self._indexes.get(seg.folder)
-        if indexes is None:
-            self._fetch_indexes(seg, on_ready)
-            return None
-        i = bisect_right(indexes.relative_offsets, offset - seg.base_offset)
-        start = indexes.positions[i - 1] if i else 0
-        # the batch holding ``offset`` starts before the next index entry: read from there on
-        scan_end = indexes.positions[i] if i < len(indexes.positions) else seg.size
+        if offset <= seg.base_offset and seg.txn_index_bytes == 0:
+            # a sequential reader enters each segment at its start: no index to look the offset up in and no
+            # aborted transaction to tell, so the segment's bytes are the one GET it costs
+            indexes, start, scan_end = NO_INDEXES, 0, _PREFIX.size   # the first batch's prefix, at least
+        else:
+            indexes = self._indexes.get(seg.folder)
+            if indexes is None:
+                self._fetch_indexes(seg, on_ready)
+                return None
+            i = bisect_right(indexes.relative_offsets, offset - seg.base_offset)
+            start = indexes.positions[i - 1] if i else 0
+            # the batch holding ``offset`` starts before the next index entry: read from there on
+            scan_end = indexes.positions[i] if i < len(indexes.positions) else seg.size
         end = min(seg.size, scan_end + max(max_bytes, 0) + LOG_OVERHEAD)
         data = self._cached(seg, start, end, on_ready)
         if data is None:
@@ -208,18 +216,22 @@ class RemoteLogReader:
         return memoryview(whole)[start - first * CHUNK_BYTES:end - first * CHUNK_BYTES]
 
     def _read_ahead(self, meta: RemotePartitionMetadata, seg: RemoteSegment, position: int, on_ready) -> None:
-        ahead_end = position + READ_AHEAD_BYTES
-        for n in range(position // CHUNK_BYTES, (min(ahead_end, seg.size) - 1) // CHUNK_BYTES + 1):
-            if self._chunks.get((seg.folder, n)) is None:
-                self._fetch_chunk(seg, n, on_ready)
-        if ahead_end > seg.size:
-            following = meta.next_segment(seg)
-            if following is not None:
-                if self._indexes.get(following.folder) is None:
-                    self._fetch_indexes(following, on_ready)
-                for n in range(0, (min(ahead_end - seg.size, following.size) - 1) // CHUNK_BYTES + 1):
-                    if self._chunks.get((following.folder, n)) is None:
-                        self._fetch_chunk(following, n, on_ready)
+        """Fetch the READ_AHEAD_BYTES after ``position``: the rest of this segment and as many following
+        segments (indexes and chunks) as they reach. Small segments are the common case of a topic tiered
+        early, and one GET at a time per segment would leave the reader threads idle."""
+        remaining = READ_AHEAD_BYTES
+        current, start = seg, position
+        while current is not None and remaining > 0:
+            # a following segment is entered at its start: its indexes are needed only for aborted transactions
+            if current is not seg and current.txn_index_bytes != 0 and self._indexes.get(current.folder) is None:
+                self._fetch_indexes(current, on_ready)
+            end = min(current.size, start + remaining)
+            if end > start:
+                for n in range(start // CHUNK_BYTES, (end - 1) // CHUNK_BYTES + 1):
+                    if self._chunks.get((current.folder, n)) is None:
+                        self._fetch_chunk(current, n, on_ready)
+            remaining -= max(end - start, 1)
+            current, start = meta.next_segment(current), 0
 
     def _submit(self, key, work: Callable[[], None], seg: RemoteSegment, on_ready) -> None:
         with self._lock:
@@ -258,8 +270,8 @@ class RemoteLogReader:
     def _load_indexes(self, seg: RemoteSegment) -> SegmentIndexes:
         """The segment's offset and transaction indexes, GET now (on a reader thread) and cached."""
         raw = self.storage.read(seg.path(OFFSET_INDEX_FILE))
-        txns = self.storage.read(seg.path(TXN_INDEX_FILE))
-        self.gets += 2
+        txns = self.storage.read(seg.path(TXN_INDEX_FILE)) if seg.txn_index_bytes != 0 else b""
+        self.gets += 1 + (seg.txn_index_bytes != 0)
         rel, pos = array("i"), array("i")
         for r, p in OFFSET_ENTRY.iter_unpack(raw):
             rel.append(r)
