@@ -1,0 +1,140 @@
+"""Deletion vectors written by the commit (deletion_vectors.py): for each bucket a data commit adds files to,
+the positions of the rows its keys supersede in the bucket's older files (and in its own earlier files of
+that bucket), added to the bucket's previous vectors.
+
+As change files and merge engines do, the vectors are computed by each attempt to publish version N
+against the state at N-1, not the version the writer read: a blind upsert published after another one marks
+the rows that one wrote, and an attempt that loses the race for N discards its vectors files and the next
+attempt computes them again on the newer state. So two commits never publish vectors computed on the same
+state for one file, and concurrent upserts need no conflict rule of their own (each of their attempts is
+checked against the versions in between, as any commit is).
+
+A bucket whose previous vectors do not cover its files any more (a compaction, clustering or restore
+replaced some; or the property was just turned on) has them computed afresh from its files in version
+order: only L0 deltas over a base can be (a clustered file holds several rows of a key). Otherwise no vectors
+are written for it and its reads merge by key until a compaction. An overwrite or restore writes none
+either: the next data commit starts them afresh. A key's older rows are found by the files' key columns
+(kept decoded between commits: a bucket's big base changes only at a compaction).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from tidelake.storage import Storage
+
+from .deletion_vectors import read_vectors, write_vectors
+from .files import DataFile, remove_files
+from .key_lookup import DecodedFiles
+from .key_order import int_key
+from .metadata import DeletionVectorIndex, SetDeletionVectors, TableMetadata
+from .properties import DELETION_VECTORS_ENABLED
+from .reader import MergeOnReadReader, needs_version_order
+from .scan import BucketPlan, ScanPlanner
+
+#: memory a writer keeps older files' key columns decoded in, between its commits
+KEY_CACHE_BYTES = 256 << 20
+_POSITION = "__position"
+
+
+class DeletionVectorWriter:
+    """Writes the deletion vectors of a table's data commits (see the module's doc)."""
+
+    def __init__(self, storage: Storage, reader: MergeOnReadReader):
+        self.storage = storage
+        self.reader = reader
+        self.decoded = DecodedFiles(KEY_CACHE_BYTES)
+
+    @staticmethod
+    def wanted(md: TableMetadata) -> bool:
+        """Whether commits on ``md`` write deletion vectors (the table property)."""
+        return md.setting(DELETION_VECTORS_ENABLED)
+
+    def write(self, md: TableMetadata, adds: Sequence[DataFile]) -> list[SetDeletionVectors]:
+        """The vectors of publishing ``adds`` (stamped with version ``md.version + 1``) on ``md``, one action
+        per bucket they add L0 deltas to (a bucket that cannot have them gets none). Nothing is left
+        behind if this fails."""
+        version = md.version + 1
+        by_bucket: dict[int, list[DataFile]] = {}
+        for f in adds:   # (in the order they were added: a key in two of them changed in that order)
+            if f.kind == "delta" and f.level == 0 and f.min_version == version:
+                by_bucket.setdefault(f.bucket, []).append(f)
+        if not by_bucket:
+            return []
+        plans = ScanPlanner(md).buckets(md.version)
+        written: list[DeletionVectorIndex] = []
+
+        def one_bucket(bucket: int) -> DeletionVectorIndex | None:
+            index = self._bucket(md, plans.get(bucket), bucket, by_bucket[bucket])
+            if index is not None:
+                written.append(index)
+            return index
+        try:
+            indexes = self.reader.map_files(one_bucket, sorted(by_bucket), sum(f.rows for f in adds))
+        except BaseException:
+            remove_files(self.storage, [i.path for i in written])
+            raise
+        return [SetDeletionVectors(i) for i in indexes if i is not None]
+
+    def discard(self, actions: Sequence[SetDeletionVectors]) -> None:
+        """Delete the files :meth:`write` wrote (an attempt that was not published)."""
+        remove_files(self.storage, [a.index.path for a in actions])
+
+    # ------------------------------------------------------------ one bucket
+    def _bucket(self, md: TableMetadata, plan: BucketPlan | None, bucket: int,
+                new: list[DataFile]) -> DeletionVectorIndex | None:
+        older = [fe.file for fe in plan.files] if plan is not None else []
+        if plan is None or not plan.deltas:   # nothing, or one base: no row of it is superseded yet
+            vectors: dict[str, BitMap] = {}
+        elif plan.vectors is not None:
+            vectors = read_vectors(self.storage, plan.vectors)
+        elif not needs_version_order(plan) and all(fe.file.level == 0 for fe in plan.deltas):
+            vectors = {}
+            for i in range(1, len(older)):   # afresh: each file supersedes the older ones' rows of its keys
+                self._mark(md, vectors, older[:i], older[i])
+        else:
+            return None
+        files = list(older)
+        for f in new:
+            self._mark(md, vectors, files, f)
+            files.append(f)
+        return write_vectors(self.storage, bucket, [f.path for f in files], vectors)
+
+    def _mark(self, md: TableMetadata, vectors: dict[str, BitMap], older: list[DataFile], newer: DataFile) -> None:
+        """Mark in ``vectors`` the rows of ``older`` files whose key ``newer`` holds."""
+        keys = self._keys(md, newer)
+        if not keys.num_rows:
+            return
+        for f in older:
+            found = _positions(self._keys(md, f), keys, list(md.primary_key))
+            if len(found):
+                vectors.setdefault(f.path, BitMap()).update(found.astype(np.uint32))
+
+    def _keys(self, md: TableMetadata, f: DataFile) -> pa.Table:
+        pk = list(md.primary_key)
+        schema = md.schema
+        return self.decoded.get((f.path, "keys"), lambda: self.reader.read_file(f, pk, schema, ops=False))
+
+
+def _positions(file_keys: pa.Table, keys: pa.Table, primary_key: list[str]) -> np.ndarray:
+    """Positions in ``file_keys`` (sorted by key, as files are) of rows whose key is in ``keys``."""
+    ints, wanted = int_key(file_keys, primary_key), int_key(keys, primary_key)
+    if ints is not None and wanted is not None:
+        if not len(ints):
+            return np.empty(0, np.int64)
+        wanted = wanted[(wanted >= ints[0]) & (wanted <= ints[-1])]
+        lo = np.searchsorted(ints, wanted, "left")
+        counts = np.searchsorted(ints, wanted, "right") - lo   # (several rows of a key in a clustered file)
+        hit = counts > 0
+        lo, counts = lo[hit], counts[hit]
+        if not len(counts) or counts.max() == 1:
+            return lo.astype(np.int64)
+        starts = np.repeat(np.cumsum(counts) - counts, counts)
+        return (np.repeat(lo, counts) + np.arange(counts.sum()) - starts).astype(np.int64)
+    numbered = file_keys.select(primary_key).unify_dictionaries()
+    numbered = numbered.append_column(_POSITION, pa.array(np.arange(numbered.num_rows, dtype=np.int64)))
+    found = numbered.join(keys.select(primary_key).unify_dictionaries(), keys=primary_key, join_type="left semi")
+    return np.sort(found.column(_POSITION).to_numpy())
