@@ -333,8 +333,11 @@ class TableMetadata:
         vectors = {}
         for b, history in self.deletion_vectors.items():   # each bucket's from the one in force at the horizon on
             first = max([i for i, (since, _) in enumerate(history) if since <= horizon], default=0)
-            vectors[b] = history[first:]
-            dead += [index.path for _, index in history[:first]]
+            # (vectors of a file no retained version reads are never read again: no plan has its files)
+            kept = tuple((since, index) for since, index in history[first:] if all(p in files for p in index.covers))
+            dead += [index.path for since, index in history if (since, index) not in kept]
+            if kept:
+                vectors[b] = kept
         return replace(self, horizon=horizon, files=files, commits=commits, timestamps=timestamps, apps=apps,
                        deletion_vectors=vectors), dead
 
