@@ -27,7 +27,7 @@ from pyroaring import BitMap
 from tidelake.storage import Storage
 
 from .deletion_vectors import read_vectors, write_vectors
-from .files import DataFile, remove_files
+from .files import IO_THREADS, DataFile, parallel_map, remove_files, shared_pool
 from .key_lookup import DecodedFiles
 from .key_order import int_key
 from .metadata import DeletionVectorIndex, SetDeletionVectors, TableMetadata
@@ -72,8 +72,8 @@ class DeletionVectorWriter:
             if index is not None:
                 written.append(index)
             return index
-        try:
-            indexes = self.reader.map_files(one_bucket, sorted(by_bucket), sum(f.rows for f in adds))
+        try:   # (in the I/O threads whatever the size: each bucket's file is written and synced on its own)
+            indexes = parallel_map(one_bucket, sorted(by_bucket), pool=shared_pool(IO_THREADS))
         except BaseException:
             remove_files(self.storage, [i.path for i in written])
             raise
@@ -104,14 +104,19 @@ class DeletionVectorWriter:
         return write_vectors(self.storage, bucket, [f.path for f in files], vectors)
 
     def _mark(self, md: TableMetadata, vectors: dict[str, BitMap], older: list[DataFile], newer: DataFile) -> None:
-        """Mark in ``vectors`` the rows of ``older`` files whose key ``newer`` holds."""
+        """Mark in ``vectors`` the rows of ``older`` files whose key ``newer`` holds. Newest file first: the
+        first file holding a key holds its live row (any older row of it is marked already), so the older
+        files are searched only for the keys not found yet."""
+        pk = list(md.primary_key)
         keys = self._keys(md, newer)
-        if not keys.num_rows:
-            return
-        for f in older:
-            found = _positions(self._keys(md, f), keys, list(md.primary_key))
+        for f in reversed(older):
+            if not keys.num_rows:
+                return
+            found, hit = _positions(self._keys(md, f), keys, pk)
             if len(found):
                 vectors.setdefault(f.path, BitMap()).update(found.astype(np.uint32))
+            if hit is not None and hit.any():
+                keys = keys.filter(pa.array(~hit))
 
     def _keys(self, md: TableMetadata, f: DataFile) -> pa.Table:
         pk = list(md.primary_key)
@@ -119,22 +124,22 @@ class DeletionVectorWriter:
         return self.decoded.get((f.path, "keys"), lambda: self.reader.read_file(f, pk, schema, ops=False))
 
 
-def _positions(file_keys: pa.Table, keys: pa.Table, primary_key: list[str]) -> np.ndarray:
-    """Positions in ``file_keys`` (sorted by key, as files are) of rows whose key is in ``keys``."""
+def _positions(file_keys: pa.Table, keys: pa.Table, primary_key: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    """(positions in ``file_keys``, sorted by key as files are, of rows whose key is in ``keys``; which of
+    ``keys`` were found, for one integer key column, else None)."""
     ints, wanted = int_key(file_keys, primary_key), int_key(keys, primary_key)
     if ints is not None and wanted is not None:
         if not len(ints):
-            return np.empty(0, np.int64)
-        wanted = wanted[(wanted >= ints[0]) & (wanted <= ints[-1])]
+            return np.empty(0, np.int64), np.zeros(len(wanted), dtype=bool)
         lo = np.searchsorted(ints, wanted, "left")
         counts = np.searchsorted(ints, wanted, "right") - lo   # (several rows of a key in a clustered file)
         hit = counts > 0
         lo, counts = lo[hit], counts[hit]
         if not len(counts) or counts.max() == 1:
-            return lo.astype(np.int64)
+            return lo.astype(np.int64), hit
         starts = np.repeat(np.cumsum(counts) - counts, counts)
-        return (np.repeat(lo, counts) + np.arange(counts.sum()) - starts).astype(np.int64)
+        return (np.repeat(lo, counts) + np.arange(counts.sum()) - starts).astype(np.int64), hit
     numbered = file_keys.select(primary_key).unify_dictionaries()
     numbered = numbered.append_column(_POSITION, pa.array(np.arange(numbered.num_rows, dtype=np.int64)))
     found = numbered.join(keys.select(primary_key).unify_dictionaries(), keys=primary_key, join_type="left semi")
-    return np.sort(found.column(_POSITION).to_numpy())
+    return np.sort(found.column(_POSITION).to_numpy()), None
