@@ -153,7 +153,7 @@ class TwoTables(RuleBasedStateMachine):
 
 def test_a_table_with_deletion_vectors_reads_as_one_without_at_every_version():
     run_state_machine_as_test(TwoTables, settings=settings(
-        max_examples=25, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]))
+        max_examples=20, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]))
 
 
 def make(tmp_path, name="t", **props) -> Table:
@@ -313,3 +313,19 @@ def test_retention_deletes_vectors_no_retained_version_reads(tmp_path):
 def test_a_bad_deletion_vectors_property_is_refused_naming_it(tmp_path):
     with pytest.raises(Exception, match="deletion-vectors.enabled"):
         make(tmp_path, **{"deletion-vectors.enabled": "yes"})
+
+
+def test_check_names_a_missing_vectors_file_and_a_read_fails_in_one_line(tmp_path):
+    from tidelake.table.check import check_table
+    t = make(tmp_path)
+    t.upsert(arrow([(i, 0) for i in range(20)]))
+    t.upsert(arrow([(i, 1) for i in range(0, 20, 2)]))
+    assert check_table(t.path).ok
+    md = t._current.refresh()
+    lost = md.vectors_at(0, md.version)
+    t.storage.delete(lost.path)
+    report = check_table(t.path)
+    assert [p.path.endswith(lost.path) and "missing (the deletion vectors of bucket 0" in p.problem
+            for p in report.problems] == [True]
+    with pytest.raises(VersionExpired, match=f"deletion vectors file {lost.path} is missing"):
+        t.scan()
