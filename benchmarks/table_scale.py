@@ -17,6 +17,9 @@ rows by position could at best cost), the same read of a table given the same 10
 (``deletion-vectors.enabled``: read by position, no merge by key), and delta-rs's read of a table given the same 10
 upserts by MERGE. Wall and CPU seconds (the process's, all threads: delta-rs runs in it too); the machine is
 shared, so the load average is printed and CPU time is the figure to trust. Also each system's upsert commits.
+``--key-stride K`` spaces the keys K apart (key = row number * K): a key range too sparse for the reader's bitmap
+merge (``reader._merge_dense``), so merge on read sorts and searches keys, as it does for any key that is not a
+dense integer.
 
 ``--engines``: one upsert per merge engine into the same table, the cost of folding rows on commit.
 """
@@ -188,10 +191,11 @@ def pending(a: argparse.Namespace) -> None:
     props = {"write.bucket.num": str(BUCKETS), "clustering.auto": "false"}
     t = Table.create(f"{a.work}/pending", SCHEMA, ["id"], props)
     v = Table.create(f"{a.work}/pending-dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"})
+    keys = np.arange(n, dtype=np.int64) * a.key_stride
     for x in (t, v):
-        x.insert_into(rows(np.arange(n, dtype=np.int64), 0))
+        x.insert_into(rows(keys, 0))
         x.compact()
-    write_deltalake(f"{a.work}/pending-delta", rows(np.arange(n, dtype=np.int64), 0))
+    write_deltalake(f"{a.work}/pending-delta", rows(keys, 0))
     dt = DeltaTable(f"{a.work}/pending-delta")
     rng = np.random.default_rng(3)
     commits = {name: [] for name in ("pending", "dv", "delta-rs")}
@@ -201,7 +205,7 @@ def pending(a: argparse.Namespace) -> None:
         fn()
         commits[name].append(time.perf_counter() - t0)
     for i in range(10):
-        batch = rows(np.sort(rng.choice(n, n // 10, replace=False)), 100 + i)
+        batch = rows(keys[np.sort(rng.choice(n, n // 10, replace=False))], 100 + i)
         timed("pending", lambda: t.upsert(batch))
         timed("dv", lambda: v.upsert(batch))
         timed("delta-rs", lambda: dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
@@ -234,7 +238,8 @@ def pending(a: argparse.Namespace) -> None:
     w = {k: float(np.median(x)) for k, x in wall.items()}
     u = {k: float(np.median(x)) for k, x in cpu.items()}
     load = [max(x, y) for x, y in zip(load, os.getloadavg())]
-    print(f"rows {n:,}, {BUCKETS} buckets, 10 upsert commits of {n // 10:,} keys each; median of {a.repeat}; "
+    print(f"rows {n:,} (keys {a.key_stride} apart), {BUCKETS} buckets, 10 upsert commits of {n // 10:,} keys each; "
+          f"median of {a.repeat}; "
           f"load average (1/5/15 min, the higher of before and after) {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
           f"{covered} of {BUCKETS} buckets read by deletion vectors")
     print("| read | wall s | / compacted | CPU s | / compacted |\n|---|---:|---:|---:|---:|")
@@ -292,6 +297,7 @@ def main() -> None:
     p.add_argument("--pending", action="store_true")
     p.add_argument("--engines", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--key-stride", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--child", nargs=2)
     a = p.parse_args()

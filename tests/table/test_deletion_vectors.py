@@ -329,3 +329,23 @@ def test_check_names_a_missing_vectors_file_and_a_read_fails_in_one_line(tmp_pat
             for p in report.problems] == [True]
     with pytest.raises(VersionExpired, match=f"deletion vectors file {lost.path} is missing"):
         t.scan()
+
+
+def test_spark_tasks_reading_bucket_by_bucket_get_the_whole_read(tmp_path):
+    """A Spark read ships the table (or a pinned snapshot) to one task per bucket: each reads its bucket by
+    its vectors, at the latest version and at an older one."""
+    import pickle
+    t = make(tmp_path, **{"write.bucket.num": "4"})
+    t.upsert(arrow([(i, 0) for i in range(200)]))
+    t.upsert(arrow([(i, 1) for i in range(0, 200, 3)]))
+    old = t.version
+    t.delete(list(range(0, 200, 5)))
+    t.upsert(arrow([(i, 2) for i in range(0, 200, 7)]))
+    for version in (old, t.version):
+        shipped = [pickle.loads(pickle.dumps(t.snapshot(version))) for _ in range(4)]
+        parts = [s.scan(buckets={b}) for b, s in enumerate(shipped)]
+        assert all(p.vectors is not None for p in ScanPlanner(shipped[0].metadata).snapshot(version) if p.deltas)
+        got = {r["id"]: r["amount"] for p in parts for r in p.to_pylist()}
+        assert sum(p.num_rows for p in parts) == len(got)
+        assert got == {r["id"]: r["amount"] for r in t.scan(version=version).to_pylist()}
+        assert got == {k[0]: dict(v)["amount"] for k, v in merged_by_key(t, version).items()}
