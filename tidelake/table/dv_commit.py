@@ -11,8 +11,9 @@ checked against the versions in between, as any commit is).
 
 A bucket whose previous vectors do not cover its files any more (a compaction, clustering or restore
 replaced some; or the property was just turned on) has them computed afresh from its files in version
-order: only L0 deltas over a base can be (a clustered file holds several rows of a key). Otherwise no vectors
-are written for it and its reads merge by key until a compaction. An overwrite or restore writes none
+order (in a clustered file, a key's rows are in commit order: all but its last are superseded). A bucket
+whose files overlap in versions (a clustered file spanning one it did not absorb) gets no vectors: its reads
+merge by key until a compaction. An overwrite or restore writes none
 either: the next data commit starts them afresh. A key's older rows are found by the files' key columns
 (kept decoded between commits: a bucket's big base changes only at a compaction).
 """
@@ -22,6 +23,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from tidelake.storage import Storage
@@ -91,10 +93,13 @@ class DeletionVectorWriter:
             vectors: dict[str, BitMap] = {}
         elif plan.vectors is not None:
             vectors = read_vectors(self.storage, plan.vectors)
-        elif not needs_version_order(plan) and all(fe.file.level == 0 for fe in plan.deltas):
+        elif not needs_version_order(plan):
             vectors = {}
-            for i in range(1, len(older)):   # afresh: each file supersedes the older ones' rows of its keys
-                self._mark(md, vectors, older[:i], older[i])
+            for i, f in enumerate(older):   # afresh: each file supersedes the older ones' rows of its keys
+                if f.level > 0:
+                    self._mark_repeats(md, vectors, f)
+                if i:
+                    self._mark(md, vectors, older[:i], f)
         else:
             return None
         files = list(older)
@@ -117,6 +122,21 @@ class DeletionVectorWriter:
                 vectors.setdefault(f.path, BitMap()).update(found.astype(np.uint32))
             if hit is not None and hit.any():
                 keys = keys.filter(pa.array(~hit))
+
+    def _mark_repeats(self, md: TableMetadata, vectors: dict[str, BitMap], f: DataFile) -> None:
+        """Mark in ``vectors`` the rows of a clustered file followed by a row of the same key: its rows of a key
+        are in commit order, so only the last one of each is live."""
+        keys = self._keys(md, f)
+        if keys.num_rows < 2:
+            return
+        same = None
+        for k in md.primary_key:
+            column = keys.column(k)
+            eq = pc.equal(column.slice(0, keys.num_rows - 1), column.slice(1))
+            same = eq if same is None else pc.and_(same, eq)
+        repeats = np.flatnonzero(same.to_numpy(zero_copy_only=False))
+        if len(repeats):
+            vectors.setdefault(f.path, BitMap()).update(repeats.astype(np.uint32))
 
     def _keys(self, md: TableMetadata, f: DataFile) -> pa.Table:
         pk = list(md.primary_key)
