@@ -4,6 +4,7 @@ a covered bucket really is read by position; a commit killed while writing them 
 a commit that loses its version to a concurrent upsert computes its vectors again on the newer state."""
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -71,25 +72,40 @@ def arrow(pairs) -> pa.Table:
                      "amount": pa.array([a for _, a in pairs], pa.int64())})
 
 
+_examples = itertools.count()
+
+
 class TwoTables(RuleBasedStateMachine):
-    """The same history on a table with deletion vectors and one without."""
+    """The same history on a table with deletion vectors and one without (on a local disk or in memory://)."""
+
+    def __init__(self, store: str = "local"):
+        super().__init__()
+        self.store = store
+        self.dir: str | None = None
+        self.dv: Table | None = None
+        self.plain: Table | None = None
 
     @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans())
     def setup(self, buckets, auto_cluster):
         self.dir = tempfile.mkdtemp(prefix="tidelake-dv-")
+        root = self.dir if self.store == "local" else f"memory://dv-{next(_examples)}"
         self.clock = Clock()
         props = {"write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
                  "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
                  "checkpoint.interval": "4"}
-        self.dv = Table.create(f"{self.dir}/dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"},
+        self.dv = Table.create(f"{root}/dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"},
                                clock=self.clock, maintenance="inline")
-        self.plain = Table.create(f"{self.dir}/plain", SCHEMA, ["id"], props, clock=self.clock, maintenance="inline")
+        self.plain = Table.create(f"{root}/plain", SCHEMA, ["id"], props, clock=self.clock, maintenance="inline")
 
     def teardown(self):
-        for t in (getattr(self, "dv", None), getattr(self, "plain", None)):
+        for t in (self.dv, self.plain):
             if t is not None:
                 t.close()
-        shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
+                if self.store != "local":   # (a memory store keeps every object until the process ends)
+                    for path in t.storage.list():
+                        t.storage.delete(path)
+        if self.dir is not None:
+            shutil.rmtree(self.dir, ignore_errors=True)
 
     def both(self, fn):
         fn(self.dv)
@@ -144,7 +160,7 @@ class TwoTables(RuleBasedStateMachine):
 
     @invariant()
     def every_version_reads_the_same(self):
-        if not hasattr(self, "dv"):
+        if self.dv is None:
             return
         for h in self.dv.history():
             v = h["version"]
@@ -160,8 +176,9 @@ class TwoTables(RuleBasedStateMachine):
         assert outcome(lambda: self.dv.changes(oldest)) == outcome(lambda: self.plain.changes(oldest))
 
 
-def test_a_table_with_deletion_vectors_reads_as_one_without_at_every_version():
-    run_state_machine_as_test(TwoTables, settings=settings(
+@pytest.mark.parametrize("store", ["local", "memory"])
+def test_a_table_with_deletion_vectors_reads_as_one_without_at_every_version(store):
+    run_state_machine_as_test(lambda: TwoTables(store), settings=settings(
         max_examples=20, stateful_step_count=15, deadline=None, suppress_health_check=[HealthCheck.too_slow]))
 
 
