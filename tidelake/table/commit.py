@@ -15,8 +15,9 @@ state it publishes on (engine_commit.py), discarded likewise when the attempt lo
 With ``changelog.producer=lookup`` a data commit's change files (change_files.py) are written by each
 attempt against the state that attempt publishes on, and discarded when the attempt loses its race.
 
-With ``deletion-vectors.enabled`` a data commit's deletion vectors (dv_commit.py) are likewise computed by
-each attempt on the state it publishes on (version N-1 for N) and discarded when it loses its race: two
+With ``deletion-vectors.enabled`` the deletion vectors of the buckets a commit adds files to (dv_commit.py)
+are likewise computed by each attempt on the state it publishes on (version N-1 for N, and the state N makes)
+and discarded when it loses its race: two
 commits never publish vectors for one file computed on the same state, so blind upserts stay free of
 conflicts with each other and neither loses the rows the other superseded.
 """
@@ -143,9 +144,11 @@ class Committer:
                     if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
                         stamped = self.change_files.write(md, stamped)
                         changes_written = True
-                    # (an overwrite or restore replaces files: the next data commit starts the vectors afresh)
-                    if self.vectors is not None and operation in DATA_OPERATIONS and not rm and self.vectors.wanted(md):
-                        vectors = self.vectors.write(md, stamped)
+                    if self.vectors is not None and stamped and self.vectors.wanted(md):
+                        after = md.apply(LogEntry(version=version, timestamp_ms=ts, operation=operation,
+                                                  read_version=read_version,
+                                                  actions=tuple(actions) + tuple(AddFile(f) for f in stamped)))
+                        vectors = self.vectors.write(md, after, stamped)
                 except BaseException:
                     if changes_written:   # (nothing of this attempt is left behind)
                         self.change_files.discard(stamped)

@@ -1,6 +1,7 @@
-"""Deletion vectors written by the commit (deletion_vectors.py): for each bucket a data commit adds files to,
-the positions of the rows its keys supersede in the bucket's older files (and in its own earlier files of
-that bucket), added to the bucket's previous vectors.
+"""Deletion vectors written by the commit (deletion_vectors.py): for each bucket a commit adds files to, the
+positions of the superseded rows of the bucket's files as the commit leaves them. A data commit that only
+appends L0 deltas to a bucket adds the rows its keys supersede in the older files (and in its own earlier
+files of that bucket) to the bucket's previous vectors.
 
 As change files and merge engines do, the vectors are computed by each attempt to publish version N
 against the state at N-1, not the version the writer read: a blind upsert published after another one marks
@@ -9,12 +10,11 @@ attempt computes them again on the newer state. So two commits never publish vec
 state for one file, and concurrent upserts need no conflict rule of their own (each of their attempts is
 checked against the versions in between, as any commit is).
 
-A bucket whose previous vectors do not cover its files any more (a compaction, clustering or restore
-replaced some; or the property was just turned on) has them computed afresh from its files in version
-order (in a clustered file, a key's rows are in commit order: all but its last are superseded). A bucket
-whose files overlap in versions (a clustered file spanning one it did not absorb) gets no vectors: its reads
-merge by key until a compaction. An overwrite or restore writes none
-either: the next data commit starts them afresh. A key's older rows are found by the files' key columns
+A commit that replaces files (clustering, an overwrite, a restore, a compaction that left newer deltas), or
+a bucket whose vectors do not cover its files (the property just turned on), has them computed afresh from
+the bucket's files in version order (in a clustered file, a key's rows are in commit order: all but its last
+are superseded). A bucket of one base needs none. A bucket whose files overlap in versions (a clustered file
+spanning one it did not absorb) gets none: its reads merge by key until a compaction. A key's older rows are found by the files' key columns
 (kept decoded between commits: a bucket's big base changes only at a compaction).
 """
 from __future__ import annotations
@@ -55,27 +55,24 @@ class DeletionVectorWriter:
         """Whether commits on ``md`` write deletion vectors (the table property)."""
         return md.setting(DELETION_VECTORS_ENABLED)
 
-    def write(self, md: TableMetadata, adds: Sequence[DataFile]) -> list[SetDeletionVectors]:
-        """The vectors of publishing ``adds`` (stamped with version ``md.version + 1``) on ``md``, one action
-        per bucket they add L0 deltas to (a bucket that cannot have them gets none). Nothing is left
-        behind if this fails."""
-        version = md.version + 1
-        by_bucket: dict[int, list[DataFile]] = {}
-        for f in adds:   # (in the order they were added: a key in two of them changed in that order)
-            if f.kind == "delta" and f.level == 0 and f.min_version == version:
-                by_bucket.setdefault(f.bucket, []).append(f)
-        if not by_bucket:
+    def write(self, md: TableMetadata, after: TableMetadata, adds: Sequence[DataFile]) -> list[SetDeletionVectors]:
+        """The vectors of the buckets ``adds`` go to, for publishing them on ``md`` (``after``: the state that
+        publishing makes, version ``md.version + 1``): one action per bucket whose files then need them. Nothing is
+        left behind if this fails."""
+        buckets = sorted({f.bucket for f in adds})
+        if not buckets:
             return []
-        plans = ScanPlanner(md).buckets(md.version)
+        before, now = ScanPlanner(md).buckets(md.version), ScanPlanner(after).buckets(after.version)
+        added = {f.path for f in adds}
         written: list[DeletionVectorIndex] = []
 
         def one_bucket(bucket: int) -> DeletionVectorIndex | None:
-            index = self._bucket(md, plans.get(bucket), bucket, by_bucket[bucket])
+            index = self._bucket(after, before.get(bucket), now.get(bucket), added)
             if index is not None:
                 written.append(index)
             return index
         try:   # (in the I/O threads whatever the size: each bucket's file is written and synced on its own)
-            indexes = parallel_map(one_bucket, sorted(by_bucket), pool=shared_pool(IO_THREADS))
+            indexes = parallel_map(one_bucket, buckets, pool=shared_pool(IO_THREADS))
         except BaseException:
             remove_files(self.storage, [i.path for i in written])
             raise
@@ -86,27 +83,31 @@ class DeletionVectorWriter:
         remove_files(self.storage, [a.index.path for a in actions])
 
     # ------------------------------------------------------------ one bucket
-    def _bucket(self, md: TableMetadata, plan: BucketPlan | None, bucket: int,
-                new: list[DataFile]) -> DeletionVectorIndex | None:
-        older = [fe.file for fe in plan.files] if plan is not None else []
-        if plan is None or not plan.deltas:   # nothing, or one base: no row of it is superseded yet
-            vectors: dict[str, BitMap] = {}
-        elif plan.vectors is not None:
-            vectors = read_vectors(self.storage, plan.vectors)
+    def _bucket(self, after: TableMetadata, before: BucketPlan | None, plan: BucketPlan | None,
+                added: set[str]) -> DeletionVectorIndex | None:
+        """The bucket's vectors for its files in ``plan`` (at ``after``), or None if it needs none or cannot
+        have them. On top of ``before``'s vectors when the commit only appends L0 deltas to its files;
+        else afresh."""
+        if plan is None or not plan.deltas:   # nothing, or one base: no row of it is superseded
+            return None
+        files = [fe.file for fe in plan.files]
+        old = [fe.file for fe in before.files] if before is not None else []
+        appended = [f.path for f in files[:len(old)]] == [f.path for f in old] and \
+            all(f.path in added and f.level == 0 for f in files[len(old):])
+        if appended and before is not None and before.vectors is not None:
+            vectors, start = read_vectors(self.storage, before.vectors), len(old)
+        elif appended and (before is None or not before.deltas):   # (one base, or nothing: none superseded)
+            vectors, start = {}, len(old)
         elif not needs_version_order(plan):
-            vectors = {}
-            for i, f in enumerate(older):   # afresh: each file supersedes the older ones' rows of its keys
-                if f.level > 0:
-                    self._mark_repeats(md, vectors, f)
-                if i:
-                    self._mark(md, vectors, older[:i], f)
+            vectors, start = {}, 0
         else:
             return None
-        files = list(older)
-        for f in new:
-            self._mark(md, vectors, files, f)
-            files.append(f)
-        return write_vectors(self.storage, bucket, [f.path for f in files], vectors)
+        for i in range(start, len(files)):   # each file supersedes the older ones' rows of its keys
+            if files[i].level > 0:
+                self._mark_repeats(after, vectors, files[i])
+            if i:
+                self._mark(after, vectors, files[:i], files[i])
+        return write_vectors(self.storage, plan.bucket, [f.path for f in files], vectors)
 
     def _mark(self, md: TableMetadata, vectors: dict[str, BitMap], older: list[DataFile], newer: DataFile) -> None:
         """Mark in ``vectors`` the rows of ``older`` files whose key ``newer`` holds. Newest file first: the
