@@ -382,3 +382,21 @@ def test_spark_tasks_reading_bucket_by_bucket_get_the_whole_read(tmp_path):
         assert sum(p.num_rows for p in parts) == len(got)
         assert got == {r["id"]: r["amount"] for r in t.scan(version=version).to_pylist()}
         assert got == {k[0]: dict(v)["amount"] for k, v in merged_by_key(t, version).items()}
+
+
+def test_turned_on_for_a_table_with_history_and_off_again(tmp_path):
+    t = make(tmp_path, **{"deletion-vectors.enabled": "false"})
+    t.upsert(arrow([(i, 0) for i in range(40)]))
+    t.upsert(arrow([(i, 1) for i in range(0, 40, 2)]))
+    t.delete([3, 4])
+    assert not any(by_position(t))
+    t.set_properties({"deletion-vectors.enabled": "true"})
+    t.upsert(arrow([(i, 2) for i in range(0, 40, 5)]))   # each bucket's vectors afresh: its whole history
+    assert by_position(t) == [True, True] and rows_of(t) == merged_by_key(t, t.version)
+    want = {i: 0 for i in range(40)} | {i: 1 for i in range(0, 40, 2)} | {i: 2 for i in range(0, 40, 5)}
+    del want[3], want[4]
+    assert {r["id"]: r["amount"] for r in t.scan().to_pylist()} == want
+    t.set_properties({"deletion-vectors.enabled": "false"})
+    t.upsert(arrow([(1, 3)]))                     # a commit without vectors: its bucket is merged by key again
+    want[1] = 3
+    assert sorted(by_position(t)) == [False, True] and {r["id"]: r["amount"] for r in t.scan().to_pylist()} == want
