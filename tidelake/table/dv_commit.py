@@ -118,7 +118,7 @@ class DeletionVectorWriter:
         for f in reversed(older):
             if not keys.num_rows:
                 return
-            found, hit = _positions(self._keys(md, f), keys, pk)
+            found, hit = _positions(self._keys(md, f), keys, pk, unique=f.level == 0)
             if len(found):
                 vectors.setdefault(f.path, BitMap()).update(found.astype(np.uint32))
             if hit is not None and hit.any():
@@ -145,14 +145,19 @@ class DeletionVectorWriter:
         return self.decoded.get((f.path, "keys"), lambda: self.reader.read_file(f, pk, schema, ops=False))
 
 
-def _positions(file_keys: pa.Table, keys: pa.Table, primary_key: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+def _positions(file_keys: pa.Table, keys: pa.Table, primary_key: list[str],
+               unique: bool) -> tuple[np.ndarray, np.ndarray | None]:
     """(positions in ``file_keys``, sorted by key as files are, of rows whose key is in ``keys``; which of
-    ``keys`` were found, for one integer key column, else None)."""
+    ``keys`` were found, for one integer key column, else None). ``unique``: one row per key in the file
+    (a base or an L0 delta)."""
     ints, wanted = int_key(file_keys, primary_key), int_key(keys, primary_key)
     if ints is not None and wanted is not None:
         if not len(ints):
             return np.empty(0, np.int64), np.zeros(len(wanted), dtype=bool)
         lo = np.searchsorted(ints, wanted, "left")
+        if unique:
+            hit = ints[np.minimum(lo, len(ints) - 1)] == wanted
+            return lo[hit].astype(np.int64), hit
         counts = np.searchsorted(ints, wanted, "right") - lo   # (several rows of a key in a clustered file)
         hit = counts > 0
         lo, counts = lo[hit], counts[hit]
