@@ -14,8 +14,9 @@ A commit that replaces files (clustering, an overwrite, a restore, a compaction 
 a bucket whose vectors do not cover its files (the property just turned on), has them computed afresh from
 the bucket's files in version order (in a clustered file, a key's rows are in commit order: all but its last
 are superseded). A bucket of one base needs none. A bucket whose files overlap in versions (a clustered file
-spanning one it did not absorb) gets none: its reads merge by key until a compaction. A key's older rows are found by the files' key columns
-(kept decoded between commits: a bucket's big base changes only at a compaction).
+spanning one it did not absorb) gets none: its reads merge by key until a compaction. A key's older rows are
+found by the files' key columns (kept decoded between commits: a bucket's big base changes only at a
+compaction).
 """
 from __future__ import annotations
 
@@ -43,7 +44,7 @@ _POSITION = "__position"
 
 
 class DeletionVectorWriter:
-    """Writes the deletion vectors of a table's data commits (see the module's doc)."""
+    """Writes the deletion vectors of a table's commits (see the module's doc)."""
 
     def __init__(self, storage: Storage, reader: MergeOnReadReader):
         self.storage = storage
