@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition, rule,
+                                 run_state_machine_as_test)
 
 from tidelake.table import Table, VersionExpired
 from tidelake.table.reader import MergeOnReadReader, needs_version_order

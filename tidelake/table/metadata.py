@@ -2,8 +2,8 @@
 
 A commit is a :class:`LogEntry`: who/when (version, timestamp, operation, read version) plus a tuple of
 typed actions (:class:`AddFile`, :class:`RemoveFile`, :class:`SetProperties`, :class:`ChangeSchema`,
-:class:`SetAppState`, :class:`SetDeletionVectors`). :meth:`TableMetadata.apply` returns a NEW :class:`TableMetadata`; nothing is
-changed in place, so a metadata object handed to a reader (another thread, a pickled Spark task)
+:class:`SetAppState`, :class:`SetDeletionVectors`). :meth:`TableMetadata.apply` returns a NEW
+:class:`TableMetadata`; nothing is changed in place, so a metadata object handed to a reader (another thread, a pickled Spark task)
 stays valid and consistent for as long as it is held. The dicts inside a published metadata object
 are never modified either (they are rebuilt by ``apply`` / ``expire``).
 
