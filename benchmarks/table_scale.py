@@ -13,7 +13,13 @@ no change feed.
 
 ``--pending``: a snapshot read with 10 pending upsert commits of 10 % of the keys each, vs the same read after a
 full compaction (their ratio), vs reading the same files without merging them (what a read filtering superseded
-rows by position could at best cost), and delta-rs's read of a table given the same 10 upserts by MERGE.
+rows by position could at best cost), the same read of a table given the same 10 upserts with deletion vectors
+(``deletion-vectors.enabled``: read by position, no merge by key), and delta-rs's read of a table given the same 10
+upserts by MERGE. Wall and CPU seconds (the process's, all threads: delta-rs runs in it too); the machine is
+shared, so the load average is printed and CPU time is the figure to trust. Also each system's upsert commits.
+``--key-stride K`` spaces the keys K apart (key = row number * K): a key range too sparse for the reader's bitmap
+merge (``reader._merge_dense``), so merge on read sorts and searches keys, as it does for any key that is not a
+dense integer.
 
 ``--engines``: one upsert per merge engine into the same table, the cost of folding rows on commit.
 """
@@ -182,19 +188,32 @@ def pending(a: argparse.Namespace) -> None:
     from deltalake import DeltaTable, write_deltalake
     from tidelake.table.scan import ScanPlanner
     n = a.rows
-    t = Table.create(f"{a.work}/pending", SCHEMA, ["id"], {"write.bucket.num": str(BUCKETS), "clustering.auto": "false"})
-    t.insert_into(rows(np.arange(n, dtype=np.int64), 0))
-    t.compact()
-    write_deltalake(f"{a.work}/pending-delta", rows(np.arange(n, dtype=np.int64), 0))
+    props = {"write.bucket.num": str(BUCKETS), "clustering.auto": "false"}
+    t = Table.create(f"{a.work}/pending", SCHEMA, ["id"], props)
+    v = Table.create(f"{a.work}/pending-dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"})
+    keys = np.arange(n, dtype=np.int64) * a.key_stride
+    for x in (t, v):
+        x.insert_into(rows(keys, 0))
+        x.compact()
+    write_deltalake(f"{a.work}/pending-delta", rows(keys, 0))
     dt = DeltaTable(f"{a.work}/pending-delta")
     rng = np.random.default_rng(3)
+    commits = {name: [] for name in ("pending", "dv", "delta-rs")}
+
+    def timed(name, fn):
+        t0 = time.perf_counter()
+        fn()
+        commits[name].append(time.perf_counter() - t0)
     for i in range(10):
-        batch = rows(np.sort(rng.choice(n, n // 10, replace=False)), 100 + i)
-        t.upsert(batch)
-        dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t").when_matched_update_all() \
-            .when_not_matched_insert_all().execute()
+        batch = rows(keys[np.sort(rng.choice(n, n // 10, replace=False))], 100 + i)
+        timed("pending", lambda: t.upsert(batch))
+        timed("dv", lambda: v.upsert(batch))
+        timed("delta-rs", lambda: dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
+              .when_matched_update_all().when_not_matched_insert_all().execute())
     md = t.metadata
     plans = ScanPlanner(md).snapshot(md.version)
+    vmd = v.metadata
+    covered = sum(p.vectors is not None for p in ScanPlanner(vmd).snapshot(vmd.version))
 
     def unmerged():   # every planned file read, nothing merged: the floor of any merge on read
         return t.reader.map_files(lambda fe: t.reader.read_file(fe.file, SCHEMA.names, md.schema, ops=False),
@@ -203,26 +222,43 @@ def pending(a: argparse.Namespace) -> None:
     c = Table.open(f"{a.work}/pending-compacted")
     c.compact()
     dt = DeltaTable(f"{a.work}/pending-delta")
-    timings = {name: [] for name in ("pending", "compacted", "unmerged", "delta-rs")}
-    calls = {"pending": t.scan, "compacted": c.scan, "unmerged": unmerged, "delta-rs": dt.to_pyarrow_table}
-    for name, fn in calls.items():
-        fn()   # (warm: every file in the page cache)
+    names = ("pending", "dv", "compacted", "unmerged", "delta-rs")
+    wall = {name: [] for name in names}
+    cpu = {name: [] for name in names}
+    calls = {"pending": t.scan, "dv": v.scan, "compacted": c.scan, "unmerged": unmerged, "delta-rs": dt.to_pyarrow_table}
+    results = {name: fn() for name, fn in calls.items()}   # (warm: every file in the page cache)
+    assert results["dv"].sort_by("id").equals(results["pending"].sort_by("id")), "the two tidelake reads differ"
+    load = os.getloadavg()
     for _ in range(a.repeat):   # alternately, so a busy moment of the machine hits every one alike
         for name, fn in calls.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             fn()
-            timings[name].append(time.perf_counter() - t0)
-    med = {k: float(np.median(v)) for k, v in timings.items()}
-    print(f"rows {n:,}, {BUCKETS} buckets, 10 upsert commits of {n // 10:,} keys each; median of {a.repeat}")
-    print("| read | s | / compacted |\n|---|---:|---:|")
-    for name, label in (("pending", "tidelake, 10 pending commits (merge on read)"),
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(time.process_time() - c0)
+    w = {k: float(np.median(x)) for k, x in wall.items()}
+    u = {k: float(np.median(x)) for k, x in cpu.items()}
+    load = [max(x, y) for x, y in zip(load, os.getloadavg())]
+    print(f"rows {n:,} (keys {a.key_stride} apart), {BUCKETS} buckets, 10 upsert commits of {n // 10:,} keys each; "
+          f"median of {a.repeat}; "
+          f"load average (1/5/15 min, the higher of before and after) {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
+          f"{covered} of {BUCKETS} buckets read by deletion vectors")
+    print("| read | wall s | / compacted | CPU s | / compacted |\n|---|---:|---:|---:|---:|")
+    for name, label in (("pending", "tidelake, 10 pending commits (merge on read by key)"),
+                        ("dv", "tidelake, 10 pending commits with deletion vectors"),
                         ("compacted", "tidelake, after full compaction"),
                         ("unmerged", "tidelake's files read, not merged (floor)"),
                         ("delta-rs", "delta-rs after the same 10 MERGEs")):
-        print(f"| {label} | {med[name]:.3f} | {med[name] / med['compacted']:.2f}x |")
-    print(f"\ndelta-rs / tidelake pending: {med['delta-rs'] / med['pending']:.2f}x")
-    t.close()
-    c.close()
+        print(f"| {label} | {w[name]:.3f} | {w[name] / w['compacted']:.2f}x | {u[name]:.3f} | "
+              f"{u[name] / u['compacted']:.2f}x |")
+    print(f"\ndelta-rs / tidelake with deletion vectors: wall {w['delta-rs'] / w['dv']:.2f}x, "
+          f"CPU {u['delta-rs'] / u['dv']:.2f}x; delta-rs / tidelake merge on read: wall "
+          f"{w['delta-rs'] / w['pending']:.2f}x, CPU {u['delta-rs'] / u['pending']:.2f}x")
+    print("\n| upsert commit (median of the 10) | wall s |\n|---|---:|")
+    for name, label in (("pending", "tidelake"), ("dv", "tidelake with deletion vectors"),
+                        ("delta-rs", "delta-rs MERGE")):
+        print(f"| {label} | {float(np.median(commits[name])):.3f} |")
+    for x in (t, v, c):
+        x.close()
 
 
 def engines(a: argparse.Namespace) -> None:
@@ -261,6 +297,7 @@ def main() -> None:
     p.add_argument("--pending", action="store_true")
     p.add_argument("--engines", action="store_true")
     p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--key-stride", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600)
     p.add_argument("--child", nargs=2)
     a = p.parse_args()

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 
 from tidelake.storage import Storage, open_storage
 
-from .errors import CorruptLog
+from .deletion_vectors import read_vectors
+from .errors import CorruptDataFile, CorruptLog, VersionExpired
 from .files import parquet_source
 from .log import LAST_CHECKPOINT, LOG_DIR, MetadataLog
 from .metadata import TableMetadata
@@ -139,6 +140,16 @@ def _check(storage: Storage) -> CheckReport:
                     "" if live_now else f" (referenced by versions before {fe.removed_at} only)"),
                     "restore this file from a backup" + ("" if live_now else ", or expire the versions that "
                                                          "reference it (`table expire`)"), False))
+        for history in state.deletion_vectors.values():   # (counted with the data files)
+            for since, index in history:
+                data_files += 1
+                try:
+                    read_vectors(storage, index)
+                except (VersionExpired, CorruptDataFile) as e:
+                    what = "missing" if isinstance(e, VersionExpired) else "damaged"
+                    problems.append(Problem(storage.location(index.path), f"{what} (the deletion vectors of bucket "
+                                            f"{index.bucket} from version {since})", "restore this file from a backup",
+                                            False))
     return CheckReport(path, state.version if state is not None else None, len(entries), len(checkpoint_versions),
                        data_files, tuple(problems))
 

@@ -14,6 +14,12 @@ state it publishes on (engine_commit.py), discarded likewise when the attempt lo
 
 With ``changelog.producer=lookup`` a data commit's change files (change_files.py) are written by each
 attempt against the state that attempt publishes on, and discarded when the attempt loses its race.
+
+With ``deletion-vectors.enabled`` the deletion vectors of the buckets a commit adds files to (dv_commit.py)
+are likewise computed by each attempt on the state it publishes on (version N-1 for N, and the state N makes)
+and discarded when it loses its race: two
+commits never publish vectors for one file computed on the same state, so blind upserts stay free of
+conflicts with each other and neither loses the rows the other superseded.
 """
 from __future__ import annotations
 
@@ -27,12 +33,13 @@ import pyarrow as pa
 from tidelake.observability.table_stats import TableStats
 
 from .change_files import ChangeFileWriter
+from .dv_commit import DeletionVectorWriter
 from .engine_commit import EngineCommit
 from .errors import CommitConflict, TableError, VersionExpired, VersionNotFound
 from .files import DataFile
 from .log import CurrentMetadata
-from .metadata import (Action, AddFile, ChangeSchema, LogEntry, RemoveFile, SetAppState, SetProperties,
-                       TableMetadata)
+from .metadata import (Action, AddFile, ChangeSchema, LogEntry, RemoveFile, SetAppState, SetDeletionVectors,
+                       SetProperties, TableMetadata)
 from .properties import CHECKPOINT_INTERVAL
 
 Clock = Callable[[], int]   # milliseconds since the epoch
@@ -81,8 +88,9 @@ class Committer:
 
     def __init__(self, current: CurrentMetadata, clock: Clock, max_attempts: int = 10_000,
                  stats: TableStats | None = None, change_files: ChangeFileWriter | None = None,
-                 engine: EngineCommit | None = None):
+                 engine: EngineCommit | None = None, vectors: DeletionVectorWriter | None = None):
         self.current = current
+        self.vectors = vectors   # writes a data commit's deletion vectors when the table asks for them
         self.change_files = change_files   # writes a data commit's change files when the table asks for them
         self.engine = engine   # resolves a data commit's rows by the table's merge engine
         self.clock = clock
@@ -136,14 +144,25 @@ class Committer:
                                                    new_schema if new_schema is not None else md.schema)
                     if resolved is not None:
                         stamped = resolved.adds
-                if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
-                    try:
+                changes_written = False
+                vectors: list[SetDeletionVectors] = []
+                try:
+                    if self.change_files is not None and operation in DATA_OPERATIONS and self.change_files.wanted(md):
                         stamped = self.change_files.write(md, stamped)
-                    except BaseException:
-                        if resolved is not None:   # (nothing of this attempt is left behind)
-                            self.engine.discard(resolved)
-                        raise
+                        changes_written = True
+                    if self.vectors is not None and stamped and self.vectors.wanted(md):
+                        after = md.apply(LogEntry(version=version, timestamp_ms=ts, operation=operation,
+                                                  read_version=rv,
+                                                  actions=tuple(actions) + tuple(AddFile(f) for f in stamped)))
+                        vectors = self.vectors.write(md, after, stamped)
+                except BaseException:
+                    if changes_written:   # (nothing of this attempt is left behind)
+                        self.change_files.discard(stamped)
+                    if resolved is not None:
+                        self.engine.discard(resolved)
+                    raise
                 actions.extend(AddFile(f) for f in stamped)
+                actions.extend(vectors)
                 if new_schema is not None:
                     actions.append(ChangeSchema(new_schema))
                 if properties is not None:
@@ -160,6 +179,8 @@ class Committer:
                     return version
                 if self.change_files is not None:   # its images were of a state it no longer publishes on
                     self.change_files.discard(stamped)
+                if vectors:   # so were its vectors
+                    self.vectors.discard(vectors)
                 if resolved is not None:   # its rows were folded onto a state it no longer publishes on
                     self.engine.discard(resolved)
                 self.stats.commit_retries += 1  # another writer took this version: check again, retry

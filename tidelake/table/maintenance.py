@@ -360,7 +360,7 @@ class Maintenance:
         # files no commit references (failed / abandoned writers), once older than the retention
         grace_ms = md.setting(RETAIN_HOURS) * HOUR_MS
         now_ms = self.clock()
-        keep = set(md.files) | {fe.file.changes for fe in md.files.values() if fe.file.changes}
+        keep = set(md.files) | {fe.file.changes for fe in md.files.values() if fe.file.changes} | md.vector_paths()
         orphans = [f.path for f in self.storage.list_info("data")
                    if f.path not in keep and now_ms - f.modified_ms > grace_ms]
         return {"horizon": md.horizon, "files_removed": removed_files, "log_entries_removed": removed_logs,

@@ -2,8 +2,8 @@
 
 A commit is a :class:`LogEntry`: who/when (version, timestamp, operation, read version) plus a tuple of
 typed actions (:class:`AddFile`, :class:`RemoveFile`, :class:`SetProperties`, :class:`ChangeSchema`,
-:class:`SetAppState`). :meth:`TableMetadata.apply` returns a NEW :class:`TableMetadata`; nothing is
-changed in place, so a metadata object handed to a reader (another thread, a pickled Spark task)
+:class:`SetAppState`, :class:`SetDeletionVectors`). :meth:`TableMetadata.apply` returns a NEW
+:class:`TableMetadata`; nothing is changed in place, so a metadata object handed to a reader (another thread, a pickled Spark task)
 stays valid and consistent for as long as it is held. The dicts inside a published metadata object
 are never modified either (they are rebuilt by ``apply`` / ``expire``).
 
@@ -11,7 +11,7 @@ The JSON form of an entry (``to_json``/``from_json``) is the on-disk log format:
 
     {"version", "timestamp_ms", "operation", "read_version", "add": [DataFile dicts], "remove": [paths],
      "rows_added", optional "primary_key", "schema" (+ "schema_fields"), "properties", "app",
-     "buckets", "restore_of", "auto"}
+     "buckets", "restore_of", "auto", "deletion_vectors": [DeletionVectorIndex dicts]}
 """
 from __future__ import annotations
 
@@ -70,7 +70,33 @@ class SetAppState:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-Action = Union[AddFile, RemoveFile, SetProperties, ChangeSchema, SetAppState]
+@dataclass(frozen=True)
+class DeletionVectorIndex:
+    """One bucket's deletion vectors file (deletion_vectors.py): the positions of the superseded rows of
+    each data file it ``covers``, which are exactly the files a snapshot of the bucket read when it was
+    written. A read uses it only while the bucket's files are still those (scan.py)."""
+    path: str
+    bucket: int
+    covers: tuple[str, ...]
+    deleted: int      # positions marked, over all its vectors
+    bytes: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "bucket": self.bucket, "covers": list(self.covers), "deleted": self.deleted,
+                "bytes": self.bytes}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "DeletionVectorIndex":
+        return cls(d["path"], int(d["bucket"]), tuple(d["covers"]), int(d["deleted"]), int(d["bytes"]))
+
+
+@dataclass(frozen=True)
+class SetDeletionVectors:
+    """A bucket's deletion vectors from this version on (they replace the bucket's previous ones)."""
+    index: DeletionVectorIndex
+
+
+Action = Union[AddFile, RemoveFile, SetProperties, ChangeSchema, SetAppState, SetDeletionVectors]
 
 
 # ---------------------------------------------------------------- log entries
@@ -115,6 +141,8 @@ class LogEntry:
             d["restore_of"] = self.restore_of
         if self.auto:
             d["auto"] = True
+        if self.of(SetDeletionVectors):
+            d["deletion_vectors"] = [a.index.to_dict() for a in self.of(SetDeletionVectors)]
         return d
 
     @classmethod
@@ -128,6 +156,7 @@ class LogEntry:
         app = d.get("app")
         if app:
             actions.append(SetAppState(app["app_id"], int(app["batch_id"]), app.get("extra") or {}))
+        actions += [SetDeletionVectors(DeletionVectorIndex.from_dict(x)) for x in d.get("deletion_vectors", [])]
         return cls(version=d["version"], timestamp_ms=d["timestamp_ms"], operation=d["operation"],
                    read_version=d.get("read_version", -1), actions=tuple(actions),
                    primary_key=tuple(d["primary_key"]) if "primary_key" in d else None,
@@ -246,6 +275,8 @@ class TableMetadata:
     schemas: tuple[tuple[int, pa.Schema], ...] = ()
     properties: tuple[tuple[int, Mapping[str, str]], ...] = ()
     apps: Mapping[str, tuple[AppCommit, ...]] = field(default_factory=dict)
+    # per bucket, its deletion vectors files by the version they took effect (oldest first)
+    deletion_vectors: Mapping[int, tuple[tuple[int, DeletionVectorIndex], ...]] = field(default_factory=dict)
 
     # ------------------------------------------------------------ replay
     def apply(self, *entries: LogEntry) -> "TableMetadata":
@@ -253,7 +284,7 @@ class TableMetadata:
         if not entries:
             return self
         files, commits, timestamps = dict(self.files), dict(self.commits), dict(self.timestamps)
-        apps = dict(self.apps)
+        apps, vectors = dict(self.apps), dict(self.deletion_vectors)
         schemas, properties, pk, version = list(self.schemas), list(self.properties), self.primary_key, self.version
         for e in entries:
             v = e.version
@@ -277,11 +308,14 @@ class TableMetadata:
                 properties.append((v, dict(p.properties)))
             for a in e.of(SetAppState):
                 apps[a.app_id] = apps.get(a.app_id, ()) + (AppCommit(a.batch_id, v, dict(a.extra)),)
+            for a in e.of(SetDeletionVectors):
+                vectors[a.index.bucket] = vectors.get(a.index.bucket, ()) + ((v, a.index),)
             commits[v] = e.info()
             timestamps[v] = e.timestamp_ms
             version = v
         return replace(self, version=version, primary_key=pk, commits=commits, timestamps=timestamps,
-                       files=files, schemas=tuple(schemas), properties=tuple(properties), apps=apps)
+                       files=files, schemas=tuple(schemas), properties=tuple(properties), apps=apps,
+                       deletion_vectors=vectors)
 
     def expire(self, horizon: int) -> tuple["TableMetadata", list[str]]:
         """The metadata without history before ``horizon``, and the paths of the data files no
@@ -296,7 +330,16 @@ class TableMetadata:
         # keep the latest batch per application, whatever its age
         apps = {a: tuple(c for c in cs if c.version >= horizon) or cs[-1:] for a, cs in self.apps.items()}
         dead += [self.files[p].file.changes for p in gone if self.files[p].file.changes]   # (they go with their delta)
-        return replace(self, horizon=horizon, files=files, commits=commits, timestamps=timestamps, apps=apps), dead
+        vectors = {}
+        for b, history in self.deletion_vectors.items():   # each bucket's from the one in force at the horizon on
+            first = max([i for i, (since, _) in enumerate(history) if since <= horizon], default=0)
+            # (vectors of a file no retained version reads are never read again: no plan has its files)
+            kept = tuple((since, index) for since, index in history[first:] if all(p in files for p in index.covers))
+            dead += [index.path for since, index in history if (since, index) not in kept]
+            if kept:
+                vectors[b] = kept
+        return replace(self, horizon=horizon, files=files, commits=commits, timestamps=timestamps, apps=apps,
+                       deletion_vectors=vectors), dead
 
     def pinned(self, v: int) -> "TableMetadata":
         """Only what reading version v needs: the files live at v, the commit times they refer to,
@@ -306,7 +349,9 @@ class TableMetadata:
         return TableMetadata(
             version=v, horizon=v, primary_key=self.primary_key, commits={v: self.commits[v]},
             timestamps={x: ts for x, ts in self.timestamps.items() if x in referenced}, files=files,
-            schemas=((0, self.schema_at(v)),), properties=((0, self.properties_at(0)), (v, self.properties_at(v))))
+            schemas=((0, self.schema_at(v)),), properties=((0, self.properties_at(0)), (v, self.properties_at(v))),
+            deletion_vectors={b: ((v, index),) for b in self.deletion_vectors
+                              if (index := self.vectors_at(b, v)) is not None})
 
     # ------------------------------------------------------------ queries
     def timestamp(self, v: int) -> int:
@@ -314,6 +359,18 @@ class TableMetadata:
 
     def live_files(self, v: int) -> list[FileEntry]:
         return [fe for fe in self.files.values() if fe.live_at(v)]
+
+    def vectors_at(self, bucket: int, v: int) -> DeletionVectorIndex | None:
+        """The bucket's deletion vectors file in force at version v (None: none yet)."""
+        out = None
+        for since, index in self.deletion_vectors.get(bucket, ()):
+            if since <= v:
+                out = index
+        return out
+
+    def vector_paths(self) -> set[str]:
+        """Every deletion vectors file a retained version may read."""
+        return {index.path for history in self.deletion_vectors.values() for _, index in history}
 
     def schema_at(self, v: int) -> pa.Schema:
         return _as_of(self.schemas, v)
@@ -353,6 +410,8 @@ class TableMetadata:
             "properties": [[v, dict(p)] for v, p in self.properties],
             "apps": {a: [[c.batch_id, c.version, dict(c.extra)] for c in cs] for a, cs in self.apps.items()},
             "timestamps": [[v, ts] for v, ts in sorted(self.timestamps.items())],
+            "deletion_vectors": [[b, since, index.to_dict()] for b, history in sorted(self.deletion_vectors.items())
+                                 for since, index in history],
         }
 
     @classmethod
@@ -366,7 +425,15 @@ class TableMetadata:
                    for f in d["files"]},
             schemas=tuple((v, schema_from_json(s)) for v, s in d["schemas"]),
             properties=tuple((v, dict(p)) for v, p in d["properties"]),
-            apps={a: tuple(AppCommit(b, v, extra or {}) for b, v, extra in cs) for a, cs in d["apps"].items()})
+            apps={a: tuple(AppCommit(b, v, extra or {}) for b, v, extra in cs) for a, cs in d["apps"].items()},
+            deletion_vectors=_vector_histories(d.get("deletion_vectors", [])))
+
+
+def _vector_histories(rows: Iterable[list]) -> dict[int, tuple[tuple[int, DeletionVectorIndex], ...]]:
+    out: dict[int, tuple[tuple[int, DeletionVectorIndex], ...]] = {}
+    for b, since, index in rows:
+        out[int(b)] = out.get(int(b), ()) + ((int(since), DeletionVectorIndex.from_dict(index)),)
+    return out
 
 
 def _as_of(history: Iterable[tuple[int, Any]], v: int) -> Any:

@@ -186,6 +186,9 @@ AGGREGATE_FUNCTION = ChoiceProperty(
     "merge-engine=aggregation: how a column's values combine", (
         "sum", "min", "max", "count", "last_value", "last_non_null_value", "first_value", "bool_and", "bool_or",
         "listagg"))
+DELETION_VECTORS_ENABLED = BoolProperty(
+    "deletion-vectors.enabled", "false", "data commits record the rows they supersede in older files by position "
+    "(deletion_vectors.py), so reads between compactions filter files instead of merging them by key")
 VIEW_FORMATS = ChoicesProperty("view.formats", "", "publish the read-optimized view after each compaction in these "
                                "open formats", ("delta", "iceberg"))
 
@@ -195,7 +198,7 @@ TABLE_PROPERTIES: dict[str, TableProperty] = {p.name: p for p in (
     CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES, CLUSTERING_MAX_TIME_SPAN_HOURS,
     COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM, CHECKPOINT_INTERVAL, MAINTENANCE_MODE,
     CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS, MERGE_ENGINE, SEQUENCE_FIELD,
-    AGGREGATION_REMOVE_RECORD_ON_DELETE)}
+    AGGREGATION_REMOVE_RECORD_ON_DELETE, DELETION_VECTORS_ENABLED)}
 
 #: what a new table starts with (every property but view.formats, whose default is "none")
 CREATION_DEFAULTS: dict[str, str] = {p.name: p.default for p in TABLE_PROPERTIES.values() if p.default}

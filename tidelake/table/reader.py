@@ -6,7 +6,8 @@ reversed, so a key's newest row of that file comes first) and one hash aggregati
 first row; no sort. A base and L0 deltas on one integer key of a dense enough range merge by a bitmap
 over the key range instead (``_merge_dense``). Only when delta files overlap in versions (a clustered file spanning a file it
 did not absorb) are rows ordered by their commit version first. Base rows survive unless a delta
-names their key.
+names their key. A bucket planned with deletion vectors (deletion_vectors.py) is not merged: each file's
+rows but the superseded ones and the deletes, concatenated.
 
 An incremental read concatenates the L0 delta files of the range, ordered by commit, then key.
 """
@@ -21,6 +22,7 @@ import pyarrow.compute as pc
 
 from tidelake.storage import Storage, StorageError
 
+from .deletion_vectors import positions, read_vectors
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
                     DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
@@ -195,6 +197,8 @@ class MergeOnReadReader:
         by_version = needs_version_order(plan)
         if dictionaries and not by_version:   # (rows of several files are gathered together there)
             schema = dictionary_strings(schema)
+        if plan.vectors is not None and plan.deltas and key_filter is None:
+            return self._filter_by_vectors(plan, columns, dictionary_strings(schema) if dictionaries else schema)
         base = self.read_file(plan.base.file, columns, schema, key_filter, ops=False) if plan.base else None
         if not plan.deltas:
             return base if base is not None else pa.schema([schema.field(c) for c in columns]).empty_table()
@@ -209,6 +213,23 @@ class MergeOnReadReader:
         if base is None or base.num_rows == 0:
             return upserts
         return pa.concat_tables([without_keys(base, changed, pk), upserts])
+
+    def _filter_by_vectors(self, plan: BucketPlan, columns: list[str], schema: pa.Schema) -> pa.Table:
+        """Every file's rows but those its deletion vector marks and the deletes, concatenated. (Only for a
+        whole file: a key filter read with the file would shift the positions; such reads merge by key.)"""
+        vectors = read_vectors(self.storage, plan.vectors)
+        out = []
+        for fe in plan.files:
+            f = fe.file
+            deletes = f.kind == "delta" and f.deletes > 0
+            t = self.read_file(f, columns, schema, ops=deletes)
+            keep = np.ones(t.num_rows, dtype=bool)
+            if f.path in vectors:
+                keep[positions(vectors[f.path])] = False
+            if deletes:
+                keep &= t.column(OP).to_numpy() == OP_UPSERT
+            out.append(_rows_where(t.select(columns), keep))
+        return pa.concat_tables(out)
 
     def _merge_dense(self, base: pa.Table | None, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
                      key_filter: pc.Expression | None) -> pa.Table | None:

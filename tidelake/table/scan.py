@@ -3,6 +3,8 @@
 A snapshot of bucket b at version v is its newest live base file plus the live delta files with rows
 newer than that base (:class:`BucketPlan`). An incremental read over (start, end] is the L0 delta
 files written by data commits in that range: never base files, never clustering/compaction output.
+A bucket with deletion vectors (deletion_vectors.py) that cover exactly its planned files carries them
+in its plan: its reader then filters each file by position instead of merging by key.
 Filters given as (column, op, value) tuples on the primary key prune buckets (equality on the whole
 key hashes to one bucket) and skip files whose key min/max cannot match.
 """
@@ -17,7 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .files import DataFile, FilePlan, bucket_ids
-from .metadata import FileEntry, TableMetadata
+from .metadata import DeletionVectorIndex, FileEntry, TableMetadata
 
 FilterTuple = tuple[str, str, Any]
 
@@ -66,6 +68,8 @@ class BucketPlan:
     base: FileEntry | None
     base_version: int
     deltas: tuple[FileEntry, ...]
+    # the superseded rows of every file of the bucket (the unpruned plan): read by position, no key merge
+    vectors: DeletionVectorIndex | None = None
 
     @property
     def files(self) -> list[FileEntry]:
@@ -139,7 +143,11 @@ class ScanPlanner:
             base_version = base.file.min_version if base else -1
             deltas = sorted((fe for fe in fes if fe.file.kind == "delta" and fe.file.max_version > base_version),
                             key=lambda fe: (fe.file.min_version, fe.commit_seq))
-            out[b] = BucketPlan(b, base, base_version, tuple(deltas))
+            index = self.md.vectors_at(b, v)
+            paths = [fe.file.path for fe in ([base] if base else []) + deltas]
+            if index is not None and sorted(index.covers) != sorted(paths):
+                index = None   # written for other files (maintenance or a restore replaced some since)
+            out[b] = BucketPlan(b, base, base_version, tuple(deltas), index)
         return out
 
     def snapshot(self, v: int, filter: ScanFilter = ScanFilter(), buckets: set[int] | None = None) -> list[BucketPlan]:
@@ -153,7 +161,7 @@ class ScanPlanner:
             base = p.base if p.base is not None and may_match(p.base.file) else None
             deltas = tuple(d for d in p.deltas if may_match(d.file))
             if base is not None or deltas:
-                out.append(BucketPlan(b, base, p.base_version, deltas))
+                out.append(BucketPlan(b, base, p.base_version, deltas, p.vectors))
         return out
 
     def incremental(self, start: int, end: int, filter: ScanFilter = ScanFilter(),

@@ -22,6 +22,7 @@ from tidelake.observability.table_stats import TableStats
 from .change_feed import ChangeFeed
 from .change_files import ChangeFileWriter
 from .commit import Committer
+from .dv_commit import DeletionVectorWriter
 from .engine_commit import EngineCommit, engine_of
 from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
@@ -77,7 +78,8 @@ class Table:
         #: the optimistic commit of this table
         self.committer = Committer(self._current, self._clock,
                                    change_files=ChangeFileWriter(storage, self.reader),
-                                   engine=EngineCommit(storage, self.reader))
+                                   engine=EngineCommit(storage, self.reader),
+                                   vectors=DeletionVectorWriter(storage, self.reader))
         #: compaction, clustering, retention; ``wait()`` / ``close()`` the background worker
         self.maintenance = Maintenance(storage, self._current, self.committer, self.reader, self._clock,
                                        maintenance)
