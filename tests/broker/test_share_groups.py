@@ -15,12 +15,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from tidelake.broker.embedded import EmbeddedBroker
+from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, decode_state_key
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
@@ -48,11 +49,11 @@ def create_topic(bs: str, topic: str, partitions: int = 1) -> None:
         f.result(15)
 
 
-def produce(bs: str, topic: str, n: int, tag: str = "v") -> list[bytes]:
+def produce(bs: str, topic: str, n: int, tag: str = "v", partition: int = 0) -> list[bytes]:
     p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
     values = [f"{tag}-{i:05d}".encode() for i in range(n)]
     for v in values:
-        p.produce(topic, value=v, partition=0)
+        p.produce(topic, value=v, partition=partition)
     assert p.flush(15) == 0
     return values
 
@@ -344,3 +345,77 @@ def test_a_partition_answered_without_records_carries_empty_records_not_null(bro
                                         forgotten_topics_data=[]), 1, ShareFetchResponse)
     [part] = [p for t in r.responses for p in t.partitions]
     assert (part.error_code, part.records, part.acquired_records) == (0, b"", [])
+
+
+def consume_all(c: ShareConsumer, topic: str, want: int) -> dict[tuple[int, int], tuple[bytes, int]]:
+    """(partition, offset) -> (value, delivery count) of ``topic``'s records, each acknowledged, until ``want``
+    arrived or DEADLINE_S passed."""
+    got: dict[tuple[int, int], tuple[bytes, int]] = {}
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < want and time.monotonic() < deadline:
+        for m in poll_values(c):
+            if m.topic() == topic:
+                got[(m.partition(), m.offset())] = (m.value(), m.delivery_count())
+            c.acknowledge(m)
+        c.commit_sync(10)
+    return got
+
+
+def share_state(bs: str, group: str) -> dict[ShareStateKey, bool]:
+    """What ``__share_group_state`` holds for ``group``: each share-partition's key -> whether its last record is
+    live (False: a tombstone)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "state-reader", "enable.auto.commit": False})
+    out: dict[ShareStateKey, bool] = {}
+    try:
+        partitions = c.list_topics(SHARE_STATE_TOPIC, timeout=10).topics[SHARE_STATE_TOPIC].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(SHARE_STATE_TOPIC, p), timeout=10)[1] for p in partitions}
+        c.assign([TopicPartition(SHARE_STATE_TOPIC, p, 0) for p, end in ends.items() if end > 0])
+        read = {p: 0 for p in ends}
+        deadline = time.monotonic() + DEADLINE_S
+        while any(read[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            read[m.partition()] = m.offset() + 1
+            key = decode_state_key(m.key())
+            if key.group_id == group:
+                out[key] = m.value() is not None
+    finally:
+        c.close()
+    return out
+
+
+def test_a_recreated_topic_starts_with_fresh_share_state(broker):
+    """librdkafka's 0184: share-partition state belongs to a topic id, so a topic deleted and created again under
+    the same name is delivered from offset 0, every record once, while the consumer stays subscribed."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "again", partitions=3)
+    c = share_consumer(bs, "recreators", **{"share.acknowledgement.mode": "explicit",
+                                            "topic.metadata.refresh.interval.ms": "500"})
+    admin = AdminClient({"bootstrap.servers": bs})
+    try:
+        c.subscribe(["again"])
+        for p in range(3):
+            produce(bs, "again", 10, tag=f"old{p}", partition=p)
+        assert len(consume_all(c, "again", 30)) == 30
+        assert start_offsets(broker, "recreators", "again") == {0: 10, 1: 10, 2: 10}
+        old = share_state(bs, "recreators")
+        assert sorted(k.partition for k in old) == [0, 1, 2] and all(old.values())
+        admin.delete_topics(["again"], operation_timeout=15)["again"].result(15)
+        assert start_offsets(broker, "recreators", "again") == {}  # Kafka deletes a deleted topic's share state
+        deadline = time.monotonic() + DEADLINE_S
+        while any(share_state(bs, "recreators").values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert share_state(bs, "recreators") == dict.fromkeys(old, False)  # tombstones: compaction removes it
+        create_topic(bs, "again", partitions=2)
+        for p in range(2):
+            produce(bs, "again", 10, tag=f"new{p}", partition=p)
+        got = consume_all(c, "again", 20)
+    finally:
+        c.close()
+    assert sorted(got) == [(p, o) for p in range(2) for o in range(10)]
+    assert {v for v, _n in got.values()} == {f"new{p}-{i:05d}".encode() for p in range(2) for i in range(10)}
+    assert {n for _v, n in got.values()} == {1}
+    assert start_offsets(broker, "recreators", "again") == {0: 10, 1: 10}
+    new = {k: live for k, live in share_state(bs, "recreators").items() if k not in old}
+    assert sorted(k.partition for k in new) == [0, 1] and all(new.values())

@@ -21,7 +21,8 @@ def offsets(first, last, deliverable=True):
 
 
 def coordinator():
-    return ShareGroupCoordinator(CONFIG, topic_id_of={"t": TOPIC_ID}.get, partitions_of={"t": 2}.get)
+    return ShareGroupCoordinator(CONFIG, topic_id_of={"t": TOPIC_ID}.get, partitions_of={"t": 2}.get,
+                                 topic_exists={TOPIC_ID}.__contains__)
 
 
 def test_every_member_is_assigned_every_partition_of_its_topics():
@@ -50,7 +51,7 @@ def test_unknown_member_and_stale_epoch_are_refused():
 def test_an_expired_member_is_removed_and_its_records_released():
     c = coordinator()
     c.heartbeat("g", "a", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    sp = c.initialize("g", "t", 0, 0)
+    sp = c.initialize("g", TOPIC_ID, 0, 0)
     assert sp.acquire("a", offsets(0, 4), 100, now_ms=0) == [AcquiredRange(0, 4, 1)]
     assert c.tick(4999) == []
     assert c.tick(5000) == [("g", "a")]

@@ -1,7 +1,12 @@
 """Share groups (KIP-932): membership by ShareGroupHeartbeat and the share-partitions of each group.
 
 A state machine, clock injected through ``now_ms`` arguments and ``tick``; the topic metadata it needs
-(ids, partition counts) and the persistence of share-partition state are injected callables.
+(ids, partition counts, whether a topic id still exists) and the persistence of share-partition state are
+injected callables.
+
+A share-partition belongs to a topic id, not a name (as Kafka keys it, and as ShareFetch names topics): a
+topic deleted and created again under its name is a new topic whose records start undelivered. A deleted
+topic's share-partitions are forgotten, with tombstones in the state topic, at the next ``tick``.
 
 Membership: a member joins with epoch 0 (the client chose its member id), leaves with -1; any other
 epoch must be the member's current one (else FENCED_MEMBER_EPOCH), an unknown member id gets
@@ -31,7 +36,7 @@ JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 STABLE, EMPTY = "Stable", "Empty"
 SIMPLE_ASSIGNOR = "simple"
 
-SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
+SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
 
 
@@ -69,7 +74,8 @@ class HeartbeatAnswer:
 
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
-                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None,
+                 partitions_of: Callable[[str], int | None], topic_exists: Callable[[uuid.UUID], bool],
+                 write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
                  save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
         self.config = config  # the broker's settings (group.share.*)
@@ -78,6 +84,7 @@ class ShareGroupCoordinator:
         self.save_group_configs = save_group_configs
         self.topic_id_of = topic_id_of
         self.partitions_of = partitions_of
+        self.topic_exists = topic_exists
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -168,8 +175,9 @@ class ShareGroupCoordinator:
         return group is not None and member_id in group.members
 
     def tick(self, now_ms: int) -> list[tuple[str, str]]:
-        """Remove members whose session expired and release locks that expired; the (group, member)
-        pairs removed."""
+        """Remove members whose session expired, release locks that expired and forget the share-partitions
+        of deleted topics; the (group, member) pairs removed."""
+        self.forget_deleted_topics()
         removed = []
         for group in self.groups.values():
             for member_id in [m.member_id for m in group.members.values() if m.deadline_ms <= now_ms]:
@@ -180,54 +188,62 @@ class ShareGroupCoordinator:
         return removed
 
     # -- share-partitions -------------------------------------------------------------------------
-    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
-        return self.share_partitions.get((group_id, topic, partition))
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        return self.share_partitions.get((group_id, topic_id, partition))
 
-    def initialize(self, group_id: str, topic: str, partition: int, start_offset: int) -> SharePartition:
+    def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> SharePartition:
         """The share-partition of a group reading a partition for the first time, starting at
         ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
         sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
-        self.share_partitions[(group_id, topic, partition)] = sp
+        self.share_partitions[(group_id, topic_id, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
         return sp
 
-    def restore(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+    def restore(self, group_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition) -> None:
         """A share-partition rebuilt from ``__share_group_state``."""
         sp.config = self.config_for(group_id)
-        self.share_partitions[(group_id, topic, partition)] = sp
+        self.share_partitions[(group_id, topic_id, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
 
-    def partitions_of_group(self, group_id: str) -> Iterator[tuple[str, int, SharePartition]]:
-        for (gid, topic, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
+    def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
+        for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
             if gid == group_id:
-                yield topic, partition, sp
+                yield topic_id, partition, sp
 
-    def delete_offsets(self, group_id: str, topic: str) -> list[int]:
-        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (tombstones in the state topic);
-        the partitions forgotten."""
-        gone = [p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic]
-        topic_id = self.topic_id_of(topic)
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> list[int]:
+        """DeleteShareGroupOffsets: forget the group's state of a topic (tombstones in the state topic); the
+        partitions forgotten."""
+        gone = sorted(p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic_id)
+        self._forget([(group_id, topic_id, p) for p in gone])
+        return gone
+
+    def forget_deleted_topics(self) -> int:
+        """Forget the share-partitions of topics that no longer exist (Kafka deletes a deleted topic's share
+        state); the number forgotten."""
+        gone = [key for key in self.share_partitions if not self.topic_exists(key[1])]
+        self._forget(gone)
+        return len(gone)
+
+    def _forget(self, keys: list[SharePartitionKey]) -> None:
+        """Drop share-partitions and write their tombstones."""
         by_partition: dict[int, list] = {}
-        for p in gone:
-            del self.share_partitions[(group_id, topic, p)]
-            if topic_id is not None:
-                key = ShareStateKey(group_id, topic_id, p)
-                by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
-                    (tombstone_key(key), None))
+        for group_id, topic_id, partition in keys:
+            del self.share_partitions[(group_id, topic_id, partition)]
+            key = ShareStateKey(group_id, topic_id, partition)
+            by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                (tombstone_key(key), None))
         if self.write is not None:
             for partition, records in by_partition.items():
                 self.write(partition, records)
-        return gone
 
     def flush(self, leader_epoch: int = 0) -> int:
         """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
         written. Called after each request that changes state and after each tick."""
         by_partition: dict[int, list] = {}
-        for (group_id, topic, partition), sp in self.share_partitions.items():
+        for (group_id, topic_id, partition), sp in self.share_partitions.items():
             if not sp.take_changed() or self.write is None:
                 continue
-            topic_id = self.topic_id_of(topic)
-            if topic_id is None:  # the topic was deleted: nothing left to deliver
+            if not self.topic_exists(topic_id):  # deleted: its tombstone is written at the next tick
                 continue
             key = ShareStateKey(group_id, topic_id, partition)
             by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
