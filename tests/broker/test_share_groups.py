@@ -419,3 +419,49 @@ def test_a_recreated_topic_starts_with_fresh_share_state(broker):
     assert start_offsets(broker, "recreators", "again") == {0: 10, 1: 10}
     new = {k: live for k, live in share_state(bs, "recreators").items() if k not in old}
     assert sorted(k.partition for k in new) == [0, 1] and all(new.values())
+
+
+def wait_for_members(b: EmbeddedBroker, group: str, n: int) -> int:
+    """Wait until ``group`` has ``n`` members, each at the group's epoch (it heard its assignment); how many
+    partitions they were assigned in all."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with wire(b) as w:
+            [g] = w.request(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 1,
+                            ShareGroupDescribeResponse).groups
+        if len(g.members) == n and all(m.member_epoch == g.group_epoch for m in g.members):
+            return sum(len(tp.partitions) for m in g.members for tp in m.assignment.topic_partitions)
+        assert time.monotonic() < deadline, f"share group {group}: {len(g.members)} members, epoch {g.group_epoch}"
+        time.sleep(0.1)
+
+
+def test_an_implicit_and_an_explicit_consumer_split_a_groups_partitions(broker):
+    """librdkafka's 0172 (mixed acknowledgement modes): Kafka's simple assignor balances a share group's partitions
+    over its members, so of two consumers of a 4-partition topic each reads its own two, even when the first to
+    poll could take every record at once."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "mixed", partitions=4)
+    for p in range(4):
+        produce(bs, "mixed", 100, tag=f"p{p}", partition=p)
+    implicit = share_consumer(bs, "mixed-modes")
+    explicit = share_consumer(bs, "mixed-modes", **{"share.acknowledgement.mode": "explicit"})
+    got: dict[str, list[tuple[int, int]]] = {"implicit": [], "explicit": []}
+    try:
+        implicit.subscribe(["mixed"])
+        explicit.subscribe(["mixed"])
+        assert wait_for_members(broker, "mixed-modes", 2) == 4  # both joined and told their partitions
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(map(len, got.values())) < 400 and time.monotonic() < deadline:
+            got["implicit"] += [(m.partition(), m.offset()) for m in poll_values(implicit)]
+            for m in poll_values(explicit):
+                got["explicit"].append((m.partition(), m.offset()))
+                explicit.acknowledge(m)
+            explicit.commit_sync(10)
+        poll_values(implicit)  # its last records are accepted by this poll
+    finally:
+        implicit.close()
+        explicit.close()
+    delivered = got["implicit"] + got["explicit"]
+    assert sorted(delivered) == [(p, o) for p in range(4) for o in range(100)]  # each record once
+    assert {p for p, _o in got["implicit"]}.isdisjoint({p for p, _o in got["explicit"]})
+    assert len(got["implicit"]) == len(got["explicit"]) == 200

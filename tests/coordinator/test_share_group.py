@@ -25,17 +25,22 @@ def coordinator():
                                  topic_exists={TOPIC_ID}.__contains__)
 
 
-def test_every_member_is_assigned_every_partition_of_its_topics():
+def test_members_are_assigned_the_partitions_balanced():
     c = coordinator()
     a = c.heartbeat("g", "a", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
+    assert a.assignment == {TOPIC_ID: (0, 1)}  # alone: every partition
     b = c.heartbeat("g", "b", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    assert a.assignment == {TOPIC_ID: (0, 1)} and b.assignment == {TOPIC_ID: (0, 1)}
-    assert b.member_epoch > a.member_epoch
-    # a's next heartbeat moves it to the group epoch; a further one carries no assignment (unchanged)
+    assert b.assignment == {TOPIC_ID: (1,)} and b.member_epoch > a.member_epoch
+    # a's next heartbeat moves it to the group epoch and gives up what b took; a further one carries no
+    # assignment (unchanged)
     a2 = c.heartbeat("g", "a", a.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=1)
-    assert a2.member_epoch == b.member_epoch
+    assert (a2.member_epoch, a2.assignment) == (b.member_epoch, {TOPIC_ID: (0,)})
     a3 = c.heartbeat("g", "a", a2.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=2)
     assert a3.assignment is None
+    # b leaves: a has both partitions again from its next heartbeat
+    c.heartbeat("g", "b", -1, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=3)
+    a4 = c.heartbeat("g", "a", a3.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=4)
+    assert a4.assignment == {TOPIC_ID: (0, 1)}
 
 
 def test_unknown_member_and_stale_epoch_are_refused():

@@ -11,9 +11,11 @@ topic's share-partitions are forgotten, with tombstones in the state topic, at t
 Membership: a member joins with epoch 0 (the client chose its member id), leaves with -1; any other
 epoch must be the member's current one (else FENCED_MEMBER_EPOCH), an unknown member id gets
 UNKNOWN_MEMBER_ID. A member that sends no heartbeat for ``session_timeout_ms`` is removed. Every
-membership or subscription change bumps the group epoch. The assignor is Kafka's SimpleAssignor in its
-plain form: every member is assigned every partition of the topics it subscribes to (share groups let
-many members read one partition; records, not partitions, are what is handed out).
+membership or subscription change, and every change of the target assignment (a topic created, grown or
+deleted), bumps the group epoch; a member hears its new assignment on its next heartbeat. The assignor is
+Kafka's simple assignor (``share_assignor.py``): partitions balanced over the members, and members over the
+partitions when there are more members than partitions (share groups let many members read one partition;
+records, not partitions, are what is handed out).
 
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from tidelake import errors
+from tidelake.coordinator import share_assignor
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_partition import SharePartition
 from tidelake.coordinator.share_session import ShareSessionCache
@@ -140,10 +143,7 @@ class ShareGroupCoordinator:
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(subscribed)))
             group.epoch += 1
-        target = self._assignment(member.subscribed)
-        if target != member.assignment:  # a subscribed topic appeared or grew: a new assignment
-            member.assignment = target
-            group.epoch += 1
+        self._reassign(group)
         changed = member_epoch == JOIN_EPOCH or member.epoch != group.epoch
         if member.epoch != group.epoch:
             member.epoch = group.epoch
@@ -151,13 +151,24 @@ class ShareGroupCoordinator:
         return HeartbeatAnswer(member_id, member.epoch, config.heartbeat_interval_ms,
                                dict(member.assignment) if changed else None)
 
-    def _assignment(self, topics: tuple[str, ...]) -> dict[uuid.UUID, tuple[int, ...]]:
-        out = {}
-        for name in topics:
-            topic_id, n = self.topic_id_of(name), self.partitions_of(name)
-            if topic_id is not None and n:
-                out[topic_id] = tuple(range(n))
-        return out
+    def _reassign(self, group: ShareGroup) -> None:
+        """Compute the group's target assignment; a change for any member bumps the group epoch (each member
+        hears its own at its next heartbeat)."""
+        subscriptions, counts = {}, {}
+        for member in group.members.values():
+            ids = set()
+            for name in member.subscribed:
+                topic_id, n = self.topic_id_of(name), self.partitions_of(name)
+                if topic_id is not None and n:
+                    ids.add(topic_id)
+                    counts[topic_id] = n
+            subscriptions[member.member_id] = frozenset(ids)
+        target = share_assignor.assign(subscriptions, counts,
+                                       {m.member_id: m.assignment for m in group.members.values()})
+        if any(target[m.member_id] != m.assignment for m in group.members.values()):
+            for member in group.members.values():
+                member.assignment = target[member.member_id]
+            group.epoch += 1
 
     def _remove(self, group: ShareGroup, member_id: str) -> None:
         del group.members[member_id]
