@@ -336,6 +336,13 @@ def test_a_partition_answered_without_records_carries_empty_records_not_null(bro
     with wire(broker) as w:
         hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=0, rack_id=None,
                                                   subscribed_topic_names=["quiet"]), 1, ShareGroupHeartbeatResponse)
+        deadline = time.monotonic() + DEADLINE_S
+        while not (hb.assignment and hb.assignment.topic_partitions):  # assigned once its share state exists
+            assert time.monotonic() < deadline, "no assignment"
+            time.sleep(0.1)
+            hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=hb.member_epoch,
+                                                      rack_id=None, subscribed_topic_names=None), 1,
+                           ShareGroupHeartbeatResponse)
         [tp] = hb.assignment.topic_partitions
         F = ShareFetchRequest.FetchTopic
         r = w.request(ShareFetchRequest(group_id="q", member_id="m-q", share_session_epoch=0, max_wait_ms=0,

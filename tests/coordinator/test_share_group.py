@@ -22,25 +22,32 @@ def offsets(first, last, deliverable=True):
 
 def coordinator():
     return ShareGroupCoordinator(CONFIG, topic_id_of={"t": TOPIC_ID}.get, partitions_of={"t": 2}.get,
-                                 topic_exists={TOPIC_ID}.__contains__)
+                                 topic_exists={TOPIC_ID}.__contains__, start_offset=lambda _t, _p, _earliest: 0)
 
 
-def test_members_are_assigned_the_partitions_balanced():
+def hb(c, member, epoch, subscribed=None, now_ms=0):
+    return c.heartbeat("g", member, epoch, subscribed=subscribed, rack_id=None, client_id="c", client_host="h",
+                       now_ms=now_ms)
+
+
+def test_partitions_are_assigned_once_initialized_and_balanced():
     c = coordinator()
-    a = c.heartbeat("g", "a", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    assert a.assignment == {TOPIC_ID: (0, 1)}  # alone: every partition
-    b = c.heartbeat("g", "b", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    assert b.assignment == {TOPIC_ID: (1,)} and b.member_epoch > a.member_epoch
-    # a's next heartbeat moves it to the group epoch and gives up what b took; a further one carries no
-    # assignment (unchanged)
-    a2 = c.heartbeat("g", "a", a.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=1)
-    assert (a2.member_epoch, a2.assignment) == (b.member_epoch, {TOPIC_ID: (0,)})
-    a3 = c.heartbeat("g", "a", a2.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=2)
-    assert a3.assignment is None
-    # b leaves: a has both partitions again from its next heartbeat
-    c.heartbeat("g", "b", -1, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=3)
-    a4 = c.heartbeat("g", "a", a3.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=4)
-    assert a4.assignment == {TOPIC_ID: (0, 1)}
+    a = hb(c, "a", 0, ["t"])
+    b = hb(c, "b", 0, ["t"])
+    assert a.assignment == {} and b.assignment == {}  # Kafka's rule: nothing before its share state exists
+    assert c.share_partition("g", TOPIC_ID, 0) is None
+    c.tick(1)  # initializes both partitions, off the heartbeats
+    assert c.share_partition("g", TOPIC_ID, 0).start_offset == 0 and c.share_partition("g", TOPIC_ID, 1)
+    a2 = hb(c, "a", a.member_epoch, now_ms=2)
+    b2 = hb(c, "b", b.member_epoch, now_ms=2)
+    assert sorted(a2.assignment[TOPIC_ID] + b2.assignment[TOPIC_ID]) == [0, 1]
+    assert a2.member_epoch == b2.member_epoch
+    assert hb(c, "a", a2.member_epoch, now_ms=3).assignment is None  # unchanged: not sent again
+    # b leaves: a has both partitions from its next heartbeat
+    hb(c, "b", -1, now_ms=3)
+    assert hb(c, "a", a2.member_epoch, now_ms=4).assignment == {TOPIC_ID: (0, 1)}
+    # a member joining a group whose partitions are initialized is assigned at once
+    assert sum(len(ps) for ps in hb(c, "d", 0, ["t"], now_ms=5).assignment.values()) == 1
 
 
 def test_unknown_member_and_stale_epoch_are_refused():

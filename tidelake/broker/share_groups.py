@@ -49,8 +49,15 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
     def topic_exists(topic_id) -> bool:
         return topics.by_id(topic_id) is not None
 
+    def start_offset(topic_id, partition: int, earliest: bool) -> int | None:
+        info = topics.by_id(topic_id)
+        plog = partitions.logs.get(info.name, partition) if info is not None else None
+        if plog is None:
+            return None
+        return plog.log_start_offset if earliest else plog.high_watermark
+
     return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of,
-                                 topic_exists=topic_exists, write=write,
+                                 topic_exists=topic_exists, start_offset=start_offset, write=write,
                                  group_configs=topics.metadata.group_configs,
                                  save_group_configs=topics.metadata.set_group_configs)
 

@@ -18,11 +18,11 @@ from typing import Mapping
 TopicIdPartition = tuple[uuid.UUID, int]
 
 
-def assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partition_counts: Mapping[uuid.UUID, int],
+def assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], assignable: Mapping[uuid.UUID, tuple[int, ...]],
            current: Mapping[str, Mapping[uuid.UUID, tuple[int, ...]]]) -> dict[str, dict[uuid.UUID, tuple[int, ...]]]:
     """The target assignment of every member: ``subscriptions`` the topic ids each member subscribes to,
-    ``partition_counts`` each existing topic's partition count (a topic missing from it is not assigned),
-    ``current`` each member's assignment now."""
+    ``assignable`` the partitions of each topic that may be assigned (Kafka's: those whose share state is
+    initialized; a topic missing from it is not assigned), ``current`` each member's assignment now."""
     held = {m: {(t, p) for t, parts in current.get(m, {}).items() for p in parts} for m in subscriptions}
     out: dict[str, set[TopicIdPartition]] = {m: set() for m in subscriptions}
     pools = ([(sorted(subscriptions), sorted(next(iter(subscriptions.values()))))]
@@ -30,7 +30,7 @@ def assign(subscriptions: Mapping[str, frozenset[uuid.UUID]], partition_counts: 
              else [(sorted(m for m, topics in subscriptions.items() if t in topics), [t])
                    for t in sorted({t for topics in subscriptions.values() for t in topics})])
     for members, topics in pools:
-        partitions = [(t, p) for t in topics for p in range(partition_counts.get(t, 0))]
+        partitions = [(t, p) for t in topics for p in assignable.get(t, ())]
         for member, got in _balance(members, partitions, held).items():
             out[member] |= got
     return {m: _by_topic(tps) for m, tps in out.items()}

@@ -17,6 +17,12 @@ Kafka's simple assignor (``share_assignor.py``): partitions balanced over the me
 partitions when there are more members than partitions (share groups let many members read one partition;
 records, not partitions, are what is handed out).
 
+As in Kafka, only a partition whose share state is initialized is assigned: a group's first heartbeat for a
+topic queues its partitions, ``tick`` initializes them (the share-partition at its start offset by
+``share.auto.offset.reset``, persisted), and the heartbeats after that carry them. So members that join
+together are balanced from their first records on, instead of the first to fetch taking every partition's
+records before the others are counted.
+
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
 acknowledgements (or their locks expire), as a client closing sends its leave and its final
@@ -30,7 +36,7 @@ from typing import Callable, Iterator, Mapping
 
 from tidelake import errors
 from tidelake.coordinator import share_assignor
-from tidelake.coordinator.share_config import ShareGroupConfig
+from tidelake.coordinator.share_config import EARLIEST, ShareGroupConfig
 from tidelake.coordinator.share_partition import SharePartition
 from tidelake.coordinator.share_session import ShareSessionCache
 from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, state_partition, tombstone_key
@@ -40,6 +46,9 @@ STABLE, EMPTY = "Stable", "Empty"
 SIMPLE_ASSIGNOR = "simple"
 
 SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+# a new share-partition's start offset: (topic id, partition, earliest?) -> the log start (earliest) or the
+# high watermark; None while the partition is not readable here
+StartOffset = Callable[[uuid.UUID, int, bool], int | None]
 StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
 
 
@@ -61,6 +70,7 @@ class ShareGroup:
     epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    initializing: set[tuple[uuid.UUID, int]] = field(default_factory=set)  # assigned once ``tick`` initializes them
 
     @property
     def state(self) -> str:
@@ -78,7 +88,7 @@ class HeartbeatAnswer:
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
                  partitions_of: Callable[[str], int | None], topic_exists: Callable[[uuid.UUID], bool],
-                 write: StateWriter | None = None,
+                 start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
                  save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
         self.config = config  # the broker's settings (group.share.*)
@@ -88,6 +98,7 @@ class ShareGroupCoordinator:
         self.topic_id_of = topic_id_of
         self.partitions_of = partitions_of
         self.topic_exists = topic_exists
+        self.start_offset = start_offset
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -154,16 +165,20 @@ class ShareGroupCoordinator:
     def _reassign(self, group: ShareGroup) -> None:
         """Compute the group's target assignment; a change for any member bumps the group epoch (each member
         hears its own at its next heartbeat)."""
-        subscriptions, counts = {}, {}
+        subscriptions, assignable = {}, {}
         for member in group.members.values():
             ids = set()
             for name in member.subscribed:
                 topic_id, n = self.topic_id_of(name), self.partitions_of(name)
-                if topic_id is not None and n:
-                    ids.add(topic_id)
-                    counts[topic_id] = n
+                if topic_id is None or not n:
+                    continue
+                ids.add(topic_id)
+                if topic_id not in assignable:
+                    ready = [p for p in range(n) if (group.group_id, topic_id, p) in self.share_partitions]
+                    group.initializing.update((topic_id, p) for p in range(n) if p not in ready)
+                    assignable[topic_id] = tuple(ready)
             subscriptions[member.member_id] = frozenset(ids)
-        target = share_assignor.assign(subscriptions, counts,
+        target = share_assignor.assign(subscriptions, assignable,
                                        {m.member_id: m.assignment for m in group.members.values()})
         if any(target[m.member_id] != m.assignment for m in group.members.values()):
             for member in group.members.values():
@@ -186,9 +201,13 @@ class ShareGroupCoordinator:
         return group is not None and member_id in group.members
 
     def tick(self, now_ms: int) -> list[tuple[str, str]]:
-        """Remove members whose session expired, release locks that expired and forget the share-partitions
-        of deleted topics; the (group, member) pairs removed."""
+        """Remove members whose session expired, release locks that expired, initialize the share-partitions
+        heartbeats asked for and forget those of deleted topics; the (group, member) pairs removed."""
         self.forget_deleted_topics()
+        for group in self.groups.values():
+            for topic_id, partition in sorted(group.initializing):
+                if self.initialize_partition(group.group_id, topic_id, partition) is not None:
+                    group.initializing.discard((topic_id, partition))
         removed = []
         for group in self.groups.values():
             for member_id in [m.member_id for m in group.members.values() if m.deadline_ms <= now_ms]:
@@ -201,6 +220,15 @@ class ShareGroupCoordinator:
     # -- share-partitions -------------------------------------------------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         return self.share_partitions.get((group_id, topic_id, partition))
+
+    def initialize_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        """The group's share-partition, initialized at the start offset ``share.auto.offset.reset`` picks if it
+        has none; None while the partition cannot be read here (its topic deleted, not led here)."""
+        sp = self.share_partitions.get((group_id, topic_id, partition))
+        if sp is not None:
+            return sp
+        start = self.start_offset(topic_id, partition, self.config_for(group_id).auto_offset_reset == EARLIEST)
+        return None if start is None else self.initialize(group_id, topic_id, partition, start)
 
     def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> SharePartition:
         """The share-partition of a group reading a partition for the first time, starting at

@@ -18,8 +18,8 @@ from tidelake import errors
 from tidelake.broker.access import GROUP, TOPIC, Access, HandlerCheck, Need
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.registry import api
-from tidelake.coordinator.share_config import EARLIEST, READ_COMMITTED
-from tidelake.coordinator.share_partition import AcquiredRange, SharePartition
+from tidelake.coordinator.share_config import READ_COMMITTED
+from tidelake.coordinator.share_partition import AcquiredRange
 from tidelake.coordinator.share_session import CLOSE_EPOCH
 from tidelake.protocol.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
                                         ShareFetchResponse)
@@ -89,20 +89,6 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
                     answer.ack_error, answer.ack_message = e.code, str(e)
 
 
-def _share_partition(broker: BrokerContext, group_id: str, topic: str, topic_id: uuid.UUID,
-                     partition: int) -> SharePartition | None:
-    sp = broker.share_groups.share_partition(group_id, topic_id, partition)
-    if sp is not None:
-        return sp
-    bounds = broker.partition_service.read(topic, partition, 0, 0, read_committed=False, min_one=False,
-                                           follower=False)
-    if bounds.error:
-        return None
-    reset = broker.share_groups.config_for(group_id).auto_offset_reset
-    start = bounds.log_start_offset if reset == EARLIEST else bounds.high_watermark
-    return broker.share_groups.initialize(group_id, topic_id, partition, start)
-
-
 def _deliverable(data, aborted: list | None) -> Iterator[tuple[int, int, bool, object]]:
     """(first offset, last offset, deliverable, batch bytes) of each batch read, lazily (a fetch stops at its
     record limit): control batches are never deliverable, nor under read_committed an aborted transaction's
@@ -127,7 +113,8 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, t
         broker.partition_service.leader_epoch(topic, partition)
     except errors.KafkaApiError as e:
         return PartitionAnswer(e.code, str(e))
-    sp = _share_partition(broker, group_id, topic, topic_id, partition)
+    # a partition is assigned once initialized; a member may still fetch one it was not assigned (Kafka lets it)
+    sp = broker.share_groups.initialize_partition(group_id, topic_id, partition)
     if sp is None:
         return PartitionAnswer(broker.missing_log_code(topic, partition))
     sp.expire_locks(now_ms)
