@@ -472,3 +472,46 @@ def test_an_implicit_and_an_explicit_consumer_split_a_groups_partitions(broker):
     assert sorted(delivered) == [(p, o) for p in range(4) for o in range(100)]  # each record once
     assert {p for p, _o in got["implicit"]}.isdisjoint({p for p, _o in got["explicit"]})
     assert len(got["implicit"]) == len(got["explicit"]) == 200
+
+
+def test_acknowledgements_pending_at_close_are_committed_and_the_unacknowledged_released(broker):
+    """librdkafka's 0179 (destroy with explicit acknowledgements): what a consumer acknowledged but had not sent
+    is committed by its close (the commit callback hears each partition's offsets, without error), and what it
+    had not acknowledged goes back to the group for another consumer, a second delivery."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "closing", partitions=2)
+    for p in range(2):
+        produce(bs, "closing", 50, partition=p)
+    receipts: dict[int, set[int]] = {}
+    failures: list = []
+
+    def committed(offsets, exc):
+        if exc is not None:
+            failures.append(exc)
+        for tp, acked in offsets.items():
+            receipts.setdefault(tp.partition, set()).update(acked)
+
+    c = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
+    c.set_acknowledgement_commit_callback(committed)
+    c.subscribe(["closing"])
+    batch: list = []
+    deadline = time.monotonic() + DEADLINE_S
+    while not batch and time.monotonic() < deadline:
+        batch = poll_values(c)
+    # one broker leads both partitions, so one fetch answers both (librdkafka's suite runs three brokers, and
+    # its 0179 counts on one partition per fetch)
+    assert sorted((m.partition(), m.offset()) for m in batch) == [(p, o) for p in range(2) for o in range(50)]
+    for m in batch:
+        if m.partition() == 0 or m.offset() < 25:
+            c.acknowledge(m)
+    c.close()
+    assert failures == []
+    assert receipts == {0: set(range(50)), 1: set(range(25))}
+    assert start_offsets(broker, "closers", "closing") == {0: 50, 1: 25}
+    after = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        after.subscribe(["closing"])
+        got = consume_all(after, "closing", 25)
+    finally:
+        after.close()
+    assert got == {(1, o): (f"v-{o:05d}".encode(), 2) for o in range(25, 50)}
