@@ -165,7 +165,7 @@ class ShareGroupCoordinator:
     def _reassign(self, group: ShareGroup) -> None:
         """Compute the group's target assignment; a change for any member bumps the group epoch (each member
         hears its own at its next heartbeat)."""
-        subscriptions, assignable = {}, {}
+        subscriptions, assignable, pending = {}, {}, set()
         for member in group.members.values():
             ids = set()
             for name in member.subscribed:
@@ -175,9 +175,10 @@ class ShareGroupCoordinator:
                 ids.add(topic_id)
                 if topic_id not in assignable:
                     ready = [p for p in range(n) if (group.group_id, topic_id, p) in self.share_partitions]
-                    group.initializing.update((topic_id, p) for p in range(n) if p not in ready)
+                    pending.update((topic_id, p) for p in range(n) if p not in ready)
                     assignable[topic_id] = tuple(ready)
             subscriptions[member.member_id] = frozenset(ids)
+        group.initializing = pending  # what the members subscribe to now (a deleted topic's partitions drop out)
         target = share_assignor.assign(subscriptions, assignable,
                                        {m.member_id: m.assignment for m in group.members.values()})
         if any(target[m.member_id] != m.assignment for m in group.members.values()):
@@ -206,7 +207,8 @@ class ShareGroupCoordinator:
         self.forget_deleted_topics()
         for group in self.groups.values():
             for topic_id, partition in sorted(group.initializing):
-                if self.initialize_partition(group.group_id, topic_id, partition) is not None:
+                if (not self.topic_exists(topic_id)
+                        or self.initialize_partition(group.group_id, topic_id, partition) is not None):
                     group.initializing.discard((topic_id, partition))
         removed = []
         for group in self.groups.values():
