@@ -6,7 +6,7 @@ import pytest
 
 from tidelake import errors
 from tidelake.coordinator.share_config import ShareGroupConfig
-from tidelake.coordinator.share_group import ShareGroupCoordinator
+from tidelake.coordinator.share_group import INITIALIZING_HEARTBEAT_INTERVAL_MS, ShareGroupCoordinator
 from tidelake.coordinator.share_partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT,
                                                   RELEASE, RENEW, AcquiredRange, SharePartition)
 from tidelake.coordinator.share_state import ShareStateKey, replay, snapshot_record
@@ -35,13 +35,14 @@ def test_partitions_are_assigned_once_initialized_and_balanced():
     a = hb(c, "a", 0, ["t"])
     b = hb(c, "b", 0, ["t"])
     assert a.assignment == {} and b.assignment == {}  # Kafka's rule: nothing before its share state exists
+    assert b.heartbeat_interval_ms == INITIALIZING_HEARTBEAT_INTERVAL_MS  # come back soon for it
     assert c.share_partition("g", TOPIC_ID, 0) is None
     c.tick(1)  # initializes both partitions, off the heartbeats
     assert c.share_partition("g", TOPIC_ID, 0).start_offset == 0 and c.share_partition("g", TOPIC_ID, 1)
     a2 = hb(c, "a", a.member_epoch, now_ms=2)
     b2 = hb(c, "b", b.member_epoch, now_ms=2)
     assert sorted(a2.assignment[TOPIC_ID] + b2.assignment[TOPIC_ID]) == [0, 1]
-    assert a2.member_epoch == b2.member_epoch
+    assert a2.member_epoch == b2.member_epoch and a2.heartbeat_interval_ms == CONFIG.heartbeat_interval_ms
     assert hb(c, "a", a2.member_epoch, now_ms=3).assignment is None  # unchanged: not sent again
     # b leaves: a has both partitions from its next heartbeat
     hb(c, "b", -1, now_ms=3)

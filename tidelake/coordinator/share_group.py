@@ -21,7 +21,7 @@ As in Kafka, only a partition whose share state is initialized is assigned: a gr
 topic queues its partitions, ``tick`` initializes them (the share-partition at its start offset by
 ``share.auto.offset.reset``, persisted), and the heartbeats after that carry them. So members that join
 together are balanced from their first records on, instead of the first to fetch taking every partition's
-records before the others are counted.
+records before the others are counted. Meanwhile members are asked to heartbeat sooner, to start reading soon.
 
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
@@ -44,6 +44,10 @@ from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, sta
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 STABLE, EMPTY = "Stable", "Empty"
 SIMPLE_ASSIGNOR = "simple"
+# the heartbeat interval told to members while partitions they subscribe to are being initialized: a new
+# group's first records then wait this long, not a whole group.share.heartbeat.interval.ms (5 s); members that
+# join within it are still balanced from the start
+INITIALIZING_HEARTBEAT_INTERVAL_MS = 500
 
 SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
 # a new share-partition's start offset: (topic id, partition, earliest?) -> the log start (earliest) or the
@@ -159,7 +163,10 @@ class ShareGroupCoordinator:
         if member.epoch != group.epoch:
             member.epoch = group.epoch
             group.assignment_epoch = group.epoch
-        return HeartbeatAnswer(member_id, member.epoch, config.heartbeat_interval_ms,
+        # while the group waits for partitions to be initialized, its members come back sooner for them
+        interval = (min(config.heartbeat_interval_ms, INITIALIZING_HEARTBEAT_INTERVAL_MS) if group.initializing
+                    else config.heartbeat_interval_ms)
+        return HeartbeatAnswer(member_id, member.epoch, interval,
                                dict(member.assignment) if changed else None)
 
     def _reassign(self, group: ShareGroup) -> None:
