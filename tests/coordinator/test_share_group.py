@@ -9,7 +9,7 @@ from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_group import INITIALIZING_HEARTBEAT_INTERVAL_MS, ShareGroupCoordinator
 from tidelake.coordinator.share_partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT,
                                                   RELEASE, RENEW, AcquiredRange, SharePartition)
-from tidelake.coordinator.share_state import ShareStateKey, replay, snapshot_record
+from tidelake.coordinator.share_state import ShareStateKey, decode_state_key, replay, snapshot_record
 
 CONFIG = ShareGroupConfig(record_lock_duration_ms=1000, delivery_count_limit=3, partition_max_record_locks=10,
                           session_timeout_ms=5000)
@@ -147,3 +147,23 @@ def test_a_snapshot_replays_to_the_same_state_without_locks():
     assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
         2: (AVAILABLE, 1), 3: (ACKNOWLEDGED, 0 + 1), 4: (ARCHIVED, 1), 5: (AVAILABLE, 1)}
     assert restored.acquire("b", offsets(2, 5), 100, now_ms=0) == [AcquiredRange(2, 2, 2), AcquiredRange(5, 5, 2)]
+
+
+def test_a_deleted_topics_share_partitions_are_forgotten_with_tombstones():
+    written: list[tuple[int, list]] = []
+    topics = {TOPIC_ID}
+    c = ShareGroupCoordinator(CONFIG, topic_id_of=lambda n: TOPIC_ID if n == "t" and TOPIC_ID in topics else None,
+                              partitions_of={"t": 2}.get, topic_exists=topics.__contains__,
+                              start_offset=lambda _t, _p, _earliest: 0,
+                              write=lambda partition, records: written.append((partition, records)))
+    hb(c, "a", 0, ["t"])
+    c.tick(1)
+    c.flush()
+    assert sorted(decode_state_key(key).partition for _p, records in written for key, _v in records) == [0, 1]
+    written.clear()
+    topics.clear()  # the topic is deleted
+    c.tick(2)
+    tombstones = [(key, value) for _p, records in written for key, value in records]
+    assert len(tombstones) == 2 and all(value is None for _k, value in tombstones)
+    assert sorted(decode_state_key(key).partition for key, _v in tombstones) == [0, 1]
+    assert c.share_partition("g", TOPIC_ID, 0) is None and c.groups["g"].initializing == set()
