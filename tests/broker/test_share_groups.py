@@ -15,12 +15,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, KafkaException, Producer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 from kafka.protocol.admin import ListGroupsRequest, ListGroupsResponse
 
 from tidelake.broker.embedded import EmbeddedBroker
+from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, decode_state_key
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
@@ -48,11 +49,11 @@ def create_topic(bs: str, topic: str, partitions: int = 1) -> None:
         f.result(15)
 
 
-def produce(bs: str, topic: str, n: int, tag: str = "v") -> list[bytes]:
+def produce(bs: str, topic: str, n: int, tag: str = "v", partition: int = 0) -> list[bytes]:
     p = Producer({"bootstrap.servers": bs, "linger.ms": 5})
     values = [f"{tag}-{i:05d}".encode() for i in range(n)]
     for v in values:
-        p.produce(topic, value=v, partition=0)
+        p.produce(topic, value=v, partition=partition)
     assert p.flush(15) == 0
     return values
 
@@ -335,6 +336,13 @@ def test_a_partition_answered_without_records_carries_empty_records_not_null(bro
     with wire(broker) as w:
         hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=0, rack_id=None,
                                                   subscribed_topic_names=["quiet"]), 1, ShareGroupHeartbeatResponse)
+        deadline = time.monotonic() + DEADLINE_S
+        while not (hb.assignment and hb.assignment.topic_partitions):  # assigned once its share state exists
+            assert time.monotonic() < deadline, "no assignment"
+            time.sleep(0.1)
+            hb = w.request(ShareGroupHeartbeatRequest(group_id="q", member_id="m-q", member_epoch=hb.member_epoch,
+                                                      rack_id=None, subscribed_topic_names=None), 1,
+                           ShareGroupHeartbeatResponse)
         [tp] = hb.assignment.topic_partitions
         F = ShareFetchRequest.FetchTopic
         r = w.request(ShareFetchRequest(group_id="q", member_id="m-q", share_session_epoch=0, max_wait_ms=0,
@@ -344,3 +352,168 @@ def test_a_partition_answered_without_records_carries_empty_records_not_null(bro
                                         forgotten_topics_data=[]), 1, ShareFetchResponse)
     [part] = [p for t in r.responses for p in t.partitions]
     assert (part.error_code, part.records, part.acquired_records) == (0, b"", [])
+
+
+def consume_all(c: ShareConsumer, topic: str, want: int) -> dict[tuple[int, int], tuple[bytes, int]]:
+    """(partition, offset) -> (value, delivery count) of ``topic``'s records, each acknowledged, until ``want``
+    arrived or DEADLINE_S passed."""
+    got: dict[tuple[int, int], tuple[bytes, int]] = {}
+    deadline = time.monotonic() + DEADLINE_S
+    while len(got) < want and time.monotonic() < deadline:
+        for m in poll_values(c):
+            if m.topic() == topic:
+                got[(m.partition(), m.offset())] = (m.value(), m.delivery_count())
+            c.acknowledge(m)
+        c.commit_sync(10)
+    return got
+
+
+def share_state(bs: str, group: str) -> dict[ShareStateKey, bool]:
+    """What ``__share_group_state`` holds for ``group``: each share-partition's key -> whether its last record is
+    live (False: a tombstone)."""
+    c = Consumer({"bootstrap.servers": bs, "group.id": "state-reader", "enable.auto.commit": False})
+    out: dict[ShareStateKey, bool] = {}
+    try:
+        partitions = c.list_topics(SHARE_STATE_TOPIC, timeout=10).topics[SHARE_STATE_TOPIC].partitions
+        ends = {p: c.get_watermark_offsets(TopicPartition(SHARE_STATE_TOPIC, p), timeout=10)[1] for p in partitions}
+        c.assign([TopicPartition(SHARE_STATE_TOPIC, p, 0) for p, end in ends.items() if end > 0])
+        read = {p: 0 for p in ends}
+        deadline = time.monotonic() + DEADLINE_S
+        while any(read[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None or m.error():
+                continue
+            read[m.partition()] = m.offset() + 1
+            key = decode_state_key(m.key())
+            if key.group_id == group:
+                out[key] = m.value() is not None
+    finally:
+        c.close()
+    return out
+
+
+def test_a_recreated_topic_starts_with_fresh_share_state(broker):
+    """librdkafka's 0184: share-partition state belongs to a topic id, so a topic deleted and created again under
+    the same name is delivered from offset 0, every record once, while the consumer stays subscribed."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "again", partitions=3)
+    c = share_consumer(bs, "recreators", **{"share.acknowledgement.mode": "explicit",
+                                            "topic.metadata.refresh.interval.ms": "500"})
+    admin = AdminClient({"bootstrap.servers": bs})
+    try:
+        c.subscribe(["again"])
+        for p in range(3):
+            produce(bs, "again", 10, tag=f"old{p}", partition=p)
+        assert len(consume_all(c, "again", 30)) == 30
+        assert start_offsets(broker, "recreators", "again") == {0: 10, 1: 10, 2: 10}
+        old = share_state(bs, "recreators")
+        assert sorted(k.partition for k in old) == [0, 1, 2] and all(old.values())
+        admin.delete_topics(["again"], operation_timeout=15)["again"].result(15)
+        assert start_offsets(broker, "recreators", "again") == {}  # Kafka deletes a deleted topic's share state
+        deadline = time.monotonic() + DEADLINE_S
+        while any(share_state(bs, "recreators").values()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert share_state(bs, "recreators") == dict.fromkeys(old, False)  # tombstones: compaction removes it
+        create_topic(bs, "again", partitions=2)
+        for p in range(2):
+            produce(bs, "again", 10, tag=f"new{p}", partition=p)
+        got = consume_all(c, "again", 20)
+    finally:
+        c.close()
+    assert sorted(got) == [(p, o) for p in range(2) for o in range(10)]
+    assert {v for v, _n in got.values()} == {f"new{p}-{i:05d}".encode() for p in range(2) for i in range(10)}
+    assert {n for _v, n in got.values()} == {1}
+    assert start_offsets(broker, "recreators", "again") == {0: 10, 1: 10}
+    new = {k: live for k, live in share_state(bs, "recreators").items() if k not in old}
+    assert sorted(k.partition for k in new) == [0, 1] and all(new.values())
+
+
+def wait_for_assignment(b: EmbeddedBroker, group: str, members: int) -> list[set[int]]:
+    """Wait until ``group`` has ``members`` members, each at the group's epoch (it heard its assignment) and
+    assigned something; the partitions of each."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        with wire(b) as w:
+            [g] = w.request(ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), 1,
+                            ShareGroupDescribeResponse).groups
+        assigned = [{p for tp in m.assignment.topic_partitions for p in tp.partitions} for m in g.members]
+        if len(g.members) == members and all(m.member_epoch == g.group_epoch for m in g.members) and all(assigned):
+            return assigned
+        assert time.monotonic() < deadline, f"share group {group}: {len(g.members)} members, epoch {g.group_epoch}"
+        time.sleep(0.1)
+
+
+def test_an_implicit_and_an_explicit_consumer_split_a_groups_partitions(broker):
+    """librdkafka's 0172 (mixed acknowledgement modes): Kafka's simple assignor balances a share group's partitions
+    over its members, so of two consumers of a 4-partition topic each reads its own two, even when the first to
+    poll could take every record at once."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "mixed", partitions=4)
+    for p in range(4):
+        produce(bs, "mixed", 100, tag=f"p{p}", partition=p)
+    implicit = share_consumer(bs, "mixed-modes")
+    explicit = share_consumer(bs, "mixed-modes", **{"share.acknowledgement.mode": "explicit"})
+    got: dict[str, list[tuple[int, int]]] = {"implicit": [], "explicit": []}
+    try:
+        implicit.subscribe(["mixed"])
+        explicit.subscribe(["mixed"])
+        assert sorted(map(sorted, wait_for_assignment(broker, "mixed-modes", 2))) in (  # each told its two
+            [[0, 1], [2, 3]], [[0, 2], [1, 3]], [[0, 3], [1, 2]])
+        deadline = time.monotonic() + DEADLINE_S
+        while sum(map(len, got.values())) < 400 and time.monotonic() < deadline:
+            got["implicit"] += [(m.partition(), m.offset()) for m in poll_values(implicit)]
+            for m in poll_values(explicit):
+                got["explicit"].append((m.partition(), m.offset()))
+                explicit.acknowledge(m)
+            explicit.commit_sync(10)
+        poll_values(implicit)  # its last records are accepted by this poll
+    finally:
+        implicit.close()
+        explicit.close()
+    delivered = got["implicit"] + got["explicit"]
+    assert sorted(delivered) == [(p, o) for p in range(4) for o in range(100)]  # each record once
+    assert {p for p, _o in got["implicit"]}.isdisjoint({p for p, _o in got["explicit"]})
+    assert len(got["implicit"]) == len(got["explicit"]) == 200
+
+
+def test_acknowledgements_pending_at_close_are_committed_and_the_unacknowledged_released(broker):
+    """librdkafka's 0179 (destroy with explicit acknowledgements): what a consumer acknowledged but had not sent
+    is committed by its close (the commit callback hears each partition's offsets, without error), and what it
+    had not acknowledged goes back to the group for another consumer, a second delivery."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "closing", partitions=2)
+    for p in range(2):
+        produce(bs, "closing", 50, partition=p)
+    receipts: dict[int, set[int]] = {}
+    failures: list = []
+
+    def committed(offsets, exc):
+        if exc is not None:
+            failures.append(exc)
+        for tp, acked in offsets.items():
+            receipts.setdefault(tp.partition, set()).update(acked)
+
+    c = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
+    c.set_acknowledgement_commit_callback(committed)
+    c.subscribe(["closing"])
+    batch: list = []
+    deadline = time.monotonic() + DEADLINE_S
+    while not batch and time.monotonic() < deadline:
+        batch = poll_values(c)
+    # one broker leads both partitions, so one fetch answers both (librdkafka's suite runs three brokers, and
+    # its 0179 counts on one partition per fetch)
+    assert sorted((m.partition(), m.offset()) for m in batch) == [(p, o) for p in range(2) for o in range(50)]
+    for m in batch:
+        if m.partition() == 0 or m.offset() < 25:
+            c.acknowledge(m)
+    c.close()
+    assert failures == []
+    assert receipts == {0: set(range(50)), 1: set(range(25))}
+    assert start_offsets(broker, "closers", "closing") == {0: 50, 1: 25}
+    after = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
+    try:
+        after.subscribe(["closing"])
+        got = consume_all(after, "closing", 25)
+    finally:
+        after.close()
+    assert got == {(1, o): (f"v-{o:05d}".encode(), 2) for o in range(25, 50)}

@@ -2,6 +2,8 @@
 / ShareAcknowledge, DESCRIBE on each subscribed topic, READ on each topic fetched or acknowledged."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
 from confluent_kafka.admin import ResourcePatternType, ResourceType
@@ -32,9 +34,21 @@ def env(tmp_path):
         yield b
 
 
-def heartbeat(b, group: str, topics: list[str]):
+def heartbeat(b, group: str, topics: list[str], epoch: int = 0):
     return raw_request(b.bootstrap_for("PLAINTEXT"), ShareGroupHeartbeatRequest(
-        group_id=group, member_id="m-1", member_epoch=0, rack_id=None, subscribed_topic_names=topics), 1)
+        group_id=group, member_id="m-1", member_epoch=epoch, rack_id=None,
+        subscribed_topic_names=topics if epoch == 0 else None), 1)
+
+
+def assigned(b, group: str, answer):
+    """Heartbeat until the member is assigned a partition (once its share state is initialized, as Kafka)."""
+    deadline = time.monotonic() + 30
+    while not (answer.assignment and answer.assignment.topic_partitions):
+        assert time.monotonic() < deadline, "no assignment within 30 s"
+        time.sleep(0.1)
+        answer = heartbeat(b, group, [], answer.member_epoch)
+        assert answer.error_code == 0
+    return answer.assignment.topic_partitions
 
 
 def test_share_group_apis_need_group_read_and_topic_read(env):
@@ -42,7 +56,7 @@ def test_share_group_apis_need_group_read_and_topic_read(env):
     assert heartbeat(b, "forbidden", ["described"]).error_code == GROUP_DENIED
     joined = heartbeat(b, "allowed", ["described"])
     assert joined.error_code == 0
-    [tp] = joined.assignment.topic_partitions
+    [tp] = assigned(b, "allowed", joined)
     F = ShareFetchRequest.FetchTopic
     fetch = ShareFetchRequest(group_id="allowed", member_id="m-1", share_session_epoch=0, max_wait_ms=0,
                               min_bytes=1, max_bytes=1 << 20, max_records=10, batch_size=10,

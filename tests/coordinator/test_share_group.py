@@ -6,10 +6,10 @@ import pytest
 
 from tidelake import errors
 from tidelake.coordinator.share_config import ShareGroupConfig
-from tidelake.coordinator.share_group import ShareGroupCoordinator
+from tidelake.coordinator.share_group import INITIALIZING_HEARTBEAT_INTERVAL_MS, ShareGroupCoordinator
 from tidelake.coordinator.share_partition import (ACCEPT, ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, GAP, REJECT,
                                                   RELEASE, RENEW, AcquiredRange, SharePartition)
-from tidelake.coordinator.share_state import ShareStateKey, replay, snapshot_record
+from tidelake.coordinator.share_state import ShareStateKey, decode_state_key, replay, snapshot_record
 
 CONFIG = ShareGroupConfig(record_lock_duration_ms=1000, delivery_count_limit=3, partition_max_record_locks=10,
                           session_timeout_ms=5000)
@@ -21,20 +21,34 @@ def offsets(first, last, deliverable=True):
 
 
 def coordinator():
-    return ShareGroupCoordinator(CONFIG, topic_id_of={"t": TOPIC_ID}.get, partitions_of={"t": 2}.get)
+    return ShareGroupCoordinator(CONFIG, topic_id_of={"t": TOPIC_ID}.get, partitions_of={"t": 2}.get,
+                                 topic_exists={TOPIC_ID}.__contains__, start_offset=lambda _t, _p, _earliest: 0)
 
 
-def test_every_member_is_assigned_every_partition_of_its_topics():
+def hb(c, member, epoch, subscribed=None, now_ms=0):
+    return c.heartbeat("g", member, epoch, subscribed=subscribed, rack_id=None, client_id="c", client_host="h",
+                       now_ms=now_ms)
+
+
+def test_partitions_are_assigned_once_initialized_and_balanced():
     c = coordinator()
-    a = c.heartbeat("g", "a", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    b = c.heartbeat("g", "b", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    assert a.assignment == {TOPIC_ID: (0, 1)} and b.assignment == {TOPIC_ID: (0, 1)}
-    assert b.member_epoch > a.member_epoch
-    # a's next heartbeat moves it to the group epoch; a further one carries no assignment (unchanged)
-    a2 = c.heartbeat("g", "a", a.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=1)
-    assert a2.member_epoch == b.member_epoch
-    a3 = c.heartbeat("g", "a", a2.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h", now_ms=2)
-    assert a3.assignment is None
+    a = hb(c, "a", 0, ["t"])
+    b = hb(c, "b", 0, ["t"])
+    assert a.assignment == {} and b.assignment == {}  # Kafka's rule: nothing before its share state exists
+    assert b.heartbeat_interval_ms == INITIALIZING_HEARTBEAT_INTERVAL_MS  # come back soon for it
+    assert c.share_partition("g", TOPIC_ID, 0) is None
+    c.tick(1)  # initializes both partitions, off the heartbeats
+    assert c.share_partition("g", TOPIC_ID, 0).start_offset == 0 and c.share_partition("g", TOPIC_ID, 1)
+    a2 = hb(c, "a", a.member_epoch, now_ms=2)
+    b2 = hb(c, "b", b.member_epoch, now_ms=2)
+    assert sorted(a2.assignment[TOPIC_ID] + b2.assignment[TOPIC_ID]) == [0, 1]
+    assert a2.member_epoch == b2.member_epoch and a2.heartbeat_interval_ms == CONFIG.heartbeat_interval_ms
+    assert hb(c, "a", a2.member_epoch, now_ms=3).assignment is None  # unchanged: not sent again
+    # b leaves: a has both partitions from its next heartbeat
+    hb(c, "b", -1, now_ms=3)
+    assert hb(c, "a", a2.member_epoch, now_ms=4).assignment == {TOPIC_ID: (0, 1)}
+    # a member joining a group whose partitions are initialized is assigned at once
+    assert sum(len(ps) for ps in hb(c, "d", 0, ["t"], now_ms=5).assignment.values()) == 1
 
 
 def test_unknown_member_and_stale_epoch_are_refused():
@@ -50,7 +64,7 @@ def test_unknown_member_and_stale_epoch_are_refused():
 def test_an_expired_member_is_removed_and_its_records_released():
     c = coordinator()
     c.heartbeat("g", "a", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    sp = c.initialize("g", "t", 0, 0)
+    sp = c.initialize("g", TOPIC_ID, 0, 0)
     assert sp.acquire("a", offsets(0, 4), 100, now_ms=0) == [AcquiredRange(0, 4, 1)]
     assert c.tick(4999) == []
     assert c.tick(5000) == [("g", "a")]
@@ -133,3 +147,23 @@ def test_a_snapshot_replays_to_the_same_state_without_locks():
     assert {o: (r.state, r.delivery_count) for o, r in restored.records.items()} == {
         2: (AVAILABLE, 1), 3: (ACKNOWLEDGED, 0 + 1), 4: (ARCHIVED, 1), 5: (AVAILABLE, 1)}
     assert restored.acquire("b", offsets(2, 5), 100, now_ms=0) == [AcquiredRange(2, 2, 2), AcquiredRange(5, 5, 2)]
+
+
+def test_a_deleted_topics_share_partitions_are_forgotten_with_tombstones():
+    written: list[tuple[int, list]] = []
+    topics = {TOPIC_ID}
+    c = ShareGroupCoordinator(CONFIG, topic_id_of=lambda n: TOPIC_ID if n == "t" and TOPIC_ID in topics else None,
+                              partitions_of={"t": 2}.get, topic_exists=topics.__contains__,
+                              start_offset=lambda _t, _p, _earliest: 0,
+                              write=lambda partition, records: written.append((partition, records)))
+    hb(c, "a", 0, ["t"])
+    c.tick(1)
+    c.flush()
+    assert sorted(decode_state_key(key).partition for _p, records in written for key, _v in records) == [0, 1]
+    written.clear()
+    topics.clear()  # the topic is deleted
+    c.tick(2)
+    tombstones = [(key, value) for _p, records in written for key, value in records]
+    assert len(tombstones) == 2 and all(value is None for _k, value in tombstones)
+    assert sorted(decode_state_key(key).partition for key, _v in tombstones) == [0, 1]
+    assert c.share_partition("g", TOPIC_ID, 0) is None and c.groups["g"].initializing == set()

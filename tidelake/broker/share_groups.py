@@ -46,14 +46,25 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
         info = topics.get(name)
         return info.partitions if info is not None else None
 
-    return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of, write=write,
+    def topic_exists(topic_id) -> bool:
+        return topics.by_id(topic_id) is not None
+
+    def start_offset(topic_id, partition: int, earliest: bool) -> int | None:
+        info = topics.by_id(topic_id)
+        plog = partitions.logs.get(info.name, partition) if info is not None else None
+        if plog is None:
+            return None
+        return plog.log_start_offset if earliest else plog.high_watermark
+
+    return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of,
+                                 topic_exists=topic_exists, start_offset=start_offset, write=write,
                                  group_configs=topics.metadata.group_configs,
                                  save_group_configs=topics.metadata.set_group_configs)
 
 
 def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager) -> int:
     """Replay ``__share_group_state`` into ``share``; the number of share-partitions restored (those of
-    deleted topics are dropped)."""
+    topics deleted meanwhile are forgotten, with their tombstones)."""
     info = topics.get(SHARE_STATE_TOPIC)
     if info is None:
         return 0
@@ -63,11 +74,9 @@ def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: L
         if plog is not None:
             plain, _open = resolve_transactional_records(plog.iter_batches(0))
             records.extend(plain)
-    n = 0
-    for key, sp in replay(records, share.config).items():
-        topic = topics.by_id(key.topic_id)
-        if topic is not None:
-            share.restore(key.group_id, topic.name, key.partition, sp)
-            n += 1
+    restored = replay(records, share.config)
+    for key, sp in restored.items():
+        share.restore(key.group_id, key.topic_id, key.partition, sp)
+    n = len(restored) - share.forget_deleted_topics()
     log.info("share coordinator loaded %d share-partitions from %s", n, SHARE_STATE_TOPIC)
     return n

@@ -1,14 +1,27 @@
 """Share groups (KIP-932): membership by ShareGroupHeartbeat and the share-partitions of each group.
 
 A state machine, clock injected through ``now_ms`` arguments and ``tick``; the topic metadata it needs
-(ids, partition counts) and the persistence of share-partition state are injected callables.
+(ids, partition counts, whether a topic id still exists) and the persistence of share-partition state are
+injected callables.
+
+A share-partition belongs to a topic id, not a name (as Kafka keys it, and as ShareFetch names topics): a
+topic deleted and created again under its name is a new topic whose records start undelivered. A deleted
+topic's share-partitions are forgotten, with tombstones in the state topic, at the next ``tick``.
 
 Membership: a member joins with epoch 0 (the client chose its member id), leaves with -1; any other
 epoch must be the member's current one (else FENCED_MEMBER_EPOCH), an unknown member id gets
 UNKNOWN_MEMBER_ID. A member that sends no heartbeat for ``session_timeout_ms`` is removed. Every
-membership or subscription change bumps the group epoch. The assignor is Kafka's SimpleAssignor in its
-plain form: every member is assigned every partition of the topics it subscribes to (share groups let
-many members read one partition; records, not partitions, are what is handed out).
+membership or subscription change, and every change of the target assignment (a topic created, grown or
+deleted), bumps the group epoch; a member hears its new assignment on its next heartbeat. The assignor is
+Kafka's simple assignor (``share_assignor.py``): partitions balanced over the members, and members over the
+partitions when there are more members than partitions (share groups let many members read one partition;
+records, not partitions, are what is handed out).
+
+As in Kafka, only a partition whose share state is initialized is assigned: a group's first heartbeat for a
+topic queues its partitions, ``tick`` initializes them (the share-partition at its start offset by
+``share.auto.offset.reset``, persisted), and the heartbeats after that carry them. So members that join
+together are balanced from their first records on, instead of the first to fetch taking every partition's
+records before the others are counted. Meanwhile members are asked to heartbeat sooner, to start reading soon.
 
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
@@ -22,7 +35,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping
 
 from tidelake import errors
-from tidelake.coordinator.share_config import ShareGroupConfig
+from tidelake.coordinator import share_assignor
+from tidelake.coordinator.share_config import EARLIEST, ShareGroupConfig
 from tidelake.coordinator.share_partition import SharePartition
 from tidelake.coordinator.share_session import ShareSessionCache
 from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, state_partition, tombstone_key
@@ -30,8 +44,15 @@ from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, sta
 JOIN_EPOCH, LEAVE_EPOCH = 0, -1
 STABLE, EMPTY = "Stable", "Empty"
 SIMPLE_ASSIGNOR = "simple"
+# the heartbeat interval told to members while partitions they subscribe to are being initialized: a new
+# group's first records then wait this long, not a whole group.share.heartbeat.interval.ms (5 s); members that
+# join within it are still balanced from the start
+INITIALIZING_HEARTBEAT_INTERVAL_MS = 500
 
-SharePartitionKey = tuple[str, str, int]  # (group id, topic, partition)
+SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition)
+# a new share-partition's start offset: (topic id, partition, earliest?) -> the log start (earliest) or the
+# high watermark; None while the partition is not readable here
+StartOffset = Callable[[uuid.UUID, int, bool], int | None]
 StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
 
 
@@ -53,6 +74,7 @@ class ShareGroup:
     epoch: int = 0
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
+    initializing: set[tuple[uuid.UUID, int]] = field(default_factory=set)  # assigned once ``tick`` initializes them
 
     @property
     def state(self) -> str:
@@ -69,7 +91,8 @@ class HeartbeatAnswer:
 
 class ShareGroupCoordinator:
     def __init__(self, config: ShareGroupConfig, *, topic_id_of: Callable[[str], uuid.UUID | None],
-                 partitions_of: Callable[[str], int | None], write: StateWriter | None = None,
+                 partitions_of: Callable[[str], int | None], topic_exists: Callable[[uuid.UUID], bool],
+                 start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
                  save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
         self.config = config  # the broker's settings (group.share.*)
@@ -78,6 +101,8 @@ class ShareGroupCoordinator:
         self.save_group_configs = save_group_configs
         self.topic_id_of = topic_id_of
         self.partitions_of = partitions_of
+        self.topic_exists = topic_exists
+        self.start_offset = start_offset
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
@@ -133,24 +158,40 @@ class ShareGroupCoordinator:
         if subscribed is not None and tuple(sorted(set(subscribed))) != member.subscribed:
             member.subscribed = tuple(sorted(set(subscribed)))
             group.epoch += 1
-        target = self._assignment(member.subscribed)
-        if target != member.assignment:  # a subscribed topic appeared or grew: a new assignment
-            member.assignment = target
-            group.epoch += 1
+        self._reassign(group)
         changed = member_epoch == JOIN_EPOCH or member.epoch != group.epoch
         if member.epoch != group.epoch:
             member.epoch = group.epoch
             group.assignment_epoch = group.epoch
-        return HeartbeatAnswer(member_id, member.epoch, config.heartbeat_interval_ms,
+        # while the group waits for partitions to be initialized, its members come back sooner for them
+        interval = (min(config.heartbeat_interval_ms, INITIALIZING_HEARTBEAT_INTERVAL_MS) if group.initializing
+                    else config.heartbeat_interval_ms)
+        return HeartbeatAnswer(member_id, member.epoch, interval,
                                dict(member.assignment) if changed else None)
 
-    def _assignment(self, topics: tuple[str, ...]) -> dict[uuid.UUID, tuple[int, ...]]:
-        out = {}
-        for name in topics:
-            topic_id, n = self.topic_id_of(name), self.partitions_of(name)
-            if topic_id is not None and n:
-                out[topic_id] = tuple(range(n))
-        return out
+    def _reassign(self, group: ShareGroup) -> None:
+        """Compute the group's target assignment; a change for any member bumps the group epoch (each member
+        hears its own at its next heartbeat)."""
+        subscriptions, assignable, pending = {}, {}, set()
+        for member in group.members.values():
+            ids = set()
+            for name in member.subscribed:
+                topic_id, n = self.topic_id_of(name), self.partitions_of(name)
+                if topic_id is None or not n:
+                    continue
+                ids.add(topic_id)
+                if topic_id not in assignable:
+                    ready = [p for p in range(n) if (group.group_id, topic_id, p) in self.share_partitions]
+                    pending.update((topic_id, p) for p in range(n) if p not in ready)
+                    assignable[topic_id] = tuple(ready)
+            subscriptions[member.member_id] = frozenset(ids)
+        group.initializing = pending  # what the members subscribe to now (a deleted topic's partitions drop out)
+        target = share_assignor.assign(subscriptions, assignable,
+                                       {m.member_id: m.assignment for m in group.members.values()})
+        if any(target[m.member_id] != m.assignment for m in group.members.values()):
+            for member in group.members.values():
+                member.assignment = target[member.member_id]
+            group.epoch += 1
 
     def _remove(self, group: ShareGroup, member_id: str) -> None:
         del group.members[member_id]
@@ -168,8 +209,14 @@ class ShareGroupCoordinator:
         return group is not None and member_id in group.members
 
     def tick(self, now_ms: int) -> list[tuple[str, str]]:
-        """Remove members whose session expired and release locks that expired; the (group, member)
-        pairs removed."""
+        """Remove members whose session expired, release locks that expired, initialize the share-partitions
+        heartbeats asked for and forget those of deleted topics; the (group, member) pairs removed."""
+        self.forget_deleted_topics()
+        for group in self.groups.values():
+            for topic_id, partition in sorted(group.initializing):
+                if (not self.topic_exists(topic_id)
+                        or self.initialize_partition(group.group_id, topic_id, partition) is not None):
+                    group.initializing.discard((topic_id, partition))
         removed = []
         for group in self.groups.values():
             for member_id in [m.member_id for m in group.members.values() if m.deadline_ms <= now_ms]:
@@ -180,54 +227,71 @@ class ShareGroupCoordinator:
         return removed
 
     # -- share-partitions -------------------------------------------------------------------------
-    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition | None:
-        return self.share_partitions.get((group_id, topic, partition))
+    def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        return self.share_partitions.get((group_id, topic_id, partition))
 
-    def initialize(self, group_id: str, topic: str, partition: int, start_offset: int) -> SharePartition:
+    def initialize_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
+        """The group's share-partition, initialized at the start offset ``share.auto.offset.reset`` picks if it
+        has none; None while the partition cannot be read here (its topic deleted, not led here)."""
+        sp = self.share_partitions.get((group_id, topic_id, partition))
+        if sp is not None:
+            return sp
+        start = self.start_offset(topic_id, partition, self.config_for(group_id).auto_offset_reset == EARLIEST)
+        return None if start is None else self.initialize(group_id, topic_id, partition, start)
+
+    def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> SharePartition:
         """The share-partition of a group reading a partition for the first time, starting at
         ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
         sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
-        self.share_partitions[(group_id, topic, partition)] = sp
+        self.share_partitions[(group_id, topic_id, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
         return sp
 
-    def restore(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
+    def restore(self, group_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition) -> None:
         """A share-partition rebuilt from ``__share_group_state``."""
         sp.config = self.config_for(group_id)
-        self.share_partitions[(group_id, topic, partition)] = sp
+        self.share_partitions[(group_id, topic_id, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
 
-    def partitions_of_group(self, group_id: str) -> Iterator[tuple[str, int, SharePartition]]:
-        for (gid, topic, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
+    def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
+        for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
             if gid == group_id:
-                yield topic, partition, sp
+                yield topic_id, partition, sp
 
-    def delete_offsets(self, group_id: str, topic: str) -> list[int]:
-        """DeleteShareGroupOffsets: forget the group's state of ``topic`` (tombstones in the state topic);
-        the partitions forgotten."""
-        gone = [p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic]
-        topic_id = self.topic_id_of(topic)
+    def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> list[int]:
+        """DeleteShareGroupOffsets: forget the group's state of a topic (tombstones in the state topic); the
+        partitions forgotten."""
+        gone = sorted(p for (gid, t, p) in self.share_partitions if gid == group_id and t == topic_id)
+        self._forget([(group_id, topic_id, p) for p in gone])
+        return gone
+
+    def forget_deleted_topics(self) -> int:
+        """Forget the share-partitions of topics that no longer exist (Kafka deletes a deleted topic's share
+        state); the number forgotten."""
+        gone = [key for key in self.share_partitions if not self.topic_exists(key[1])]
+        self._forget(gone)
+        return len(gone)
+
+    def _forget(self, keys: list[SharePartitionKey]) -> None:
+        """Drop share-partitions and write their tombstones."""
         by_partition: dict[int, list] = {}
-        for p in gone:
-            del self.share_partitions[(group_id, topic, p)]
-            if topic_id is not None:
-                key = ShareStateKey(group_id, topic_id, p)
-                by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
-                    (tombstone_key(key), None))
+        for group_id, topic_id, partition in keys:
+            del self.share_partitions[(group_id, topic_id, partition)]
+            key = ShareStateKey(group_id, topic_id, partition)
+            by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
+                (tombstone_key(key), None))
         if self.write is not None:
             for partition, records in by_partition.items():
                 self.write(partition, records)
-        return gone
 
     def flush(self, leader_epoch: int = 0) -> int:
         """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
         written. Called after each request that changes state and after each tick."""
         by_partition: dict[int, list] = {}
-        for (group_id, topic, partition), sp in self.share_partitions.items():
+        for (group_id, topic_id, partition), sp in self.share_partitions.items():
             if not sp.take_changed() or self.write is None:
                 continue
-            topic_id = self.topic_id_of(topic)
-            if topic_id is None:  # the topic was deleted: nothing left to deliver
+            if not self.topic_exists(topic_id):  # deleted: its tombstone is written at the next tick
                 continue
             key = ShareStateKey(group_id, topic_id, partition)
             by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(

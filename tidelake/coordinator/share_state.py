@@ -61,19 +61,26 @@ def snapshot_record(key: ShareStateKey, sp: SharePartition, leader_epoch: int) -
     return k, v
 
 
-def decode_record(key: bytes, value: bytes | None) -> ShareStateRecord | None:
-    """A state record, or None for a tombstone (the share-partition's state was deleted). ValueError for a
-    record type or body this version does not know."""
+def decode_state_key(key: bytes) -> ShareStateKey:
+    """The share-partition a record's key names. ValueError for a record type this version does not know."""
     kind = record_type(key)
     if kind not in (SNAPSHOT, UPDATE):
         raise ValueError(f"unknown {SHARE_STATE_TOPIC} record type {kind}")
     k = decode_key(_SnapshotKey if kind == SNAPSHOT else _UpdateKey, key)
+    return ShareStateKey(k.group_id, k.topic_id, k.partition)
+
+
+def decode_record(key: bytes, value: bytes | None) -> ShareStateRecord | None:
+    """A state record, or None for a tombstone (the share-partition's state was deleted). ValueError for a
+    record type or body this version does not know."""
+    state_key = decode_state_key(key)
     if value is None:
         return None
+    kind = record_type(key)
     v = decode_value(_SnapshotValue if kind == SNAPSHOT else _UpdateValue, value)
     batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in v.state_batches)
-    return ShareStateRecord(ShareStateKey(k.group_id, k.topic_id, k.partition), kind == SNAPSHOT, v.start_offset,
+    return ShareStateRecord(state_key, kind == SNAPSHOT, v.start_offset,
                             v.state_epoch if kind == SNAPSHOT else -1, batches)
 
 
@@ -93,8 +100,7 @@ def replay(records: Iterable[tuple[bytes, bytes | None]], config: ShareGroupConf
             continue
         if r is None:
             if record_type(key) == SNAPSHOT:
-                k = decode_key(_SnapshotKey, key)
-                state.pop(ShareStateKey(k.group_id, k.topic_id, k.partition), None)
+                state.pop(decode_state_key(key), None)
             continue
         if r.snapshot:
             state[r.key] = (r.start_offset, r.state_epoch, {b.first_offset: b for b in r.batches})

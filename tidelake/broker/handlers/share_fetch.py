@@ -18,8 +18,8 @@ from tidelake import errors
 from tidelake.broker.access import GROUP, TOPIC, Access, HandlerCheck, Need
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.registry import api
-from tidelake.coordinator.share_config import EARLIEST, READ_COMMITTED
-from tidelake.coordinator.share_partition import AcquiredRange, SharePartition
+from tidelake.coordinator.share_config import READ_COMMITTED
+from tidelake.coordinator.share_partition import AcquiredRange
 from tidelake.coordinator.share_session import CLOSE_EPOCH
 from tidelake.protocol.messages import (ShareAcknowledgeRequest, ShareAcknowledgeResponse, ShareFetchRequest,
                                         ShareFetchResponse)
@@ -76,7 +76,7 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
             if not ctx.grants.permits(READ_TOPIC, name):
                 answer.ack_error = errors.TopicAuthorizationFailed.code
                 continue
-            sp = broker.share_groups.share_partition(group_id, name, p.partition_index)
+            sp = broker.share_groups.share_partition(group_id, t.topic_id, p.partition_index)
             for b in p.acknowledgement_batches:
                 try:
                     if sp is None:
@@ -87,19 +87,6 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
                     log.debug("share group %s: acknowledgement %d-%d of %s-%d refused: %s", group_id, b.first_offset,
                               b.last_offset, name, p.partition_index, e)
                     answer.ack_error, answer.ack_message = e.code, str(e)
-
-
-def _share_partition(broker: BrokerContext, group_id: str, topic: str, partition: int) -> SharePartition | None:
-    sp = broker.share_groups.share_partition(group_id, topic, partition)
-    if sp is not None:
-        return sp
-    bounds = broker.partition_service.read(topic, partition, 0, 0, read_committed=False, min_one=False,
-                                           follower=False)
-    if bounds.error:
-        return None
-    reset = broker.share_groups.config_for(group_id).auto_offset_reset
-    start = bounds.log_start_offset if reset == EARLIEST else bounds.high_watermark
-    return broker.share_groups.initialize(group_id, topic, partition, start)
 
 
 def _deliverable(data, aborted: list | None) -> Iterator[tuple[int, int, bool, object]]:
@@ -120,13 +107,14 @@ def _deliverable(data, aborted: list | None) -> Iterator[tuple[int, int, bool, o
         yield h.base_offset, h.last_offset, ok, view[pos:pos + h.size]
 
 
-def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, partition: int,
+def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, topic_id: uuid.UUID, partition: int,
              max_records: int, max_bytes: int, now_ms: int) -> PartitionAnswer:
     try:
         broker.partition_service.leader_epoch(topic, partition)
     except errors.KafkaApiError as e:
         return PartitionAnswer(e.code, str(e))
-    sp = _share_partition(broker, group_id, topic, partition)
+    # a partition is assigned once initialized; a member may still fetch one it was not assigned (Kafka lets it)
+    sp = broker.share_groups.initialize_partition(group_id, topic_id, partition)
     if sp is None:
         return PartitionAnswer(broker.missing_log_code(topic, partition))
     sp.expire_locks(now_ms)
@@ -220,8 +208,8 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
             named.append((name, partition))
             if taken >= max_records or budget <= 0:
                 continue
-            got = _acquire(broker, req.group_id, req.member_id, name, partition, max_records - taken, budget,
-                           broker.clock_ms())
+            got = _acquire(broker, req.group_id, req.member_id, name, topic_id, partition, max_records - taken,
+                           budget, broker.clock_ms())
             answer.error, answer.message = got.error, got.message
             answer.records, answer.acquired = got.records, got.acquired
             taken += sum(r.last_offset - r.first_offset + 1 for r in got.acquired)

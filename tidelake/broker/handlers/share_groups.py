@@ -92,8 +92,10 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
     groups = []
     for g in req.groups:
         held: dict[str, dict[int, object]] = {}
-        for topic, partition, sp in broker.share_groups.partitions_of_group(g.group_id):
-            held.setdefault(topic, {})[partition] = sp
+        for topic_id, partition, sp in broker.share_groups.partitions_of_group(g.group_id):
+            info = broker.topics.by_id(topic_id)
+            if info is not None:  # a deleted topic's state is gone with it (forgotten at the next tick)
+                held.setdefault(info.name, {})[partition] = sp
         wanted = ([(t.topic_name, list(t.partitions)) for t in g.topics] if g.topics is not None
                   else [(topic, sorted(parts)) for topic, parts in held.items()])
         topics = []
@@ -140,9 +142,9 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
                 parts.append(P(partition_index=p.partition_index, error_code=errors.UnknownTopicOrPartition.code,
                                error_message=None))
                 continue
-            sp = broker.share_groups.share_partition(req.group_id, t.topic_name, p.partition_index)
+            sp = broker.share_groups.share_partition(req.group_id, info.topic_id, p.partition_index)
             if sp is None:
-                broker.share_groups.initialize(req.group_id, t.topic_name, p.partition_index, p.start_offset)
+                broker.share_groups.initialize(req.group_id, info.topic_id, p.partition_index, p.start_offset)
             else:
                 sp.reset(p.start_offset)
             parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
@@ -168,6 +170,6 @@ async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext,
             out.append(R(topic_name=t.topic_name, topic_id=None, error_code=errors.UnknownTopicOrPartition.code,
                          error_message=None))
             continue
-        broker.share_groups.delete_offsets(req.group_id, t.topic_name)
+        broker.share_groups.delete_offsets(req.group_id, info.topic_id)
         out.append(R(topic_name=t.topic_name, topic_id=info.topic_id, error_code=0, error_message=None))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
