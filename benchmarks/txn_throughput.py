@@ -105,13 +105,18 @@ def bench_broker(kind: str, n: int, size: int, txn_sizes: list[int]) -> dict[str
             create_topic(bootstrap, f"txn{t}")
             results[f"txn/{t}"] = n / run_txn(bootstrap, f"txn{t}", n, payload, t, f"bench-{t}")
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
     return results
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL if the broker has not exited within 30 s."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def main() -> None:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,7 +35,7 @@ from kafka.protocol.producer import (AddPartitionsToTxnRequest, EndTxnRequest,  
 from conftest import free_port, wait_port  # noqa: E402
 from tidelake.protocol.records import Record, build_batch  # noqa: E402
 from tidelake.protocol.wire_client import WireClient  # noqa: E402
-from txn_throughput import PARTITIONS, create_topic, start_tidelake  # noqa: E402
+from txn_throughput import PARTITIONS, create_topic, start_tidelake, stop  # noqa: E402
 from txn_v2_producer import RawTxnProducerV2  # noqa: E402
 
 
@@ -132,12 +130,7 @@ def main() -> None:
                 create_topic(bootstrap, topic)
                 seconds[version].append(run(version, bootstrap, topic, args.transactions, args.batch, args.size))
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        stop(proc)
 
     records = args.transactions * args.batch * PARTITIONS
     tps = {v: args.transactions / statistics.median(s) for v, s in seconds.items()}
