@@ -94,8 +94,12 @@ class ShareGroupCoordinator:
                  partitions_of: Callable[[str], int | None], topic_exists: Callable[[uuid.UUID], bool],
                  start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
-                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
+                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None,
+                 initialization_gate: bool = True):
         self.config = config  # the broker's settings (group.share.*)
+        # whether a partition is assigned only once its share-partition is initialized here; off in a cluster,
+        # where the share-partitions live with each partition's leader, not with the group's coordinator
+        self.initialization_gate = initialization_gate
         # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
         self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
         self.save_group_configs = save_group_configs
@@ -181,7 +185,8 @@ class ShareGroupCoordinator:
                     continue
                 ids.add(topic_id)
                 if topic_id not in assignable:
-                    ready = [p for p in range(n) if (group.group_id, topic_id, p) in self.share_partitions]
+                    ready = [p for p in range(n) if not self.initialization_gate
+                             or (group.group_id, topic_id, p) in self.share_partitions]
                     pending.update((topic_id, p) for p in range(n) if p not in ready)
                     assignable[topic_id] = tuple(ready)
             subscriptions[member.member_id] = frozenset(ids)
@@ -253,6 +258,14 @@ class ShareGroupCoordinator:
         self.share_partitions[(group_id, topic_id, partition)] = sp
         self.groups.setdefault(group_id, ShareGroup(group_id))
 
+    def unload_partition(self, topic_id: uuid.UUID, partition: int) -> int:
+        """This broker no longer leads the partition, or leads it anew: forget its share-partitions (their state
+        is persisted; the next leader reads it back) and their locks; how many."""
+        gone = [key for key in self.share_partitions if key[1] == topic_id and key[2] == partition]
+        for key in gone:
+            del self.share_partitions[key]
+        return len(gone)
+
     def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
         for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
             if gid == group_id:
@@ -287,15 +300,21 @@ class ShareGroupCoordinator:
     def flush(self, leader_epoch: int = 0) -> int:
         """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
         written. Called after each request that changes state and after each tick."""
+        if self.write is None:
+            return 0
         by_partition: dict[int, list] = {}
-        for (group_id, topic_id, partition), sp in self.share_partitions.items():
-            if not sp.take_changed() or self.write is None:
-                continue
-            if not self.topic_exists(topic_id):  # deleted: its tombstone is written at the next tick
-                continue
-            key = ShareStateKey(group_id, topic_id, partition)
+        for key, sp in self.take_changed():
             by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
                 snapshot_record(key, sp, leader_epoch))
         for partition, records in by_partition.items():
             self.write(partition, records)
         return sum(len(r) for r in by_partition.values())
+
+    def take_changed(self) -> list[tuple[ShareStateKey, SharePartition]]:
+        """The share-partitions changed since they were last taken (to persist), those of deleted topics left
+        out (their tombstones are written at the next tick)."""
+        out = []
+        for (group_id, topic_id, partition), sp in self.share_partitions.items():
+            if sp.take_changed() and self.topic_exists(topic_id):
+                out.append((ShareStateKey(group_id, topic_id, partition), sp))
+        return out

@@ -1,7 +1,8 @@
 """Share-group membership and administration (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe and
 Kafka 4.2's DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets.
 
-This module only translates between wire messages and ``tidelake.coordinator.share_group``.
+This module only translates between wire messages and ``tidelake.coordinator.share_group``. In a cluster the
+group's coordinator answers the heartbeats and descriptions; the offsets APIs are a broker alone's still.
 """
 from __future__ import annotations
 
@@ -35,13 +36,13 @@ def _not_consumer_group(broker: BrokerContext, group_id: str) -> None:
 async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     if not req.group_id:
         raise errors.InvalidGroupId("ShareGroupHeartbeat names no group")
-    broker.coordination.check_share_groups_served()
+    broker.coordination.check_group_coordinator(req.group_id)  # in a cluster: NOT_COORDINATOR elsewhere
     _not_consumer_group(broker, req.group_id)
     answer = broker.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, subscribed=req.subscribed_topic_names,
         rack_id=req.rack_id, client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
         now_ms=broker.clock_ms())
-    broker.share_groups.flush()
+    await broker.share_persister.flush(broker.share_groups)
     assignment = None
     if answer.assignment is not None:
         A = ShareGroupHeartbeatResponse.Assignment
@@ -62,6 +63,12 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
         group = broker.share_groups.groups.get(group_id)
         ops = (bit_set(authorized_operations(broker, ctx, ResourceType.GROUP, group_id))
                if req.include_authorized_operations else -2147483648)
+        try:
+            broker.coordination.check_group_coordinator(group_id)
+        except errors.NotCoordinator as e:
+            out.append(D(error_code=e.code, error_message=str(e), group_id=group_id, group_state=DEAD, group_epoch=-1,
+                         assignment_epoch=-1, assignor_name="", members=[], authorized_operations=ops))
+            continue
         if group is None:
             out.append(D(error_code=errors.GroupIdNotFound.code, error_message=f"group {group_id} is not a share group",
                          group_id=group_id, group_state=DEAD, group_epoch=-1, assignment_epoch=-1, assignor_name="",
@@ -86,6 +93,7 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
 @api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1,
      access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id), GROUP_DENIED))
 async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
+    broker.coordination.check_share_offsets_served()
     R = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
     T = R.DescribeShareGroupOffsetsResponseTopic
     P = T.DescribeShareGroupOffsetsResponsePartition
@@ -127,6 +135,7 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
     lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Set share-partitions' start offsets; as Kafka, only while the group has no members."""
+    broker.coordination.check_share_offsets_served()
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:
@@ -149,7 +158,7 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
                 sp.reset(p.start_offset)
             parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
         out.append(R(topic_name=t.topic_name, topic_id=info.topic_id if info else None, partitions=parts))
-    broker.share_groups.flush()
+    await broker.share_persister.flush(broker.share_groups)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
 
@@ -158,6 +167,7 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
 async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Forget share-partitions' state (the group starts over by share.auto.offset.reset); only while the
     group has no members, as Kafka."""
+    broker.coordination.check_share_offsets_served()
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:
