@@ -90,9 +90,11 @@ def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppe
 def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator, topics: TopicManager,
                      logs: LogManager) -> Callable[[str, int, bool], None]:
     """In a cluster, the hook run when this broker becomes or stops being a partition's leader: a
-    ``__share_group_state`` partition's share-partition states are replayed or forgotten; any other partition's
-    share-partitions are forgotten (a new leader reads them back from the share coordinator before serving,
-    so a leader that lost and regained a partition does not serve what it held before)."""
+    ``__share_group_state`` partition's share-partition states are replayed or forgotten; a former leader of
+    any other partition forgets its share-partitions (the new leader reads them back from the share coordinator
+    before serving, and so does this broker if it leads the partition again). A leader that stays leader (a new
+    leader epoch, its ISR changed) keeps them: its state may hold what a moving share coordinator has not
+    been sent yet."""
     def changed(topic: str, partition: int, leader: bool) -> None:
         if topic == SHARE_STATE_TOPIC:
             if not leader:
@@ -104,11 +106,10 @@ def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator,
             log.info("share coordinator of %s-%d: %d share-partition states loaded", SHARE_STATE_TOPIC, partition, n)
             return
         info = topics.get(topic)
-        if info is not None:
+        if not leader and info is not None:
             n = share.unload_partition(info.topic_id, partition)
             if n:
-                log.info("%s-%d: %d share-partition(s) unloaded (leadership %s)", topic, partition, n,
-                         "gained" if leader else "lost")
+                log.info("%s-%d: %d share-partition(s) unloaded (leadership lost)", topic, partition, n)
     return changed
 
 
