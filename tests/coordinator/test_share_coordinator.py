@@ -60,7 +60,8 @@ def test_an_older_state_epoch_is_fenced_and_a_delete_leaves_a_tombstone():
 
 def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_unloads():
     """In a cluster the group's coordinator does not hold the share-partitions: no initialization gate; a leader
-    that loses a partition forgets its share-partitions (the next leader reads them back)."""
+    that loses a partition forgets its share-partitions (the next leader reads them back), a former coordinator
+    its members."""
     tid = uuid.UUID(int=9)
     share = ShareGroupCoordinator(CONFIG, topic_id_of={"t": tid}.get, partitions_of={"t": 2}.get,
                                   topic_exists={tid}.__contains__, start_offset=lambda _t, _p, _e: 0,
@@ -70,3 +71,8 @@ def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_
     share.initialize_partition("g", tid, 0)
     assert [key for key, _sp in share.take_changed()] == [ShareStateKey("g", tid, 0)]
     assert share.unload_partition(tid, 0) == 1 and share.share_partition("g", tid, 0) is None
+    assert share.forget_members(lambda group_id: group_id == "g") == ["g"]  # the group's coordinator moved away
+    assert not share.is_member("g", "m")
+    with pytest.raises(errors.UnknownMemberId):
+        share.heartbeat("g", "m", answer.member_epoch, subscribed=None, rack_id=None, client_id="c", client_host="h",
+                        now_ms=1)

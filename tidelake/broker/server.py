@@ -146,7 +146,7 @@ class Broker:
         share_state = build_share_state_coordinator(config, appends, wall_ms)  # only a cluster's is ever loaded
         if cluster is not None:
             coordinators_move = coordinator_leadership(groups, transactions, logs, cluster, wall_ms)
-            share_moves = share_leadership(share_groups, share_state, topics, logs)
+            share_moves = share_leadership(share_groups, share_state, topics, logs, groups.partition_for)
 
             def leadership_changed(topic: str, partition: int, leader: bool) -> None:
                 coordinators_move(topic, partition, leader)

@@ -19,6 +19,7 @@ from tidelake.broker.coordinator_appends import CoordinatorAppends
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_coordinator import ShareStateCoordinator
 from tidelake.coordinator.share_group import ShareGroupCoordinator
@@ -88,14 +89,21 @@ def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppe
 
 
 def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator, topics: TopicManager,
-                     logs: LogManager) -> Callable[[str, int, bool], None]:
+                     logs: LogManager, group_partition: Callable[[str], int]) -> Callable[[str, int, bool], None]:
     """In a cluster, the hook run when this broker becomes or stops being a partition's leader: a
     ``__share_group_state`` partition's share-partition states are replayed or forgotten; a former leader of
     any other partition forgets its share-partitions (the new leader reads them back from the share coordinator
     before serving, and so does this broker if it leads the partition again). A leader that stays leader (a new
     leader epoch, its ISR changed) keeps them: its state may hold what a moving share coordinator has not
-    been sent yet."""
+    been sent yet. A former leader of a ``__consumer_offsets`` partition forgets the members of the share groups
+    hashed to it (``group_partition``): they join the new coordinator, which answers them UNKNOWN_MEMBER_ID."""
     def changed(topic: str, partition: int, leader: bool) -> None:
+        if topic == OFFSETS_TOPIC:
+            if not leader:
+                gone = share.forget_members(lambda group_id: group_partition(group_id) == partition)
+                if gone:
+                    log.info("no longer coordinating share group(s) %s of %s-%d", gone, OFFSETS_TOPIC, partition)
+            return
         if topic == SHARE_STATE_TOPIC:
             if not leader:
                 state.unload_partition(partition)

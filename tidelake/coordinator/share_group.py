@@ -209,6 +209,15 @@ class ShareGroupCoordinator:
         return sum(sp.release_member(member_id) for (gid, _t, _p), sp in self.share_partitions.items()
                    if gid == group_id)
 
+    def forget_members(self, chosen: Callable[[str], bool]) -> list[str]:
+        """This broker no longer coordinates the groups ``chosen`` picks (a cluster's coordinator moved): forget
+        their members (their share-partitions stay with the partitions' leaders); the group ids."""
+        gone = sorted(g.group_id for g in self.groups.values() if g.members and chosen(g.group_id))
+        for group_id in gone:
+            self.groups[group_id].members.clear()
+            self.groups[group_id].initializing.clear()
+        return gone
+
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
         return group is not None and member_id in group.members
