@@ -65,11 +65,13 @@ def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_
     tid = uuid.UUID(int=9)
     share = ShareGroupCoordinator(CONFIG, topic_id_of={"t": tid}.get, partitions_of={"t": 2}.get,
                                   topic_exists={tid}.__contains__, start_offset=lambda _t, _p, _e: 0,
-                                  initialization_gate=False)
+                                  holds_group_partitions=False)
     answer = share.heartbeat("g", "m", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
     assert answer.assignment == {tid: (0, 1)}
     share.initialize_partition("g", tid, 0)
-    assert [key for key, _sp in share.take_changed()] == [ShareStateKey("g", tid, 0)]
+    share.initialize_partition("other", tid, 1)  # led here, its group coordinated elsewhere: not listed here
+    assert [key for key, _sp in share.take_changed()] == [ShareStateKey("g", tid, 0), ShareStateKey("other", tid, 1)]
+    assert sorted(share.groups) == ["g"]
     assert share.unload_partition(tid, 0) == 1 and share.share_partition("g", tid, 0) is None
     assert share.forget_members(lambda group_id: group_id == "g") == ["g"]  # the group's coordinator moved away
     assert not share.is_member("g", "m")

@@ -71,7 +71,7 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
                                  write=write if leads is None else None,
                                  group_configs=topics.metadata.group_configs,
                                  save_group_configs=topics.metadata.set_group_configs,
-                                 initialization_gate=leads is None)
+                                 holds_group_partitions=leads is None)
 
 
 def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppends,

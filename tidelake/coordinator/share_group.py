@@ -95,11 +95,12 @@ class ShareGroupCoordinator:
                  start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
                  save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None,
-                 initialization_gate: bool = True):
+                 holds_group_partitions: bool = True):
         self.config = config  # the broker's settings (group.share.*)
-        # whether a partition is assigned only once its share-partition is initialized here; off in a cluster,
-        # where the share-partitions live with each partition's leader, not with the group's coordinator
-        self.initialization_gate = initialization_gate
+        # whether the share-partitions of the groups coordinated here are held here too (a broker alone): then a
+        # partition is assigned only once its share-partition is initialized, and a share-partition's group is
+        # known here. Not in a cluster, where they live with each partition's leader, not the group's coordinator.
+        self.holds_group_partitions = holds_group_partitions
         # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
         self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
         self.save_group_configs = save_group_configs
@@ -185,7 +186,7 @@ class ShareGroupCoordinator:
                     continue
                 ids.add(topic_id)
                 if topic_id not in assignable:
-                    ready = [p for p in range(n) if not self.initialization_gate
+                    ready = [p for p in range(n) if not self.holds_group_partitions
                              or (group.group_id, topic_id, p) in self.share_partitions]
                     pending.update((topic_id, p) for p in range(n) if p not in ready)
                     assignable[topic_id] = tuple(ready)
@@ -258,14 +259,16 @@ class ShareGroupCoordinator:
         ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
         sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
         self.share_partitions[(group_id, topic_id, partition)] = sp
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        if self.holds_group_partitions:
+            self.groups.setdefault(group_id, ShareGroup(group_id))
         return sp
 
     def restore(self, group_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition) -> None:
         """A share-partition rebuilt from ``__share_group_state``."""
         sp.config = self.config_for(group_id)
         self.share_partitions[(group_id, topic_id, partition)] = sp
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        if self.holds_group_partitions:
+            self.groups.setdefault(group_id, ShareGroup(group_id))
 
     def unload_partition(self, topic_id: uuid.UUID, partition: int) -> int:
         """This broker no longer leads the partition, or leads it anew: forget its share-partitions (their state
