@@ -1,6 +1,6 @@
 """The share coordinator's state machine (KIP-932, a cluster's keeper of share-partition state): it answers only for
 the state partitions it loaded, replays them, writes one snapshot per write (read back as written, ACQUIRED never
-persisted), fences older state epochs and forgets with a tombstone."""
+persisted), fences older state epochs and a former leader's writes, and forgets with a tombstone."""
 import uuid
 
 import pytest
@@ -56,6 +56,18 @@ def test_an_older_state_epoch_is_fenced_and_a_delete_leaves_a_tombstone():
     assert c.read(KEY) is None
     assert log[-1][2] is None
     assert replay([(k, v) for _p, k, v in log], CONFIG) == {}
+
+
+def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
+    c, _log = coordinator()
+    c.load_partition(c.partition_for(KEY), [])
+    c.write_state(KEY, PersistedState(3, 0, ()), 4)
+    assert c.read(KEY, 5) == PersistedState(3, 0, ())  # the partition's next leader, epoch 5, takes it over
+    with pytest.raises(errors.FencedLeaderEpoch):
+        c.write_state(KEY, PersistedState(9, 0, ()), 4)
+    assert c.read(KEY).start_offset == 3
+    c.write_state(KEY, PersistedState(6, 0, ()), 5)
+    assert c.read(KEY).start_offset == 6
 
 
 def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_unloads():

@@ -139,13 +139,18 @@ class ReplicatedSharePersister:
         async with self._flushing:
             W = WriteShareGroupStateRequest.WriteStateData
             P, B = W.PartitionData, W.PartitionData.StateBatch
-            writes = [(key, sp, WriteShareGroupStateRequest(group_id=key.group_id, topics=[W(
-                topic_id=key.topic_id, partitions=[P(
-                    partition=key.partition, state_epoch=sp.state_epoch, leader_epoch=self._leader_epoch(key),
-                    start_offset=sp.start_offset,
-                    state_batches=[B(first_offset=b.first_offset, last_offset=b.last_offset, delivery_state=b.state,
-                                     delivery_count=b.delivery_count) for b in sp.state_batches()])])]))
-                      for key, sp in share.take_changed()]  # the states as taken now, before any wait
+            writes = []
+            for key, sp in share.take_changed():  # the states as taken now, before any wait
+                leader_epoch = self._leader_epoch(key)
+                if leader_epoch < 0:  # no longer the partition's leader: the next one serves what was persisted
+                    continue
+                writes.append((key, sp, WriteShareGroupStateRequest(group_id=key.group_id, topics=[W(
+                    topic_id=key.topic_id, partitions=[P(
+                        partition=key.partition, state_epoch=sp.state_epoch, leader_epoch=leader_epoch,
+                        start_offset=sp.start_offset,
+                        state_batches=[B(first_offset=b.first_offset, last_offset=b.last_offset,
+                                         delivery_state=b.state, delivery_count=b.delivery_count)
+                                       for b in sp.state_batches()])])])))
             for key, sp, request in writes:
                 try:
                     response = await (await self._coordinator(key)).request(request, STATE_API_VERSION)
@@ -159,6 +164,7 @@ class ReplicatedSharePersister:
                     sp.persist_again()
 
     def _leader_epoch(self, key: ShareStateKey) -> int:
+        """This broker's leader epoch of the share-partition's partition; -1 if it no longer leads it."""
         info = self._topics.by_id(key.topic_id)
         try:
             return self._member.check_leader(info.name, key.partition) if info is not None else -1

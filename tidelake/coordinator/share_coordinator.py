@@ -37,6 +37,9 @@ class ShareStateCoordinator:
         self.config = config
         self.write = write
         self.states: dict[ShareStateKey, SharePartition] = {}
+        # the newest leader epoch of each share-partition's partition heard in a read or write since this broker
+        # loaded the state: a former leader's late write is fenced (FENCED_LEADER_EPOCH), as in Kafka
+        self.leader_epochs: dict[ShareStateKey, int] = {}
         self.loaded: set[int] = set()  # the state partitions this broker leads (and so answers for)
 
     def partition_for(self, key: ShareStateKey) -> int:
@@ -58,6 +61,8 @@ class ShareStateCoordinator:
         self.loaded.discard(partition)
         for key in [k for k in self.states if self.partition_for(k) == partition]:
             del self.states[key]
+        for key in [k for k in self.leader_epochs if self.partition_for(k) == partition]:
+            del self.leader_epochs[key]
 
     def _check(self, key: ShareStateKey) -> int:
         partition = self.partition_for(key)
@@ -67,9 +72,19 @@ class ShareStateCoordinator:
         return partition
 
     # -- the state APIs ---------------------------------------------------------------------------
-    def read(self, key: ShareStateKey) -> PersistedState | None:
-        """The share-partition's state; None if it has none (never initialized, or deleted)."""
+    def _fence(self, key: ShareStateKey, leader_epoch: int) -> None:
+        """Remember the newest leader epoch (-1: none named); FencedLeaderEpoch for an older one."""
+        held = self.leader_epochs.get(key, -1)
+        if 0 <= leader_epoch < held:
+            raise errors.FencedLeaderEpoch(f"leader epoch {leader_epoch} of {key.group_id}:{key.topic_id}:"
+                                           f"{key.partition} is older than {held}: a former leader's")
+        self.leader_epochs[key] = max(held, leader_epoch)
+
+    def read(self, key: ShareStateKey, leader_epoch: int = -1) -> PersistedState | None:
+        """The share-partition's state; None if it has none (never initialized, or deleted). A leader reading it
+        with its epoch fences the writes of the leaders before it."""
         self._check(key)
+        self._fence(key, leader_epoch)
         sp = self.states.get(key)
         if sp is None:
             return None
@@ -77,8 +92,10 @@ class ShareStateCoordinator:
 
     def write_state(self, key: ShareStateKey, state: PersistedState, leader_epoch: int) -> int:
         """Replace the share-partition's state (a snapshot appended); the state partition written. An older
-        state epoch than the one held is refused (FencedStateEpoch: the share-partition was reset since)."""
+        state epoch than the one held is refused (FencedStateEpoch: the share-partition was reset since), and so
+        is an older leader epoch than one heard (FencedLeaderEpoch)."""
         partition = self._check(key)
+        self._fence(key, leader_epoch)
         held = self.states.get(key)
         if held is not None and state.state_epoch < held.state_epoch:
             raise errors.FencedStateEpoch(f"state epoch {state.state_epoch} of {key.group_id}:{key.topic_id}:"

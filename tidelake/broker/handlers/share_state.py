@@ -57,7 +57,7 @@ async def read_share_group_state(broker: BrokerContext, ctx: RequestContext, req
         parts = []
         for p in t.partitions:
             try:
-                state = broker.share_state.read(ShareStateKey(req.group_id, t.topic_id, p.partition))
+                state = broker.share_state.read(ShareStateKey(req.group_id, t.topic_id, p.partition), p.leader_epoch)
             except errors.KafkaApiError as e:
                 parts.append(P(partition=p.partition, error_code=_code(e), error_message=str(e), state_epoch=0,
                                start_offset=UNINITIALIZED, state_batches=[]))
