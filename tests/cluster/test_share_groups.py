@@ -2,7 +2,8 @@
 the leader of one of its partitions, or the share coordinator holding a partition's state, is kill -9'd. Every
 record is acknowledged in the end (none lost; a record a dead leader had handed out comes again, as at-least-once
 allows), and the state the share coordinators persisted says so: each share-partition's start offset reached the
-end of its partition, nothing in flight. The offsets admin APIs are still a single broker's, and a cluster says so."""
+end of its partition, nothing in flight. The inter-broker share-state APIs answer over the wire; the offsets admin
+APIs are still a single broker's, and a cluster says so."""
 from __future__ import annotations
 
 import threading
@@ -15,8 +16,11 @@ from kafka.protocol.metadata import MetadataRequest
 
 from cluster_fixtures import create_topic, metadata, produce, start_cluster, wait_until
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
-from tidelake.protocol.messages import (DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
-                                        ReadShareGroupStateRequest, ReadShareGroupStateResponse)
+from tidelake.protocol.messages import (DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
+                                        DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+                                        InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
+                                        ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+                                        WriteShareGroupStateRequest, WriteShareGroupStateResponse)
 from tidelake.protocol.wire_client import WireClient
 
 TOPIC, RECORDS = "jobs", 300
@@ -146,7 +150,8 @@ def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_pat
     cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])]).values():
+        new = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])  # broker 3 leads none
+        for f in admin.create_topics([new]).values():
             f.result(30)
         wait_until(f"{TOPIC}'s leaders", lambda: leaders(cluster, TOPIC) == {0: 1, 1: 2})
         # a first share group's fetch creates the state topic, then the group is chosen by where its state lands
@@ -169,12 +174,45 @@ def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_pat
         cluster.stop()
 
 
-def test_a_cluster_refuses_the_share_offsets_admin_apis_with_the_reason(tmp_path):
+def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_admin(tmp_path):
+    """Initialize, Read, Write and DeleteShareGroupState over the wire at a one-broker cluster's share coordinator
+    (its state topic created by a first share consumer's fetch); the share offsets admin APIs answer
+    UNSUPPORTED_VERSION with the reason."""
     cluster = start_cluster(tmp_path / "c", 1)
     try:
+        create_topic(cluster, TOPIC, 1, 1)
+        warmup = ShareReader(cluster.bootstrap_servers, "warmup", "warmup")
+        warmup.start()
+        try:
+            wait_until(f"{SHARE_STATE_TOPIC}'s leaders", lambda: (
+                lambda ls: ls and all(b > 0 for b in ls.values()))(leaders(cluster, SHARE_STATE_TOPIC)), 60)
+        finally:
+            warmup.stopping.set()
+            warmup.join(30)
+        tid = topic_id(cluster)
         broker = next(iter(cluster.brokers.values()))
-        R = DescribeShareGroupOffsetsRequest
+        I, W, D = (InitializeShareGroupStateRequest.InitializeStateData, WriteShareGroupStateRequest.WriteStateData,
+                   DeleteShareGroupStateRequest.DeleteStateData)
         with WireClient.connect(broker.bootstrap) as w:
+            # (asked until the broker has loaded the state partition it was just made leader of)
+            wait_until("InitializeShareGroupState answered", lambda: w.request(
+                InitializeShareGroupStateRequest(group_id="g", topics=[I(topic_id=tid, partitions=[
+                    I.PartitionData(partition=0, state_epoch=0, start_offset=7)])]), 0,
+                InitializeShareGroupStateResponse).results[0].partitions[0].error_code == 0, 30)
+            assert persisted_state(cluster, "g", tid, 0)[1].start_offset == 7
+            r = w.request(WriteShareGroupStateRequest(group_id="g", topics=[W(topic_id=tid, partitions=[
+                W.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=7, state_batches=[
+                    W.PartitionData.StateBatch(first_offset=7, last_offset=9, delivery_state=0, delivery_count=2)])])]),
+                0, WriteShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 0
+            read = persisted_state(cluster, "g", tid, 0)[1]
+            assert (read.start_offset, [(b.first_offset, b.last_offset, b.delivery_count)
+                                        for b in read.state_batches]) == (7, [(7, 9, 2)])
+            r = w.request(DeleteShareGroupStateRequest(group_id="g", topics=[D(topic_id=tid, partitions=[
+                D.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 0
+            assert persisted_state(cluster, "g", tid, 0)[1].start_offset == -1  # no state: uninitialized
+            R = DescribeShareGroupOffsetsRequest
             r = w.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1,
                           DescribeShareGroupOffsetsResponse)
         assert r.groups[0].error_code == 35  # UNSUPPORTED_VERSION

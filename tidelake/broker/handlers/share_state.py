@@ -9,6 +9,7 @@ coordinator's broker.
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from tidelake import errors
 from tidelake.broker.access import cluster_whole
@@ -26,6 +27,11 @@ from tidelake.security.acl.model import Operation as O
 log = logging.getLogger("tidelake.broker.share_state")
 
 UNINITIALIZED = -1  # ReadShareGroupState's start offset of a share-partition with no state
+
+
+class PartitionOutcome(NamedTuple):
+    code: int
+    message: str | None
 
 
 async def _replicated(broker: BrokerContext, partitions: set[int]) -> int:
@@ -75,36 +81,36 @@ async def read_share_group_state(broker: BrokerContext, ctx: RequestContext, req
     return ReadShareGroupStateResponse(results=results)
 
 
-async def _apply(broker: BrokerContext, req, change) -> dict[tuple, tuple[int, str | None]]:
+async def _apply(broker: BrokerContext, req, change) -> dict[tuple, PartitionOutcome]:
     """Run ``change(key, partition data)`` (it returns the state partition written) for each partition of the
-    request, then wait for the replicas; (topic id, partition) -> (error code, message)."""
-    outcome: dict[tuple, tuple[int, str | None]] = {}
+    request, then wait for the replicas; (topic id, partition) -> its outcome."""
+    outcome: dict[tuple, PartitionOutcome] = {}
     written: dict[int, list[tuple]] = {}
     for t in req.topics:
         for p in t.partitions:
             try:
                 state_partition = change(ShareStateKey(req.group_id, t.topic_id, p.partition), p)
             except errors.KafkaApiError as e:
-                outcome[(t.topic_id, p.partition)] = (_code(e), str(e))
+                outcome[(t.topic_id, p.partition)] = PartitionOutcome(_code(e), str(e))
                 continue
             written.setdefault(state_partition, []).append((t.topic_id, p.partition))
-            outcome[(t.topic_id, p.partition)] = (errors.NONE, None)
+            outcome[(t.topic_id, p.partition)] = PartitionOutcome(errors.NONE, None)
     for state_partition, keys in written.items():
         code = await _replicated(broker, {state_partition})
         if code:
             log.warning("share state of group %s not replicated in %s-%d (error %d)", req.group_id,
                         SHARE_STATE_TOPIC, state_partition, code)
             for key in keys:
-                outcome[key] = (_coordinator_code(code),
-                                f"{SHARE_STATE_TOPIC}-{state_partition} not replicated")
+                outcome[key] = PartitionOutcome(_coordinator_code(code),
+                                                f"{SHARE_STATE_TOPIC}-{state_partition} not replicated")
     return outcome
 
 
 def _write_results(req, outcome, result_cls):
     P = result_cls.PartitionResult
     return [result_cls(topic_id=t.topic_id, partitions=[
-        P(partition=p.partition, error_code=outcome[(t.topic_id, p.partition)][0],
-          error_message=outcome[(t.topic_id, p.partition)][1]) for p in t.partitions]) for t in req.topics]
+        P(partition=p.partition, error_code=outcome[(t.topic_id, p.partition)].code,
+          error_message=outcome[(t.topic_id, p.partition)].message) for p in t.partitions]) for t in req.topics]
 
 
 @api(WriteShareGroupStateRequest, WriteShareGroupStateResponse, 0, 0, access=cluster_whole(O.CLUSTER_ACTION))
@@ -114,7 +120,8 @@ async def write_share_group_state(broker: BrokerContext, ctx: RequestContext, re
             StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches))
         return broker.share_state.write_state(key, state, p.leader_epoch)
     outcome = await _apply(broker, req, change)
-    return WriteShareGroupStateResponse(results=_write_results(req, outcome, WriteShareGroupStateResponse.WriteStateResult))
+    return WriteShareGroupStateResponse(
+        results=_write_results(req, outcome, WriteShareGroupStateResponse.WriteStateResult))
 
 
 @api(InitializeShareGroupStateRequest, InitializeShareGroupStateResponse, 0, 0,
