@@ -10,7 +10,7 @@ import threading
 import uuid
 
 import pytest
-from confluent_kafka import ShareConsumer
+from confluent_kafka import KafkaException, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
@@ -40,11 +40,16 @@ class ShareReader(threading.Thread):
                                        "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
         self.consumer.subscribe([TOPIC])
         self.delivered: list[tuple[int, int, bytes, int]] = []
+        self.failures: list[str] = []  # errors poll raised (the broker answered something the client gives up on)
         self.stopping = threading.Event()
 
     def run(self) -> None:
         while not self.stopping.is_set():
-            got = [m for m in self.consumer.poll(0.3) if m.error() is None]
+            try:
+                got = [m for m in self.consumer.poll(0.3) if m.error() is None]
+            except KafkaException as e:
+                self.failures.append(str(e))
+                continue
             self.delivered.extend((m.partition(), m.offset(), m.value(), m.delivery_count()) for m in got)
             self.stopping.wait(WORK_S if got else 0)  # working on them: the records stay acquired meanwhile
             for m in got:
@@ -119,6 +124,7 @@ def consume_with_a_kill(cluster, group: str, victim: int) -> None:
                 persisted_state(cluster, group, tid, p)), 60)
         delivered = [d for r in readers for d in r.delivered]
         assert {v for _p, _o, v, _c in delivered} == wanted
+        assert not [f for r in readers for f in r.failures]
         # a record delivered again (its leader gone, or its lock expired meanwhile) says so: each of its deliveries
         # has its own delivery count
         counts: dict[tuple[int, int], list[int]] = {}

@@ -39,9 +39,10 @@ STATE_REQUEST_TIMEOUT_S = 5.0
 
 class SharePersister(Protocol):
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> int:
-        """Make the share-partition's persisted state (if any) this broker's before it serves it; 0, or the
-        error code to answer for the partition meanwhile."""
+                   partition: int) -> bool:
+        """Make the share-partition's persisted state (if any) this broker's before it serves it; False while it
+        cannot be read (its share coordinator moving: nothing is served from the partition meanwhile, as Kafka
+        leaves a share-partition still initializing out of the answer). Raises NotLeaderOrFollower."""
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         """Persist every share-partition changed since the last flush."""
@@ -54,8 +55,8 @@ class LocalSharePersister:
     """A broker alone: its share-partitions were replayed at start; snapshots go to its own state topic."""
 
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> int:
-        return errors.NONE
+                   partition: int) -> bool:
+        return True
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         share.flush()
@@ -103,28 +104,26 @@ class ReplicatedSharePersister:
         return ch
 
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> int:
+                   partition: int) -> bool:
         if share.share_partition(group_id, topic_id, partition) is not None:
-            return errors.NONE
+            return True
         key = ShareStateKey(group_id, topic_id, partition)
         R = ReadShareGroupStateRequest.ReadStateData
+        request = ReadShareGroupStateRequest(group_id=group_id, topics=[R(topic_id=topic_id, partitions=[
+            R.PartitionData(partition=partition, leader_epoch=self._member.check_leader(topic, partition))])])
         try:
-            request = ReadShareGroupStateRequest(group_id=group_id, topics=[R(topic_id=topic_id, partitions=[
-                R.PartitionData(partition=partition, leader_epoch=self._member.check_leader(topic, partition))])])
             response: ReadShareGroupStateResponse = await (await self._coordinator(key)).request(
                 request, STATE_API_VERSION)
-        except errors.NotLeaderOrFollower as e:
-            return e.code
         except (ChannelError, errors.KafkaApiError) as e:
             log.info("share state of %s:%s-%d not readable yet: %s", group_id, topic, partition, e)
-            return errors.LeaderNotAvailable.code  # as Kafka answers while the share coordinator is unreachable
+            return False
         (result,) = [p for r in response.results for p in r.partitions]
         if result.error_code:
             log.info("share state of %s:%s-%d not readable yet (error %d: %s)", group_id, topic, partition,
                      result.error_code, result.error_message)
-            return errors.LeaderNotAvailable.code
+            return False
         if share.share_partition(group_id, topic_id, partition) is not None:  # loaded meanwhile by another fetch
-            return errors.NONE
+            return True
         if result.start_offset >= 0:
             batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                        for b in result.state_batches]
@@ -133,7 +132,7 @@ class ReplicatedSharePersister:
             log.info("share group %s: %s-%d resumed from its persisted state at offset %d (%d in flight)",
                      group_id, topic, partition, result.start_offset, sum(
                          b.last_offset - b.first_offset + 1 for b in batches))
-        return errors.NONE  # none persisted: initialized by share.auto.offset.reset at the first fetch
+        return True  # none persisted: initialized by share.auto.offset.reset at the first fetch
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         async with self._flushing:

@@ -224,9 +224,12 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
             if taken >= max_records or budget <= 0:
                 continue
             # a partition this broker just came to lead resumes from its persisted state
-            code = await broker.share_persister.load(broker.share_groups, req.group_id, name, topic_id, partition)
-            if code:
-                answer.error, answer.message = code, None
+            try:
+                ready = await broker.share_persister.load(broker.share_groups, req.group_id, name, topic_id, partition)
+            except errors.KafkaApiError as e:
+                answer.error, answer.message = e.code, str(e)
+                continue
+            if not ready:  # its state not readable yet (its share coordinator moving): nothing from it this time
                 continue
             got = _acquire(broker, req.group_id, req.member_id, name, topic_id, partition, max_records - taken,
                            budget, broker.clock_ms())
