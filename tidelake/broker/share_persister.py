@@ -150,13 +150,21 @@ class ReplicatedSharePersister:
                         state_batches=[B(first_offset=b.first_offset, last_offset=b.last_offset,
                                          delivery_state=b.state, delivery_count=b.delivery_count)
                                        for b in sp.state_batches()])])])))
+            unreachable: set[int] = set()  # coordinators' brokers that failed in this flush: not waited for again
             for key, sp, request in writes:
                 try:
-                    response = await (await self._coordinator(key)).request(request, STATE_API_VERSION)
+                    channel = await self._coordinator(key)
+                    if channel.broker_id in unreachable:
+                        sp.persist_again()
+                        continue
+                    response = await channel.request(request, STATE_API_VERSION)
                     code, message = next(((p.error_code, p.error_message) for r in response.results
                                           for p in r.partitions if p.error_code), (errors.NONE, None))
-                except (ChannelError, errors.KafkaApiError) as e:
+                except ChannelError as e:
+                    unreachable.add(channel.broker_id)
                     code, message = errors.CoordinatorNotAvailable.code, str(e)
+                except errors.KafkaApiError as e:
+                    code, message = e.code, str(e)
                 if code:
                     log.info("share state of %s:%s-%d not written (error %d: %s); tried again at the next flush",
                              key.group_id, key.topic_id, key.partition, code, message)
