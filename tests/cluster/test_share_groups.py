@@ -2,8 +2,9 @@
 the leader of one of its partitions, or the share coordinator holding a partition's state, is kill -9'd. Every
 record is acknowledged in the end (none lost; a record a dead leader had handed out comes again, as at-least-once
 allows), and the state the share coordinators persisted says so: each share-partition's start offset reached the
-end of its partition, nothing in flight. The inter-broker share-state APIs answer over the wire; the offsets admin
-APIs are still a single broker's, and a cluster says so."""
+end of its partition, nothing in flight, and the group's coordinator describes those start offsets. The inter-broker
+share-state APIs answer over the wire; Alter/DeleteShareGroupOffsets are still a single broker's, and a cluster says
+so."""
 from __future__ import annotations
 
 import threading
@@ -14,9 +15,10 @@ from confluent_kafka import KafkaException, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
-from cluster_fixtures import create_topic, metadata, produce, start_cluster, wait_until
+from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
-from tidelake.protocol.messages import (DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
+from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+                                        DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
                                         InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
                                         ReadShareGroupStateRequest, ReadShareGroupStateResponse,
@@ -122,6 +124,13 @@ def consume_with_a_kill(cluster, group: str, victim: int) -> None:
             wait_until(f"{TOPIC}-{p}'s persisted state at its end {ends[p]}", lambda p=p: (
                 lambda s: s is not None and s[1].start_offset == ends[p] and not s[1].state_batches)(
                 persisted_state(cluster, group, tid, p)), 60)
+        # and so says DescribeShareGroupOffsets, asked of the group's coordinator
+        R = DescribeShareGroupOffsetsRequest
+        with WireClient("127.0.0.1", cluster.brokers[find_coordinator(cluster, 0, group)].port) as c:
+            r = c.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1,
+                          DescribeShareGroupOffsetsResponse)
+        assert {(t.topic_name, p.partition_index): p.start_offset for t in r.groups[0].topics
+                for p in t.partitions} == {(TOPIC, p): end for p, end in ends.items()}
         delivered = [d for r in readers for d in r.delivered]
         assert {v for _p, _o, v, _c in delivered} == wanted
         assert not [f for r in readers for f in r.failures]
@@ -182,8 +191,8 @@ def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_pat
 
 def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_admin(tmp_path):
     """Initialize, Read, Write and DeleteShareGroupState over the wire at a one-broker cluster's share coordinator
-    (its state topic created by a first share consumer's fetch); the share offsets admin APIs answer
-    UNSUPPORTED_VERSION with the reason."""
+    (its state topic created by a first share consumer's fetch); AlterShareGroupOffsets answers UNSUPPORTED_VERSION
+    with the reason."""
     cluster = start_cluster(tmp_path / "c", 1)
     try:
         create_topic(cluster, TOPIC, 1, 1)
@@ -218,10 +227,11 @@ def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_a
                 D.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
             assert r.results[0].partitions[0].error_code == 0
             assert persisted_state(cluster, "g", tid, 0)[1].start_offset == -1  # no state: uninitialized
-            R = DescribeShareGroupOffsetsRequest
-            r = w.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id="g", topics=None)]), 1,
-                          DescribeShareGroupOffsetsResponse)
-        assert r.groups[0].error_code == 35  # UNSUPPORTED_VERSION
-        assert "single tidelake broker" in r.groups[0].error_message
+            A = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+            r = w.request(AlterShareGroupOffsetsRequest(group_id="g", topics=[A(topic_name=TOPIC, partitions=[
+                A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0,
+                AlterShareGroupOffsetsResponse)
+        assert r.error_code == 35  # UNSUPPORTED_VERSION
+        assert "single tidelake broker" in r.error_message
     finally:
         cluster.stop()

@@ -23,6 +23,7 @@ from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.channel import BrokerChannel, ChannelError
 from tidelake.cluster.member import ClusterMember
+from tidelake.coordinator.share_coordinator import PersistedState
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.share_partition import SharePartition, StateBatch
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
@@ -47,6 +48,10 @@ class SharePersister(Protocol):
     async def flush(self, share: ShareGroupCoordinator) -> None:
         """Persist every share-partition changed since the last flush."""
 
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        """A share-partition's state as persisted (None: it has none), for DescribeShareGroupOffsets. Raises
+        CoordinatorNotAvailable while it cannot be read."""
+
     def close(self) -> None:
         """Close the connections to other brokers (at shutdown)."""
 
@@ -60,6 +65,10 @@ class LocalSharePersister:
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         share.flush()
+
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        sp = share.share_partition(key.group_id, key.topic_id, key.partition)
+        return None if sp is None else PersistedState(sp.start_offset, sp.state_epoch, tuple(sp.state_batches()))
 
     def close(self) -> None:
         return None
@@ -108,31 +117,44 @@ class ReplicatedSharePersister:
         if share.share_partition(group_id, topic_id, partition) is not None:
             return True
         key = ShareStateKey(group_id, topic_id, partition)
-        R = ReadShareGroupStateRequest.ReadStateData
-        request = ReadShareGroupStateRequest(group_id=group_id, topics=[R(topic_id=topic_id, partitions=[
-            R.PartitionData(partition=partition, leader_epoch=self._member.check_leader(topic, partition))])])
+        leader_epoch = self._member.check_leader(topic, partition)
         try:
-            response: ReadShareGroupStateResponse = await (await self._coordinator(key)).request(
-                request, STATE_API_VERSION)
-        except (ChannelError, errors.KafkaApiError) as e:
+            state = await self._read(key, leader_epoch)
+        except errors.CoordinatorNotAvailable as e:
             log.info("share state of %s:%s-%d not readable yet: %s", group_id, topic, partition, e)
-            return False
-        (result,) = [p for r in response.results for p in r.partitions]
-        if result.error_code:
-            log.info("share state of %s:%s-%d not readable yet (error %d: %s)", group_id, topic, partition,
-                     result.error_code, result.error_message)
             return False
         if share.share_partition(group_id, topic_id, partition) is not None:  # loaded meanwhile by another fetch
             return True
-        if result.start_offset >= 0:
-            batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                       for b in result.state_batches]
+        if state is not None:
             share.restore(group_id, topic_id, partition, SharePartition.restored(
-                share.config_for(group_id), result.start_offset, result.state_epoch, batches))
+                share.config_for(group_id), state.start_offset, state.state_epoch, state.batches))
             log.info("share group %s: %s-%d resumed from its persisted state at offset %d (%d in flight)",
-                     group_id, topic, partition, result.start_offset, sum(
-                         b.last_offset - b.first_offset + 1 for b in batches))
+                     group_id, topic, partition, state.start_offset, sum(
+                         b.last_offset - b.first_offset + 1 for b in state.batches))
         return True  # none persisted: initialized by share.auto.offset.reset at the first fetch
+
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        return await self._read(key, -1)
+
+    async def _read(self, key: ShareStateKey, leader_epoch: int) -> PersistedState | None:
+        """ReadShareGroupState at the key's share coordinator. Raises CoordinatorNotAvailable."""
+        R = ReadShareGroupStateRequest.ReadStateData
+        request = ReadShareGroupStateRequest(group_id=key.group_id, topics=[R(topic_id=key.topic_id, partitions=[
+            R.PartitionData(partition=key.partition, leader_epoch=leader_epoch)])])
+        try:
+            response: ReadShareGroupStateResponse = await (await self._coordinator(key)).request(
+                request, STATE_API_VERSION)
+        except ChannelError as e:
+            raise errors.CoordinatorNotAvailable(str(e)) from None
+        (result,) = [p for r in response.results for p in r.partitions]
+        if result.error_code:
+            raise errors.CoordinatorNotAvailable(f"the share coordinator answered error {result.error_code}: "
+                                                 f"{result.error_message}")
+        if result.start_offset < 0:
+            return None
+        return PersistedState(result.start_offset, result.state_epoch, tuple(
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in result.state_batches))
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         async with self._flushing:

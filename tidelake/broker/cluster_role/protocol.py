@@ -101,7 +101,7 @@ class Coordination(Protocol):
         """NotCoordinator unless this broker coordinates the transactional id (and has loaded it)."""
 
     def check_share_offsets_served(self) -> None:
-        """UnsupportedVersion where Describe/Alter/DeleteShareGroupOffsets are not served (a replicated cluster,
+        """UnsupportedVersion where Alter/DeleteShareGroupOffsets are not served (a replicated cluster,
         where share-partition state is spread over the partitions' leaders and share coordinators: not yet)."""
 
     async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:

@@ -70,10 +70,11 @@ class ZooKeeperCoordination:
                                         f"({OFFSETS_TOPIC}-{partition})") from None
 
     def check_share_offsets_served(self) -> None:
-        # share groups are served, their offsets admin not yet: it would gather the state from every share
-        # coordinator. Kafka answers this error for what a broker does not serve.
-        raise errors.UnsupportedVersion("Describe/Alter/DeleteShareGroupOffsets are served by a single tidelake "
-                                        "broker only, not yet by a replicated cluster")
+        # share groups and DescribeShareGroupOffsets are served; changing offsets not yet: the partitions' leaders
+        # hold the share-partitions in memory and would have to start over from the changed state. Kafka answers
+        # this error for what a broker does not serve.
+        raise errors.UnsupportedVersion("Alter/DeleteShareGroupOffsets are served by a single tidelake broker only, "
+                                        "not yet by a replicated cluster")
 
     def check_transaction_coordinator(self, transactional_id: str) -> None:
         partition = self._transactions.partition_for(transactional_id)
