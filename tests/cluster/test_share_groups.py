@@ -11,7 +11,7 @@ import threading
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException, ShareConsumer
+from confluent_kafka import ElectionType, KafkaException, ShareConsumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.metadata import MetadataRequest
 
@@ -150,10 +150,36 @@ def consume_with_a_kill(cluster, group: str, victim: int) -> None:
 
 @pytest.mark.slow_faults
 def test_share_consumers_lose_nothing_when_a_partition_leader_is_killed(tmp_path):
+    """...and when the killed broker comes back and leads its partition again, it serves the state its successor
+    persisted (new consumers of the group read only the new records)."""
     cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
     try:
         create_topic(cluster, TOPIC, 3, 3)
-        consume_with_a_kill(cluster, "workers", leaders(cluster, TOPIC)[0])
+        victim = leaders(cluster, TOPIC)[0]
+        consume_with_a_kill(cluster, "workers", victim)
+        cluster.start_broker(victim)
+        wait_until(f"broker {victim} back in the ISR of {TOPIC}-0", lambda: victim in next(
+            p.isr_nodes for p in metadata(any_broker(cluster), [TOPIC]).topics[0].partitions if p.partition_index == 0),
+            60)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(60)
+        wait_until(f"broker {victim} leading {TOPIC}-0 again", lambda: leaders(cluster, TOPIC)[0] == victim, 60)
+        readers = [ShareReader(cluster.bootstrap_servers, "workers", f"again-{i}") for i in range(2)]
+        try:
+            for r in readers:
+                r.start()
+            later = produce(cluster, TOPIC, 60, prefix=b"later")
+            wait_until("the later records delivered", lambda: {
+                v for r in readers for _p, _o, v, _c in list(r.delivered)} >= set(later.values()), 60)
+            assert any(p == 0 for p, _o in later)  # some from the partition its old leader leads again
+            delivered = {v for r in readers for _p, _o, v, _c in r.delivered}
+            assert delivered == set(later.values())  # nothing of the first round again: it was all acknowledged
+            assert not [f for r in readers for f in r.failures]
+        finally:
+            for r in readers:
+                r.stopping.set()
+            for r in readers:
+                r.join(30)
     finally:
         cluster.stop()
 
