@@ -68,6 +68,8 @@ def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
     assert c.read(KEY).start_offset == 3
     c.write_state(KEY, PersistedState(6, 0, ()), 5)
     assert c.read(KEY).start_offset == 6
+    c.write_state(KEY, PersistedState(8, 1, ()), -1)  # no leader epoch named (InitializeShareGroupState): not fenced
+    assert c.read(KEY) == PersistedState(8, 1, ())
 
 
 def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_unloads():

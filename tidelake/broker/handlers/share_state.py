@@ -128,7 +128,8 @@ async def write_share_group_state(broker: BrokerContext, ctx: RequestContext, re
      access=cluster_whole(O.CLUSTER_ACTION))
 async def initialize_share_group_state(broker: BrokerContext, ctx: RequestContext, req):
     def change(key: ShareStateKey, p) -> int:
-        return broker.share_state.write_state(key, PersistedState(p.start_offset, p.state_epoch, ()), 0)
+        # sent by a group's coordinator, not a partition's leader: no leader epoch to fence (-1)
+        return broker.share_state.write_state(key, PersistedState(p.start_offset, p.state_epoch, ()), -1)
     outcome = await _apply(broker, req, change)
     return InitializeShareGroupStateResponse(
         results=_write_results(req, outcome, InitializeShareGroupStateResponse.InitializeStateResult))
