@@ -97,6 +97,7 @@ UnsupportedEndpointType = _err("UnsupportedEndpointType", 119)
 InvalidRecordState = _err("InvalidRecordState", 121)  # KIP-932: an acknowledgement for a record not acquired by the member
 ShareSessionNotFound = _err("ShareSessionNotFound", 122)
 InvalidShareSessionEpoch = _err("InvalidShareSessionEpoch", 123)
+FencedStateEpoch = _err("FencedStateEpoch", 124)  # KIP-932: a share-state write older than the state held
 
 # security (TLS, SASL, ACLs)
 TopicAuthorizationFailed = _err("TopicAuthorizationFailed", 29)

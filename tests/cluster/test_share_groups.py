@@ -1,20 +1,263 @@
-"""Share groups in a replicated cluster: not served yet, and said so (UNSUPPORTED_VERSION with the reason, as
-Kafka answers while share groups are disabled) rather than half-working with state on one broker only."""
+"""Share groups (KIP-932) in a 3-broker ZooKeeper cluster: librdkafka's ShareConsumers read a replicated topic while
+the leader of one of its partitions, or the share coordinator holding a partition's state, is kill -9'd. Every
+record is acknowledged in the end (none lost; a record a dead leader had handed out comes again, as at-least-once
+allows), and the state the share coordinators persisted says so: each share-partition's start offset reached the
+end of its partition, nothing in flight, and the group's coordinator describes those start offsets. The inter-broker
+share-state APIs answer over the wire; Alter/DeleteShareGroupOffsets are still a single broker's, and a cluster says
+so."""
 from __future__ import annotations
 
-from cluster_fixtures import start_cluster
-from tidelake.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+import threading
+import uuid
+
+import pytest
+from confluent_kafka import ElectionType, KafkaException, ShareConsumer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.protocol.metadata import MetadataRequest
+
+from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
+from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
+from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+                                        DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
+                                        DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
+                                        InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
+                                        ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+                                        WriteShareGroupStateRequest, WriteShareGroupStateResponse)
 from tidelake.protocol.wire_client import WireClient
 
+TOPIC, RECORDS = "jobs", 300
+CONFIGS = {"offsets.topic.replication.factor": "3", "share.coordinator.state.topic.replication.factor": "3",
+           "share.coordinator.state.topic.num.partitions": "3", "group.share.heartbeat.interval.ms": "500",
+           "group.share.record.lock.duration.ms": "3000", "group.share.session.timeout.ms": "10000"}
+WORK_S = 0.2  # how long a reader works on what it polled before acknowledging it
 
-def test_a_cluster_refuses_share_group_heartbeats_with_the_reason(tmp_path):
+
+class ShareReader(threading.Thread):
+    """One ShareConsumer polling and acknowledging every record until stopped; what it was handed is kept as
+    (partition, offset, value, delivery count)."""
+
+    def __init__(self, bootstrap: str, group: str, name: str):
+        super().__init__(name=name, daemon=True)
+        self.consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": name,
+                                       "share.acknowledgement.mode": "explicit", "max.poll.records": 10})
+        self.consumer.subscribe([TOPIC])
+        self.delivered: list[tuple[int, int, bytes, int]] = []
+        self.failures: list[str] = []  # errors poll raised (the broker answered something the client gives up on)
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                got = [m for m in self.consumer.poll(0.3) if m.error() is None]
+            except KafkaException as e:
+                self.failures.append(str(e))
+                continue
+            self.delivered.extend((m.partition(), m.offset(), m.value(), m.delivery_count()) for m in got)
+            self.stopping.wait(WORK_S if got else 0)  # working on them: the records stay acquired meanwhile
+            for m in got:
+                self.consumer.acknowledge(m)
+            try:
+                self.consumer.commit_sync(5)
+            except Exception:  # a partition's leader or coordinator is moving: the records come again
+                pass
+        self.consumer.close()
+
+
+def any_broker(cluster):
+    return next(b for b in cluster.brokers.values() if b.alive())
+
+
+def topic_id(cluster) -> uuid.UUID:
+    with WireClient("127.0.0.1", any_broker(cluster).port) as c:
+        md = c.request(MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(topic_id=None, name=TOPIC)],
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False),
+                       12)
+    return md.topics[0].topic_id
+
+
+def persisted_state(cluster, group: str, tid: uuid.UUID, partition: int):
+    """The share coordinator's answer for (group, TOPIC, partition): asked of every live broker, the one that
+    coordinates it answers without error; (its broker id, its answer), None while none does."""
+    R = ReadShareGroupStateRequest.ReadStateData
+    for b in cluster.brokers.values():
+        if not b.alive():
+            continue
+        with WireClient("127.0.0.1", b.port) as c:
+            r = c.request(ReadShareGroupStateRequest(group_id=group, topics=[R(topic_id=tid, partitions=[
+                R.PartitionData(partition=partition, leader_epoch=-1)])]), 0, ReadShareGroupStateResponse)
+        (p,) = r.results[0].partitions
+        if p.error_code == 0:
+            return b.broker_id, p
+    return None
+
+
+def leaders(cluster, topic: str) -> dict[int, int]:
+    md = metadata(any_broker(cluster), [topic])
+    return {p.partition_index: p.leader_id for p in md.topics[0].partitions}
+
+
+def consume_with_a_kill(cluster, group: str, victim: int) -> None:
+    """Two ShareConsumers of ``group`` read RECORDS records of TOPIC; once about a third are in, broker ``victim``
+    is kill -9'd. Every record must be delivered and acknowledged, and persisted as such."""
+    tid = topic_id(cluster)
+    partitions = len(leaders(cluster, TOPIC))
+    readers = [ShareReader(cluster.bootstrap_servers, group, f"reader-{i}") for i in range(2)]
+    try:
+        for r in readers:
+            r.start()
+        # share.auto.offset.reset is "latest": produce once every share-partition is initialized (at 0)
+        for p in range(partitions):
+            wait_until(f"{TOPIC}-{p}'s share-partition initialized", lambda p=p: (
+                lambda s: s is not None and s[1].start_offset == 0)(persisted_state(cluster, group, tid, p)), 60)
+        acked = produce(cluster, TOPIC, RECORDS)
+        wanted = set(acked.values())
+
+        def seen() -> set[bytes]:
+            return {v for r in readers for _p, _o, v, _c in list(r.delivered)}
+        wait_until("a third of the records delivered", lambda: len(seen()) >= RECORDS // 3, 60)
+        cluster.kill_broker(victim)
+        assert len(seen()) < RECORDS, "every record was delivered before the kill: nothing was tested"
+        wait_until("every record delivered after the kill", lambda: seen() >= wanted, 60)
+        ends = {p: max(o for (pp, o) in acked if pp == p) + 1 for p in range(partitions)}
+        # the persisted state: every record acknowledged (the start offset at the partition's end, nothing in flight)
+        for p in range(partitions):
+            wait_until(f"{TOPIC}-{p}'s persisted state at its end {ends[p]}", lambda p=p: (
+                lambda s: s is not None and s[1].start_offset == ends[p] and not s[1].state_batches)(
+                persisted_state(cluster, group, tid, p)), 60)
+        # and so says DescribeShareGroupOffsets, asked of the group's coordinator
+        R = DescribeShareGroupOffsetsRequest
+        with WireClient("127.0.0.1", cluster.brokers[find_coordinator(cluster, 0, group)].port) as c:
+            r = c.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), 1,
+                          DescribeShareGroupOffsetsResponse)
+        assert {(t.topic_name, p.partition_index): p.start_offset for t in r.groups[0].topics
+                for p in t.partitions} == {(TOPIC, p): end for p, end in ends.items()}
+        delivered = [d for r in readers for d in r.delivered]
+        assert {v for _p, _o, v, _c in delivered} == wanted
+        assert not [f for r in readers for f in r.failures]
+        # a record delivered again (its leader gone, or its lock expired meanwhile) says so: each of its deliveries
+        # has its own delivery count
+        counts: dict[tuple[int, int], list[int]] = {}
+        for partition, offset, _v, count in delivered:
+            counts.setdefault((partition, offset), []).append(count)
+        twice = {f"{TOPIC}-{p}@{o}": c for (p, o), c in counts.items() if len(set(c)) < len(c)}
+        assert not twice, f"records delivered again with a delivery count already seen: {twice}"
+    finally:
+        for r in readers:
+            r.stopping.set()
+        for r in readers:
+            r.join(30)
+
+
+@pytest.mark.slow_faults
+def test_share_consumers_lose_nothing_when_a_partition_leader_is_killed(tmp_path):
+    """...and when the killed broker comes back and leads its partition again, it serves the state its successor
+    persisted (new consumers of the group read only the new records)."""
+    cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
+    try:
+        create_topic(cluster, TOPIC, 3, 3)
+        victim = leaders(cluster, TOPIC)[0]
+        consume_with_a_kill(cluster, "workers", victim)
+        cluster.start_broker(victim)
+        wait_until(f"broker {victim} back in the ISR of {TOPIC}-0", lambda: victim in next(
+            p.isr_nodes for p in metadata(any_broker(cluster), [TOPIC]).topics[0].partitions if p.partition_index == 0),
+            60)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(TOPIC, 0)]).result(60)
+        wait_until(f"broker {victim} leading {TOPIC}-0 again", lambda: leaders(cluster, TOPIC)[0] == victim, 60)
+        readers = [ShareReader(cluster.bootstrap_servers, "workers", f"again-{i}") for i in range(2)]
+        try:
+            for r in readers:
+                r.start()
+            later = produce(cluster, TOPIC, 60, prefix=b"later")
+            wait_until("the later records delivered", lambda: {
+                v for r in readers for _p, _o, v, _c in list(r.delivered)} >= set(later.values()), 60)
+            assert any(p == 0 for p, _o in later)  # some from the partition its old leader leads again
+            delivered = {v for r in readers for _p, _o, v, _c in r.delivered}
+            assert delivered == set(later.values())  # nothing of the first round again: it was all acknowledged
+            assert not [f for r in readers for f in r.failures]
+        finally:
+            for r in readers:
+                r.stopping.set()
+            for r in readers:
+                r.join(30)
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slow_faults
+def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_path):
+    """Broker 3 leads no partition of the topic but is the share coordinator of its partition 0's state (the
+    group id is chosen so): its kill moves only the share state, which the next coordinator replays."""
+    cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        new = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])  # broker 3 leads none
+        for f in admin.create_topics([new]).values():
+            f.result(30)
+        wait_until(f"{TOPIC}'s leaders", lambda: leaders(cluster, TOPIC) == {0: 1, 1: 2})
+        # a first share group's fetch creates the state topic, then the group is chosen by where its state lands
+        warmup = ShareReader(cluster.bootstrap_servers, "warmup", "warmup")
+        warmup.start()
+        try:
+            state_leaders = wait_until(f"{SHARE_STATE_TOPIC}'s leaders", lambda: (
+                lambda ls: ls if ls and all(b > 0 for b in ls.values()) else None)(leaders(cluster, SHARE_STATE_TOPIC)),
+                60)
+        finally:
+            warmup.stopping.set()
+            warmup.join(30)
+        led_by_3 = {p for p, b in state_leaders.items() if b == 3}
+        assert led_by_3, f"broker 3 leads no {SHARE_STATE_TOPIC} partition: {state_leaders}"
+        tid = topic_id(cluster)
+        group = next(g for g in (f"workers-{i}" for i in range(1000))
+                     if state_partition(ShareStateKey(g, tid, 0), len(state_leaders)) in led_by_3)
+        consume_with_a_kill(cluster, group, 3)
+    finally:
+        cluster.stop()
+
+
+def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_admin(tmp_path):
+    """Initialize, Read, Write and DeleteShareGroupState over the wire at a one-broker cluster's share coordinator
+    (its state topic created by a first share consumer's fetch); AlterShareGroupOffsets answers UNSUPPORTED_VERSION
+    with the reason."""
     cluster = start_cluster(tmp_path / "c", 1)
     try:
+        create_topic(cluster, TOPIC, 1, 1)
+        warmup = ShareReader(cluster.bootstrap_servers, "warmup", "warmup")
+        warmup.start()
+        try:
+            wait_until(f"{SHARE_STATE_TOPIC}'s leaders", lambda: (
+                lambda ls: ls and all(b > 0 for b in ls.values()))(leaders(cluster, SHARE_STATE_TOPIC)), 60)
+        finally:
+            warmup.stopping.set()
+            warmup.join(30)
+        tid = topic_id(cluster)
         broker = next(iter(cluster.brokers.values()))
+        I, W, D = (InitializeShareGroupStateRequest.InitializeStateData, WriteShareGroupStateRequest.WriteStateData,
+                   DeleteShareGroupStateRequest.DeleteStateData)
         with WireClient.connect(broker.bootstrap) as w:
-            r = w.request(ShareGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0, rack_id=None,
-                                                     subscribed_topic_names=["t"]), 1, ShareGroupHeartbeatResponse)
-        assert r.error_code == 35
+            # (asked until the broker has loaded the state partition it was just made leader of)
+            wait_until("InitializeShareGroupState answered", lambda: w.request(
+                InitializeShareGroupStateRequest(group_id="g", topics=[I(topic_id=tid, partitions=[
+                    I.PartitionData(partition=0, state_epoch=0, start_offset=7)])]), 0,
+                InitializeShareGroupStateResponse).results[0].partitions[0].error_code == 0, 30)
+            assert persisted_state(cluster, "g", tid, 0)[1].start_offset == 7
+            r = w.request(WriteShareGroupStateRequest(group_id="g", topics=[W(topic_id=tid, partitions=[
+                W.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=7, state_batches=[
+                    W.PartitionData.StateBatch(first_offset=7, last_offset=9, delivery_state=0, delivery_count=2)])])]),
+                0, WriteShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 0
+            read = persisted_state(cluster, "g", tid, 0)[1]
+            assert (read.start_offset, [(b.first_offset, b.last_offset, b.delivery_count)
+                                        for b in read.state_batches]) == (7, [(7, 9, 2)])
+            r = w.request(DeleteShareGroupStateRequest(group_id="g", topics=[D(topic_id=tid, partitions=[
+                D.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 0
+            assert persisted_state(cluster, "g", tid, 0)[1].start_offset == -1  # no state: uninitialized
+            A = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+            r = w.request(AlterShareGroupOffsetsRequest(group_id="g", topics=[A(topic_name=TOPIC, partitions=[
+                A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0,
+                AlterShareGroupOffsetsResponse)
+        assert r.error_code == 35  # UNSUPPORTED_VERSION
         assert "single tidelake broker" in r.error_message
     finally:
         cluster.stop()

@@ -251,6 +251,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
        "in-flight records of one share-partition", minimum=1),
     _d("share.coordinator.state.topic.num.partitions", _SHARE.state_partitions, TYPE_INT,
        "partitions of __share_group_state", read_only=True),
+    _d("share.coordinator.state.topic.replication.factor", 1, TYPE_SHORT, "replication of __share_group_state "
+       "in a cluster", read_only=True),
+    _d("share.coordinator.state.topic.min.isr", 2, TYPE_INT, "min.insync.replicas of __share_group_state (at most "
+       "its replication factor)", read_only=True),
     _d("broker.maintenance.interval.ms", 1000, TYPE_LONG, "tidelake: how often roll/flush/retention run"),
     _d("metrics.listen", None, TYPE_STRING, "tidelake: HOST:PORT serving /metrics (Prometheus) and /health/live, "
        "/health/ready; off unless set", read_only=True, pattern=r"|(\[[0-9A-Fa-f:.]+\]|[^\s:\[\]]+):\d{1,5}"),

@@ -18,9 +18,11 @@ from tidelake.broker.metadata import MetadataStore
 from tidelake.broker.partition_service import PartitionService
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
+from tidelake.broker.share_persister import SharePersister
 from tidelake.broker.topics import TopicManager
 from tidelake.clock import wall_ms
 from tidelake.coordinator.group_coordinator import GroupCoordinator
+from tidelake.coordinator.share_coordinator import ShareStateCoordinator
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
@@ -65,6 +67,8 @@ class BrokerContext:
     groups: GroupCoordinator
     transactions: TransactionCoordinator
     share_groups: ShareGroupCoordinator  # KIP-932 share groups and their share-partitions
+    share_state: ShareStateCoordinator  # a cluster's share coordinator (share-partition state) for the partitions led
+    share_persister: SharePersister  # where share-partitions keep their state (own state topic, or a cluster's)
     clock_ms: Callable[[], int] = field(default=wall_ms)
     metrics: BrokerStats | None = None  # request-path counters, only when metrics.listen is set
     schema_validation: SchemaValidator | None = None  # with a schema registry configured: produce-time id checks

@@ -28,7 +28,9 @@ from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
 from tidelake.broker.coordinators import (build_group_coordinator, cluster_transaction_coordinator, coordinator_leadership,
                                           load_groups, load_transactions, single_broker_transaction_coordinator)
 from tidelake.broker.dispatch import Dispatcher
-from tidelake.broker.share_groups import build_share_coordinator, load_share_state
+from tidelake.broker.share_groups import (build_share_coordinator, build_share_state_coordinator, load_share_state,
+                                          share_leadership)
+from tidelake.broker.share_persister import LocalSharePersister, ReplicatedSharePersister, SharePersister
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
 from tidelake.broker.state_snapshot import broker_state_snapshot
@@ -111,7 +113,6 @@ class Broker:
         logs = LogManager(data_dir, remote=remote_log_manager(config))
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
-        share_groups = build_share_coordinator(config, topics, partitions)
         node_id = config.node_id()
         cluster = self._cluster_member(config, node_id, logs, metadata, topics, partitions, served)
         self._cluster = cluster  # started, joined and stopped with the broker; handlers see only the roles below
@@ -130,6 +131,8 @@ class Broker:
             cluster_view: ClusterView = SingleBrokerView(node_id, logs)
             coordination: Coordination = SingleBrokerCoordination(metadata, transactions)
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
+            share_groups = build_share_coordinator(config, topics, partitions)
+            share_persister: SharePersister = LocalSharePersister()
         else:
             appends = LeaderAppends(partitions, cluster)  # only a partition's leader appends
             groups = build_group_coordinator(config, topics, appends, wall_ms)
@@ -138,14 +141,24 @@ class Broker:
             controller, cluster_view = cluster, ZooKeeperView(cluster)
             coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
             topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage)
-            cluster.on_leadership_change(coordinator_leadership(groups, transactions, logs, cluster, wall_ms))
+            share_groups = build_share_coordinator(config, topics, partitions, leads=cluster.leads)
+            share_persister = ReplicatedSharePersister(cluster, config, topics, node_id)
+        share_state = build_share_state_coordinator(config, appends, wall_ms)  # only a cluster's is ever loaded
+        if cluster is not None:
+            coordinators_move = coordinator_leadership(groups, transactions, logs, cluster, wall_ms)
+            share_moves = share_leadership(share_groups, share_state, topics, logs, groups.partition_for)
+
+            def leadership_changed(topic: str, partition: int, leader: bool) -> None:
+                coordinators_move(topic, partition, leader)
+                share_moves(topic, partition, leader)
+            cluster.on_leadership_change(leadership_changed)
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, partition_service=service, controller=controller,
             cluster_view=cluster_view, coordination=coordination, topic_admin=topic_admin,
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
-            share_groups=share_groups,
+            share_groups=share_groups, share_state=share_state, share_persister=share_persister,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, schema_validation=schemas)
         self.dispatcher = Dispatcher(self.context)
         self.observer: BrokerObserver | None = None  # the metrics listener, from start() to stop()
@@ -265,10 +278,10 @@ class Broker:
             except BaseException:
                 await self.stop()
                 raise
-        else:  # in a cluster the groups load as this broker becomes leader of __consumer_offsets partitions
+        else:  # in a cluster the groups (and share state) load as this broker becomes leader of their partitions
             load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
             load_transactions(ctx.transactions, ctx.logs)
-        load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
+            load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
@@ -360,6 +373,7 @@ class Broker:
                 pass
         self._servers = []
         self.context.partitions.cancel_waiters()
+        self.context.share_persister.close()
         if self.observer is not None:
             self.observer.stop()
             self.observer = None
@@ -395,7 +409,7 @@ class Broker:
             try:
                 for group_id, member_id in ctx.share_groups.tick(ctx.clock_ms()):
                     log.info("share group %s: session expired for %s; its records released", group_id, member_id)
-                ctx.share_groups.flush()
+                await ctx.share_persister.flush(ctx.share_groups)
             except Exception:
                 log.exception("share group coordinator tick failed")
             after = _classic_members(ctx.groups.groups)

@@ -1,31 +1,41 @@
 """How the broker hosts share groups (KIP-932): the ``ShareGroupCoordinator``'s outputs are its
-share-partition snapshots, appended to ``__share_group_state`` (compacted, created on first use) and replayed
-at start, and the groups' ``share.*`` configs, kept with the broker's metadata (``metadata.json``).
+share-partition snapshots and the groups' ``share.*`` configs, kept with the broker's metadata
+(``metadata.json``).
 
-A replicated cluster does not serve share groups yet (``handlers/share_groups.py`` refuses the heartbeat):
-the state topic would have to be created through the controller, and each share-partition would have to be
-rebuilt by the new leader of its partition from the state topic.
+A broker alone appends the snapshots to its ``__share_group_state`` (compacted, created on first use),
+replayed at start. In a cluster (``share_persister.py``) the group's coordinator (the leader of its
+``__consumer_offsets`` partition) answers heartbeats, each partition's leader holds that partition's
+share-partitions, and the ``ShareStateCoordinator`` of the leader of each ``__share_group_state`` partition keeps
+their persisted state; ``share_leadership`` moves both with leadership.
 """
 from __future__ import annotations
 
 import logging
 
+from typing import Callable
+
 from tidelake.broker.config import BrokerConfig
+from tidelake.broker.coordinator_appends import CoordinatorAppends
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.topics import TopicManager
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.share_config import ShareGroupConfig
+from tidelake.coordinator.share_coordinator import ShareStateCoordinator
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, replay
 from tidelake.coordinator.txn_offsets import resolve_transactional_records
-from tidelake.errors import TopicAlreadyExists
+from tidelake.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists, UnknownTopicOrPartition
 from tidelake.log import LogManager
 from tidelake.protocol.records import Record, build_batch
 
 log = logging.getLogger("tidelake.broker.share_groups")
 
 
-def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions) -> ShareGroupCoordinator:
+def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
+                            leads: Callable[[str, int], bool] | None = None) -> ShareGroupCoordinator:
+    """A broker alone (``leads`` None) holds and persists every share-partition itself; one of a cluster holds
+    those of the partitions it ``leads`` and persists nothing directly (its ``SharePersister`` does)."""
     share_config = ShareGroupConfig.from_properties(config)
 
     def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
@@ -52,14 +62,63 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
     def start_offset(topic_id, partition: int, earliest: bool) -> int | None:
         info = topics.by_id(topic_id)
         plog = partitions.logs.get(info.name, partition) if info is not None else None
-        if plog is None:
+        if plog is None or (leads is not None and not leads(info.name, partition)):
             return None
         return plog.log_start_offset if earliest else plog.high_watermark
 
     return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of,
-                                 topic_exists=topic_exists, start_offset=start_offset, write=write,
+                                 topic_exists=topic_exists, start_offset=start_offset,
+                                 write=write if leads is None else None,
                                  group_configs=topics.metadata.group_configs,
-                                 save_group_configs=topics.metadata.set_group_configs)
+                                 save_group_configs=topics.metadata.set_group_configs,
+                                 holds_group_partitions=leads is None)
+
+
+def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppends,
+                                  clock_ms: Callable[[], int]) -> ShareStateCoordinator:
+    """The share coordinator of the ``__share_group_state`` partitions this broker leads (a cluster's)."""
+    def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        now = clock_ms()
+        try:
+            appends.append(SHARE_STATE_TOPIC, partition,
+                           build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)]), now_ms=now)
+        except (NotLeaderOrFollower, UnknownTopicOrPartition):
+            raise NotCoordinator(f"this broker does not lead {SHARE_STATE_TOPIC}-{partition}") from None
+
+    return ShareStateCoordinator(ShareGroupConfig.from_properties(config), write)
+
+
+def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator, topics: TopicManager,
+                     logs: LogManager, group_partition: Callable[[str], int]) -> Callable[[str, int, bool], None]:
+    """In a cluster, the hook run when this broker becomes or stops being a partition's leader: a
+    ``__share_group_state`` partition's share-partition states are replayed or forgotten; a former leader of
+    any other partition forgets its share-partitions (the new leader reads them back from the share coordinator
+    before serving, and so does this broker if it leads the partition again). A leader that stays leader (a new
+    leader epoch, its ISR changed) keeps them: its state may hold what a moving share coordinator has not
+    been sent yet. A former leader of a ``__consumer_offsets`` partition forgets the members of the share groups
+    hashed to it (``group_partition``): they join the new coordinator, which answers them UNKNOWN_MEMBER_ID."""
+    def changed(topic: str, partition: int, leader: bool) -> None:
+        if topic == OFFSETS_TOPIC:
+            if not leader:
+                gone = share.forget_members(lambda group_id: group_partition(group_id) == partition)
+                if gone:
+                    log.info("no longer coordinating share group(s) %s of %s-%d", gone, OFFSETS_TOPIC, partition)
+            return
+        if topic == SHARE_STATE_TOPIC:
+            if not leader:
+                state.unload_partition(partition)
+                return
+            plog = logs.get(SHARE_STATE_TOPIC, partition)
+            records = resolve_transactional_records(plog.iter_batches(0))[0] if plog is not None else []
+            n = state.load_partition(partition, records)
+            log.info("share coordinator of %s-%d: %d share-partition states loaded", SHARE_STATE_TOPIC, partition, n)
+            return
+        info = topics.get(topic)
+        if not leader and info is not None:
+            n = share.unload_partition(info.topic_id, partition)
+            if n:
+                log.info("%s-%d: %d share-partition(s) unloaded (leadership lost)", topic, partition, n)
+    return changed
 
 
 def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager) -> int:

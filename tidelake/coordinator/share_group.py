@@ -94,8 +94,13 @@ class ShareGroupCoordinator:
                  partitions_of: Callable[[str], int | None], topic_exists: Callable[[uuid.UUID], bool],
                  start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
-                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None):
+                 save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None,
+                 holds_group_partitions: bool = True):
         self.config = config  # the broker's settings (group.share.*)
+        # whether the share-partitions of the groups coordinated here are held here too (a broker alone): then a
+        # partition is assigned only once its share-partition is initialized, and a share-partition's group is
+        # known here. Not in a cluster, where they live with each partition's leader, not the group's coordinator.
+        self.holds_group_partitions = holds_group_partitions
         # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
         self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
         self.save_group_configs = save_group_configs
@@ -181,7 +186,8 @@ class ShareGroupCoordinator:
                     continue
                 ids.add(topic_id)
                 if topic_id not in assignable:
-                    ready = [p for p in range(n) if (group.group_id, topic_id, p) in self.share_partitions]
+                    ready = [p for p in range(n) if not self.holds_group_partitions
+                             or (group.group_id, topic_id, p) in self.share_partitions]
                     pending.update((topic_id, p) for p in range(n) if p not in ready)
                     assignable[topic_id] = tuple(ready)
             subscriptions[member.member_id] = frozenset(ids)
@@ -203,6 +209,15 @@ class ShareGroupCoordinator:
         """Release every record ``member_id`` holds in the group's share-partitions; how many."""
         return sum(sp.release_member(member_id) for (gid, _t, _p), sp in self.share_partitions.items()
                    if gid == group_id)
+
+    def forget_members(self, chosen: Callable[[str], bool]) -> list[str]:
+        """This broker no longer coordinates the groups ``chosen`` picks (a cluster's coordinator moved): forget
+        their members (their share-partitions stay with the partitions' leaders); the group ids."""
+        gone = sorted(g.group_id for g in self.groups.values() if g.members and chosen(g.group_id))
+        for group_id in gone:
+            self.groups[group_id].members.clear()
+            self.groups[group_id].initializing.clear()
+        return gone
 
     def is_member(self, group_id: str, member_id: str) -> bool:
         group = self.groups.get(group_id)
@@ -244,14 +259,24 @@ class ShareGroupCoordinator:
         ``start_offset`` (share.auto.offset.reset's answer: the log start or its end)."""
         sp = SharePartition(self.config_for(group_id), start_offset, changed=True)
         self.share_partitions[(group_id, topic_id, partition)] = sp
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        if self.holds_group_partitions:
+            self.groups.setdefault(group_id, ShareGroup(group_id))
         return sp
 
     def restore(self, group_id: str, topic_id: uuid.UUID, partition: int, sp: SharePartition) -> None:
         """A share-partition rebuilt from ``__share_group_state``."""
         sp.config = self.config_for(group_id)
         self.share_partitions[(group_id, topic_id, partition)] = sp
-        self.groups.setdefault(group_id, ShareGroup(group_id))
+        if self.holds_group_partitions:
+            self.groups.setdefault(group_id, ShareGroup(group_id))
+
+    def unload_partition(self, topic_id: uuid.UUID, partition: int) -> int:
+        """This broker no longer leads the partition, or leads it anew: forget its share-partitions (their state
+        is persisted; the next leader reads it back) and their locks; how many."""
+        gone = [key for key in self.share_partitions if key[1] == topic_id and key[2] == partition]
+        for key in gone:
+            del self.share_partitions[key]
+        return len(gone)
 
     def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
         for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
@@ -287,15 +312,21 @@ class ShareGroupCoordinator:
     def flush(self, leader_epoch: int = 0) -> int:
         """Persist every share-partition changed since the last flush (one ShareSnapshot each); the number
         written. Called after each request that changes state and after each tick."""
+        if self.write is None:
+            return 0
         by_partition: dict[int, list] = {}
-        for (group_id, topic_id, partition), sp in self.share_partitions.items():
-            if not sp.take_changed() or self.write is None:
-                continue
-            if not self.topic_exists(topic_id):  # deleted: its tombstone is written at the next tick
-                continue
-            key = ShareStateKey(group_id, topic_id, partition)
+        for key, sp in self.take_changed():
             by_partition.setdefault(state_partition(key, self.config.state_partitions), []).append(
                 snapshot_record(key, sp, leader_epoch))
         for partition, records in by_partition.items():
             self.write(partition, records)
         return sum(len(r) for r in by_partition.values())
+
+    def take_changed(self) -> list[tuple[ShareStateKey, SharePartition]]:
+        """The share-partitions changed since they were last taken (to persist), those of deleted topics left
+        out (their tombstones are written at the next tick)."""
+        out = []
+        for (group_id, topic_id, partition), sp in self.share_partitions.items():
+            if sp.take_changed() and self.topic_exists(topic_id):
+                out.append((ShareStateKey(group_id, topic_id, partition), sp))
+        return out

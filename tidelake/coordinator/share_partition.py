@@ -195,6 +195,10 @@ class SharePartition:
         changed, self.changed = self.changed, False
         return changed
 
+    def persist_again(self) -> None:
+        """The state taken to persist was not written: take it again at the next flush."""
+        self.changed = True
+
     def state_batches(self) -> list[StateBatch]:
         """The in-flight records as runs of (state, delivery count). A lock does not survive a restart, so
         an ACQUIRED record is persisted AVAILABLE (Kafka's rule), keeping its delivery count."""

@@ -40,3 +40,15 @@ class AlterShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass
 class AlterShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass
 class DeleteShareGroupOffsetsRequest(ApiMessage, load_json=_SCHEMAS): pass
 class DeleteShareGroupOffsetsResponse(ApiMessage, load_json=_SCHEMAS): pass
+
+
+# KIP-932's inter-broker share-state APIs: a partition leader reads and writes its share-partitions' state at the
+# share coordinator (the leader of the state's __share_group_state partition)
+class InitializeShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
+class InitializeShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass
+class ReadShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
+class ReadShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass
+class WriteShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
+class WriteShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass
+class DeleteShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
+class DeleteShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass

@@ -99,7 +99,7 @@ class SingleBrokerCoordination:
     def check_transaction_coordinator(self, transactional_id: str) -> None:
         return None
 
-    def check_share_groups_served(self) -> None:
+    def check_share_offsets_served(self) -> None:
         return None
 
     async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:

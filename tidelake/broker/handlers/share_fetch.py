@@ -4,7 +4,8 @@ This module translates between the wire and ``tidelake.coordinator.share_group``
 share-partitions: state machines). Records are read through the partition service, as Fetch reads
 them; the response carries whole record batches and the offset ranges acquired in them (the client
 delivers only those). Acknowledgements ride on ShareFetch or come alone in ShareAcknowledge; every
-request that changed a share-partition is persisted (``flush``) before it is answered.
+request that changed a share-partition is persisted (``flush``) before it is answered. In a cluster each
+partition's leader serves its share-partitions, read back from the share coordinator when it starts leading.
 """
 from __future__ import annotations
 
@@ -61,6 +62,14 @@ def _check_member(broker: BrokerContext, group_id: str | None, member_id: str | 
         raise errors.GroupIdNotFound(f"group {group_id} is a consumer group, not a share group")
 
 
+def _coordinates(broker: BrokerContext, group_id: str) -> bool:
+    try:
+        broker.coordination.check_group_coordinator(group_id)
+    except errors.NotCoordinator:
+        return False
+    return True
+
+
 def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, member_id: str, topics,
                  answers: dict[TopicPartitionId, PartitionAnswer], now_ms: int) -> None:
     """Apply every acknowledgement batch of ``topics``; errors go into each partition's answer."""
@@ -75,6 +84,11 @@ def _acknowledge(broker: BrokerContext, ctx: RequestContext, group_id: str, memb
                 continue
             if not ctx.grants.permits(READ_TOPIC, name):
                 answer.ack_error = errors.TopicAuthorizationFailed.code
+                continue
+            try:  # in a cluster only the partition's leader holds its share-partitions
+                broker.partition_service.leader_epoch(name, p.partition_index)
+            except errors.KafkaApiError as e:
+                answer.ack_error, answer.ack_message = e.code, str(e)
                 continue
             sp = broker.share_groups.share_partition(group_id, t.topic_id, p.partition_index)
             for b in p.acknowledgement_batches:
@@ -167,7 +181,8 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     _check_member(broker, group_id, member_id)
     session = share.sessions.advance(group_id, member_id, req.share_session_epoch)
     closing = req.share_session_epoch == CLOSE_EPOCH
-    if not closing and not share.is_member(group_id, member_id):
+    # members are known to the group's coordinator; in a cluster another broker may lead the partitions fetched
+    if not closing and _coordinates(broker, group_id) and not share.is_member(group_id, member_id):
         share.sessions.drop_member(group_id, member_id)
         raise errors.UnknownMemberId(f"member {member_id} is not in share group {group_id}")
     now = broker.clock_ms()
@@ -182,7 +197,7 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     renew_only = ctx.api_version >= 2 and req.is_renew_ack
     if not closing and not renew_only and req.max_records != 0 and req.max_bytes > 0:  # MaxBytes 0: acks only
         await _fetch_into(broker, ctx, req, session.partitions, answers)
-    share.flush()
+    await broker.share_persister.flush(share)
     return _fetch_response(broker, req, answers)
 
 
@@ -207,6 +222,14 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
                 continue
             named.append((name, partition))
             if taken >= max_records or budget <= 0:
+                continue
+            # a partition this broker just came to lead resumes from its persisted state
+            try:
+                ready = await broker.share_persister.load(broker.share_groups, req.group_id, name, topic_id, partition)
+            except errors.KafkaApiError as e:
+                answer.error, answer.message = e.code, str(e)
+                continue
+            if not ready:  # its state not readable yet (its share coordinator moving): nothing from it this time
                 continue
             got = _acquire(broker, req.group_id, req.member_id, name, topic_id, partition, max_records - taken,
                            budget, broker.clock_ms())
@@ -261,7 +284,7 @@ async def share_acknowledge(broker: BrokerContext, ctx: RequestContext, req):
     _acknowledge(broker, ctx, group_id, member_id, req.topics, answers, broker.clock_ms())
     if req.share_session_epoch == CLOSE_EPOCH:
         share.release_member(group_id, member_id)
-    share.flush()
+    await broker.share_persister.flush(share)
     R = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
     P = R.PartitionData
     by_topic: dict[uuid.UUID, list] = {}

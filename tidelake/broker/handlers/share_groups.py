@@ -1,7 +1,9 @@
 """Share-group membership and administration (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe and
 Kafka 4.2's DescribeShareGroupOffsets / AlterShareGroupOffsets / DeleteShareGroupOffsets.
 
-This module only translates between wire messages and ``tidelake.coordinator.share_group``.
+This module only translates between wire messages and ``tidelake.coordinator.share_group``. In a cluster the
+group's coordinator answers the heartbeats, descriptions and DescribeShareGroupOffsets (from the persisted state);
+Alter/DeleteShareGroupOffsets are a broker alone's still.
 """
 from __future__ import annotations
 
@@ -10,8 +12,10 @@ from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, w
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
+from tidelake.coordinator.share_coordinator import PersistedState
 from tidelake.coordinator.share_group import SIMPLE_ASSIGNOR
 from tidelake.coordinator.share_partition import ACKNOWLEDGED, ARCHIVED
+from tidelake.coordinator.share_state import ShareStateKey
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
@@ -35,13 +39,13 @@ def _not_consumer_group(broker: BrokerContext, group_id: str) -> None:
 async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     if not req.group_id:
         raise errors.InvalidGroupId("ShareGroupHeartbeat names no group")
-    broker.coordination.check_share_groups_served()
+    broker.coordination.check_group_coordinator(req.group_id)  # in a cluster: NOT_COORDINATOR elsewhere
     _not_consumer_group(broker, req.group_id)
     answer = broker.share_groups.heartbeat(
         req.group_id, req.member_id, req.member_epoch, subscribed=req.subscribed_topic_names,
         rack_id=req.rack_id, client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
         now_ms=broker.clock_ms())
-    broker.share_groups.flush()
+    await broker.share_persister.flush(broker.share_groups)
     assignment = None
     if answer.assignment is not None:
         A = ShareGroupHeartbeatResponse.Assignment
@@ -62,6 +66,12 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
         group = broker.share_groups.groups.get(group_id)
         ops = (bit_set(authorized_operations(broker, ctx, ResourceType.GROUP, group_id))
                if req.include_authorized_operations else -2147483648)
+        try:
+            broker.coordination.check_group_coordinator(group_id)
+        except errors.NotCoordinator as e:
+            out.append(D(error_code=e.code, error_message=str(e), group_id=group_id, group_state=DEAD, group_epoch=-1,
+                         assignment_epoch=-1, assignor_name="", members=[], authorized_operations=ops))
+            continue
         if group is None:
             out.append(D(error_code=errors.GroupIdNotFound.code, error_message=f"group {group_id} is not a share group",
                          group_id=group_id, group_state=DEAD, group_epoch=-1, assignment_epoch=-1, assignor_name="",
@@ -86,47 +96,72 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
 @api(DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse, 0, 1,
      access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id), GROUP_DENIED))
 async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
+    """The group's share-partitions' start offsets and lags, answered by the group's coordinator from the state as
+    persisted (in a cluster, read from the share coordinators); the lag is -1 where this broker does not lead the
+    partition (its high watermark is the leader's)."""
     R = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
     T = R.DescribeShareGroupOffsetsResponseTopic
     P = T.DescribeShareGroupOffsetsResponsePartition
     groups = []
     for g in req.groups:
-        held: dict[str, dict[int, object]] = {}
-        for topic_id, partition, sp in broker.share_groups.partitions_of_group(g.group_id):
-            info = broker.topics.by_id(topic_id)
-            if info is not None:  # a deleted topic's state is gone with it (forgotten at the next tick)
-                held.setdefault(info.name, {})[partition] = sp
-        wanted = ([(t.topic_name, list(t.partitions)) for t in g.topics] if g.topics is not None
-                  else [(topic, sorted(parts)) for topic, parts in held.items()])
+        try:
+            broker.coordination.check_group_coordinator(g.group_id)
+        except errors.NotCoordinator as e:
+            groups.append(R(group_id=g.group_id, topics=[], error_code=e.code, error_message=str(e)))
+            continue
+        every = g.topics is None  # every partition the group has state for, of the topics it holds or subscribes
+        wanted = _known_topics(broker, g.group_id) if every else [(t.topic_name, list(t.partitions)) for t in g.topics]
         topics = []
         for name, partitions in wanted:
             info = broker.topics.get(name)
             parts = []
             for p in partitions:
-                sp = held.get(name, {}).get(p)
-                if info is None:
+                if info is None or not 0 <= p < info.partitions:
                     parts.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
                                    error_code=errors.UnknownTopicOrPartition.code, error_message=None))
                     continue
-                start = sp.start_offset if sp is not None else -1
-                lag = -1
-                if sp is not None:
-                    bounds = broker.partition_service.read(name, p, 0, 0, read_committed=False, min_one=False,
-                                                           follower=False)
-                    if not bounds.error:  # records not yet acknowledged or archived
-                        lag = max(0, bounds.high_watermark - start) - sum(
-                            1 for r in sp.records.values() if r.state in (ACKNOWLEDGED, ARCHIVED))
+                try:
+                    state = await broker.share_persister.read_state(broker.share_groups,
+                                                                    ShareStateKey(g.group_id, info.topic_id, p))
+                except errors.KafkaApiError as e:
+                    parts.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1, error_code=e.code,
+                                   error_message=str(e)))
+                    continue
+                if state is None and every:
+                    continue
+                start, lag = (state.start_offset, _lag(broker, name, p, state)) if state is not None else (-1, -1)
                 parts.append(P(partition_index=p, start_offset=start, leader_epoch=0, lag=lag, error_code=0,
                                error_message=None))
-            topics.append(T(topic_name=name, topic_id=info.topic_id if info else None, partitions=parts))
+            if parts or not every:
+                topics.append(T(topic_name=name, topic_id=info.topic_id if info else None, partitions=parts))
         groups.append(R(group_id=g.group_id, topics=topics, error_code=0, error_message=None))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
+
+
+def _known_topics(broker: BrokerContext, group_id: str) -> list[tuple[str, list[int]]]:
+    """The topics whose share-partitions of the group are held here or whose names its members subscribe to, each
+    with all its partitions (a deleted topic's state is gone with it)."""
+    names = {info.name for topic_id, _p, _sp in broker.share_groups.partitions_of_group(group_id)
+             if (info := broker.topics.by_id(topic_id)) is not None}
+    group = broker.share_groups.groups.get(group_id)
+    names.update(t for m in (group.members.values() if group is not None else ()) for t in m.subscribed)
+    return [(name, list(range(info.partitions))) for name in sorted(names) if (info := broker.topics.get(name))]
+
+
+def _lag(broker: BrokerContext, topic: str, partition: int, state: PersistedState) -> int:
+    """Records up to the high watermark not yet acknowledged or archived; -1 where it is not known here."""
+    bounds = broker.partition_service.read(topic, partition, 0, 0, read_committed=False, min_one=False, follower=False)
+    if bounds.error:
+        return -1
+    done = sum(b.last_offset - b.first_offset + 1 for b in state.batches if b.state in (ACKNOWLEDGED, ARCHIVED))
+    return max(0, bounds.high_watermark - state.start_offset) - done
 
 
 @api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, access=whole(
     lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Set share-partitions' start offsets; as Kafka, only while the group has no members."""
+    broker.coordination.check_share_offsets_served()
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:
@@ -149,7 +184,7 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
                 sp.reset(p.start_offset)
             parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
         out.append(R(topic_name=t.topic_name, topic_id=info.topic_id if info else None, partitions=parts))
-    broker.share_groups.flush()
+    await broker.share_persister.flush(broker.share_groups)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
 
@@ -158,6 +193,7 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
 async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Forget share-partitions' state (the group starts over by share.auto.offset.reset); only while the
     group has no members, as Kafka."""
+    broker.coordination.check_share_offsets_served()
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:

@@ -1,0 +1,206 @@
+"""Where a broker's share-partitions keep their state (KIP-932's persister): the one place where a broker alone
+and one of a cluster differ for share groups.
+
+* A broker alone holds every share-partition and appends their snapshots to its own ``__share_group_state``,
+  replayed at start (``share_groups.load_share_state``).
+* In a cluster the leader of a partition holds its share-partitions (the in-flight records and their locks) and
+  keeps their state at the share coordinator, the leader of the state's ``__share_group_state`` partition
+  (created through the controller on first use): ReadShareGroupState when it starts serving a share-partition
+  (after a restart or a leadership move), WriteShareGroupState after each change. A write that fails (the
+  coordinator moving) is tried again at the next flush; until then the leader still holds the state, and if it
+  dies meanwhile its records are delivered again (at least once, as promised).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Protocol
+
+from tidelake import errors
+from tidelake.broker.config import BrokerConfig
+from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS
+from tidelake.broker.topics import TopicManager
+from tidelake.cluster.channel import BrokerChannel, ChannelError
+from tidelake.cluster.member import ClusterMember
+from tidelake.coordinator.share_coordinator import PersistedState
+from tidelake.coordinator.share_group import ShareGroupCoordinator
+from tidelake.coordinator.share_partition import SharePartition, StateBatch
+from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
+from tidelake.protocol.messages import (ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+                                        WriteShareGroupStateRequest)
+
+log = logging.getLogger("tidelake.broker.share_persister")
+
+STATE_API_VERSION = 0
+# a state request to the share coordinator: a dead coordinator's broker refuses the connection at once, a hung
+# one must not hold a consumer's ShareFetch past its own timeout
+STATE_REQUEST_TIMEOUT_S = 5.0
+
+
+class SharePersister(Protocol):
+    async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
+                   partition: int) -> bool:
+        """Make the share-partition's persisted state (if any) this broker's before it serves it; False while it
+        cannot be read (its share coordinator moving: nothing is served from the partition meanwhile, as Kafka
+        leaves a share-partition still initializing out of the answer). Raises NotLeaderOrFollower."""
+
+    async def flush(self, share: ShareGroupCoordinator) -> None:
+        """Persist every share-partition changed since the last flush."""
+
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        """A share-partition's state as persisted (None: it has none), for DescribeShareGroupOffsets. Raises
+        CoordinatorNotAvailable while it cannot be read."""
+
+    def close(self) -> None:
+        """Close the connections to other brokers (at shutdown)."""
+
+
+class LocalSharePersister:
+    """A broker alone: its share-partitions were replayed at start; snapshots go to its own state topic."""
+
+    async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
+                   partition: int) -> bool:
+        return True
+
+    async def flush(self, share: ShareGroupCoordinator) -> None:
+        share.flush()
+
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        sp = share.share_partition(key.group_id, key.topic_id, key.partition)
+        return None if sp is None else PersistedState(sp.start_offset, sp.state_epoch, tuple(sp.state_batches()))
+
+    def close(self) -> None:
+        return None
+
+
+def share_state_configs(config: BrokerConfig) -> dict[str, str]:
+    """``__share_group_state``'s topic configs: compacted, min.insync.replicas from
+    ``share.coordinator.state.topic.min.isr``, never above the replication factor."""
+    rf = config.get_int("share.coordinator.state.topic.replication.factor")
+    min_isr = max(1, min(config.get_int("share.coordinator.state.topic.min.isr"), rf))
+    return {**INTERNAL_TOPIC_CONFIGS, "min.insync.replicas": str(min_isr)}
+
+
+class ReplicatedSharePersister:
+    """One broker of a cluster: share-partition state kept at each share-partition's share coordinator."""
+
+    def __init__(self, member: ClusterMember, config: BrokerConfig, topics: TopicManager, node_id: int):
+        self._member, self._config, self._topics, self._node_id = member, config, topics, node_id
+        self._channels: dict[int, BrokerChannel] = {}
+        # one flush at a time: a share-partition's snapshots reach its coordinator in the order they were taken
+        self._flushing = asyncio.Lock()
+
+    def _state_partitions(self) -> int:
+        info = self._topics.get(SHARE_STATE_TOPIC)
+        return info.partitions if info is not None else self._config.get_int(
+            "share.coordinator.state.topic.num.partitions")
+
+    async def _coordinator(self, key: ShareStateKey) -> BrokerChannel:
+        """The channel to the share coordinator of ``key`` (the leader of its state partition), creating the
+        state topic on first use. Raises CoordinatorNotAvailable."""
+        n = self._state_partitions()
+        leader = await self._member.internal_topic_leader(
+            SHARE_STATE_TOPIC, n, self._config.get_int("share.coordinator.state.topic.replication.factor"),
+            share_state_configs(self._config), state_partition(key, n), self._member.inter_broker_listener)
+        ch = self._channels.get(leader.broker_id)
+        if ch is None or (ch.host, ch.port) != (leader.host, leader.port):
+            if ch is not None:
+                ch.close()
+            ch = self._channels[leader.broker_id] = BrokerChannel(
+                leader.broker_id, leader.host, leader.port, client_id=f"broker-{self._node_id}-share-state",
+                timeout_s=STATE_REQUEST_TIMEOUT_S)
+        return ch
+
+    async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
+                   partition: int) -> bool:
+        if share.share_partition(group_id, topic_id, partition) is not None:
+            return True
+        key = ShareStateKey(group_id, topic_id, partition)
+        leader_epoch = self._member.check_leader(topic, partition)
+        try:
+            state = await self._read(key, leader_epoch)
+        except errors.CoordinatorNotAvailable as e:
+            log.info("share state of %s:%s-%d not readable yet: %s", group_id, topic, partition, e)
+            return False
+        if share.share_partition(group_id, topic_id, partition) is not None:  # loaded meanwhile by another fetch
+            return True
+        if state is not None:
+            share.restore(group_id, topic_id, partition, SharePartition.restored(
+                share.config_for(group_id), state.start_offset, state.state_epoch, state.batches))
+            log.info("share group %s: %s-%d resumed from its persisted state at offset %d (%d in flight)",
+                     group_id, topic, partition, state.start_offset, sum(
+                         b.last_offset - b.first_offset + 1 for b in state.batches))
+        return True  # none persisted: initialized by share.auto.offset.reset at the first fetch
+
+    async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
+        return await self._read(key, -1)
+
+    async def _read(self, key: ShareStateKey, leader_epoch: int) -> PersistedState | None:
+        """ReadShareGroupState at the key's share coordinator. Raises CoordinatorNotAvailable."""
+        R = ReadShareGroupStateRequest.ReadStateData
+        request = ReadShareGroupStateRequest(group_id=key.group_id, topics=[R(topic_id=key.topic_id, partitions=[
+            R.PartitionData(partition=key.partition, leader_epoch=leader_epoch)])])
+        try:
+            response: ReadShareGroupStateResponse = await (await self._coordinator(key)).request(
+                request, STATE_API_VERSION)
+        except ChannelError as e:
+            raise errors.CoordinatorNotAvailable(str(e)) from None
+        (result,) = [p for r in response.results for p in r.partitions]
+        if result.error_code:
+            raise errors.CoordinatorNotAvailable(f"the share coordinator answered error {result.error_code}: "
+                                                 f"{result.error_message}")
+        if result.start_offset < 0:
+            return None
+        return PersistedState(result.start_offset, result.state_epoch, tuple(
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in result.state_batches))
+
+    async def flush(self, share: ShareGroupCoordinator) -> None:
+        async with self._flushing:
+            W = WriteShareGroupStateRequest.WriteStateData
+            P, B = W.PartitionData, W.PartitionData.StateBatch
+            writes = []
+            for key, sp in share.take_changed():  # the states as taken now, before any wait
+                leader_epoch = self._leader_epoch(key)
+                if leader_epoch < 0:  # no longer the partition's leader: the next one serves what was persisted
+                    continue
+                writes.append((key, sp, WriteShareGroupStateRequest(group_id=key.group_id, topics=[W(
+                    topic_id=key.topic_id, partitions=[P(
+                        partition=key.partition, state_epoch=sp.state_epoch, leader_epoch=leader_epoch,
+                        start_offset=sp.start_offset,
+                        state_batches=[B(first_offset=b.first_offset, last_offset=b.last_offset,
+                                         delivery_state=b.state, delivery_count=b.delivery_count)
+                                       for b in sp.state_batches()])])])))
+            unreachable: set[int] = set()  # coordinators' brokers that failed in this flush: not waited for again
+            for key, sp, request in writes:
+                try:
+                    channel = await self._coordinator(key)
+                    if channel.broker_id in unreachable:
+                        sp.persist_again()
+                        continue
+                    response = await channel.request(request, STATE_API_VERSION)
+                    code, message = next(((p.error_code, p.error_message) for r in response.results
+                                          for p in r.partitions if p.error_code), (errors.NONE, None))
+                except ChannelError as e:
+                    unreachable.add(channel.broker_id)
+                    code, message = errors.CoordinatorNotAvailable.code, str(e)
+                except errors.KafkaApiError as e:
+                    code, message = e.code, str(e)
+                if code:
+                    log.info("share state of %s:%s-%d not written (error %d: %s); tried again at the next flush",
+                             key.group_id, key.topic_id, key.partition, code, message)
+                    sp.persist_again()
+
+    def _leader_epoch(self, key: ShareStateKey) -> int:
+        """This broker's leader epoch of the share-partition's partition; -1 if it no longer leads it."""
+        info = self._topics.by_id(key.topic_id)
+        try:
+            return self._member.check_leader(info.name, key.partition) if info is not None else -1
+        except errors.KafkaApiError:
+            return -1
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
