@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Callable, Iterator, TypeVar
 
 import pytest
@@ -47,6 +48,17 @@ def wait_until(what: str, check: Callable[[], T], timeout_s: float = 30.0, inter
 
 def start_cluster(root, brokers: int = 3, *, metrics: bool = False, log_level: str = "INFO",
                   **configs: str) -> LocalCluster:
+    """A started cluster whose brokers all know the controller and each other. Tried a second time, on fresh
+    ports and directories, when the first does not come up: free ports are picked before the brokers bind them,
+    and another process (the other test worker) can take one in between; the first failure is printed."""
+    try:
+        return _start_cluster(Path(root), brokers, metrics=metrics, log_level=log_level, **configs)
+    except (AssertionError, RuntimeError, TimeoutError) as first:
+        print(f"cluster start failed once, starting it again on fresh ports: {first}")
+        return _start_cluster(Path(f"{root}-again"), brokers, metrics=metrics, log_level=log_level, **configs)
+
+
+def _start_cluster(root: Path, brokers: int, *, metrics: bool, log_level: str, **configs: str) -> LocalCluster:
     require_zookeeper()
     # a small offsets topic: every consumer with a group.id makes the cluster create it
     settings = {"replica.lag.time.max.ms": "2000", "zookeeper.session.timeout.ms": "4000",
