@@ -6,9 +6,10 @@ import inspect
 
 import pytest
 
-from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, SingleBrokerController,
-                                          SingleBrokerCoordination, SingleBrokerTopics, SingleBrokerView, TopicAdmin,
-                                          ZooKeeperCoordination, ZooKeeperTopics, ZooKeeperView)
+from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, GroupConfigAdmin,
+                                          SingleBrokerController, SingleBrokerCoordination, SingleBrokerGroupConfigs,
+                                          SingleBrokerTopics, SingleBrokerView, TopicAdmin, ZooKeeperCoordination,
+                                          ZooKeeperGroupConfigs, ZooKeeperTopics, ZooKeeperView)
 from tidelake.broker.coordinator_appends import CoordinatorAppends, LeaderAppends, LocalAppends
 from tidelake.broker.partition_service import LocalPartitions, PartitionService, ReplicatedPartitions
 from tidelake.cluster.member import ClusterMember
@@ -24,6 +25,7 @@ def _methods(protocol) -> dict[str, inspect.Signature]:
     (ClusterView, [SingleBrokerView, ZooKeeperView]),
     (Coordination, [SingleBrokerCoordination, ZooKeeperCoordination]),
     (TopicAdmin, [SingleBrokerTopics, ZooKeeperTopics]),
+    (GroupConfigAdmin, [SingleBrokerGroupConfigs, ZooKeeperGroupConfigs]),
     (CoordinatorAppends, [LocalAppends, LeaderAppends]),
     (PartitionService, [LocalPartitions, ReplicatedPartitions]),
 ])

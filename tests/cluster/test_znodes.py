@@ -49,7 +49,7 @@ def test_controller_config_and_notification_znodes():
     assert json.loads(znodes.encode_controller(3))["brokerid"] == 3
     assert znodes.decode_controller(b'{"version":1,"brokerid":4,"timestamp":"1"}') == 4
     assert znodes.decode_controller_epoch(znodes.encode_controller_epoch(12)) == 12
-    assert znodes.decode_topic_config(b'{"version":1,"config":{"min.insync.replicas":"2"}}') == \
+    assert znodes.decode_entity_config(b'{"version":1,"config":{"min.insync.replicas":"2"}}') == \
         {"min.insync.replicas": "2"}
     assert znodes.decode_isr_change(znodes.encode_isr_change([("t", 1)])) == [("t", 1)]
     assert znodes.partition_state_path("t", 4) == "/brokers/topics/t/partitions/4/state"

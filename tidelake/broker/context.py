@@ -11,7 +11,7 @@ from typing import Callable
 
 from tidelake import errors
 from tidelake.broker.access import Grants
-from tidelake.broker.cluster_role import ClusterView, ControllerRequests, Coordination, TopicAdmin
+from tidelake.broker.cluster_role import ClusterView, ControllerRequests, Coordination, GroupConfigAdmin, TopicAdmin
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.fetch_session import FetchSessionCache
 from tidelake.broker.metadata import MetadataStore
@@ -63,6 +63,7 @@ class BrokerContext:
     cluster_view: ClusterView  # the brokers, controller and partition leaders metadata answers name
     coordination: Coordination  # who coordinates groups and transactional ids; producer ids
     topic_admin: TopicAdmin  # topic creation, deletion, growth and configs (own metadata, or ZooKeeper's)
+    group_config_admin: GroupConfigAdmin  # a group's share.* configs (own metadata, or ZooKeeper's)
     fetch_sessions: FetchSessionCache
     groups: GroupCoordinator
     transactions: TransactionCoordinator

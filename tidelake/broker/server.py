@@ -17,9 +17,10 @@ import time
 from pathlib import Path
 from typing import Mapping
 
-from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, SingleBrokerController,
-                                         SingleBrokerCoordination, SingleBrokerTopics, SingleBrokerView, TopicAdmin,
-                                         ZooKeeperCoordination, ZooKeeperTopics, ZooKeeperView)
+from tidelake.broker.cluster_role import (ClusterView, ControllerRequests, Coordination, GroupConfigAdmin,
+                                         SingleBrokerController, SingleBrokerCoordination, SingleBrokerGroupConfigs,
+                                         SingleBrokerTopics, SingleBrokerView, TopicAdmin, ZooKeeperCoordination,
+                                         ZooKeeperGroupConfigs, ZooKeeperTopics, ZooKeeperView)
 from tidelake.broker.cluster_topics import MetadataTopicTable
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
@@ -133,6 +134,7 @@ class Broker:
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
             share_groups = build_share_coordinator(config, topics, partitions)
             share_persister: SharePersister = LocalSharePersister()
+            group_config_admin: GroupConfigAdmin = SingleBrokerGroupConfigs(share_groups)
         else:
             appends = LeaderAppends(partitions, cluster)  # only a partition's leader appends
             groups = build_group_coordinator(config, topics, appends, wall_ms)
@@ -143,6 +145,8 @@ class Broker:
             topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage)
             share_groups = build_share_coordinator(config, topics, partitions, leads=cluster.leads)
             share_persister = ReplicatedSharePersister(cluster, config, topics, node_id)
+            group_config_admin = ZooKeeperGroupConfigs(cluster)
+            cluster.on_group_config_change(share_groups.set_group_configs)
         share_state = build_share_state_coordinator(config, appends, wall_ms)  # only a cluster's is ever loaded
         if cluster is not None:
             coordinators_move = coordinator_leadership(groups, transactions, logs, cluster, wall_ms)
@@ -157,6 +161,7 @@ class Broker:
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
             topics=topics, partitions=partitions, partition_service=service, controller=controller,
             cluster_view=cluster_view, coordination=coordination, topic_admin=topic_admin,
+            group_config_admin=group_config_admin,
             fetch_sessions=FetchSessionCache(max_sessions=MAX_FETCH_SESSIONS), groups=groups, transactions=transactions,
             share_groups=share_groups, share_state=share_state, share_persister=share_persister,
             clock_ms=wall_ms, metrics=BrokerStats() if self._metrics_address else None, schema_validation=schemas)

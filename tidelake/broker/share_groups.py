@@ -1,6 +1,6 @@
 """How the broker hosts share groups (KIP-932): the ``ShareGroupCoordinator``'s outputs are its
-share-partition snapshots and the groups' ``share.*`` configs, kept with the broker's metadata
-(``metadata.json``).
+share-partition snapshots and the groups' ``share.*`` configs, kept with a broker alone's metadata
+(``metadata.json``), in a cluster in ZooKeeper (``cluster_role.ZooKeeperGroupConfigs``).
 
 A broker alone appends the snapshots to its ``__share_group_state`` (compacted, created on first use),
 replayed at start. In a cluster (``share_persister.py``) the group's coordinator (the leader of its
@@ -69,8 +69,9 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
     return ShareGroupCoordinator(share_config, topic_id_of=topic_id_of, partitions_of=partitions_of,
                                  topic_exists=topic_exists, start_offset=start_offset,
                                  write=write if leads is None else None,
-                                 group_configs=topics.metadata.group_configs,
-                                 save_group_configs=topics.metadata.set_group_configs,
+                                 # a cluster's group configs are ZooKeeper's, applied as the broker joins
+                                 group_configs=topics.metadata.group_configs if leads is None else None,
+                                 save_group_configs=topics.metadata.set_group_configs if leads is None else None,
                                  holds_group_partitions=leads is None)
 
 

@@ -30,6 +30,7 @@ from tidelake.cluster.requests import (broker_epoch, leader_and_isr_topics, stop
 from tidelake.cluster.settings import ClusterSettings, ClusterTopic, TopicTable
 from tidelake.cluster.txn_markers import TxnMarkerSender
 from tidelake.cluster.txn_verification import TxnVerifier
+from tidelake.cluster import znodes
 from tidelake.cluster.znodes import BrokerEndpoint, BrokerRegistration, TopicAssignment
 from tidelake.cluster.zk_store import ClusterStore, new_topic_id
 from tidelake.log import LogConfig, LogManager, PartitionLog
@@ -86,6 +87,8 @@ class ClusterMember:
         # the broker's hook (on_leadership_change): this broker became (True) or stopped being (False) a
         # partition's leader
         self._on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
+        # the broker's hook (on_group_config_change): a group's configs as ZooKeeper now has them
+        self._on_group_config: Callable[[str, dict[str, str]], None] = lambda group_id, config: None
         self._tasks: list[asyncio.Task] = []
         # this process's registration's czxid (KIP-380): controller requests carrying an older one were meant for
         # a previous process (or session) of this broker and are refused
@@ -124,6 +127,9 @@ class ClusterMember:
         self.controller.start(inter_broker_listener)
         self._config_changes_seen: set[str] | None = None
         self.store.watch_config_changes(lambda children: self._call_soon(loop, self._on_config_changes, children))
+        # read after the watch is set: a change made meanwhile is both read here and notified (applied twice, alike)
+        for group_id, config in (await asyncio.to_thread(self.store.group_configs)).items():
+            self._group_config_changed(group_id, config)
         self._tasks.append(asyncio.get_running_loop().create_task(self._isr_expiry_loop()))
         self._tasks.append(asyncio.get_running_loop().create_task(self._hw_checkpoint_loop()))
         log.info("broker %d joined the cluster %s through ZooKeeper %s (broker epoch %d)", self.broker_id,
@@ -134,6 +140,18 @@ class ClusterMember:
         """``callback(topic, partition, leader)`` whenever this broker becomes (True) or stops being (False)
         a partition's leader (the broker moves its group and transaction coordinators with it)."""
         self._on_leadership = callback
+
+    def on_group_config_change(self, callback: Callable[[str, dict[str, str]], None]) -> None:
+        """``callback(group_id, configs)`` with every group's configs as this broker joins, and again whenever a
+        broker changes them (empty: its configs were all removed)."""
+        self._on_group_config = callback
+
+    def _group_config_changed(self, group_id: str, config: dict[str, str]) -> None:
+        try:
+            self._on_group_config(group_id, config)
+        except errors.KafkaApiError as e:  # written by another tool: this broker keeps what it had
+            log.warning("group %s's configs in ZooKeeper (%s) are not applied: %s", group_id,
+                        znodes.group_config_path(group_id), e)
 
     @staticmethod
     def _call_soon(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
@@ -156,7 +174,7 @@ class ClusterMember:
         self._tasks.append(asyncio.get_running_loop().create_task(rejoin()))
 
     def _on_config_changes(self, children: list[str]) -> None:
-        """Another broker changed a topic's config: re-read it (the first call only notes what exists;
+        """Another broker changed a topic's or a group's config: re-read it (the first call only notes what exists;
         configs are read fresh whenever a topic is first seen)."""
         if self._config_changes_seen is None:
             self._config_changes_seen = set(children)
@@ -169,9 +187,13 @@ class ClusterMember:
     async def _apply_config_changes(self, children: list[str]) -> None:
         for child in children:
             entity = await asyncio.to_thread(self.store.config_change_entity, child)
-            if entity is None or not entity.startswith("topics/"):
+            if entity is not None and entity.startswith(znodes.GROUP_CONFIG_ENTITY):
+                group_id = znodes.group_id_of(entity.removeprefix(znodes.GROUP_CONFIG_ENTITY))
+                self._group_config_changed(group_id, await asyncio.to_thread(self.store.group_config, group_id))
                 continue
-            topic = entity.removeprefix("topics/")
+            if entity is None or not entity.startswith(znodes.TOPIC_CONFIG_ENTITY):
+                continue
+            topic = entity.removeprefix(znodes.TOPIC_CONFIG_ENTITY)
             if self.topics.configs(topic) is not None:
                 self.topics.set_configs(topic, await asyncio.to_thread(self.store.topic_config, topic))
 
@@ -388,6 +410,12 @@ class ClusterMember:
         """Replace a topic's (validated) config overrides in ZooKeeper; every broker applies them."""
         await asyncio.to_thread(self.store.change_topic_config, name, dict(overrides))
         self.topics.set_configs(name, dict(overrides))
+
+    async def alter_group_config(self, group_id: str, configs: dict[str, str]) -> None:
+        """Replace a group's (validated) configs in ZooKeeper; this broker applies them now, every other one
+        when notified."""
+        await asyncio.to_thread(self.store.change_group_config, group_id, dict(configs))
+        self._group_config_changed(group_id, dict(configs))
 
     async def add_partitions(self, name: str, count: int, assignment: list[list[int]] | None = None, *,
                              validate_only: bool = False, wait_s: float = 10.0) -> None:

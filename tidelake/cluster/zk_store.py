@@ -173,27 +173,62 @@ class ClusterStore:
 
     def topic_config(self, topic: str) -> dict[str, str]:
         try:
-            return znodes.decode_topic_config(self.zk.get(znodes.topic_config_path(topic))[0])
+            return znodes.decode_entity_config(self.zk.get(znodes.topic_config_path(topic))[0])
         except NoNodeError:
             return {}
 
     def set_topic_config(self, topic: str, config: dict[str, str]) -> None:
         path = znodes.topic_config_path(topic)
         try:
-            self.zk.set(path, znodes.encode_topic_config(config))
+            self.zk.set(path, znodes.encode_entity_config(config))
         except NoNodeError:
             try:
-                self.zk.create(path, znodes.encode_topic_config(config), makepath=True)
+                self.zk.create(path, znodes.encode_entity_config(config), makepath=True)
             except NodeExistsError:  # another broker created the same topic at the same moment
-                self.zk.set(path, znodes.encode_topic_config(config))
+                self.zk.set(path, znodes.encode_entity_config(config))
 
     def change_topic_config(self, topic: str, config: dict[str, str]) -> None:
         """Replace a topic's config and tell every broker (Kafka's config change notification)."""
         if self.zk.exists(znodes.topic_path(topic)) is None:
             raise UnknownTopicOrPartition(f"Topic '{topic}' does not exist")
         self.set_topic_config(topic, config)
-        self.zk.create(znodes.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"topics/{topic}"), sequence=True,
-                       makepath=True)
+        self.zk.create(znodes.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(f"{znodes.TOPIC_CONFIG_ENTITY}{topic}"),
+                       sequence=True, makepath=True)
+
+    # -- group configs -------------------------------------------------------------------------------
+    def group_config(self, group_id: str) -> dict[str, str]:
+        try:
+            return znodes.decode_entity_config(self.zk.get(znodes.group_config_path(group_id))[0])
+        except NoNodeError:
+            return {}
+
+    def group_configs(self) -> dict[str, dict[str, str]]:
+        """Every group's configs (groups without any are not listed)."""
+        out = {}
+        for name in self.zk.get_children(znodes.CONFIG_GROUPS):
+            config = self.group_config(znodes.group_id_of(name))
+            if config:
+                out[znodes.group_id_of(name)] = config
+        return out
+
+    def change_group_config(self, group_id: str, config: dict[str, str]) -> None:
+        """Replace a group's configs (none: its znode removed) and tell every broker."""
+        path = znodes.group_config_path(group_id)
+        if config:
+            try:
+                self.zk.set(path, znodes.encode_entity_config(config))
+            except NoNodeError:
+                try:
+                    self.zk.create(path, znodes.encode_entity_config(config), makepath=True)
+                except NodeExistsError:  # another broker created it at the same moment
+                    self.zk.set(path, znodes.encode_entity_config(config))
+        else:
+            try:
+                self.zk.delete(path)
+            except NoNodeError:
+                pass
+        self.zk.create(znodes.CONFIG_CHANGE_PREFIX, znodes.encode_config_change(
+            znodes.GROUP_CONFIG_ENTITY + znodes.group_config_name(group_id)), sequence=True, makepath=True)
 
     def watch_config_changes(self, callback: Callable[[list[str]], None]) -> None:
         """``callback(children)`` (kazoo's thread) now and at every change of /config/changes."""

@@ -11,7 +11,8 @@ with what Kafka's brokers write, so tools that read a Kafka ZooKeeper (zkCli, ka
     /brokers/topics/<topic>/partitions/<p>/state  {"version":1,"leader":1,"leader_epoch":0,"isr":[1,2],
                                                    "controller_epoch":3}
     /config/topics/<topic>                        {"version":1,"config":{"min.insync.replicas":"2"}}
-    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"}
+    /config/groups/<group, URL-encoded>           {"version":1,"config":{"share.auto.offset.reset":"earliest"}}
+    /config/changes/config_change_<seq>           {"version":2,"entity_path":"topics/<topic>"} (or "groups/<group>")
     /admin/delete_topics/<topic>                  (a request to delete, handled by the controller)
     /admin/reassign_partitions                    {"version":1,"partitions":
                                                    [{"topic":..,"partition":..,"replicas":[..]}]}
@@ -23,6 +24,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 
@@ -32,6 +34,11 @@ CONTROLLER_EPOCH = "/controller_epoch"
 BROKER_IDS = "/brokers/ids"
 TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+# a group's configs (KIP-932's share.* ones): Kafka keeps them only in KRaft's metadata; a ZooKeeper cluster keeps them
+# beside the topics' configs, its group id URL-encoded as Kafka's Sanitizer encodes client and user ids
+CONFIG_GROUPS = "/config/groups"
+GROUP_CONFIG_ENTITY = "groups/"
+TOPIC_CONFIG_ENTITY = "topics/"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = CONFIG_CHANGES + "/config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -42,7 +49,7 @@ PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # created at start so watches on their children always have a parent
 PERSISTENT_PATHS = ("/brokers/ids", "/brokers/topics", "/brokers/seqid", "/config/topics", "/config/changes",
-                    "/config/brokers", "/admin/delete_topics", "/isr_change_notification")
+                    "/config/brokers", "/config/groups", "/admin/delete_topics", "/isr_change_notification")
 
 NO_LEADER = -1
 LEADER_DURING_DELETE = -2  # UpdateMetadata's mark of a topic being deleted (Kafka's LeaderDuringDelete)
@@ -66,6 +73,20 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def group_config_name(group_id: str) -> str:
+    """The group's name under ``/config/groups`` and in a config change's entity path (any group id is a
+    znode name then: '/' and the like are percent-encoded)."""
+    return urllib.parse.quote(group_id, safe="")
+
+
+def group_id_of(config_name: str) -> str:
+    return urllib.parse.unquote(config_name)
+
+
+def group_config_path(group_id: str) -> str:
+    return f"{CONFIG_GROUPS}/{group_config_name(group_id)}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -187,11 +208,12 @@ class TopicAssignment:
         return bool(self.adding.get(partition) or self.removing.get(partition))
 
 
-def encode_topic_config(config: dict[str, str]) -> bytes:
+def encode_entity_config(config: dict[str, str]) -> bytes:
+    """A topic's or a group's config znode."""
     return _dumps({"version": 1, "config": dict(config)})
 
 
-def decode_topic_config(data: bytes | None) -> dict[str, str]:
+def decode_entity_config(data: bytes | None) -> dict[str, str]:
     if not data:
         return {}
     return {k: str(v) for k, v in (json.loads(data).get("config") or {}).items()}

@@ -138,3 +138,12 @@ class TopicAdmin(Protocol):
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
         """Replace a topic's config overrides (validated)."""
+
+
+class GroupConfigAdmin(Protocol):
+    """Setting a group's configs (its GROUP resource's ``share.*`` ones): on a broker alone its own metadata; in a
+    cluster ZooKeeper's (beside the topics' configs), which every broker follows, so that each partition's leader
+    starts and serves the group's share-partitions alike."""
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        """Replace a group's configs (validated: InvalidConfig names the first bad one)."""

@@ -8,6 +8,8 @@ from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTop
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
+from tidelake.coordinator.share_config import validate_group_configs
+from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.log import LogManager
@@ -155,3 +157,15 @@ class SingleBrokerTopics:
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
         self._topics.alter_configs(name, configs, validate_only=validate_only)
+
+
+class SingleBrokerGroupConfigs:
+    """A group's configs in this broker's share-group coordinator, saved with its metadata."""
+
+    def __init__(self, share: ShareGroupCoordinator):
+        self._share = share
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        validate_group_configs(configs)
+        if not validate_only:
+            self._share.set_group_configs(group_id, configs)

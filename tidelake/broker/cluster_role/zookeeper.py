@@ -11,6 +11,7 @@ from tidelake.broker.topics import validate_topic_name
 from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
+from tidelake.coordinator.share_config import validate_group_configs
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
@@ -167,3 +168,16 @@ class ZooKeeperTopics:
                                             previous=self._member.topics.configs(name) or {})
         if not validate_only:
             await self._member.alter_topic_config(name, normalised)
+
+
+class ZooKeeperGroupConfigs:
+    """A group's configs in ZooKeeper (``/config/groups``), which every broker's ``ClusterMember`` applies to its
+    share-group coordinator (at once here, on the change notification elsewhere, all of them as a broker joins)."""
+
+    def __init__(self, member: ClusterMember):
+        self._member = member
+
+    async def alter_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool) -> None:
+        validate_group_configs(configs)
+        if not validate_only:
+            await self._member.alter_group_config(group_id, configs)

@@ -13,7 +13,7 @@ from tidelake.errors import error_code
 from tidelake.broker.access import config_resource, config_resource_denied, per_item
 from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
-from tidelake.coordinator.share_config import GROUP_CONFIGS, validate_group_configs
+from tidelake.coordinator.share_config import GROUP_CONFIGS
 
 NONE = errors.NONE
 RESOURCE_TOPIC = 2
@@ -147,9 +147,7 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
         if not resource_name:
             raise errors.InvalidRequest("a group config resource names no group")
         new = build_new(dict(broker.share_groups.group_configs.get(resource_name, {})), lambda _n: None)
-        validate_group_configs(new)
-        if not validate_only:
-            broker.share_groups.set_group_configs(resource_name, new)
+        await broker.group_config_admin.alter_group_configs(resource_name, new, validate_only=validate_only)
     else:
         raise errors.InvalidRequest(f"unsupported resource type {resource_type}")
 
