@@ -3,8 +3,8 @@ the leader of one of its partitions, or the share coordinator holding a partitio
 record is acknowledged in the end (none lost; a record a dead leader had handed out comes again, as at-least-once
 allows), and the state the share coordinators persisted says so: each share-partition's start offset reached the
 end of its partition, nothing in flight, and the group's coordinator describes those start offsets. The inter-broker
-share-state APIs answer over the wire; Alter/DeleteShareGroupOffsets are still a single broker's, and a cluster says
-so."""
+share-state APIs answer over the wire. Alter/DeleteShareGroupOffsets change the state at the share coordinator, and
+the partition's leader, still holding the share-partition, serves the changed state to the next consumers."""
 from __future__ import annotations
 
 import threading
@@ -12,12 +12,14 @@ import uuid
 
 import pytest
 from confluent_kafka import ElectionType, KafkaException, ShareConsumer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
+                                   ResourceType)
 from kafka.protocol.metadata import MetadataRequest
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
+                                        DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
                                         InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
@@ -215,10 +217,10 @@ def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_pat
         cluster.stop()
 
 
-def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_admin(tmp_path):
+def test_the_share_state_apis_at_the_share_coordinator(tmp_path):
     """Initialize, Read, Write and DeleteShareGroupState over the wire at a one-broker cluster's share coordinator
-    (its state topic created by a first share consumer's fetch); AlterShareGroupOffsets answers UNSUPPORTED_VERSION
-    with the reason."""
+    (its state topic created by a first share consumer's fetch); a write to a deleted state is fenced, and a new
+    initialization is at a newer state epoch."""
     cluster = start_cluster(tmp_path / "c", 1)
     try:
         create_topic(cluster, TOPIC, 1, 1)
@@ -253,11 +255,88 @@ def test_the_share_state_apis_at_the_share_coordinator_and_the_refused_offsets_a
                 D.PartitionData(partition=0)])]), 0, DeleteShareGroupStateResponse)
             assert r.results[0].partitions[0].error_code == 0
             assert persisted_state(cluster, "g", tid, 0)[1].start_offset == -1  # no state: uninitialized
-            A = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
-            r = w.request(AlterShareGroupOffsetsRequest(group_id="g", topics=[A(topic_name=TOPIC, partitions=[
-                A.AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0)])]), 0,
-                AlterShareGroupOffsetsResponse)
-        assert r.error_code == 35  # UNSUPPORTED_VERSION
-        assert "single tidelake broker" in r.error_message
+            r = w.request(WriteShareGroupStateRequest(group_id="g", topics=[W(topic_id=tid, partitions=[
+                W.PartitionData(partition=0, state_epoch=0, leader_epoch=0, start_offset=7, state_batches=[])])]),
+                0, WriteShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 124  # FENCED_STATE_EPOCH: a deleted state stays deleted
+            r = w.request(InitializeShareGroupStateRequest(group_id="g", topics=[I(topic_id=tid, partitions=[
+                I.PartitionData(partition=0, state_epoch=0, start_offset=3)])]), 0, InitializeShareGroupStateResponse)
+            assert r.results[0].partitions[0].error_code == 124  # not newer than the deleted state's epoch
+            assert persisted_state(cluster, "g", tid, 0)[1].state_epoch == 0  # which a read names
+    finally:
+        cluster.stop()
+
+
+def share_offsets_request(cluster, group: str, request, response_cls, refused_while_members: int = 68):
+    """An Alter/DeleteShareGroupOffsets request at the group's coordinator, sent again while the group still has a
+    member (NON_EMPTY_GROUP: a closed consumer's leaving heartbeat may not have arrived yet); its answer."""
+    def send():
+        with WireClient("127.0.0.1", cluster.brokers[find_coordinator(cluster, 0, group)].port) as c:
+            r = c.request(request, 0, response_cls)
+        return None if r.error_code == refused_while_members else r
+    return wait_until(f"{group} empty and its offsets changed", send, 30)
+
+
+def consume_until(cluster, group: str, wanted: set[bytes]) -> list[tuple[int, bytes]]:
+    """One ShareConsumer of ``group`` polling until it was handed every value of ``wanted``, acknowledging each
+    record (committed after each poll), then closed; what it was handed, as (offset, value)."""
+    consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                              "share.acknowledgement.mode": "explicit"})
+    consumer.subscribe([TOPIC])
+    got: list[tuple[int, bytes]] = []
+
+    def poll() -> bool:
+        polled = [m for m in consumer.poll(0.5) if m.error() is None]
+        for m in polled:
+            consumer.acknowledge(m)
+        if polled:
+            consumer.commit_sync(5)
+        got.extend((m.offset(), m.value()) for m in polled)
+        return {v for _o, v in got} >= wanted
+    try:
+        wait_until(f"{len(wanted)} records for {group}", poll, 60)
+    finally:
+        consumer.close()
+    return got
+
+
+def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_that_held_the_old_state(tmp_path):
+    """AlterShareGroupOffsets at the group's coordinator (broker 1) while the partition's leader (broker 2) still
+    holds the share-partition: the next consumer starts at the altered offset. DeleteShareGroupOffsets: the next one
+    starts over by share.auto.offset.reset (earliest)."""
+    cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[2, 3, 1]])]).values():
+            f.result(30)
+        wait_until(f"{TOPIC}'s leader", lambda: leaders(cluster, TOPIC) == {0: 2})
+        group = next(g for g in (f"altered-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) != 2)
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        acked = produce(cluster, TOPIC, 30)
+        by_offset = {o: v for (_p, o), v in acked.items()}
+        consume_until(cluster, group, set(by_offset.values()))
+        tid = topic_id(cluster)
+        wait_until("every record acknowledged", lambda: persisted_state(cluster, group, tid, 0)[1].start_offset == 30)
+        A = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
+        r = share_offsets_request(cluster, group, AlterShareGroupOffsetsRequest(group_id=group, topics=[A(
+            topic_name=TOPIC, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                                                   start_offset=10)])]),
+            AlterShareGroupOffsetsResponse)
+        assert (r.error_code, r.error_message) == (0, None)
+        assert [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions] == [(0, 0)]
+        assert persisted_state(cluster, group, tid, 0)[1].start_offset == 10
+        again = consume_until(cluster, group, {by_offset[o] for o in range(10, 30)})
+        assert min(o for o, _v in again) == 10  # nothing before the altered offset
+        wait_until("the altered range acknowledged", lambda: persisted_state(
+            cluster, group, tid, 0)[1].start_offset == 30)
+        D = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
+        r = share_offsets_request(cluster, group, DeleteShareGroupOffsetsRequest(group_id=group, topics=[D(
+            topic_name=TOPIC)]), DeleteShareGroupOffsetsResponse)
+        assert [(t.topic_name, t.error_code) for t in r.responses] == [(TOPIC, 0)]
+        assert persisted_state(cluster, group, tid, 0)[1].start_offset == -1
+        from_start = consume_until(cluster, group, set(by_offset.values()))
+        assert min(o for o, _v in from_start) == 0  # started over at the earliest offset
     finally:
         cluster.stop()

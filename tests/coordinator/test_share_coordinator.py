@@ -1,6 +1,7 @@
 """The share coordinator's state machine (KIP-932, a cluster's keeper of share-partition state): it answers only for
 the state partitions it loaded, replays them, writes one snapshot per write (read back as written, ACQUIRED never
-persisted), fences older state epochs and a former leader's writes, and forgets with a tombstone."""
+persisted), fences older state epochs and a former leader's writes, forgets with a tombstone, and creates state
+only by an initialization at a newer state epoch (a write to a deleted state is fenced)."""
 import uuid
 
 import pytest
@@ -38,9 +39,10 @@ def test_a_write_is_read_back_and_replayed_by_the_next_coordinator():
     partition = c.partition_for(KEY)
     c.load_partition(partition, [])
     state = PersistedState(10, 2, (StateBatch(10, 11, ACKNOWLEDGED, 1), StateBatch(12, 14, AVAILABLE, 2)))
+    assert c.initialize(KEY, 10, 2) == partition
     assert c.write_state(KEY, state, 4) == partition
     assert c.read(KEY) == PersistedState(12, 2, (StateBatch(12, 14, AVAILABLE, 2),))  # SPSO past the done ones
-    assert [p for p, _k, _v in log] == [partition]
+    assert [p for p, _k, _v in log] == [partition, partition]
     following, _ = coordinator()  # another broker leading the partition next: it replays the log
     following.load_partition(partition, [(k, v) for _p, k, v in log])
     assert following.read(KEY) == c.read(KEY)
@@ -49,18 +51,27 @@ def test_a_write_is_read_back_and_replayed_by_the_next_coordinator():
 def test_an_older_state_epoch_is_fenced_and_a_delete_leaves_a_tombstone():
     c, log = coordinator()
     c.load_partition(c.partition_for(KEY), [])
-    c.write_state(KEY, PersistedState(5, 3, ()), 1)
+    c.initialize(KEY, 5, 3)
     with pytest.raises(errors.FencedStateEpoch):
         c.write_state(KEY, PersistedState(0, 2, ()), 1)
     c.delete_state(KEY)
     assert c.read(KEY) is None
     assert log[-1][2] is None
     assert replay([(k, v) for _p, k, v in log], CONFIG) == {}
+    # a leader still holding the deleted state cannot write it back; a new initialization is at a newer epoch
+    with pytest.raises(errors.FencedStateEpoch):
+        c.write_state(KEY, PersistedState(5, 3, ()), 1)
+    assert c.last_state_epoch(KEY) == 3
+    with pytest.raises(errors.FencedStateEpoch):
+        c.initialize(KEY, 0, 3)
+    c.initialize(KEY, 0, 4)
+    assert c.read(KEY) == PersistedState(0, 4, ())
 
 
 def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
     c, _log = coordinator()
     c.load_partition(c.partition_for(KEY), [])
+    c.initialize(KEY, 3, 0)
     c.write_state(KEY, PersistedState(3, 0, ()), 4)
     assert c.read(KEY, 5) == PersistedState(3, 0, ())  # the partition's next leader, epoch 5, takes it over
     with pytest.raises(errors.FencedLeaderEpoch):
@@ -68,7 +79,7 @@ def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
     assert c.read(KEY).start_offset == 3
     c.write_state(KEY, PersistedState(6, 0, ()), 5)
     assert c.read(KEY).start_offset == 6
-    c.write_state(KEY, PersistedState(8, 1, ()), -1)  # no leader epoch named (InitializeShareGroupState): not fenced
+    c.initialize(KEY, 8, 1)  # the group's coordinator (AlterShareGroupOffsets) names no leader epoch: not fenced
     assert c.read(KEY) == PersistedState(8, 1, ())
 
 

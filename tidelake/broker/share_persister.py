@@ -6,16 +6,21 @@ and one of a cluster differ for share groups.
 * In a cluster the leader of a partition holds its share-partitions (the in-flight records and their locks) and
   keeps their state at the share coordinator, the leader of the state's ``__share_group_state`` partition
   (created through the controller on first use): ReadShareGroupState when it starts serving a share-partition
-  (after a restart or a leadership move), WriteShareGroupState after each change. A write that fails (the
-  coordinator moving) is tried again at the next flush; until then the leader still holds the state, and if it
-  dies meanwhile its records are delivered again (at least once, as promised).
+  (after a restart or a leadership move, and again when a new share session first fetches it),
+  InitializeShareGroupState for one without state (at the offset ``share.auto.offset.reset`` picks), then
+  WriteShareGroupState after each change. A write that fails (the coordinator moving) is tried again at the next
+  flush; until then the leader still holds the state, and if it dies meanwhile its records are delivered again (at
+  least once, as promised). The group's coordinator changes the state for Alter/DeleteShareGroupOffsets
+  (InitializeShareGroupState at a newer state epoch, DeleteShareGroupState): a leader still holding the
+  share-partition is fenced on its next write (FENCED_STATE_EPOCH) and drops it, and a new share session's first
+  fetch of it reads the state again, so the next consumers start from the changed state.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from tidelake import errors
 from tidelake.broker.config import BrokerConfig
@@ -27,7 +32,8 @@ from tidelake.coordinator.share_coordinator import PersistedState
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.share_partition import SharePartition, StateBatch
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
-from tidelake.protocol.messages import (ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+from tidelake.protocol.messages import (DeleteShareGroupStateRequest, InitializeShareGroupStateRequest,
+                                        ReadShareGroupStateRequest, ReadShareGroupStateResponse,
                                         WriteShareGroupStateRequest)
 
 log = logging.getLogger("tidelake.broker.share_persister")
@@ -40,10 +46,20 @@ STATE_REQUEST_TIMEOUT_S = 5.0
 
 class SharePersister(Protocol):
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> bool:
-        """Make the share-partition's persisted state (if any) this broker's before it serves it; False while it
-        cannot be read (its share coordinator moving: nothing is served from the partition meanwhile, as Kafka
-        leaves a share-partition still initializing out of the answer). Raises NotLeaderOrFollower."""
+                   partition: int, *, new_session: bool) -> bool:
+        """Make the share-partition's persisted state (if any) this broker's before it serves it (``new_session``:
+        a share session's first fetch of it, which reads it again: it may have been altered or deleted since);
+        False while it cannot be read (its share coordinator moving: nothing is served from the partition
+        meanwhile, as Kafka leaves a share-partition still initializing out of the answer). Raises
+        NotLeaderOrFollower."""
+
+    async def alter_offset(self, share: ShareGroupCoordinator, key: ShareStateKey, start_offset: int) -> None:
+        """AlterShareGroupOffsets for one share-partition: its state starts over at ``start_offset``."""
+
+    async def delete_offsets(self, share: ShareGroupCoordinator, group_id: str, topic_id: uuid.UUID,
+                             partitions: int) -> None:
+        """DeleteShareGroupOffsets for one topic (of ``partitions`` partitions): the group's state of it is
+        forgotten (tombstones), and the group starts over by ``share.auto.offset.reset``."""
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         """Persist every share-partition changed since the last flush."""
@@ -60,8 +76,20 @@ class LocalSharePersister:
     """A broker alone: its share-partitions were replayed at start; snapshots go to its own state topic."""
 
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> bool:
+                   partition: int, *, new_session: bool) -> bool:
         return True
+
+    async def alter_offset(self, share: ShareGroupCoordinator, key: ShareStateKey, start_offset: int) -> None:
+        sp = share.share_partition(key.group_id, key.topic_id, key.partition)
+        if sp is None:
+            share.initialize(key.group_id, key.topic_id, key.partition, start_offset)
+        else:
+            sp.reset(start_offset)
+        share.flush()
+
+    async def delete_offsets(self, share: ShareGroupCoordinator, group_id: str, topic_id: uuid.UUID,
+                             partitions: int) -> None:
+        share.delete_offsets(group_id, topic_id)
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         share.flush()
@@ -72,6 +100,13 @@ class LocalSharePersister:
 
     def close(self) -> None:
         return None
+
+
+class StateRead(NamedTuple):
+    """ReadShareGroupState's answer: the state (None: it has none) and its state epoch (of the deleted one, if
+    any: the next initialization is newer)."""
+    state: PersistedState | None
+    state_epoch: int
 
 
 def share_state_configs(config: BrokerConfig) -> dict[str, str]:
@@ -113,30 +148,80 @@ class ReplicatedSharePersister:
         return ch
 
     async def load(self, share: ShareGroupCoordinator, group_id: str, topic: str, topic_id: uuid.UUID,
-                   partition: int) -> bool:
-        if share.share_partition(group_id, topic_id, partition) is not None:
+                   partition: int, *, new_session: bool) -> bool:
+        held = share.share_partition(group_id, topic_id, partition)
+        if held is not None and not new_session:
             return True
         key = ShareStateKey(group_id, topic_id, partition)
         leader_epoch = self._member.check_leader(topic, partition)
         try:
-            state = await self._read(key, leader_epoch)
+            read = await self._read(key, leader_epoch)
         except errors.CoordinatorNotAvailable as e:
             log.info("share state of %s:%s-%d not readable yet: %s", group_id, topic, partition, e)
-            return False
-        if share.share_partition(group_id, topic_id, partition) is not None:  # loaded meanwhile by another fetch
-            return True
-        if state is not None:
+            return held is not None  # one held is served as it is
+        held = share.share_partition(group_id, topic_id, partition)  # (loaded meanwhile by another fetch)
+        if held is not None:
+            if read.state is not None and read.state.state_epoch == held.state_epoch:
+                return True
+            # the group's coordinator altered or deleted it since: its in-flight records are void, as in Kafka
+            log.info("share group %s: %s-%d was changed by the group's coordinator (state epoch %d, held %d): "
+                     "read again", group_id, topic, partition, read.state_epoch, held.state_epoch)
+            share.drop_share_partition(group_id, topic_id, partition)
+        if read.state is not None:
+            state = read.state
             share.restore(group_id, topic_id, partition, SharePartition.restored(
                 share.config_for(group_id), state.start_offset, state.state_epoch, state.batches))
             log.info("share group %s: %s-%d resumed from its persisted state at offset %d (%d in flight)",
                      group_id, topic, partition, state.start_offset, sum(
                          b.last_offset - b.first_offset + 1 for b in state.batches))
-        return True  # none persisted: initialized by share.auto.offset.reset at the first fetch
+            return True
+        start = share.reset_offset(group_id, topic_id, partition)
+        if start is None:
+            return True  # not readable here: the fetch answers why
+        try:
+            await self._initialize(key, start, read.state_epoch + 1)
+        except errors.KafkaApiError as e:  # the coordinator moving, or another fetch initialized it first
+            log.info("share state of %s:%s-%d not initialized yet: %s", group_id, topic, partition, e)
+            return False
+        if share.share_partition(group_id, topic_id, partition) is None:
+            share.restore(group_id, topic_id, partition,
+                          SharePartition.restored(share.config_for(group_id), start, read.state_epoch + 1, ()))
+        return True
+
+    async def alter_offset(self, share: ShareGroupCoordinator, key: ShareStateKey, start_offset: int) -> None:
+        read = await self._read(key, -1)
+        await self._initialize(key, start_offset, read.state_epoch + 1)
+
+    async def delete_offsets(self, share: ShareGroupCoordinator, group_id: str, topic_id: uuid.UUID,
+                             partitions: int) -> None:
+        D = DeleteShareGroupStateRequest.DeleteStateData
+        for partition in range(partitions):
+            key = ShareStateKey(group_id, topic_id, partition)
+            await self._change(key, DeleteShareGroupStateRequest(group_id=group_id, topics=[D(
+                topic_id=topic_id, partitions=[D.PartitionData(partition=partition)])]))
+
+    async def _initialize(self, key: ShareStateKey, start_offset: int, state_epoch: int) -> None:
+        I = InitializeShareGroupStateRequest.InitializeStateData
+        await self._change(key, InitializeShareGroupStateRequest(group_id=key.group_id, topics=[I(
+            topic_id=key.topic_id, partitions=[I.PartitionData(partition=key.partition, state_epoch=state_epoch,
+                                                               start_offset=start_offset)])]))
+
+    async def _change(self, key: ShareStateKey, request) -> None:
+        """An Initialize or DeleteShareGroupState of one share-partition at its share coordinator. Raises
+        CoordinatorNotAvailable, or the error it answered."""
+        try:
+            response = await (await self._coordinator(key)).request(request, STATE_API_VERSION)
+        except ChannelError as e:
+            raise errors.CoordinatorNotAvailable(str(e)) from None
+        (result,) = [p for r in response.results for p in r.partitions]
+        if result.error_code:
+            raise errors.KafkaApiError(result.error_message or f"the share coordinator answered error "
+                                       f"{result.error_code}", result.error_code)
 
     async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
-        return await self._read(key, -1)
+        return (await self._read(key, -1)).state
 
-    async def _read(self, key: ShareStateKey, leader_epoch: int) -> PersistedState | None:
+    async def _read(self, key: ShareStateKey, leader_epoch: int) -> "StateRead":
         """ReadShareGroupState at the key's share coordinator. Raises CoordinatorNotAvailable."""
         R = ReadShareGroupStateRequest.ReadStateData
         request = ReadShareGroupStateRequest(group_id=key.group_id, topics=[R(topic_id=key.topic_id, partitions=[
@@ -151,10 +236,10 @@ class ReplicatedSharePersister:
             raise errors.CoordinatorNotAvailable(f"the share coordinator answered error {result.error_code}: "
                                                  f"{result.error_message}")
         if result.start_offset < 0:
-            return None
-        return PersistedState(result.start_offset, result.state_epoch, tuple(
+            return StateRead(None, result.state_epoch)
+        return StateRead(PersistedState(result.start_offset, result.state_epoch, tuple(
             StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-            for b in result.state_batches))
+            for b in result.state_batches)), result.state_epoch)
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         async with self._flushing:
@@ -187,7 +272,11 @@ class ReplicatedSharePersister:
                     code, message = errors.CoordinatorNotAvailable.code, str(e)
                 except errors.KafkaApiError as e:
                     code, message = e.code, str(e)
-                if code:
+                if code == errors.FencedStateEpoch.code:  # altered or deleted by the group's coordinator
+                    log.info("share state of %s:%s-%d changed elsewhere (%s): dropped here, read again at the next "
+                             "fetch", key.group_id, key.topic_id, key.partition, message)
+                    share.drop_share_partition(key.group_id, key.topic_id, key.partition)
+                elif code:
                     log.info("share state of %s:%s-%d not written (error %d: %s); tried again at the next flush",
                              key.group_id, key.topic_id, key.partition, code, message)
                     sp.persist_again()

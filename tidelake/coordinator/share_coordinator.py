@@ -5,7 +5,10 @@ hashed to it (``share_state.state_partition``), rebuilt by replaying that partit
 Partition leaders (which hold the in-flight records) read it back when they start serving a partition
 (ReadShareGroupState) and write each change (WriteShareGroupState): a write is one ShareSnapshot record
 appended to the state partition. InitializeShareGroupState and DeleteShareGroupState set and forget a
-share-partition's state (a tombstone).
+share-partition's state (a tombstone). As in Kafka, a share-partition's state is only ever created by an
+initialization (a partition leader's first, or the group coordinator's AlterShareGroupOffsets at a newer state
+epoch): a write to a share-partition without state is fenced, so a leader still holding a share-partition whose
+state was deleted or altered meanwhile cannot bring the old state back; it drops it and reads it again.
 
 A state machine: the appends are the injected ``write`` (it raises NotCoordinator when this broker no longer
 leads the partition); waiting for the replicas is the caller's.
@@ -41,6 +44,10 @@ class ShareStateCoordinator:
         # loaded the state: a former leader's late write is fenced (FENCED_LEADER_EPOCH), as in Kafka
         self.leader_epochs: dict[ShareStateKey, int] = {}
         self.loaded: set[int] = set()  # the state partitions this broker leads (and so answers for)
+        # the state epoch of each share-partition deleted since this broker loaded its state partition: the next
+        # initialization is at a newer one (forgotten when the state partition moves; writes to the deleted state
+        # stay fenced, as it has none)
+        self.deleted_epochs: dict[ShareStateKey, int] = {}
 
     def partition_for(self, key: ShareStateKey) -> int:
         return state_partition(key, self.config.state_partitions)
@@ -63,6 +70,8 @@ class ShareStateCoordinator:
             del self.states[key]
         for key in [k for k in self.leader_epochs if self.partition_for(k) == partition]:
             del self.leader_epochs[key]
+        for key in [k for k in self.deleted_epochs if self.partition_for(k) == partition]:
+            del self.deleted_epochs[key]
 
     def _check(self, key: ShareStateKey) -> int:
         partition = self.partition_for(key)
@@ -90,16 +99,40 @@ class ShareStateCoordinator:
             return None
         return PersistedState(sp.start_offset, sp.state_epoch, tuple(sp.state_batches()))
 
+    def last_state_epoch(self, key: ShareStateKey) -> int:
+        """The state epoch of the share-partition's state, or of its state deleted last (-1: none known)."""
+        held = self.states.get(key)
+        return held.state_epoch if held is not None else self.deleted_epochs.get(key, -1)
+
+    def initialize(self, key: ShareStateKey, start_offset: int, state_epoch: int) -> int:
+        """Start the share-partition's state at ``start_offset`` with nothing in flight (a snapshot appended); the
+        state partition written. Only at a newer state epoch than any held or deleted (FencedStateEpoch: another
+        initialization came first)."""
+        partition = self._check(key)
+        newest = self.last_state_epoch(key)
+        if state_epoch <= newest:
+            raise errors.FencedStateEpoch(f"state epoch {state_epoch} of {key.group_id}:{key.topic_id}:"
+                                          f"{key.partition} is not newer than {newest}")
+        sp = SharePartition.restored(self.config, start_offset, state_epoch, ())
+        self.write(partition, [snapshot_record(key, sp, -1)])
+        self.states[key] = sp
+        self.deleted_epochs.pop(key, None)
+        return partition
+
     def write_state(self, key: ShareStateKey, state: PersistedState, leader_epoch: int) -> int:
-        """Replace the share-partition's state (a snapshot appended); the state partition written. An older
-        state epoch than the one held is refused (FencedStateEpoch: the share-partition was reset since), and so
-        is an older leader epoch than one heard (FencedLeaderEpoch)."""
+        """Replace the share-partition's state (a snapshot appended); the state partition written. A share-partition
+        without state (never initialized, or deleted) or an older state epoch than the one held is refused
+        (FencedStateEpoch: the share-partition was reset since), and so is an older leader epoch than one heard
+        (FencedLeaderEpoch)."""
         partition = self._check(key)
         self._fence(key, leader_epoch)
         held = self.states.get(key)
-        if held is not None and state.state_epoch < held.state_epoch:
+        if held is None:
+            raise errors.FencedStateEpoch(f"{key.group_id}:{key.topic_id}:{key.partition} has no state (deleted, or "
+                                          f"never initialized): state epoch {state.state_epoch} is not written")
+        if state.state_epoch != held.state_epoch:
             raise errors.FencedStateEpoch(f"state epoch {state.state_epoch} of {key.group_id}:{key.topic_id}:"
-                                          f"{key.partition} is older than {held.state_epoch}")
+                                          f"{key.partition} is not the current {held.state_epoch}")
         sp = SharePartition.restored(self.config, state.start_offset, state.state_epoch, state.batches)
         self.write(partition, [snapshot_record(key, sp, leader_epoch)])
         self.states[key] = sp
@@ -109,5 +142,7 @@ class ShareStateCoordinator:
         """Forget the share-partition's state (a tombstone); the state partition written."""
         partition = self._check(key)
         self.write(partition, [(tombstone_key(key), None)])
-        self.states.pop(key, None)
+        held = self.states.pop(key, None)
+        if held is not None:
+            self.deleted_epochs[key] = held.state_epoch
         return partition

@@ -251,8 +251,13 @@ class ShareGroupCoordinator:
         sp = self.share_partitions.get((group_id, topic_id, partition))
         if sp is not None:
             return sp
-        start = self.start_offset(topic_id, partition, self.config_for(group_id).auto_offset_reset == EARLIEST)
+        start = self.reset_offset(group_id, topic_id, partition)
         return None if start is None else self.initialize(group_id, topic_id, partition, start)
+
+    def reset_offset(self, group_id: str, topic_id: uuid.UUID, partition: int) -> int | None:
+        """Where the group starts reading a partition it has no state for (``share.auto.offset.reset``); None
+        while the partition cannot be read here."""
+        return self.start_offset(topic_id, partition, self.config_for(group_id).auto_offset_reset == EARLIEST)
 
     def initialize(self, group_id: str, topic_id: uuid.UUID, partition: int, start_offset: int) -> SharePartition:
         """The share-partition of a group reading a partition for the first time, starting at
@@ -277,6 +282,11 @@ class ShareGroupCoordinator:
         for key in gone:
             del self.share_partitions[key]
         return len(gone)
+
+    def drop_share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Forget one share-partition held here, its state left as persisted (it was changed elsewhere: the next
+        fetch reads it again)."""
+        self.share_partitions.pop((group_id, topic_id, partition), None)
 
     def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
         for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):

@@ -100,10 +100,6 @@ class Coordination(Protocol):
     def check_transaction_coordinator(self, transactional_id: str) -> None:
         """NotCoordinator unless this broker coordinates the transactional id (and has loaded it)."""
 
-    def check_share_offsets_served(self) -> None:
-        """UnsupportedVersion where Alter/DeleteShareGroupOffsets are not served (a replicated cluster,
-        where share-partition state is spread over the partitions' leaders and share coordinators: not yet)."""
-
     async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
         """The coordinator of a group (key type 0) or transactional id (1) on ``listener`` (``here``: this
         broker's address on it)."""

@@ -101,9 +101,6 @@ class SingleBrokerCoordination:
     def check_transaction_coordinator(self, transactional_id: str) -> None:
         return None
 
-    def check_share_offsets_served(self) -> None:
-        return None
-
     async def find_coordinator(self, key_type: int, key: str, here: LiveBroker, listener: str) -> CoordinatorAnswer:
         return CoordinatorAnswer(key, here.broker_id, here.host, here.port, errors.NONE)
 

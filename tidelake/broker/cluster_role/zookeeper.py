@@ -70,13 +70,6 @@ class ZooKeeperCoordination:
             raise errors.NotCoordinator(f"broker {self._node_id} is not the coordinator of group {group_id} "
                                         f"({OFFSETS_TOPIC}-{partition})") from None
 
-    def check_share_offsets_served(self) -> None:
-        # share groups and DescribeShareGroupOffsets are served; changing offsets not yet: the partitions' leaders
-        # hold the share-partitions in memory and would have to start over from the changed state. Kafka answers
-        # this error for what a broker does not serve.
-        raise errors.UnsupportedVersion("Alter/DeleteShareGroupOffsets are served by a single tidelake broker only, "
-                                        "not yet by a replicated cluster")
-
     def check_transaction_coordinator(self, transactional_id: str) -> None:
         partition = self._transactions.partition_for(transactional_id)
         if partition not in self._transactions.partition_epochs:

@@ -163,7 +163,9 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, t
     return PartitionAnswer(records=records, acquired=acquired)
 
 
-def _session_partitions(broker: BrokerContext, session, req) -> None:
+def _session_partitions(broker: BrokerContext, session, req) -> set[TopicPartitionId]:
+    """Apply the request's partitions and forgotten ones to the session; the partitions it adds."""
+    added = set()
     for t in req.forgotten_topics_data:
         for p in t.partitions:
             if (t.topic_id, p) in session.partitions:
@@ -172,6 +174,8 @@ def _session_partitions(broker: BrokerContext, session, req) -> None:
         for p in t.partitions:
             if (t.topic_id, p.partition_index) not in session.partitions:
                 session.partitions.append((t.topic_id, p.partition_index))
+                added.add((t.topic_id, p.partition_index))
+    return added
 
 
 @api(ShareFetchRequest, ShareFetchResponse, 1, 2, access=SHARE_ACCESS)
@@ -188,22 +192,25 @@ async def share_fetch(broker: BrokerContext, ctx: RequestContext, req):
     now = broker.clock_ms()
     answers: dict[TopicPartitionId, PartitionAnswer] = {}
     _acknowledge(broker, ctx, group_id, member_id, req.topics, answers, now)
+    added: set[TopicPartitionId] = set()
     if closing:
         released = share.release_member(group_id, member_id)
         log.debug("share group %s: member %s closed its share session, %d records released", group_id, member_id,
                   released)
     else:
-        _session_partitions(broker, session, req)
+        added = _session_partitions(broker, session, req)
     renew_only = ctx.api_version >= 2 and req.is_renew_ack
     if not closing and not renew_only and req.max_records != 0 and req.max_bytes > 0:  # MaxBytes 0: acks only
-        await _fetch_into(broker, ctx, req, session.partitions, answers)
+        await _fetch_into(broker, ctx, req, session.partitions, added, answers)
     await broker.share_persister.flush(share)
     return _fetch_response(broker, req, answers)
 
 
 async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partitions: list[TopicPartitionId],
-                      answers: dict[TopicPartitionId, PartitionAnswer]) -> None:
-    """Acquire records from the session's partitions, waiting up to MaxWaitMs for some to arrive."""
+                      added: set[TopicPartitionId], answers: dict[TopicPartitionId, PartitionAnswer]) -> None:
+    """Acquire records from the session's partitions, waiting up to MaxWaitMs for some to arrive (``added``: those
+    the session fetches for the first time, whose persisted state is read again)."""
+    added = set(added)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     config = broker.share_groups.config_for(req.group_id)
@@ -225,7 +232,9 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
                 continue
             # a partition this broker just came to lead resumes from its persisted state
             try:
-                ready = await broker.share_persister.load(broker.share_groups, req.group_id, name, topic_id, partition)
+                ready = await broker.share_persister.load(broker.share_groups, req.group_id, name, topic_id, partition,
+                                                          new_session=(topic_id, partition) in added)
+                added.discard((topic_id, partition))
             except errors.KafkaApiError as e:
                 answer.error, answer.message = e.code, str(e)
                 continue

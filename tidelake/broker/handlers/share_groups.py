@@ -160,8 +160,10 @@ def _lag(broker: BrokerContext, topic: str, partition: int, state: PersistedStat
 @api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, access=whole(
     lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
-    """Set share-partitions' start offsets; as Kafka, only while the group has no members."""
-    broker.coordination.check_share_offsets_served()
+    """Set share-partitions' start offsets; as Kafka, by the group's coordinator, only while the group has no
+    members (in a cluster, at the share coordinators at a newer state epoch: a partition leader still holding a
+    share-partition drops it and reads it again)."""
+    broker.coordination.check_group_coordinator(req.group_id)
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:
@@ -177,14 +179,14 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
                 parts.append(P(partition_index=p.partition_index, error_code=errors.UnknownTopicOrPartition.code,
                                error_message=None))
                 continue
-            sp = broker.share_groups.share_partition(req.group_id, info.topic_id, p.partition_index)
-            if sp is None:
-                broker.share_groups.initialize(req.group_id, info.topic_id, p.partition_index, p.start_offset)
-            else:
-                sp.reset(p.start_offset)
+            try:
+                await broker.share_persister.alter_offset(
+                    broker.share_groups, ShareStateKey(req.group_id, info.topic_id, p.partition_index), p.start_offset)
+            except errors.KafkaApiError as e:
+                parts.append(P(partition_index=p.partition_index, error_code=e.code, error_message=str(e)))
+                continue
             parts.append(P(partition_index=p.partition_index, error_code=0, error_message=None))
         out.append(R(topic_name=t.topic_name, topic_id=info.topic_id if info else None, partitions=parts))
-    await broker.share_persister.flush(broker.share_groups)
     return AlterShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)
 
 
@@ -192,8 +194,8 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
     lambda r, _v: [Need(O.DELETE, GROUP, r.group_id)] + [Need(O.READ, TOPIC, t.topic_name) for t in r.topics]))
 async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """Forget share-partitions' state (the group starts over by share.auto.offset.reset); only while the
-    group has no members, as Kafka."""
-    broker.coordination.check_share_offsets_served()
+    group has no members, as Kafka, by the group's coordinator (in a cluster, at the share coordinators)."""
+    broker.coordination.check_group_coordinator(req.group_id)
     _not_consumer_group(broker, req.group_id)
     group = broker.share_groups.groups.get(req.group_id)
     if group is not None and group.members:
@@ -206,6 +208,11 @@ async def delete_share_group_offsets(broker: BrokerContext, ctx: RequestContext,
             out.append(R(topic_name=t.topic_name, topic_id=None, error_code=errors.UnknownTopicOrPartition.code,
                          error_message=None))
             continue
-        broker.share_groups.delete_offsets(req.group_id, info.topic_id)
+        try:
+            await broker.share_persister.delete_offsets(broker.share_groups, req.group_id, info.topic_id,
+                                                        info.partitions)
+        except errors.KafkaApiError as e:
+            out.append(R(topic_name=t.topic_name, topic_id=info.topic_id, error_code=e.code, error_message=str(e)))
+            continue
         out.append(R(topic_name=t.topic_name, topic_id=info.topic_id, error_code=0, error_message=None))
     return DeleteShareGroupOffsetsResponse(throttle_time_ms=0, error_code=0, error_message=None, responses=out)

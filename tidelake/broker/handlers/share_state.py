@@ -68,8 +68,9 @@ async def read_share_group_state(broker: BrokerContext, ctx: RequestContext, req
                 parts.append(P(partition=p.partition, error_code=_code(e), error_message=str(e), state_epoch=0,
                                start_offset=UNINITIALIZED, state_batches=[]))
                 continue
-            if state is None:
-                parts.append(P(partition=p.partition, error_code=0, error_message=None, state_epoch=0,
+            if state is None:  # its state epoch: the deleted state's, so that the next initialization is newer
+                epoch = max(0, broker.share_state.last_state_epoch(ShareStateKey(req.group_id, t.topic_id, p.partition)))
+                parts.append(P(partition=p.partition, error_code=0, error_message=None, state_epoch=epoch,
                                start_offset=UNINITIALIZED, state_batches=[]))
                 continue
             parts.append(P(partition=p.partition, error_code=0, error_message=None, state_epoch=state.state_epoch,
@@ -128,8 +129,7 @@ async def write_share_group_state(broker: BrokerContext, ctx: RequestContext, re
      access=cluster_whole(O.CLUSTER_ACTION))
 async def initialize_share_group_state(broker: BrokerContext, ctx: RequestContext, req):
     def change(key: ShareStateKey, p) -> int:
-        # sent by a group's coordinator, not a partition's leader: no leader epoch to fence (-1)
-        return broker.share_state.write_state(key, PersistedState(p.start_offset, p.state_epoch, ()), -1)
+        return broker.share_state.initialize(key, p.start_offset, p.state_epoch)
     outcome = await _apply(broker, req, change)
     return InitializeShareGroupStateResponse(
         results=_write_results(req, outcome, InitializeShareGroupStateResponse.InitializeStateResult))
