@@ -11,13 +11,13 @@ import threading
 import uuid
 
 import pytest
-from confluent_kafka import ElectionType, KafkaException, ShareConsumer, TopicPartition
+from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
 from kafka.protocol.metadata import MetadataRequest
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
-from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition
+from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, ShareStateKey, state_partition, tombstone_key
 from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse,
                                         DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse,
                                         DeleteShareGroupStateRequest, DeleteShareGroupStateResponse,
@@ -338,5 +338,76 @@ def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_th
         assert persisted_state(cluster, group, tid, 0)[1].start_offset == -1
         from_start = consume_until(cluster, group, set(by_offset.values()))
         assert min(o for o, _v in from_start) == 0  # started over at the earliest offset
+    finally:
+        cluster.stop()
+
+
+def state_topic_records(cluster) -> list[tuple[bytes, bytes | None]]:
+    """Every (key, value) of __share_group_state, read from its start (read_committed, as the coordinators replay)."""
+    partitions = len(leaders(cluster, SHARE_STATE_TOPIC))
+    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "state-reader",
+                  "enable.auto.commit": False, "enable.partition.eof": True})
+    c.assign([TopicPartition(SHARE_STATE_TOPIC, p, 0) for p in range(partitions)])
+    out, done = [], set()
+    try:
+        def read_to_end() -> bool:
+            for m in c.consume(100, 0.5):
+                if m.error() is None:
+                    out.append((m.key(), m.value()))
+                elif m.error().code() == KafkaError._PARTITION_EOF:
+                    done.add(m.partition())
+            return len(done) == partitions
+        wait_until(f"{SHARE_STATE_TOPIC} read to its end", read_to_end, 30)
+    finally:
+        c.close()
+    return out
+
+
+def test_a_deleted_topics_share_state_is_tombstoned_and_a_topic_created_again_starts_fresh(tmp_path):
+    """The share coordinator forgets a deleted topic's share state with a tombstone in __share_group_state (so
+    compaction can drop it); the topic created again under the same name (a new id) is delivered from its start,
+    each record with delivery count 1."""
+    cluster = start_cluster(tmp_path / "c", 3, **{**CONFIGS, "share.coordinator.state.topic.num.partitions": "1"})
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+
+        def create() -> None:
+            for f in admin.create_topics([NewTopic(TOPIC, num_partitions=1,
+                                                   replica_assignment=[[2, 3, 1]])]).values():
+                f.result(30)
+            wait_until(f"{TOPIC}'s leader on every broker", lambda: all(
+                {p.partition_index: p.leader_id for p in metadata(b, [TOPIC]).topics[0].partitions} == {0: 2}
+                for b in cluster.brokers.values()), 60)
+        create()
+        group = "gone"
+        res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([res])[res].result(30)
+        first = produce(cluster, TOPIC, 20)
+        consume_until(cluster, group, set(first.values()))
+        old_id = topic_id(cluster)
+        wait_until("the first records acknowledged", lambda: persisted_state(cluster, group, old_id, 0)[1]
+                   .start_offset == 20)
+        for f in admin.delete_topics([TOPIC], request_timeout=20).values():
+            f.result(30)
+        wait_until(f"{TOPIC}'s share state gone", lambda: persisted_state(cluster, group, old_id, 0)[1]
+                   .start_offset == -1, 30)
+        tombstone = tombstone_key(ShareStateKey(group, old_id, 0))
+        assert [v for k, v in state_topic_records(cluster) if k == tombstone][-1] is None
+        wait_until(f"{TOPIC} gone from every broker", lambda: all(
+            metadata(b, [TOPIC]).topics[0].error_code == 3 for b in cluster.brokers.values()), 60)
+        create()
+        assert topic_id(cluster) != old_id
+        again = produce(cluster, TOPIC, 10, prefix=b"again")
+        consumer = ShareConsumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})
+        consumer.subscribe([TOPIC])
+        got = []
+        try:
+            wait_until("the new topic's records", lambda: got.extend(
+                (m.offset(), m.value(), m.delivery_count()) for m in consumer.poll(0.5) if m.error() is None) or {
+                v for _o, v, _c in got} >= set(again.values()), 60)
+        finally:
+            consumer.close()
+        assert sorted(o for o, _v, _c in got) == list(range(10)) and {c for _o, _v, c in got} == {1}
     finally:
         cluster.stop()

@@ -68,6 +68,17 @@ def test_an_older_state_epoch_is_fenced_and_a_delete_leaves_a_tombstone():
     assert c.read(KEY) == PersistedState(0, 4, ())
 
 
+def test_a_deleted_topics_states_are_tombstoned_and_others_kept():
+    c, log = coordinator()
+    other = ShareStateKey("g", uuid.UUID(int=6), 0)
+    for key in (KEY, other):
+        c.load_partition(c.partition_for(key), [])
+        c.initialize(key, 1, 0)
+    assert c.delete_topic(KEY.topic_id) == 1
+    assert c.read(KEY) is None and c.read(other) == PersistedState(1, 0, ())
+    assert replay([(k, v) for _p, k, v in log], CONFIG).keys() == {other}
+
+
 def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
     c, _log = coordinator()
     c.load_partition(c.partition_for(KEY), [])

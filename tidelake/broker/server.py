@@ -30,7 +30,7 @@ from tidelake.broker.coordinators import (build_group_coordinator, cluster_trans
                                           load_groups, load_transactions, single_broker_transaction_coordinator)
 from tidelake.broker.dispatch import Dispatcher
 from tidelake.broker.share_groups import (build_share_coordinator, build_share_state_coordinator, load_share_state,
-                                          share_leadership)
+                                          share_leadership, share_topic_deletion)
 from tidelake.broker.share_persister import LocalSharePersister, ReplicatedSharePersister, SharePersister
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
@@ -156,6 +156,7 @@ class Broker:
                 coordinators_move(topic, partition, leader)
                 share_moves(topic, partition, leader)
             cluster.on_leadership_change(leadership_changed)
+            cluster.on_topic_deleted(share_topic_deletion(share_state, topics))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
             endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,

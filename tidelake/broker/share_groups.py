@@ -122,6 +122,24 @@ def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator,
     return changed
 
 
+def share_topic_deletion(state: ShareStateCoordinator, topics: TopicManager) -> Callable[[str], None]:
+    """In a cluster, the hook run when a topic is deleted: the share coordinator tombstones the states of the
+    topic's share-partitions it holds (as a broker alone does at its next tick). A share coordinator moving at that
+    moment keeps them: harmless (a topic created again has another id) but not compacted away."""
+    def deleted(topic: str) -> None:
+        info = topics.get(topic)
+        if info is None:
+            return
+        try:
+            n = state.delete_topic(info.topic_id)
+        except NotCoordinator as e:  # the state partition's leadership moved meanwhile
+            log.warning("share state of deleted topic %s not tombstoned: %s", topic, e)
+            return
+        if n:
+            log.info("share state of deleted topic %s (%s): %d share-partition(s) tombstoned", topic, info.topic_id, n)
+    return deleted
+
+
 def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager) -> int:
     """Replay ``__share_group_state`` into ``share``; the number of share-partitions restored (those of
     topics deleted meanwhile are forgotten, with their tombstones)."""

@@ -89,6 +89,8 @@ class ClusterMember:
         self._on_leadership: Callable[[str, int, bool], None] = lambda topic, partition, leader: None
         # the broker's hook (on_group_config_change): a group's configs as ZooKeeper now has them
         self._on_group_config: Callable[[str, dict[str, str]], None] = lambda group_id, config: None
+        # the broker's hook (on_topic_deleted): a topic is being deleted (still in the topic table)
+        self._on_topic_deleted: Callable[[str], None] = lambda topic: None
         self._tasks: list[asyncio.Task] = []
         # this process's registration's czxid (KIP-380): controller requests carrying an older one were meant for
         # a previous process (or session) of this broker and are refused
@@ -145,6 +147,11 @@ class ClusterMember:
         """``callback(group_id, configs)`` with every group's configs as this broker joins, and again whenever a
         broker changes them (empty: its configs were all removed)."""
         self._on_group_config = callback
+
+    def on_topic_deleted(self, callback: Callable[[str], None]) -> None:
+        """``callback(topic)`` when the controller tells this broker a topic is deleted (every broker hears it, in
+        UpdateMetadata; the topic is still in the topic table then, so its id can be read)."""
+        self._on_topic_deleted = callback
 
     def _group_config_changed(self, group_id: str, config: dict[str, str]) -> None:
         try:
@@ -292,6 +299,8 @@ class ClusterMember:
         deleted |= self.cache.remove_missing(named)
         self._first_metadata.set()
         for name in deleted:
+            if self.topics.configs(name) is not None:
+                self._on_topic_deleted(name)
             self.topics.remove(name)
         for name, parts in list(self.cache.partitions.items()):
             await self._ensure_topic(name, len(parts))

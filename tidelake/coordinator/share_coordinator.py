@@ -138,6 +138,20 @@ class ShareStateCoordinator:
         self.states[key] = sp
         return partition
 
+    def delete_topic(self, topic_id) -> int:
+        """A topic was deleted: forget every state of it held here (tombstones, which compaction drops in the end;
+        a topic created again under the same name has another id and starts fresh); how many."""
+        gone = [key for key in self.states if key.topic_id == topic_id]
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for key in gone:
+            by_partition.setdefault(self.partition_for(key), []).append((tombstone_key(key), None))
+        for partition, records in by_partition.items():
+            self.write(partition, records)
+            for key in [k for k in gone if self.partition_for(k) == partition]:
+                del self.states[key]
+                self.leader_epochs.pop(key, None)
+        return len(gone)
+
     def delete_state(self, key: ShareStateKey) -> int:
         """Forget the share-partition's state (a tombstone); the state partition written."""
         partition = self._check(key)
