@@ -4,7 +4,8 @@ record is acknowledged in the end (none lost; a record a dead leader had handed 
 allows), and the state the share coordinators persisted says so: each share-partition's start offset reached the
 end of its partition, nothing in flight, and the group's coordinator describes those start offsets. The inter-broker
 share-state APIs answer over the wire. Alter/DeleteShareGroupOffsets change the state at the share coordinator, and
-the partition's leader, still holding the share-partition, serves the changed state to the next consumers."""
+the partition's leader, still holding the share-partition, serves the changed state to the next consumers; the group's
+coordinator reports the lag of a partition it does not lead."""
 from __future__ import annotations
 
 import threading
@@ -277,6 +278,16 @@ def share_offsets_request(cluster, group: str, request, response_cls, refused_wh
     return wait_until(f"{group} empty and its offsets changed", send, 30)
 
 
+def described_offsets(cluster, group: str) -> dict[int, tuple[int, int]]:
+    """DescribeShareGroupOffsets v1 of TOPIC at the group's coordinator: (start offset, lag) by partition."""
+    R = DescribeShareGroupOffsetsRequest
+    with WireClient("127.0.0.1", cluster.brokers[find_coordinator(cluster, 0, group)].port) as c:
+        r = c.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
+            R.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic(
+                topic_name=TOPIC, partitions=[0])])]), 1, DescribeShareGroupOffsetsResponse)
+    return {p.partition_index: (p.start_offset, p.lag) for t in r.groups[0].topics for p in t.partitions}
+
+
 def consume_until(cluster, group: str, wanted: set[bytes]) -> list[tuple[int, bytes]]:
     """One ShareConsumer of ``group`` polling until it was handed every value of ``wanted``, acknowledging each
     record (committed after each poll), then closed; what it was handed, as (offset, value)."""
@@ -301,16 +312,18 @@ def consume_until(cluster, group: str, wanted: set[bytes]) -> list[tuple[int, by
 
 
 def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_that_held_the_old_state(tmp_path):
-    """AlterShareGroupOffsets at the group's coordinator (broker 1) while the partition's leader (broker 2) still
-    holds the share-partition: the next consumer starts at the altered offset. DeleteShareGroupOffsets: the next one
+    """AlterShareGroupOffsets at the group's coordinator (broker 1, no replica of the partition) while the
+    partition's leader (broker 2) still holds the share-partition: the next consumer starts at the altered offset,
+    and the coordinator reports the lag from the leader's high watermark. DeleteShareGroupOffsets: the next one
     starts over by share.auto.offset.reset (earliest)."""
     cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
     try:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[2, 3, 1]])]).values():
+        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[2, 3]])]).values():
             f.result(30)
         wait_until(f"{TOPIC}'s leader", lambda: leaders(cluster, TOPIC) == {0: 2})
-        group = next(g for g in (f"altered-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) != 2)
+        # the group's coordinator holds no replica of the partition
+        group = next(g for g in (f"altered-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) == 1)
         res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
             ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([res])[res].result(30)
@@ -327,10 +340,13 @@ def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_th
         assert (r.error_code, r.error_message) == (0, None)
         assert [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions] == [(0, 0)]
         assert persisted_state(cluster, group, tid, 0)[1].start_offset == 10
+        # the lag, from the group's coordinator, which does not lead the partition: it asks the leader's high watermark
+        assert described_offsets(cluster, group) == {0: (10, 20)}
         again = consume_until(cluster, group, {by_offset[o] for o in range(10, 30)})
         assert min(o for o, _v in again) == 10  # nothing before the altered offset
         wait_until("the altered range acknowledged", lambda: persisted_state(
             cluster, group, tid, 0)[1].start_offset == 30)
+        assert described_offsets(cluster, group) == {0: (30, 0)}
         D = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
         r = share_offsets_request(cluster, group, DeleteShareGroupOffsetsRequest(group_id=group, topics=[D(
             topic_name=TOPIC)]), DeleteShareGroupOffsetsResponse)

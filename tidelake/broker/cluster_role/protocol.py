@@ -87,6 +87,10 @@ class ClusterView(Protocol):
     def knows_partition(self, topic: str, partition: int) -> bool:
         """Whether the partition exists (anywhere in the cluster)."""
 
+    async def high_watermarks(self, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
+        """Each partition's high watermark as its leader has it (another broker's asked with ListOffsets, as Kafka's
+        group coordinator does for a share group's lag); a partition whose leader does not answer is left out."""
+
 
 class Coordination(Protocol):
     """Which broker coordinates a group or a transactional id, and the producer ids handed out."""

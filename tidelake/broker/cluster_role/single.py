@@ -85,6 +85,9 @@ class SingleBrokerView:
     def knows_partition(self, topic: str, partition: int) -> bool:
         return self._logs.get(topic, partition) is not None
 
+    async def high_watermarks(self, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
+        return {(t, p): plog.high_watermark for t, p in partitions if (plog := self._logs.get(t, p)) is not None}
+
 
 class SingleBrokerCoordination:
     """This broker coordinates every group and transactional id; producer ids are its own sequence."""

@@ -2,12 +2,17 @@
 also answers the controller's requests itself)."""
 from __future__ import annotations
 
+import asyncio
+
+from kafka.protocol.consumer import ListOffsetsRequest
+
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, CreatedTopic, PartitionState
+from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, CreatedTopic, PartitionKey, PartitionState
 from tidelake.broker.config_definitions import validate_topic_configs
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
 from tidelake.broker.topics import validate_topic_name
+from tidelake.cluster.channel import BrokerChannel, ChannelError
 from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
@@ -17,6 +22,10 @@ from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
 
 GROUP_KEY = 0  # FindCoordinator's key type of a group (1: a transactional id)
+LIST_OFFSETS_VERSION, LATEST_TIMESTAMP = 7, -1
+# a leader asked for its high watermarks (a share group's lag): a dead one refuses at once, a hung one is not waited
+# for past an admin request's patience
+END_OFFSETS_TIMEOUT_S = 5.0
 
 
 class ZooKeeperView:
@@ -47,6 +56,47 @@ class ZooKeeperView:
 
     def knows_partition(self, topic: str, partition: int) -> bool:
         return self._member.partition(topic, partition) is not None
+
+    async def high_watermarks(self, partitions: list[PartitionKey]) -> dict[PartitionKey, int]:
+        member = self._member
+        out: dict[PartitionKey, int] = {}
+        by_leader: dict[int, list[PartitionKey]] = {}
+        for t, p in partitions:
+            pm = member.partition(t, p)
+            if pm is None or pm.leader < 0:
+                continue
+            plog = member.logs.get(t, p)
+            if pm.leader == member.broker_id and plog is not None:
+                out[(t, p)] = plog.high_watermark
+            else:
+                by_leader.setdefault(pm.leader, []).append((t, p))
+        answers = await asyncio.gather(*(self._list_latest(leader, keys) for leader, keys in by_leader.items()))
+        for answer in answers:
+            out.update(answer)
+        return out
+
+    async def _list_latest(self, leader: int, keys: list[PartitionKey]) -> dict[PartitionKey, int]:
+        """ListOffsets (latest, read_uncommitted: the high watermark) at one leader; {} if it does not answer."""
+        endpoint = self._member.cache.endpoint(leader, self._member.inter_broker_listener)
+        if endpoint is None:
+            return {}
+        R = ListOffsetsRequest.ListOffsetsTopic
+        topics: dict[str, list[int]] = {}
+        for t, p in keys:
+            topics.setdefault(t, []).append(p)
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[R(name=t, partitions=[
+            R.ListOffsetsPartition(partition_index=p, current_leader_epoch=-1, timestamp=LATEST_TIMESTAMP)
+            for p in ps]) for t, ps in topics.items()])
+        channel = BrokerChannel(leader, endpoint.host, endpoint.port, client_id=f"broker-{self._member.broker_id}",
+                                timeout_s=END_OFFSETS_TIMEOUT_S)
+        try:
+            response = await channel.request(request, LIST_OFFSETS_VERSION)
+        except ChannelError:
+            return {}
+        finally:
+            channel.close()
+        return {(t.name, p.partition_index): p.offset for t in response.topics for p in t.partitions
+                if p.error_code == errors.NONE}
 
 
 class ZooKeeperCoordination:

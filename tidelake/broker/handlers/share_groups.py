@@ -97,8 +97,8 @@ async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
      access=per_item("groups", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g.group_id), GROUP_DENIED))
 async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContext, req):
     """The group's share-partitions' start offsets and lags, answered by the group's coordinator from the state as
-    persisted (in a cluster, read from the share coordinators); the lag is -1 where this broker does not lead the
-    partition (its high watermark is the leader's)."""
+    persisted (in a cluster, read from the share coordinators) and each partition's high watermark (in a cluster,
+    asked of its leader, as Kafka's group coordinator does; the lag is -1 where the leader does not answer)."""
     R = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
     T = R.DescribeShareGroupOffsetsResponseTopic
     P = T.DescribeShareGroupOffsetsResponsePartition
@@ -111,29 +111,41 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
             continue
         every = g.topics is None  # every partition the group has state for, of the topics it holds or subscribes
         wanted = _known_topics(broker, g.group_id) if every else [(t.topic_name, list(t.partitions)) for t in g.topics]
-        topics = []
+        # per topic: (partition, its state, or the error to answer)
+        found: list[tuple[str, object, list[tuple[int, PersistedState | None, errors.KafkaApiError | None]]]] = []
         for name, partitions in wanted:
             info = broker.topics.get(name)
             parts = []
             for p in partitions:
                 if info is None or not 0 <= p < info.partitions:
-                    parts.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1,
-                                   error_code=errors.UnknownTopicOrPartition.code, error_message=None))
+                    parts.append((p, None, errors.UnknownTopicOrPartition()))
                     continue
                 try:
                     state = await broker.share_persister.read_state(broker.share_groups,
                                                                     ShareStateKey(g.group_id, info.topic_id, p))
                 except errors.KafkaApiError as e:
-                    parts.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1, error_code=e.code,
-                                   error_message=str(e)))
+                    parts.append((p, None, e))
                     continue
                 if state is None and every:
                     continue
-                start, lag = (state.start_offset, _lag(broker, name, p, state)) if state is not None else (-1, -1)
-                parts.append(P(partition_index=p, start_offset=start, leader_epoch=0, lag=lag, error_code=0,
-                               error_message=None))
+                parts.append((p, state, None))
             if parts or not every:
-                topics.append(T(topic_name=name, topic_id=info.topic_id if info else None, partitions=parts))
+                found.append((name, info.topic_id if info else None, parts))
+        ends = await broker.cluster_view.high_watermarks(
+            [(name, p) for name, _tid, parts in found for p, state, _e in parts if state is not None])
+        topics = []
+        for name, tid, parts in found:
+            answers = []
+            for p, state, error in parts:
+                if error is not None:
+                    answers.append(P(partition_index=p, start_offset=-1, leader_epoch=-1, lag=-1, error_code=error.code,
+                                     error_message=None if isinstance(error, errors.UnknownTopicOrPartition)
+                                     else str(error)))
+                    continue
+                start, lag = (state.start_offset, _lag(ends.get((name, p)), state)) if state is not None else (-1, -1)
+                answers.append(P(partition_index=p, start_offset=start, leader_epoch=0, lag=lag, error_code=0,
+                                 error_message=None))
+            topics.append(T(topic_name=name, topic_id=tid, partitions=answers))
         groups.append(R(group_id=g.group_id, topics=topics, error_code=0, error_message=None))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=groups)
 
@@ -148,13 +160,12 @@ def _known_topics(broker: BrokerContext, group_id: str) -> list[tuple[str, list[
     return [(name, list(range(info.partitions))) for name in sorted(names) if (info := broker.topics.get(name))]
 
 
-def _lag(broker: BrokerContext, topic: str, partition: int, state: PersistedState) -> int:
-    """Records up to the high watermark not yet acknowledged or archived; -1 where it is not known here."""
-    bounds = broker.partition_service.read(topic, partition, 0, 0, read_committed=False, min_one=False, follower=False)
-    if bounds.error:
+def _lag(high_watermark: int | None, state: PersistedState) -> int:
+    """Records up to the high watermark not yet acknowledged or archived; -1 where it is not known."""
+    if high_watermark is None:
         return -1
     done = sum(b.last_offset - b.first_offset + 1 for b in state.batches if b.state in (ACKNOWLEDGED, ARCHIVED))
-    return max(0, bounds.high_watermark - state.start_offset) - done
+    return max(0, high_watermark - state.start_offset) - done
 
 
 @api(AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse, 0, 0, access=whole(
