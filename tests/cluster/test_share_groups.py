@@ -25,6 +25,7 @@ from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShar
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
                                         InitializeShareGroupStateRequest, InitializeShareGroupStateResponse,
                                         ReadShareGroupStateRequest, ReadShareGroupStateResponse,
+                                        ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse,
                                         WriteShareGroupStateRequest, WriteShareGroupStateResponse)
 from tidelake.protocol.wire_client import WireClient
 
@@ -425,5 +426,41 @@ def test_a_deleted_topics_share_state_is_tombstoned_and_a_topic_created_again_st
         finally:
             consumer.close()
         assert sorted(o for o, _v, _c in got) == list(range(10)) and {c for _o, _v, c in got} == {1}
+    finally:
+        cluster.stop()
+
+
+def test_a_partition_is_assigned_once_its_share_state_is_initialized_at_its_share_coordinator(tmp_path):
+    """The group's coordinator (broker 1, leading no partition of the topic) does not hand a member partitions
+    whose share state does not exist yet: it initializes the state at the share coordinators first (without a start
+    offset, which the partition's leader resolves by share.auto.offset.reset), then assigns them."""
+    cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        for f in admin.create_topics([NewTopic(TOPIC, num_partitions=2,
+                                               replica_assignment=[[2, 3], [3, 2]])]).values():
+            f.result(30)
+        wait_until(f"{TOPIC}'s leaders", lambda: leaders(cluster, TOPIC) == {0: 2, 1: 3})
+        group = next(g for g in (f"gated-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) == 1)
+        tid = topic_id(cluster)
+        with WireClient("127.0.0.1", cluster.brokers[1].port) as c:
+            def heartbeat(epoch: int, topics):
+                return c.request(ShareGroupHeartbeatRequest(group_id=group, member_id="m-1", member_epoch=epoch,
+                                                            rack_id=None, subscribed_topic_names=topics), 1,
+                                 ShareGroupHeartbeatResponse)
+            hb = heartbeat(0, [TOPIC])
+            assert hb.error_code == 0, hb.error_message
+            assert not (hb.assignment and hb.assignment.topic_partitions)  # nothing initialized yet
+            assert hb.heartbeat_interval_ms <= 500  # come back soon for them
+
+            def assigned():
+                nonlocal hb
+                hb = heartbeat(hb.member_epoch, None)
+                return sorted(p for tp in (hb.assignment.topic_partitions if hb.assignment else [])
+                              for p in tp.partitions) == [0, 1]
+            wait_until("both partitions assigned", assigned, 30)
+        for p in (0, 1):  # the state exists (an initialization's state epoch), its start offset not resolved yet
+            _broker, state = persisted_state(cluster, group, tid, p)
+            assert state.state_epoch >= 1
     finally:
         cluster.stop()

@@ -94,16 +94,28 @@ def test_a_former_leaders_late_write_is_fenced_by_the_new_leaders_read():
     assert c.read(KEY) == PersistedState(8, 1, ())
 
 
-def test_a_cluster_share_group_assigns_partitions_at_once_and_a_lost_leadership_unloads():
-    """In a cluster the group's coordinator does not hold the share-partitions: no initialization gate; a leader
-    that loses a partition forgets its share-partitions (the next leader reads them back), a former coordinator
-    its members."""
+def test_a_cluster_share_group_assigns_partitions_once_initialized_and_a_lost_leadership_unloads():
+    """In a cluster the group's coordinator does not hold the share-partitions: a partition is assigned once its
+    state is initialized at its share coordinator (reported by mark_initialized; the tick does not initialize it
+    here); a leader that loses a partition forgets its share-partitions (the next leader reads them back), a former
+    coordinator its members."""
     tid = uuid.UUID(int=9)
     share = ShareGroupCoordinator(CONFIG, topic_id_of={"t": tid}.get, partitions_of={"t": 2}.get,
                                   topic_exists={tid}.__contains__, start_offset=lambda _t, _p, _e: 0,
                                   holds_group_partitions=False)
     answer = share.heartbeat("g", "m", 0, subscribed=["t"], rack_id=None, client_id="c", client_host="h", now_ms=0)
-    assert answer.assignment == {tid: (0, 1)}
+    assert answer.assignment == {}
+    share.tick(1)
+    assert share.pending_initializations() == [ShareStateKey("g", tid, 0), ShareStateKey("g", tid, 1)]
+    assert share.share_partition("g", tid, 0) is None  # not initialized in memory here
+    share.mark_initialized(ShareStateKey("g", tid, 1))
+    answer = share.heartbeat("g", "m", answer.member_epoch, subscribed=None, rack_id=None, client_id="c",
+                             client_host="h", now_ms=2)
+    assert answer.assignment == {tid: (1,)}
+    share.mark_initialized(ShareStateKey("g", tid, 0))
+    answer = share.heartbeat("g", "m", answer.member_epoch, subscribed=None, rack_id=None, client_id="c",
+                             client_host="h", now_ms=3)
+    assert answer.assignment == {tid: (0, 1)} and share.pending_initializations() == []
     share.initialize_partition("g", tid, 0)
     share.initialize_partition("other", tid, 1)  # led here, its group coordinated elsewhere: not listed here
     assert [key for key, _sp in share.take_changed()] == [ShareStateKey("g", tid, 0), ShareStateKey("other", tid, 1)]

@@ -416,6 +416,7 @@ class Broker:
                 for group_id, member_id in ctx.share_groups.tick(ctx.clock_ms()):
                     log.info("share group %s: session expired for %s; its records released", group_id, member_id)
                 await ctx.share_persister.flush(ctx.share_groups)
+                await ctx.share_persister.initialize_pending(ctx.share_groups)
             except Exception:
                 log.exception("share group coordinator tick failed")
             after = _classic_members(ctx.groups.groups)

@@ -39,6 +39,7 @@ from tidelake.protocol.messages import (DeleteShareGroupStateRequest, Initialize
 log = logging.getLogger("tidelake.broker.share_persister")
 
 STATE_API_VERSION = 0
+UNINITIALIZED_OFFSET = -1  # InitializeShareGroupState's start offset for "by share.auto.offset.reset, when served"
 # a state request to the share coordinator: a dead coordinator's broker refuses the connection at once, a hung
 # one must not hold a consumer's ShareFetch past its own timeout
 STATE_REQUEST_TIMEOUT_S = 5.0
@@ -63,6 +64,10 @@ class SharePersister(Protocol):
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         """Persist every share-partition changed since the last flush."""
+
+    async def initialize_pending(self, share: ShareGroupCoordinator) -> None:
+        """Initialize the state of the share-partitions the groups coordinated here wait for before they are
+        assigned (a cluster's; a broker alone's ``tick`` does it)."""
 
     async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
         """A share-partition's state as persisted (None: it has none), for DescribeShareGroupOffsets. Raises
@@ -93,6 +98,9 @@ class LocalSharePersister:
 
     async def flush(self, share: ShareGroupCoordinator) -> None:
         share.flush()
+
+    async def initialize_pending(self, share: ShareGroupCoordinator) -> None:
+        return None
 
     async def read_state(self, share: ShareGroupCoordinator, key: ShareStateKey) -> PersistedState | None:
         sp = share.share_partition(key.group_id, key.topic_id, key.partition)
@@ -192,8 +200,31 @@ class ReplicatedSharePersister:
         read = await self._read(key, -1)
         await self._initialize(key, start_offset, read.state_epoch + 1)
 
+    async def initialize_pending(self, share: ShareGroupCoordinator) -> None:
+        # As Kafka's group coordinator: the state is initialized without a start offset (-1), which the partition's
+        # leader resolves by share.auto.offset.reset when it first serves the share-partition; one a leader (or
+        # another initialization) made first counts as initialized too.
+        unreachable: set[int] = set()  # share coordinators' brokers that failed in this round: tried at the next
+        for key in share.pending_initializations():
+            channel = None
+            try:
+                channel = await self._coordinator(key)
+                if channel.broker_id in unreachable:
+                    continue
+                read = await self._read(key, -1)
+                if read.state is None:
+                    await self._initialize(key, UNINITIALIZED_OFFSET, read.state_epoch + 1)
+            except errors.KafkaApiError as e:
+                if channel is not None and isinstance(e, errors.CoordinatorNotAvailable):
+                    unreachable.add(channel.broker_id)
+                log.info("share state of %s:%s-%d not initialized yet (%s); tried again at the next tick",
+                         key.group_id, key.topic_id, key.partition, e)
+                continue
+            share.mark_initialized(key)
+
     async def delete_offsets(self, share: ShareGroupCoordinator, group_id: str, topic_id: uuid.UUID,
                              partitions: int) -> None:
+        share.forget_initialized(group_id, topic_id)
         D = DeleteShareGroupStateRequest.DeleteStateData
         for partition in range(partitions):
             key = ShareStateKey(group_id, topic_id, partition)

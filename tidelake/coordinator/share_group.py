@@ -19,7 +19,9 @@ records, not partitions, are what is handed out).
 
 As in Kafka, only a partition whose share state is initialized is assigned: a group's first heartbeat for a
 topic queues its partitions, ``tick`` initializes them (the share-partition at its start offset by
-``share.auto.offset.reset``, persisted), and the heartbeats after that carry them. So members that join
+``share.auto.offset.reset``, persisted), and the heartbeats after that carry them. In a cluster the share-partitions
+live with the partitions' leaders: the group's coordinator initializes their state at the share coordinators
+(the broker's ``SharePersister.initialize_pending``, which reports each with ``mark_initialized``). So members that join
 together are balanced from their first records on, instead of the first to fetch taking every partition's
 records before the others are counted. Meanwhile members are asked to heartbeat sooner, to start reading soon.
 
@@ -98,8 +100,9 @@ class ShareGroupCoordinator:
                  holds_group_partitions: bool = True):
         self.config = config  # the broker's settings (group.share.*)
         # whether the share-partitions of the groups coordinated here are held here too (a broker alone): then a
-        # partition is assigned only once its share-partition is initialized, and a share-partition's group is
-        # known here. Not in a cluster, where they live with each partition's leader, not the group's coordinator.
+        # partition is assigned once its share-partition is initialized here (``tick``), and a share-partition's
+        # group is known here. Not in a cluster, where they live with each partition's leader, not the group's
+        # coordinator: there a partition is assigned once its state is initialized at its share coordinator.
         self.holds_group_partitions = holds_group_partitions
         # each group's share.* configs (IncrementalAlterConfigs on its GROUP resource), persisted by the caller
         self.group_configs: dict[str, dict[str, str]] = {g: dict(c) for g, c in (group_configs or {}).items()}
@@ -111,6 +114,9 @@ class ShareGroupCoordinator:
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
+        # in a cluster, the share-partitions of the groups coordinated here whose state is known to be initialized
+        # at their share coordinators (Kafka keeps this in __consumer_offsets; here a new coordinator learns it again)
+        self.initialized: set[SharePartitionKey] = set()
         self.sessions = ShareSessionCache()
 
     # -- per-group settings -----------------------------------------------------------------------
@@ -186,8 +192,8 @@ class ShareGroupCoordinator:
                     continue
                 ids.add(topic_id)
                 if topic_id not in assignable:
-                    ready = [p for p in range(n) if not self.holds_group_partitions
-                             or (group.group_id, topic_id, p) in self.share_partitions]
+                    held = self.share_partitions if self.holds_group_partitions else self.initialized
+                    ready = [p for p in range(n) if (group.group_id, topic_id, p) in held]
                     pending.update((topic_id, p) for p in range(n) if p not in ready)
                     assignable[topic_id] = tuple(ready)
             subscriptions[member.member_id] = frozenset(ids)
@@ -217,6 +223,7 @@ class ShareGroupCoordinator:
         for group_id in gone:
             self.groups[group_id].members.clear()
             self.groups[group_id].initializing.clear()
+        self.initialized = {key for key in self.initialized if not chosen(key[0])}
         return gone
 
     def is_member(self, group_id: str, member_id: str) -> bool:
@@ -227,7 +234,8 @@ class ShareGroupCoordinator:
         """Remove members whose session expired, release locks that expired, initialize the share-partitions
         heartbeats asked for and forget those of deleted topics; the (group, member) pairs removed."""
         self.forget_deleted_topics()
-        for group in self.groups.values():
+        self.initialized = {key for key in self.initialized if self.topic_exists(key[1])}
+        for group in self.groups.values() if self.holds_group_partitions else ():
             for topic_id, partition in sorted(group.initializing):
                 if (not self.topic_exists(topic_id)
                         or self.initialize_partition(group.group_id, topic_id, partition) is not None):
@@ -240,6 +248,24 @@ class ShareGroupCoordinator:
         for sp in self.share_partitions.values():
             sp.expire_locks(now_ms)
         return removed
+
+    def pending_initializations(self) -> list[ShareStateKey]:
+        """In a cluster, the share-partitions the groups coordinated here wait for (to initialize at their share
+        coordinators)."""
+        return [ShareStateKey(group.group_id, topic_id, partition) for group in self.groups.values()
+                for topic_id, partition in sorted(group.initializing) if self.topic_exists(topic_id)]
+
+    def mark_initialized(self, key: ShareStateKey) -> None:
+        """In a cluster, the share-partition's state is initialized: its group's next heartbeats assign it."""
+        self.initialized.add((key.group_id, key.topic_id, key.partition))
+        group = self.groups.get(key.group_id)
+        if group is not None:
+            group.initializing.discard((key.topic_id, key.partition))
+
+    def forget_initialized(self, group_id: str, topic_id: uuid.UUID) -> None:
+        """In a cluster, the group's state of a topic was deleted: its partitions are initialized again before
+        they are assigned again."""
+        self.initialized = {key for key in self.initialized if key[:2] != (group_id, topic_id)}
 
     # -- share-partitions -------------------------------------------------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
