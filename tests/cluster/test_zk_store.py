@@ -90,3 +90,14 @@ def test_unreachable_zookeeper_is_one_clear_error():
     s = ClusterStore(f"127.0.0.1:{free_port()}", connection_timeout_ms=500)
     with pytest.raises(ZooKeeperUnavailable, match=r"cannot connect to ZooKeeper at 127\.0\.0\.1:\d+"):
         s.start()
+
+
+def test_group_configs_are_kept_beside_topic_configs_and_every_change_is_notified(store):
+    before = set(store.zk.get_children("/config/changes"))
+    store.change_group_config("team/a", {"share.auto.offset.reset": "earliest"})
+    assert store.zk.exists("/config/groups/team%2Fa") is not None  # any group id makes one znode name
+    assert store.group_configs()["team/a"] == {"share.auto.offset.reset": "earliest"}
+    store.change_group_config("team/a", {})  # none left: the znode goes
+    assert store.group_config("team/a") == {} and "team/a" not in store.group_configs()
+    notified = sorted(set(store.zk.get_children("/config/changes")) - before)
+    assert [store.config_change_entity(c) for c in notified] == ["groups/team%2Fa"] * 2
