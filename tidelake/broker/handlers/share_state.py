@@ -62,14 +62,15 @@ async def read_share_group_state(broker: BrokerContext, ctx: RequestContext, req
     for t in req.topics:
         parts = []
         for p in t.partitions:
+            key = ShareStateKey(req.group_id, t.topic_id, p.partition)
             try:
-                state = broker.share_state.read(ShareStateKey(req.group_id, t.topic_id, p.partition), p.leader_epoch)
+                state = broker.share_state.read(key, p.leader_epoch)
             except errors.KafkaApiError as e:
                 parts.append(P(partition=p.partition, error_code=_code(e), error_message=str(e), state_epoch=0,
                                start_offset=UNINITIALIZED, state_batches=[]))
                 continue
             if state is None:  # its state epoch: the deleted state's, so that the next initialization is newer
-                epoch = max(0, broker.share_state.last_state_epoch(ShareStateKey(req.group_id, t.topic_id, p.partition)))
+                epoch = max(0, broker.share_state.last_state_epoch(key))
                 parts.append(P(partition=p.partition, error_code=0, error_message=None, state_epoch=epoch,
                                start_offset=UNINITIALIZED, state_batches=[]))
                 continue
