@@ -295,6 +295,11 @@ def test_share_group_admin_apis(broker):
             AlterShareGroupOffsetsResponse)
         assert [(t.topic_name, [p.error_code for p in t.partitions]) for t in r.responses] == [("admin-t", [0])]
     assert start_offsets(broker, "adm", "admin-t") == {0: 2}
+    R = DescribeShareGroupOffsetsRequest
+    with wire(broker) as w:
+        r = w.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id="adm", topics=None)]), 1,
+                      DescribeShareGroupOffsetsResponse)
+    assert [p.lag for t in r.groups[0].topics for p in t.partitions] == [3]  # 5 records, from offset 2
     D = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
     with wire(broker) as w:
         r = w.request(DeleteShareGroupOffsetsRequest(group_id="adm", topics=[D(topic_name="admin-t")]), 0,
