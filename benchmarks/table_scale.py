@@ -228,9 +228,9 @@ def pending(a: argparse.Namespace) -> None:
     met = {}   # what each tidelake read meets: files, stored rows, buckets read by their deletion vectors
     for name, x in made.items():
         ps = ScanPlanner(x.metadata).snapshot(x.metadata.version)
-        met[name] = (sum(len(p.files) for p in ps), sum(fe.file.rows for p in ps for fe in p.files),
-                     sum(p.vectors is not None for p in ps))
-    met["unmerged"] = met["pending"][:2] + (0,)
+        met[name] = {"files": sum(len(p.files) for p in ps), "rows": sum(fe.file.rows for p in ps for fe in p.files),
+                     "by vectors": sum(p.vectors is not None for p in ps)}
+    met["unmerged"] = {**met["pending"], "by vectors": 0}
     dt = DeltaTable(f"{a.work}/pending-delta")
     calls = {**{name: x.scan for name, x in made.items()}, "unmerged": unmerged, "delta-rs": dt.to_pyarrow_table}
     wall = {name: [] for name in calls}
@@ -260,8 +260,9 @@ def pending(a: argparse.Namespace) -> None:
                         ("compacted", "tidelake, after full compaction"),
                         ("unmerged", "tidelake's files read, not merged (clustering off; floor)"),
                         ("delta-rs", "delta-rs after the same 10 MERGEs")):
-        files, stored, by_vectors = met.get(name, ("", "", ""))
-        print(f"| {label} | {files} | {stored if stored == '' else format(stored, ',')} | {by_vectors} | "
+        m = met.get(name)
+        print(f"| {label} | {m['files'] if m else ''} | {format(m['rows'], ',') if m else ''} | "
+              f"{m['by vectors'] if m else ''} | "
               f"{w[name]:.3f} | {w[name] / w['compacted']:.2f}x | {u[name]:.3f} | {u[name] / u['compacted']:.2f}x |")
     print("\ndelta-rs / tidelake (CPU): " + ", ".join(f"{name} {u['delta-rs'] / u[name]:.2f}x" for name in
                                                      ("pending", "dv", "dv-default", "dv-newest", "compacted")))
