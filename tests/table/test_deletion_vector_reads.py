@@ -1,15 +1,19 @@
 """Reads by deletion vectors (reader._filter_by_vectors): the kept positions of a file are its vector's complement,
-and a table of a base of several row groups, upserts and deletes reads by them as the key merge reads it."""
+a table of a base of several row groups, upserts and deletes reads by them as the key merge reads it, and a vectors
+file marking a row past the end of its data file fails the read in one line naming both (and `table check`
+names it)."""
 from __future__ import annotations
 
 from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from pyroaring import BitMap
 
-from tidelake.table import Table
-from tidelake.table.deletion_vectors import kept_positions
+from tidelake.table import CorruptDataFile, Table
+from tidelake.table.check import check_table
+from tidelake.table.deletion_vectors import kept_positions, write_vectors
 from tidelake.table.reader import MergeOnReadReader
 from tidelake.table.scan import ScanPlanner
 
@@ -42,4 +46,22 @@ def test_a_read_by_vectors_is_the_key_merge_s_read(tmp_path):
     assert got.num_rows == ROWS - 10
     assert got.sort_by("id").equals(by_key.sort_by("id"))
     assert got.filter(pa.compute.equal(got.column("id"), 12)).column("amount").to_pylist() == [-12]
+    t.close()
+
+
+def test_a_vector_marking_a_row_past_its_file_fails_the_read_naming_both(tmp_path):
+    t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64()), ("amount", pa.int64())]), ["id"],
+                     {"write.bucket.num": "1", "clustering.auto": "false", "deletion-vectors.enabled": "true"})
+    t.upsert(pa.table({"id": np.arange(100), "amount": np.zeros(100, np.int64)}))
+    t.upsert(pa.table({"id": np.arange(0, 100, 2), "amount": np.ones(50, np.int64)}))
+    plan = ScanPlanner(t.metadata).snapshot(t.version)[0]
+    first = plan.files[0].file
+    damaged = write_vectors(t.storage, 0, [fe.file.path for fe in plan.files], {first.path: BitMap([1, 100])})
+    t.storage.write(plan.vectors.path, t.storage.read(damaged.path))   # (the file the log names, now damaged)
+    with pytest.raises(CorruptDataFile, match=f"{plan.vectors.path}: it marks row 100 of {first.path}, which has "
+                                              f"100 rows"):
+        t.scan()
+    problems = check_table(t.path).problems
+    assert [p.path.endswith(plan.vectors.path) and f"row 100 of {first.path}, which has 100 rows" in p.problem
+            for p in problems] == [True]
     t.close()

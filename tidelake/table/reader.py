@@ -230,6 +230,9 @@ class MergeOnReadReader:
             deletes = f.kind == "delta" and f.deletes > 0
             t = self.read_file(f, columns, schema, ops=deletes)
             superseded = vectors.get(f.path)
+            if superseded and superseded.max() >= t.num_rows:   # (a damaged vectors file: never gather past a file)
+                raise CorruptDataFile(plan.vectors.path, f"it marks row {superseded.max()} of {f.path}, which has "
+                                                         f"{t.num_rows} rows")
             if deletes:
                 keep = t.column(OP).to_numpy() == OP_UPSERT
                 if superseded is not None:
