@@ -12,10 +12,11 @@ pyiceberg's upsert is sampled at ``--iceberg-upsert`` rows (it takes ~1,000 s fo
 no change feed.
 
 ``--pending``: a snapshot read with 10 pending upsert commits of 10 % of the keys each, vs the same read after a
-full compaction (their ratio), vs reading the same files without merging them (what a read filtering superseded
-rows by position could at best cost), the same read of a table given the same 10 upserts with deletion vectors
-(``deletion-vectors.enabled``: read by position, no merge by key), and delta-rs's read of a table given the same 10
-upserts by MERGE. Wall and CPU seconds (the process's, all threads: delta-rs runs in it too); the machine is
+full compaction (their ratio), vs reading the same files without merging them, the same read of tables given the
+same 10 upserts with deletion vectors (``deletion-vectors.enabled``: read by position, no merge by key) with
+clustering off, on (the default a table is created with) and on with ``clustering.keep.every.row=false``, and
+delta-rs's read of a table given the same 10 upserts by MERGE. Each tidelake read's files and stored rows are
+printed. Wall and CPU seconds (the process's, all threads: delta-rs runs in it too); the machine is
 shared, so the load average is printed and CPU time is the figure to trust. Also each system's upsert commits.
 ``--key-stride K`` spaces the keys K apart (key = row number * K): a key range too sparse for the reader's bitmap
 merge (``reader._merge_dense``), so merge on read sorts and searches keys, as it does for any key that is not a
@@ -188,17 +189,20 @@ def pending(a: argparse.Namespace) -> None:
     from deltalake import DeltaTable, write_deltalake
     from tidelake.table.scan import ScanPlanner
     n = a.rows
-    props = {"write.bucket.num": str(BUCKETS), "clustering.auto": "false"}
-    t = Table.create(f"{a.work}/pending", SCHEMA, ["id"], props)
-    v = Table.create(f"{a.work}/pending-dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"})
+    off = {"write.bucket.num": str(BUCKETS), "clustering.auto": "false"}
+    dv = {"write.bucket.num": str(BUCKETS), "deletion-vectors.enabled": "true"}
+    tables = {"pending": off, "dv": {**off, **dv}, "dv-default": dv,   # (dv-default: clustering on, as created)
+              "dv-newest": {**dv, "clustering.keep.every.row": "false"}}
+    made = {name: Table.create(f"{a.work}/{name}", SCHEMA, ["id"], props) for name, props in tables.items()}
+    t, v = made["pending"], made["dv"]
     keys = np.arange(n, dtype=np.int64) * a.key_stride
-    for x in (t, v):
+    for x in made.values():
         x.insert_into(rows(keys, 0))
         x.compact()
     write_deltalake(f"{a.work}/pending-delta", rows(keys, 0))
     dt = DeltaTable(f"{a.work}/pending-delta")
     rng = np.random.default_rng(3)
-    commits = {name: [] for name in ("pending", "dv", "delta-rs")}
+    commits = {name: [] for name in (*made, "delta-rs")}
 
     def timed(name, fn):
         t0 = time.perf_counter()
@@ -206,14 +210,13 @@ def pending(a: argparse.Namespace) -> None:
         commits[name].append(time.perf_counter() - t0)
     for i in range(10):
         batch = rows(keys[np.sort(rng.choice(n, n // 10, replace=False))], 100 + i)
-        timed("pending", lambda: t.upsert(batch))
-        timed("dv", lambda: v.upsert(batch))
+        for name, x in made.items():
+            timed(name, lambda: x.upsert(batch))
+            x.maintenance.wait()   # (clustering, where on, done before the next commit: the same files every run)
         timed("delta-rs", lambda: dt.merge(batch, "t.id = s.id", source_alias="s", target_alias="t")
               .when_matched_update_all().when_not_matched_insert_all().execute())
     md = t.metadata
     plans = ScanPlanner(md).snapshot(md.version)
-    vmd = v.metadata
-    covered = sum(p.vectors is not None for p in ScanPlanner(vmd).snapshot(vmd.version))
 
     def unmerged():   # every planned file read, nothing merged: the floor of any merge on read
         return t.reader.map_files(lambda fe: t.reader.read_file(fe.file, SCHEMA.names, md.schema, ops=False),
@@ -221,13 +224,20 @@ def pending(a: argparse.Namespace) -> None:
     shutil.copytree(t.path, f"{a.work}/pending-compacted")
     c = Table.open(f"{a.work}/pending-compacted")
     c.compact()
+    made["compacted"] = c
+    met = {}   # what each tidelake read meets: files, stored rows, buckets read by their deletion vectors
+    for name, x in made.items():
+        ps = ScanPlanner(x.metadata).snapshot(x.metadata.version)
+        met[name] = {"files": sum(len(p.files) for p in ps), "rows": sum(fe.file.rows for p in ps for fe in p.files),
+                     "by vectors": sum(p.vectors is not None for p in ps)}
+    met["unmerged"] = {**met["pending"], "by vectors": 0}
     dt = DeltaTable(f"{a.work}/pending-delta")
-    names = ("pending", "dv", "compacted", "unmerged", "delta-rs")
-    wall = {name: [] for name in names}
-    cpu = {name: [] for name in names}
-    calls = {"pending": t.scan, "dv": v.scan, "compacted": c.scan, "unmerged": unmerged, "delta-rs": dt.to_pyarrow_table}
+    calls = {**{name: x.scan for name, x in made.items()}, "unmerged": unmerged, "delta-rs": dt.to_pyarrow_table}
+    wall = {name: [] for name in calls}
+    cpu = {name: [] for name in calls}
     results = {name: fn() for name, fn in calls.items()}   # (warm: every file in the page cache)
-    assert results["dv"].sort_by("id").equals(results["pending"].sort_by("id")), "the two tidelake reads differ"
+    for name in ("dv", "dv-default", "dv-newest"):
+        assert results[name].sort_by("id").equals(results["pending"].sort_by("id")), f"{name} and pending differ"
     load = os.getloadavg()
     for _ in range(a.repeat):   # alternately, so a busy moment of the machine hits every one alike
         for name, fn in calls.items():
@@ -240,24 +250,26 @@ def pending(a: argparse.Namespace) -> None:
     load = [max(x, y) for x, y in zip(load, os.getloadavg())]
     print(f"rows {n:,} (keys {a.key_stride} apart), {BUCKETS} buckets, 10 upsert commits of {n // 10:,} keys each; "
           f"median of {a.repeat}; "
-          f"load average (1/5/15 min, the higher of before and after) {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}; "
-          f"{covered} of {BUCKETS} buckets read by deletion vectors")
-    print("| read | wall s | / compacted | CPU s | / compacted |\n|---|---:|---:|---:|---:|")
-    for name, label in (("pending", "tidelake, 10 pending commits (merge on read by key)"),
-                        ("dv", "tidelake, 10 pending commits with deletion vectors"),
+          f"load average (1/5/15 min, the higher of before and after) {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+    print("| read | files | stored rows | buckets by vectors | wall s | / compacted | CPU s | / compacted |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name, label in (("pending", "tidelake, clustering off, merge on read by key"),
+                        ("dv", "tidelake, clustering off, deletion vectors"),
+                        ("dv-default", "tidelake, clustering on (default), deletion vectors"),
+                        ("dv-newest", "tidelake, clustering on, clustering.keep.every.row=false, deletion vectors"),
                         ("compacted", "tidelake, after full compaction"),
-                        ("unmerged", "tidelake's files read, not merged (floor)"),
+                        ("unmerged", "tidelake's files read, not merged (clustering off; floor)"),
                         ("delta-rs", "delta-rs after the same 10 MERGEs")):
-        print(f"| {label} | {w[name]:.3f} | {w[name] / w['compacted']:.2f}x | {u[name]:.3f} | "
-              f"{u[name] / u['compacted']:.2f}x |")
-    print(f"\ndelta-rs / tidelake with deletion vectors: wall {w['delta-rs'] / w['dv']:.2f}x, "
-          f"CPU {u['delta-rs'] / u['dv']:.2f}x; delta-rs / tidelake merge on read: wall "
-          f"{w['delta-rs'] / w['pending']:.2f}x, CPU {u['delta-rs'] / u['pending']:.2f}x")
-    print("\n| upsert commit (median of the 10) | wall s |\n|---|---:|")
-    for name, label in (("pending", "tidelake"), ("dv", "tidelake with deletion vectors"),
-                        ("delta-rs", "delta-rs MERGE")):
-        print(f"| {label} | {float(np.median(commits[name])):.3f} |")
-    for x in (t, v, c):
+        m = met.get(name)
+        print(f"| {label} | {m['files'] if m else ''} | {format(m['rows'], ',') if m else ''} | "
+              f"{m['by vectors'] if m else ''} | "
+              f"{w[name]:.3f} | {w[name] / w['compacted']:.2f}x | {u[name]:.3f} | {u[name] / u['compacted']:.2f}x |")
+    print("\ndelta-rs / tidelake (CPU): " + ", ".join(f"{name} {u['delta-rs'] / u[name]:.2f}x" for name in
+                                                     ("pending", "dv", "dv-default", "dv-newest", "compacted")))
+    print("\n| upsert commit (median of the 10, clustering waited for apart) | wall s |\n|---|---:|")
+    for name in commits:
+        print(f"| {name} | {float(np.median(commits[name])):.3f} |")
+    for x in made.values():
         x.close()
 
 

@@ -86,14 +86,14 @@ class TwoTables(RuleBasedStateMachine):
         self.dv: Table | None = None
         self.plain: Table | None = None
 
-    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans())
-    def setup(self, buckets, auto_cluster):
+    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans(), every_row=st.booleans())
+    def setup(self, buckets, auto_cluster, every_row):
         self.dir = tempfile.mkdtemp(prefix="tidelake-dv-")
         root = self.dir if self.store == "local" else f"memory://dv-{next(_examples)}"
         self.clock = Clock()
         props = {"write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
                  "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
-                 "checkpoint.interval": "4"}
+                 "clustering.keep.every.row": str(every_row).lower(), "checkpoint.interval": "4"}
         self.dv = Table.create(f"{root}/dv", SCHEMA, ["id"], {**props, "deletion-vectors.enabled": "true"},
                                clock=self.clock, maintenance="inline")
         self.plain = Table.create(f"{root}/plain", SCHEMA, ["id"], props, clock=self.clock, maintenance="inline")

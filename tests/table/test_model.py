@@ -49,15 +49,16 @@ class TableModel(RuleBasedStateMachine):
         self.dir = tempfile.mkdtemp(prefix="tidelake-model-")
         return f"{self.dir}/t", None
 
-    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans(), background=st.booleans())
-    def setup(self, buckets, auto_cluster, background):
+    @initialize(buckets=st.integers(1, 3), auto_cluster=st.booleans(), background=st.booleans(),
+                every_row=st.booleans())
+    def setup(self, buckets, auto_cluster, background, every_row):
         url, options = self.location()
         self.clock = Clock()
         self.t = Table.create(url, SCHEMA, ["id"], {
             "write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
             "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
-            "checkpoint.interval": "5"}, clock=self.clock, maintenance="background" if background else "inline",
-            storage_options=options)
+            "clustering.keep.every.row": str(every_row).lower(), "checkpoint.interval": "5"}, clock=self.clock,
+            maintenance="background" if background else "inline", storage_options=options)
         self.states = {0: {}}          # version -> {id: amount}
         self.deltas = {0: []}          # version -> sorted [(id, op, amount)] of data commits
 

@@ -25,7 +25,8 @@ inside the commit).
 
 Properties (``properties.py``, their one home: type, default, allowed values, meaning): transactional,
 write.bucket.num, acid.data.retain.hours, retention.auto, retention.check.commit.num, clustering.auto,
-clustering.l0.num, clustering.l1.num, clustering.max.file.bytes, clustering.max.time.span.hours,
+clustering.l0.num, clustering.l1.num, clustering.keep.every.row (false: clustering keeps each key's newest
+row only), clustering.max.file.bytes, clustering.max.time.span.hours,
 compaction.delta.num, compaction.commit.num, compaction.parallelism, checkpoint.interval, maintenance.mode,
 changelog.producer (``lookup``: data commits write change files with the change feed's
 before-images, ``data/bucket-NNNNN/change-<uuid>.parquet``), changelog.lookup.cache.bytes, view.formats,

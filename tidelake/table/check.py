@@ -144,12 +144,19 @@ def _check(storage: Storage) -> CheckReport:
             for since, index in history:
                 data_files += 1
                 try:
-                    read_vectors(storage, index)
+                    vectors = read_vectors(storage, index)
                 except (VersionExpired, CorruptDataFile) as e:
                     what = "missing" if isinstance(e, VersionExpired) else "damaged"
                     problems.append(Problem(storage.location(index.path), f"{what} (the deletion vectors of bucket "
                                             f"{index.bucket} from version {since})", "restore this file from a backup",
                                             False))
+                    continue
+                past = [(p, bm.max(), state.files[p].file.rows) for p, bm in vectors.items()
+                        if bm and p in state.files and bm.max() >= state.files[p].file.rows]
+                for p, row, rows in past[:1]:   # (one line per vectors file)
+                    problems.append(Problem(storage.location(index.path), f"damaged (the deletion vectors of bucket "
+                                            f"{index.bucket} from version {since}: row {row} of {p}, which has "
+                                            f"{rows} rows)", "restore this file from a backup", False))
     return CheckReport(path, state.version if state is not None else None, len(entries), len(checkpoint_versions),
                        data_files, tuple(problems))
 

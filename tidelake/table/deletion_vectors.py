@@ -62,3 +62,10 @@ def read_vectors(storage: Storage, index: DeletionVectorIndex) -> dict[str, BitM
 def positions(vector: BitMap) -> np.ndarray:
     """A vector's positions, ascending, as int64."""
     return np.frombuffer(vector.to_array(), dtype=np.uint32).astype(np.int64)
+
+
+def kept_positions(vector: BitMap, rows: int) -> np.ndarray:
+    """The positions of a file of ``rows`` rows that ``vector`` does not mark, ascending, as uint32: the
+    bitmap's complement, taken by the bitmap library (a quarter of the CPU of a mask set and scanned in
+    numpy)."""
+    return np.frombuffer(vector.flip(0, rows).to_array(), dtype=np.uint32)

@@ -1,7 +1,8 @@
 """Table maintenance: compaction (T6), clustering (T5), retention (T9), and when they run automatically.
 
 - ``compact``: per bucket, base + deltas -> a new base (latest row per key, deletes dropped).
-- ``cluster``: per bucket, small delta files -> one bigger delta, L0 -> L1 -> L2, every row kept.
+- ``cluster``: per bucket, small delta files -> one bigger delta, L0 -> L1 -> L2, every row kept (or, with
+  clustering.keep.every.row=false, each key's newest row: Paimon's merge of sorted runs).
 - ``expire`` / ``purge``: drop history older than the retention horizon (or all of it).
 
 Automatic maintenance is decided from the table's state, never from "what the last commit did":
@@ -37,9 +38,9 @@ from .files import COMMIT_VERSION, DataFile, parallel_map, remove_files, write_p
 from .key_order import sort_indices_by_key
 from .log import CurrentMetadata
 from .metadata import FileEntry, TableMetadata
-from .properties import (CLUSTERING_AUTO, CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES,
-                         CLUSTERING_MAX_TIME_SPAN_HOURS, COMPACTION_COMMIT_NUM, COMPACTION_DELTA_NUM,
-                         COMPACTION_PARALLELISM, MAINTENANCE_MODE, RETAIN_HOURS, RETENTION_AUTO,
+from .properties import (CLUSTERING_AUTO, CLUSTERING_KEEP_EVERY_ROW, CLUSTERING_L0_NUM, CLUSTERING_L1_NUM,
+                         CLUSTERING_MAX_FILE_BYTES, CLUSTERING_MAX_TIME_SPAN_HOURS, COMPACTION_COMMIT_NUM,
+                         COMPACTION_DELTA_NUM, COMPACTION_PARALLELISM, MAINTENANCE_MODE, RETAIN_HOURS, RETENTION_AUTO,
                          RETENTION_CHECK_COMMIT_NUM, VIEW_FORMATS)
 from .reader import MergeOnReadReader
 from .scan import ScanPlanner
@@ -276,8 +277,10 @@ class Maintenance:
     # ------------------------------------------------------------ clustering (T5)
     def cluster(self, *, force: bool = True, auto: bool = False) -> int | None:
         """Merge small delta files per bucket, L0 -> L1 -> L2, keeping every row (every intermediate
-        state). ``force``: merge any 2+ eligible files (manual); otherwise only when a level reaches
-        clustering.l0.num / clustering.l1.num files (automatic). Files of at least
+        state), or with clustering.keep.every.row=false each key's newest row (a delete included: it still
+        hides older files' rows; no snapshot reads a clustered file at a version before it was written, and
+        incremental reads go by the L0 files). ``force``: merge any 2+ eligible files (manual); otherwise only
+        when a level reaches clustering.l0.num / clustering.l1.num files (automatic). Files of at least
         clustering.max.file.bytes, or spanning more than clustering.max.time.span.hours, are left
         alone. Retried at the metadata level when other commits intervene; returns the new version
         or None if there was nothing to do."""
@@ -290,6 +293,7 @@ class Maintenance:
         max_bytes = md.setting(CLUSTERING_MAX_FILE_BYTES)
         max_span = int(md.setting(CLUSTERING_MAX_TIME_SPAN_HOURS) * HOUR_MS)
         thresholds = {0: md.setting(CLUSTERING_L0_NUM), 1: md.setting(CLUSTERING_L1_NUM)}
+        every_row = md.setting(CLUSTERING_KEEP_EVERY_ROW)
 
         def span(first: FileEntry, last: FileEntry) -> int:
             return md.timestamp(last.file.max_version) - md.timestamp(first.file.min_version)
@@ -321,6 +325,8 @@ class Maintenance:
             t = t.append_column(seq, pa.array(np.arange(t.num_rows, dtype=np.int64)))
             order = [(k, "ascending") for k in md.primary_key] + [(COMMIT_VERSION, "ascending"), (seq, "ascending")]
             t = t.take(pc.sort_indices(t, sort_keys=order)).drop_columns([seq])
+            if not every_row:
+                t = _newest_of_each_key(t, md.primary_key)
             return write_parquet(self.storage, t, kind="delta", bucket=b, level=level, primary_key=md.primary_key,
                                  min_version=min(fe.file.min_version for fe in fes),
                                  max_version=max(fe.file.max_version for fe in fes))
@@ -365,3 +371,17 @@ class Maintenance:
                    if f.path not in keep and now_ms - f.modified_ms > grace_ms]
         return {"horizon": md.horizon, "files_removed": removed_files, "log_entries_removed": removed_logs,
                 "orphans_removed": remove_files(self.storage, orphans)}
+
+
+def _newest_of_each_key(t: pa.Table, primary_key: Iterable[str]) -> pa.Table:
+    """The last row of each key of ``t``, sorted by key and then commit order: the key's newest."""
+    if t.num_rows < 2:
+        return t
+    same_as_next = None
+    for k in primary_key:
+        column = t.column(k)
+        eq = pc.equal(column.slice(0, t.num_rows - 1), column.slice(1))
+        same_as_next = eq if same_as_next is None else pc.and_(same_as_next, eq)
+    last = np.ones(t.num_rows, dtype=bool)
+    last[:-1] = ~same_as_next.to_numpy(zero_copy_only=False)
+    return t if last.all() else t.filter(pa.array(last))

@@ -152,6 +152,10 @@ CLUSTERING_AUTO = BoolProperty("clustering.auto", "true", "run clustering automa
 CLUSTERING_L0_NUM = IntProperty("clustering.l0.num", "8",
                                 "merge a bucket's L0 delta files into L1 when this many exist", 2)
 CLUSTERING_L1_NUM = IntProperty("clustering.l1.num", "8", "merge L1 files into L2 when this many exist", 2)
+CLUSTERING_KEEP_EVERY_ROW = BoolProperty(
+    "clustering.keep.every.row", "true", "clustering keeps every row of the files it merges (every intermediate "
+    "state); false: only each key's newest row (Paimon's sorted-run merge), so reads between compactions decode fewer "
+    "rows")
 CLUSTERING_MAX_FILE_BYTES = IntProperty("clustering.max.file.bytes", str(64 << 20),
                                         "files at least this big are never clustered", 1)
 CLUSTERING_MAX_TIME_SPAN_HOURS = HoursProperty("clustering.max.time.span.hours", "6",
@@ -195,10 +199,10 @@ VIEW_FORMATS = ChoicesProperty("view.formats", "", "publish the read-optimized v
 #: every property tidelake reads, by name
 TABLE_PROPERTIES: dict[str, TableProperty] = {p.name: p for p in (
     TRANSACTIONAL, BUCKET_NUM, RETAIN_HOURS, RETENTION_AUTO, RETENTION_CHECK_COMMIT_NUM, CLUSTERING_AUTO,
-    CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_MAX_FILE_BYTES, CLUSTERING_MAX_TIME_SPAN_HOURS,
-    COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM, CHECKPOINT_INTERVAL, MAINTENANCE_MODE,
-    CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS, MERGE_ENGINE, SEQUENCE_FIELD,
-    AGGREGATION_REMOVE_RECORD_ON_DELETE, DELETION_VECTORS_ENABLED)}
+    CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_KEEP_EVERY_ROW, CLUSTERING_MAX_FILE_BYTES,
+    CLUSTERING_MAX_TIME_SPAN_HOURS, COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM,
+    CHECKPOINT_INTERVAL, MAINTENANCE_MODE, CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS,
+    MERGE_ENGINE, SEQUENCE_FIELD, AGGREGATION_REMOVE_RECORD_ON_DELETE, DELETION_VECTORS_ENABLED)}
 
 #: what a new table starts with (every property but view.formats, whose default is "none")
 CREATION_DEFAULTS: dict[str, str] = {p.name: p.default for p in TABLE_PROPERTIES.values() if p.default}

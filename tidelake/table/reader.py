@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 
 from tidelake.storage import Storage, StorageError
 
-from .deletion_vectors import positions, read_vectors
+from .deletion_vectors import kept_positions, positions, read_vectors
 from .errors import CorruptDataFile, VersionExpired
 from .files import (COMMIT_TIME, COMMIT_TIME_TYPE, COMMIT_VERSION, IO_THREADS, OP, OP_DELETE, OP_NAMES, OP_UPSERT,
                     DataFile, conform, is_string, local_threads, map_in_groups, parallel_map, read_parquet,
@@ -127,6 +127,11 @@ def _rows_where(t: pa.Table, keep: np.ndarray) -> pa.Table:
     return t.filter(pa.array(keep))
 
 
+def _rows_at(t: pa.Table, indices: np.ndarray) -> pa.Table:
+    """The rows of ``t`` at ``indices`` (ascending, each < ``t.num_rows``: the complement of a vector)."""
+    return t if len(indices) == t.num_rows else pc.take(t, indices, boundscheck=False)
+
+
 def _upserts(t: pa.Table, columns: list[str], has_deletes: bool) -> pa.Table:
     """The upsert rows of a table with one row per key (deletes dropped), as ``columns``."""
     if not has_deletes:
@@ -216,19 +221,27 @@ class MergeOnReadReader:
 
     def _filter_by_vectors(self, plan: BucketPlan, columns: list[str], schema: pa.Schema) -> pa.Table:
         """Every file's rows but those its deletion vector marks and the deletes, concatenated. (Only for a
-        whole file: a key filter read with the file would shift the positions; such reads merge by key.)"""
+        whole file: a key filter read with the file would shift the positions; such reads merge by key.) A file
+        without deletes is gathered at the vector's complement, with no mask built."""
         vectors = read_vectors(self.storage, plan.vectors)
         out = []
         for fe in plan.files:
             f = fe.file
             deletes = f.kind == "delta" and f.deletes > 0
             t = self.read_file(f, columns, schema, ops=deletes)
-            keep = np.ones(t.num_rows, dtype=bool)
-            if f.path in vectors:
-                keep[positions(vectors[f.path])] = False
+            superseded = vectors.get(f.path)
+            if superseded and superseded.max() >= t.num_rows:   # (a damaged vectors file: never gather past a file)
+                raise CorruptDataFile(plan.vectors.path, f"it marks row {superseded.max()} of {f.path}, which has "
+                                                         f"{t.num_rows} rows")
             if deletes:
-                keep &= t.column(OP).to_numpy() == OP_UPSERT
-            out.append(_rows_where(t.select(columns), keep))
+                keep = t.column(OP).to_numpy() == OP_UPSERT
+                if superseded is not None:
+                    keep[positions(superseded)] = False
+                out.append(_rows_where(t.select(columns), keep))
+            elif superseded is not None:
+                out.append(_rows_at(t, kept_positions(superseded, t.num_rows)))
+            else:
+                out.append(t)
         return pa.concat_tables(out)
 
     def _merge_dense(self, base: pa.Table | None, deltas: Sequence[FileEntry], columns: list[str], schema: pa.Schema,
