@@ -21,6 +21,7 @@ from tidelake.protocol.wire_client import WireClient
 from tidelake.cluster.zookeeper_server import ZooKeeperNotInstalled, classpath
 
 T = TypeVar("T")
+TXN_STATE_PARTITIONS = 3  # __transaction_state's partitions in a transaction cluster (``txn_cluster``)
 
 
 def require_zookeeper() -> None:

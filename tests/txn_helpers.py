@@ -15,6 +15,23 @@ def raw_request(bootstrap: str, request, version: int, timeout: float = 15.0):
         return c.request(request, version)
 
 
+def check_transaction_outcomes(visible: list, committed: dict[int, list], aborted: dict[int, list],
+                               unknown: dict[int, list]) -> None:
+    """The values read_committed shows (``visible``) against each transaction's values by its outcome: committed
+    ones visible exactly once, aborted ones not at all, unknown ones (a commit whose answer was lost) whole or
+    not at all, and no value of no transaction."""
+    assert len(visible) == len(set(visible)), "a record is visible twice"
+    seen = set(visible)
+    for txn, values in committed.items():
+        assert set(values) <= seen, f"committed transaction {txn} is missing records"
+    for txn, values in aborted.items():
+        assert not set(values) & seen, f"aborted transaction {txn} is visible"
+    for txn, values in unknown.items():
+        assert set(values) <= seen or not set(values) & seen, f"transaction {txn} is partly visible"
+    known = {v for vs in (*committed.values(), *unknown.values()) for v in vs}
+    assert seen <= known, "records of no transaction are visible"
+
+
 def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for fut in admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()]).values():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from kazoo.client import KazooClient
 
-from cluster_fixtures import require_zookeeper, start_cluster
+from cluster_fixtures import TXN_STATE_PARTITIONS, require_zookeeper, start_cluster
 from tidelake.cluster.zookeeper_server import ZooKeeperServer
 
 
@@ -28,5 +28,15 @@ def zk_client(zookeeper):
 def cluster(tmp_path):
     """Three brokers (ids 1-3) and their ZooKeeper; replica.lag.time.max.ms=2000."""
     c = start_cluster(tmp_path / "cluster", 3)
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def txn_cluster(tmp_path):
+    """Three brokers whose ``__transaction_state`` has TXN_STATE_PARTITIONS partitions; min.insync.replicas=2,
+    so a transaction's decision and its markers are on two replicas before they count."""
+    c = start_cluster(tmp_path / "c", 3, **{"transaction.state.log.num.partitions": str(TXN_STATE_PARTITIONS),
+                                            "min.insync.replicas": "2"})
     yield c
     c.stop()

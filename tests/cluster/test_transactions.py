@@ -17,11 +17,12 @@ from kafka.protocol.producer import (AddOffsetsToTxnRequest, EndTxnRequest, Init
                                      TxnOffsetCommitRequest)
 from kazoo.client import KazooClient
 
-from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until, zookeeper_client
+from cluster_fixtures import (TXN_STATE_PARTITIONS, create_topic, find_coordinator, metadata, wait_until,
+                              zookeeper_client)
+from txn_helpers import check_transaction_outcomes
 from tidelake.coordinator.record_codec import partition_for
 from tidelake.protocol.wire_client import WireClient
 
-TXN_PARTITIONS = 3
 
 
 def _read_committed(bootstrap: str, topic: str, partitions: int, expected: int, *, settle_s: float = 2.0,
@@ -48,14 +49,6 @@ def _leaders(cluster, topic: str) -> dict[int, int]:
 
 def _state(zk: KazooClient, topic: str, partition: int) -> dict:
     return json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")[0])
-
-
-@pytest.fixture
-def txn_cluster(tmp_path):
-    c = start_cluster(tmp_path / "c", 3, **{"transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-                                            "min.insync.replicas": "2"})
-    yield c
-    c.stop()
 
 
 def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster):
@@ -90,7 +83,7 @@ def test_commit_and_abort_across_partitions_led_by_different_brokers(txn_cluster
     zk = KazooClient(hosts=c.zookeeper.connect_string, timeout=10)
     zk.start(10)
     try:
-        st = _state(zk, "__transaction_state", partition_for("payer-1", TXN_PARTITIONS))
+        st = _state(zk, "__transaction_state", partition_for("payer-1", TXN_STATE_PARTITIONS))
         assert sorted(st["isr"]) == [1, 2, 3]
         cfg = json.loads(zk.get("/config/topics/__transaction_state")[0])["config"]
         assert cfg["min.insync.replicas"] == "2" and cfg["cleanup.policy"] == "compact"
@@ -272,23 +265,14 @@ class TxnRun:
 
     def check(self, visible: list[bytes]) -> None:
         """Committed transactions visible exactly once, aborted ones not at all, unknown ones whole or not."""
-        assert len(visible) == len(set(visible)), "a record is visible twice"
-        seen = set(visible)
-        for txn, values in self.committed.items():
-            assert set(values) <= seen, f"committed transaction {txn} is missing records"
-        for txn, values in self.aborted.items():
-            assert not set(values) & seen, f"aborted transaction {txn} is visible"
-        for txn, values in self.unknown.items():
-            assert set(values) <= seen or not set(values) & seen, f"transaction {txn} is partly visible"
-        known = {v for vs in (*self.committed.values(), *self.unknown.values()) for v in vs}
-        assert seen <= known, "records of no transaction are visible"
+        check_transaction_outcomes(visible, self.committed, self.aborted, self.unknown)
 
     def expected_visible(self) -> int:
         return sum(map(len, self.committed.values()))
 
 
 def _coordinator(zk: KazooClient, txn_id: str) -> int:
-    return _state(zk, "__transaction_state", partition_for(txn_id, TXN_PARTITIONS))["leader"]
+    return _state(zk, "__transaction_state", partition_for(txn_id, TXN_STATE_PARTITIONS))["leader"]
 
 
 def _new_coordinator(zk: KazooClient, txn_id: str, dead: int) -> int:
@@ -413,7 +397,7 @@ def test_coordination_moves_back_with_a_preferred_leader_election(txn_cluster, z
     broker unloads (NOT_COORDINATOR) and the restarted one loads the same state. The producer follows."""
     c = txn_cluster
     create_topic(c, "moves", 3, 3, **{"min.insync.replicas": "2"})
-    state_partition = partition_for("mover", TXN_PARTITIONS)
+    state_partition = partition_for("mover", TXN_STATE_PARTITIONS)
     first = find_coordinator(c, 1, "mover")
     run = TxnRun(c.bootstrap_servers, "mover", "moves", 3)
     run.transaction(10)

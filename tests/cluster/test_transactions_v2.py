@@ -6,28 +6,18 @@ from __future__ import annotations
 
 from contextlib import ExitStack
 
-import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster
+from cluster_fixtures import create_topic, find_coordinator, metadata
 from txn_helpers import read_all
 from txn_v2_producer import RawTxnProducerV2
 from tidelake.protocol.wire_client import WireClient
 
-TXN_PARTITIONS = 3
 INVALID_PRODUCER_EPOCH = 47
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = start_cluster(tmp_path / "c", 3, **{"transaction.state.log.num.partitions": str(TXN_PARTITIONS),
-                                            "min.insync.replicas": "2"})
-    yield c
-    c.stop()
-
-
-def test_v2_transactions_across_brokers(cluster):
-    c = cluster
+def test_v2_transactions_across_brokers(txn_cluster):
+    c = txn_cluster
     create_topic(c, "v2c", 3, 3)
     (t,) = metadata(next(iter(c.brokers.values())), ["v2c"]).topics
     leaders = {p.partition_index: p.leader_id for p in t.partitions}

@@ -19,7 +19,7 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, Producer, 
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, start_cluster, wait_until, zookeeper_client
-from txn_helpers import read_all
+from txn_helpers import check_transaction_outcomes, read_all
 
 TOPIC = "failover-ledger"
 PARTITIONS = 3
@@ -124,15 +124,7 @@ def test_transactions_survive_repeated_coordinator_kills(tmp_path):
         assert not worker.is_alive(), "the producer hung"
         assert out.fatal == []
         visible = read_all(c.bootstrap_servers, TOPIC, PARTITIONS, "read_committed", timeout=60)
-        assert len(visible) == len(set(visible)), "a record is visible twice"
-        seen = set(visible)
-        for txn, values in out.committed.items():
-            assert set(values) <= seen, f"committed transaction {txn} is missing records"
-        for txn, values in out.aborted.items():
-            assert not set(values) & seen, f"aborted transaction {txn} is visible"
-        for txn, values in out.unknown.items():
-            assert set(values) <= seen or not set(values) & seen, f"transaction {txn} is partly visible"
-        assert seen <= {v for vs in (*out.committed.values(), *out.unknown.values()) for v in vs}
+        check_transaction_outcomes(visible, out.committed, out.aborted, out.unknown)
     finally:
         c.stop()
 

@@ -7,7 +7,7 @@ import threading
 import time
 from pathlib import Path
 
-from tidelake.log import LogCleaner, LogConfig, LogManager, PartitionLog
+from tidelake.log import CompactionStats, LogCleaner, LogConfig, LogManager, PartitionLog
 from tidelake.protocol.records import Record, build_batch, decode_records, validate_batch
 
 NOW = 1_700_000_000_000
@@ -54,6 +54,27 @@ def hold_cleaner(monkeypatch, release_when):
     return started
 
 
+class HeldCompaction:
+    """A compaction pass of ``log`` on a thread of its own, held in the cleaner (``hold_cleaner``) until
+    ``release_when()``; it is held there once the constructor returns."""
+
+    def __init__(self, monkeypatch, log: PartitionLog, release_when):
+        started = hold_cleaner(monkeypatch, release_when)
+        self._stats: CompactionStats | None = None
+        self.thread = threading.Thread(target=self._run, args=(log,))
+        self.thread.start()
+        assert started.wait(WAIT_S), "the pass never reached the cleaner"
+
+    def _run(self, log: PartitionLog) -> None:
+        self._stats = log.compact(NOW)
+
+    def stats(self) -> CompactionStats:
+        """What the pass did, once it ended."""
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive(), "the held pass never ended"
+        return self._stats
+
+
 def test_the_thread_runs_maintenance_and_run_maintenance_only_wakes_it(tmp_path: Path, monkeypatch):
     threads: list[str] = []
     original = PartitionLog.maybe_flush
@@ -86,20 +107,15 @@ def test_appends_and_reads_go_on_during_a_compaction_pass(tmp_path: Path, monkey
     log = PartitionLog.open(tmp_path / "t-0", compact_config())
     fill(log, 40)
     release = threading.Event()
-    started = hold_cleaner(monkeypatch, release.is_set)
-    out = {}
-    pass_thread = threading.Thread(target=lambda: out.update(stats=log.compact(NOW)))
-    pass_thread.start()
-    assert started.wait(WAIT_S)
+    held = HeldCompaction(monkeypatch, log, release.is_set)
     # the pass holds no lock now: this thread appends (rolling segments) and reads
     for i in range(40, 60):
         r = log.append(kv(b"k%d" % (i % 3), b"v%05d" % i), now_ms=NOW)
         assert r.base_offset == i
         assert decode_records(log.read(i, 1 << 20).data)[0].offset == i
-    assert pass_thread.is_alive()  # still held: nothing above waited for it
+    assert held.thread.is_alive()  # still held: nothing above waited for it
     release.set()
-    pass_thread.join(WAIT_S)
-    assert out["stats"].segments_cleaned > 0
+    assert held.stats().segments_cleaned > 0
     got = records(log)
     assert [o for o, _k, _v in got] == sorted(o for o, _k, _v in got)
     assert all(v == b"v%05d" % o for o, _k, v in got)
@@ -112,15 +128,10 @@ def test_a_truncation_during_a_pass_voids_it(tmp_path: Path, monkeypatch):
     log = PartitionLog.open(d, compact_config())
     fill(log, 40)
     release = threading.Event()
-    started = hold_cleaner(monkeypatch, release.is_set)
-    out = {}
-    pass_thread = threading.Thread(target=lambda: out.update(stats=log.compact(NOW)))
-    pass_thread.start()
-    assert started.wait(WAIT_S)
+    held = HeldCompaction(monkeypatch, log, release.is_set)
     log.truncate_to(5)
     release.set()
-    pass_thread.join(WAIT_S)
-    assert out["stats"].segments_cleaned == 0
+    assert held.stats().segments_cleaned == 0
     assert [(o, v) for o, _k, v in records(log)] == [(i, b"v%05d" % i) for i in range(5)]
     assert not [p for p in os.listdir(d) if p.endswith((".cleaned", ".swap"))]
     assert log.cleaner.clean_point == 0  # nothing was committed
@@ -148,14 +159,9 @@ def test_deleting_a_log_during_a_pass_leaves_no_directory(tmp_path: Path, monkey
     mgr = LogManager(tmp_path)
     log = mgr.create("c", 0, compact_config())
     fill(log, 40)
-    started = hold_cleaner(monkeypatch, lambda: log.closed)
-    out = {}
-    pass_thread = threading.Thread(target=lambda: out.update(stats=log.compact(NOW)))
-    pass_thread.start()
-    assert started.wait(WAIT_S)
+    held = HeldCompaction(monkeypatch, log, lambda: log.closed)
     mgr.delete_topic("c")  # waits for the pass to give up before removing the directory
-    pass_thread.join(WAIT_S)
-    assert out["stats"].segments_cleaned == 0
+    assert held.stats().segments_cleaned == 0
     assert not (tmp_path / "c-0").exists()
     mgr.close()
 

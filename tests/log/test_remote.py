@@ -6,6 +6,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from tidelake.storage import open_storage
 
 NOW = 1_700_000_000_000
 WAIT_S = 30
+MAINTENANCE_INTERVAL_MS = 3_600_000   # the manager's own passes never come during a test: the test runs them
 TOPIC_ID = uuid.UUID("3f1c2a9e-0000-4000-8000-000000000029")
 
 
@@ -29,7 +32,7 @@ def topic_ids(topic: str) -> uuid.UUID:
 
 def remote_settings(url: str) -> RemoteLogSettings:
     """Passes only when a test runs them (an hour apart), caches of 64 MiB."""
-    return RemoteLogSettings(url, {}, task_interval_ms=3_600_000, index_cache_bytes=64 << 20,
+    return RemoteLogSettings(url, {}, task_interval_ms=MAINTENANCE_INTERVAL_MS, index_cache_bytes=64 << 20,
                              reader_cache_bytes=64 << 20, list_offsets_timeout_ms=30_000)
 
 
@@ -43,12 +46,59 @@ def tiered_config(**kw) -> LogConfig:
                      **kw)
 
 
+def append_batches(plog: PartitionLog, count: int, batch_of: Callable[[int], bytes] = batch) -> None:
+    for i in range(count):
+        plog.append(batch_of(i), now_ms=NOW)
+
+
 @pytest.fixture
-def remote(s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+def storage(s3_server):
+    return open_storage(s3_server.url("tiered"), s3_server.options)
+
+
+@pytest.fixture
+def remote(storage):
     rlm = RemoteLogManager(storage, remote_settings(storage.url))
     yield rlm
     rlm.stop()
+
+
+@pytest.fixture
+def copied_log(tmp_path: Path):
+    """Opens the partition log t-0 with ``count`` batches, starts ``rlm`` over it and runs one pass (its closed
+    segments copied; at local.retention.bytes=0 deleted locally). The logs it opened are closed after the test."""
+    opened: list[PartitionLog] = []
+
+    def open_and_copy(rlm: RemoteLogManager, count: int, batch_of: Callable[[int], bytes] = batch) -> PartitionLog:
+        plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+        opened.append(plog)
+        append_batches(plog, count, batch_of)
+        rlm.start(lambda: {("t", 0): plog}, topic_ids)
+        rlm.run_pass(NOW)
+        return plog
+    yield open_and_copy
+    for plog in opened:
+        plog.close()
+
+
+def tiered_manager(path: Path, storage, config: LogConfig) -> LogManager:
+    """A log manager over ``path`` tiering to ``storage``."""
+    return LogManager(path, default_config=config, remote=RemoteLogManager(storage, remote_settings(storage.url)))
+
+
+def manager_with_copied_log(path: Path, storage, count: int, ids: Callable[[str], uuid.UUID] = topic_ids,
+                            batch_of: Callable[[int], bytes] = batch) -> LogManager:
+    """A tiering log manager holding the partition log t-0 with ``count`` batches, its maintenance started and
+    one remote pass run. The test closes it."""
+    manager = tiered_manager(path, storage, tiered_config())
+    try:
+        append_batches(manager.create("t", 0, tiered_config()), count, batch_of)
+        manager.start_maintenance(MAINTENANCE_INTERVAL_MS, topic_ids=ids)
+        manager.remote.run_pass(NOW)
+    except BaseException:
+        manager.close()
+        raise
+    return manager
 
 
 def read_remote(rlm: RemoteLogManager, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20):
@@ -70,8 +120,7 @@ def local_bytes(plog: PartitionLog, offset: int) -> bytes:
 
 def test_copied_segments_are_deleted_locally_and_read_back_with_the_same_bytes(tmp_path: Path, remote):
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
+    append_batches(plog, 60)
     before = {seg.base_offset: local_bytes(plog, seg.base_offset) for seg in plog.segments[:-1]}
     assert len(before) >= 5
     remote.start(lambda: {("t", 0): plog}, topic_ids)
@@ -95,12 +144,8 @@ def test_copied_segments_are_deleted_locally_and_read_back_with_the_same_bytes(t
     plog.close()
 
 
-def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(remote, copied_log):
+    plog = copied_log(remote, 60)
     meta = remote.metadata("t", 0)
     copied = len(meta.segments)
     whole = meta.size_bytes + plog.size_bytes
@@ -115,13 +160,11 @@ def test_retention_bytes_applies_to_the_whole_log_and_deletes_remote_segments(tm
     assert gone == []   # every file of the deleted segments, markers last
     with pytest.raises(OffsetOutOfRange):
         read_remote(remote, "t", 0, 0)
-    plog.close()
 
 
 def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote):
     plog = PartitionLog.open(tmp_path / "t-0", tiered_config(local_retention_bytes=-1))
-    for i in range(30):
-        plog.append(batch(i), now_ms=NOW)
+    append_batches(plog, 30)
     seg = plog.segments[0]
     meta = RemotePartitionMetadata(remote.storage, "t", 0, TOPIC_ID)
     orphan = RemoteSegment.new(meta.prefix, seg.base_offset, seg.next_offset - 1, seg.size, -1, [], NOW, 0)
@@ -136,25 +179,18 @@ def test_an_interrupted_copy_is_cleaned_and_copied_again(tmp_path: Path, remote)
     plog.close()
 
 
-def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    settings = remote_settings(storage.url)
-    manager = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
-    plog = manager.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
-    manager.remote.run_pass(NOW)
-    local_start = plog.local_log_start_offset
+def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, storage):
+    manager = manager_with_copied_log(tmp_path, storage, 60)
+    local_start = manager.get("t", 0).local_log_start_offset
     assert local_start > 0
     manager.close()
     # with no log-start-offset checkpoint below it the loader knows only the local segments: the store says more
     assert not (tmp_path / "t-0" / "log-start-offset").exists()
-    again = LogManager(tmp_path, default_config=tiered_config(), remote=RemoteLogManager(storage, settings))
+    again = tiered_manager(tmp_path, storage, tiered_config())
     again.load()
     plog = again.get("t", 0)
     assert plog.log_start_offset == local_start
-    again.start_maintenance(3_600_000, topic_ids=topic_ids)
+    again.start_maintenance(MAINTENANCE_INTERVAL_MS, topic_ids=topic_ids)
     try:
         assert plog.log_start_offset == 0 and plog.local_log_start_offset == local_start
         assert read_remote(again.remote, "t", 0, 0).first_offset == 0
@@ -162,12 +198,8 @@ def test_a_restarted_log_starts_where_the_remote_log_does(tmp_path: Path, s3_ser
         again.close()
 
 
-def test_a_read_fetches_ahead_into_the_next_segment(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_a_read_fetches_ahead_into_the_next_segment(remote, copied_log):
+    copied_log(remote, 60)
     first, second = remote.metadata("t", 0).segments[:2]
     got = read_remote(remote, "t", 0, first.base_offset)
     assert got.next_offset == second.base_offset   # the whole first segment in one read
@@ -180,15 +212,10 @@ def test_a_read_fetches_ahead_into_the_next_segment(tmp_path: Path, remote):
     answer = remote.reader.read("t", 0, second.base_offset, 1 << 20, 1 << 62, min_one=True, read_committed=False,
                                 on_ready=ready.set)
     assert answer is not None and answer.first_offset == second.base_offset
-    plog.close()
 
 
-def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(30):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(remote, copied_log):
+    copied_log(remote, 30)
     seg = remote.metadata("t", 0).segments[0]
     remote.storage.delete(seg.path("segment.index"))    # the store lost a file behind the broker's back
     inside = seg.base_offset + 1   # (a read at the segment's start needs no index)
@@ -199,15 +226,10 @@ def test_a_failed_get_is_one_storage_error_naming_the_file_then_retried(tmp_path
     assert remote.reader.read("t", 0, inside, 1000, 1 << 62, min_one=True, read_committed=False,
                               on_ready=ready.set) is None
     assert ready.wait(WAIT_S)
-    plog.close()
 
 
-def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_retention_ms_deletes_remote_segments_older_than_it(remote, copied_log):
+    plog = copied_log(remote, 60)
     meta = remote.metadata("t", 0)
     keep_from = meta.segments[3]
     # record i has timestamp NOW + i: a retention that the first three segments' newest records are past
@@ -215,19 +237,12 @@ def test_retention_ms_deletes_remote_segments_older_than_it(tmp_path: Path, remo
     remote.run_pass(keep_from.max_timestamp - 1 + 10)
     assert meta.segments[0] == keep_from and plog.log_start_offset == keep_from.base_offset
     assert read_remote(remote, "t", 0, keep_from.base_offset).first_offset == keep_from.base_offset
-    plog.close()
 
 
-def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    manager = LogManager(tmp_path, default_config=tiered_config(),
-                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
-    plog = manager.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+def test_delete_records_and_topic_deletion_reach_the_remote_segments(tmp_path: Path, storage):
+    manager = manager_with_copied_log(tmp_path, storage, 60)
+    plog = manager.get("t", 0)
     try:
-        manager.remote.run_pass(NOW)
         meta = manager.remote.metadata("t", 0)
         third = meta.segments[2]
         plog.delete_records_before(third.base_offset + 1)   # DeleteRecords into the remote part
@@ -264,12 +279,9 @@ def test_read_committed_from_the_store_names_the_aborted_transactions(tmp_path: 
     plog.close()
 
 
-def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_indexes(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):   # record i at NOW + 10 * i
-        plog.append(build_batch([Record(0, NOW + 10 * i, b"k", b"v%05d" % i + b"x" * 200)]), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_indexes(remote, copied_log):
+    plog = copied_log(remote, 60,   # record i at NOW + 10 * i
+                      batch_of=lambda i: build_batch([Record(0, NOW + 10 * i, b"k", b"v%05d" % i + b"x" * 200)]))
     local_start = plog.local_log_start_offset
     assert local_start > 20 and len(remote.metadata("t", 0).segments) >= 5
 
@@ -287,15 +299,10 @@ def test_a_timestamp_below_the_local_log_start_is_found_in_the_remote_time_index
     remote.storage.delete(seg.path("segment.timeindex"))
     with pytest.raises(KafkaStorageError, match=r"reading t-0-\S+ of tiered storage failed: .*segment\.timeindex"):
         lookup(seg.max_timestamp)
-    plog.close()
 
 
-def test_copy_disable_stops_copying_but_remote_reads_and_retention_go_on(tmp_path: Path, remote):
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(40):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+def test_copy_disable_stops_copying_but_remote_reads_and_retention_go_on(remote, copied_log):
+    plog = copied_log(remote, 40)
     meta = remote.metadata("t", 0)
     copied_end, copied = meta.end_offset, len(meta.segments)
     assert copied >= 3 and plog.local_log_start_offset == copied_end
@@ -315,32 +322,21 @@ def test_copy_disable_stops_copying_but_remote_reads_and_retention_go_on(tmp_pat
     assert meta.segments == ()
     assert plog.log_start_offset == plog.local_log_start_offset <= 76 and plog.segments[-1] is newest
     assert remote.storage.list(meta.prefix) == []
-    plog.close()
 
 
-def test_a_topic_created_again_under_the_same_name_never_reads_the_old_ones_segments(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+def test_a_topic_created_again_under_the_same_name_never_reads_the_old_ones_segments(tmp_path: Path, storage):
+    def valued(prefix: bytes) -> Callable[[int], bytes]:
+        return lambda i: build_batch([Record(0, NOW + i, b"k", prefix + b"%05d" % i + b"x" * 200)])
     ids = {"t": uuid.uuid4()}
-    manager = LogManager(tmp_path, default_config=tiered_config(),
-                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
-    plog = manager.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(build_batch([Record(0, NOW + i, b"k", b"old-%05d" % i + b"x" * 200)]), now_ms=NOW)
-    manager.start_maintenance(3_600_000, topic_ids=ids.get)
-    manager.remote.run_pass(NOW)
+    manager = manager_with_copied_log(tmp_path, storage, 60, ids=ids.get, batch_of=valued(b"old-"))
     old = manager.remote.metadata("t", 0)
     assert len(old.segments) >= 5
     manager.delete_topic("t")
     manager.close()   # a crash before the next pass: the old topic's remote files are still there
     ids["t"] = uuid.uuid4()   # created again: a new topic id
-    again = LogManager(tmp_path, default_config=tiered_config(),
-                       remote=RemoteLogManager(storage, remote_settings(storage.url)))
-    plog = again.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(build_batch([Record(0, NOW + i, b"k", b"new-%05d" % i + b"x" * 200)]), now_ms=NOW)
-    again.start_maintenance(3_600_000, topic_ids=ids.get)
+    again = manager_with_copied_log(tmp_path, storage, 60, ids=ids.get, batch_of=valued(b"new-"))
+    plog = again.get("t", 0)
     try:
-        again.remote.run_pass(NOW)
         meta = again.remote.metadata("t", 0)
         assert len(meta.segments) >= 5 and plog.local_log_start_offset > 0
         for offset in range(plog.local_log_start_offset):   # every offset below the local start: the new topic's
@@ -353,18 +349,11 @@ def test_a_topic_created_again_under_the_same_name_never_reads_the_old_ones_segm
         again.close()
 
 
-def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
+def test_the_index_cache_holds_at_most_its_configured_bytes(storage, copied_log):
     one_segment = 64 + 8 * 2   # a segment of these tests has one or two offset index entries and no aborted txn
-    small = RemoteLogManager(storage, RemoteLogSettings(storage.url, {}, task_interval_ms=3_600_000,
-                                                        index_cache_bytes=2 * one_segment, reader_cache_bytes=64 << 20,
-                                                        list_offsets_timeout_ms=30_000))
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    small = RemoteLogManager(storage, replace(remote_settings(storage.url), index_cache_bytes=2 * one_segment))
     try:
-        for i in range(60):
-            plog.append(batch(i), now_ms=NOW)
-        small.start(lambda: {("t", 0): plog}, topic_ids)
-        small.run_pass(NOW)
+        copied_log(small, 60)
         first, *rest = small.metadata("t", 0).segments
         assert len(rest) >= 4
         for seg in (first, *rest):   # inside each segment: its offset index is looked up
@@ -377,21 +366,18 @@ def test_the_index_cache_holds_at_most_its_configured_bytes(tmp_path: Path, s3_s
         assert ready.wait(WAIT_S)
     finally:
         small.stop()
-        plog.close()
 
 
-def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over(tmp_path: Path, s3_server):
+def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over(tmp_path: Path, storage):
     """Two replicas of one partition on one store: the old leader (epoch 1) has not learnt yet that another
     broker leads in epoch 2; its next pass must change nothing in the store."""
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
     old_leader, new_leader = (RemoteLogManager(storage, remote_settings(storage.url)) for _ in range(2))
     old_log = PartitionLog.open(tmp_path / "old" / "t-0", tiered_config())
     new_log = PartitionLog.open(tmp_path / "new" / "t-0", tiered_config())
     try:
         for plog in (old_log, new_log):   # the same records on both replicas, written in epoch 1
             plog.begin_leader_epoch(1)
-            for i in range(40):
-                plog.append(batch(i), now_ms=NOW)
+            append_batches(plog, 40)
         old_leader.start(lambda: {("t", 0): old_log}, topic_ids)
         old_leader.run_pass(NOW)
         copied = len(old_leader.metadata("t", 0).segments)
@@ -414,16 +400,10 @@ def test_a_former_leader_copies_and_deletes_nothing_once_a_newer_epoch_took_over
         new_log.close()
 
 
-def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_part(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    manager = LogManager(tmp_path, default_config=tiered_config(),
-                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
-    plog = manager.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
+def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_part(tmp_path: Path, storage):
+    manager = manager_with_copied_log(tmp_path, storage, 60)
+    plog = manager.get("t", 0)
     try:
-        manager.remote.run_pass(NOW)
         prefix = manager.remote.metadata("t", 0).prefix
         local_start = plog.local_log_start_offset
         assert plog.log_start_offset == 0 < local_start and storage.list(prefix)
@@ -437,22 +417,14 @@ def test_turning_tiered_storage_off_with_delete_on_disable_deletes_the_remote_pa
         manager.close()
 
 
-def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_deletes(tmp_path: Path, s3_server):
-    storage = open_storage(s3_server.url("tiered"), s3_server.options)
-    manager = LogManager(tmp_path, default_config=tiered_config(),
-                         remote=RemoteLogManager(storage, remote_settings(storage.url)))
-    plog = manager.create("t", 0, tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    manager.start_maintenance(3_600_000, topic_ids=topic_ids)
-    manager.remote.run_pass(NOW)
+def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_deletes(tmp_path: Path, storage):
+    manager = manager_with_copied_log(tmp_path, storage, 60)
     prefix = manager.remote.metadata("t", 0).prefix
     manager.close()   # turned off while down: the next start's config says so
     turned_off = LogConfig(segment_bytes=2000, retention_ms=-1, remote_log_delete_on_disable=True)
-    again = LogManager(tmp_path, default_config=turned_off,
-                       remote=RemoteLogManager(storage, remote_settings(storage.url)))
+    again = tiered_manager(tmp_path, storage, turned_off)
     again.load()
-    again.start_maintenance(3_600_000, topic_ids=topic_ids)
+    again.start_maintenance(MAINTENANCE_INTERVAL_MS, topic_ids=topic_ids)
     try:
         assert storage.list(prefix)
         again.remote.run_pass(NOW)
@@ -463,14 +435,10 @@ def test_a_restart_between_turning_tiered_storage_off_and_the_deletion_still_del
         again.close()
 
 
-def test_a_sequential_read_of_segments_without_transactions_costs_one_get_per_segment(tmp_path: Path, remote):
+def test_a_sequential_read_of_segments_without_transactions_costs_one_get_per_segment(remote, copied_log):
     """Entered at its start, a segment with an empty transaction index needs neither index: its .log (one
     ranged GET for these small segments) is the whole cost, and the read-ahead fetches no index either."""
-    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
-    for i in range(60):
-        plog.append(batch(i), now_ms=NOW)
-    remote.start(lambda: {("t", 0): plog}, topic_ids)
-    remote.run_pass(NOW)
+    copied_log(remote, 60)
     segments = remote.metadata("t", 0).segments
     assert len(segments) >= 4 and all(s.txn_index_bytes == 0 for s in segments)
     before = remote.reader.gets
@@ -479,4 +447,4 @@ def test_a_sequential_read_of_segments_without_transactions_costs_one_get_per_se
         assert got.first_offset == seg.base_offset and got.next_offset == seg.end_offset + 1
     assert remote.reader.gets - before == len(segments), (remote.reader.gets - before, len(segments))
     assert remote.reader.index_cache_bytes == 0
-    plog.close()
+

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_fixtures import spark  # noqa: F401  (fixture)
@@ -18,6 +18,7 @@ from tidelake.spark.pipeline_config import PipelineConfigError
 from tidelake.spark import runner
 from tidelake.spark.runner import Pipeline, PoisonRecord
 from tidelake.table import Table
+from tests.pipeline.dead_letter_topic import dlq_records
 
 pytestmark = pytest.mark.spark
 
@@ -67,21 +68,6 @@ def test_skip_leaves_bad_records_out_and_counts_them(spark, broker, tmp_path):  
     assert summary.skipped == 3 and summary.records == len(values)
     got = Table.open(str(tmp_path / "table")).scan().sort_by("id")
     assert got.column("id").to_pylist() == list(range(5))
-
-
-def dlq_records(bootstrap: str, topic: str) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    while True:
-        msg = consumer.poll(30)
-        assert msg is not None, "DLQ not readable"
-        if msg.error() is not None:
-            break  # partition EOF
-        out.append(msg)
-    consumer.close()
-    return out
 
 
 def test_dead_letter_copies_bad_records_once_even_across_a_crash(spark, broker, tmp_path, monkeypatch):  # noqa: F811

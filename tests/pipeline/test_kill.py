@@ -79,6 +79,37 @@ class PipelineProcess:
         self._reader.join(10)
 
 
+def topic_and_pipeline(broker: str, tmp_path: Path, topic: str, *, group_id: str | None = None,
+                       max_rate_per_partition: int = 50, reader: str = "auto", keyed: bool = False) -> Path:
+    """``topic`` holding the TOTAL Debezium creates (keyed by id if ``keyed``) and the config of an exactly-once
+    pipeline reading it into tmp_path/table as group ``group_id`` (the topic's name if None)."""
+    admin = AdminClient({"bootstrap.servers": broker})
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": broker})
+    for i in range(TOTAL):
+        key = json.dumps({"id": i}).encode() if keyed else None
+        producer.produce(topic, debezium_create(i), key=key, partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+    config = tmp_path / f"{topic}.yaml"
+    config.write_text(yaml.safe_dump({
+        "source": {"bootstrap_servers": broker, "topic": topic, "group_id": group_id or topic,
+                   "max_rate_per_partition": max_rate_per_partition, "batch_interval": "500ms", "reader": reader},
+        "offsets": "exactly-once",
+        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
+                 "schema": "id long, amount long", "buckets": 2}}))
+    return config
+
+
+def run_once_to_the_end(config: Path) -> None:
+    """A ``--once`` run after a stopped one: it reads what is left and exits 0."""
+    rest = PipelineProcess(config, "--once")
+    try:
+        assert rest.wait(300) == 0, "".join(rest.lines[-30:])
+    finally:
+        rest.kill()
+
+
 @pytest.fixture
 def broker(tmp_path):
     with EmbeddedBroker(tmp_path / "broker") as b:
@@ -86,21 +117,8 @@ def broker(tmp_path):
 
 
 def test_exactly_once_survives_kill_9(broker, tmp_path):
-    admin = AdminClient({"bootstrap.servers": broker})
-    for f in admin.create_topics([NewTopic("orders", PARTITIONS, 1)]).values():
-        f.result(30)
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(TOTAL):
-        producer.produce("orders", debezium_create(i), key=json.dumps({"id": i}).encode(), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-
-    config = tmp_path / "pipeline.yaml"
-    config.write_text(yaml.safe_dump({
-        "source": {"bootstrap_servers": broker, "topic": "orders", "group_id": "orders-eo",
-                   "max_rate_per_partition": 100, "batch_interval": "500ms"},
-        "offsets": "exactly-once",
-        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
-                 "schema": "id long, amount long", "buckets": 2}}))
+    config = topic_and_pipeline(broker, tmp_path, "orders", group_id="orders-eo", max_rate_per_partition=100,
+                                keyed=True)
 
     # Killed at a random moment after its first batch: somewhere inside the next batch (read, stage or
     # commit) or between batches. (benchmarks/paper_experiments.py repeats this 30 times per mode.)
@@ -114,9 +132,7 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
     assert done_before_final is not None and done_before_final["batch_id"] >= 0  # batch 0 committed before the kill
     assert sum(done_before_final["extra"]["offsets"].values()) < TOTAL  # the kill left work to do
 
-    final = PipelineProcess(config, "--once")
-    assert final.wait(300) == 0, "".join(final.lines[-30:])
-    final._reader.join(10)
+    run_once_to_the_end(config)
 
     table.refresh()  # the final run's commits
     ids = table.changes(start_version=0).column("id").to_pylist()
@@ -139,50 +155,25 @@ def test_exactly_once_survives_kill_9(broker, tmp_path):
 
 def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     """SIGTERM (as ssc.stop(true, true)): the batch in progress is finished and committed, then exit 0."""
-    admin = AdminClient({"bootstrap.servers": broker})
-    for f in admin.create_topics([NewTopic("graceful", PARTITIONS, 1)]).values():
-        f.result(30)
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(TOTAL):
-        producer.produce("graceful", debezium_create(i), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-    config = tmp_path / "graceful.yaml"
-    config.write_text(yaml.safe_dump({
-        "source": {"bootstrap_servers": broker, "topic": "graceful", "group_id": "graceful",
-                   "max_rate_per_partition": 50, "batch_interval": "500ms"},
-        "offsets": "exactly-once",
-        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
-                 "schema": "id long, amount long", "buckets": 2}}))
+    config = topic_and_pipeline(broker, tmp_path, "graceful")
     run = PipelineProcess(config)
     run.wait_batches(1)
     run.proc.send_signal(signal.SIGTERM)
+    assert_stopped_after_the_current_batch(run, tmp_path / "table", "pipeline:graceful:graceful")
+
+
+def assert_stopped_after_the_current_batch(run: PipelineProcess, table: Path, state_key: str) -> None:
+    """The signalled run finished and committed the batch in progress, then exited 0: every batch it logged is
+    committed, none half-done (50 records/s a partition, 500 ms batches: 25 a partition each)."""
     try:
         assert run.wait(120) == 0, "".join(run.lines[-30:])
     finally:
         run.kill()
     assert "(signal)" in run.proc.stdout.read()
     done = run.batches_done()
-    state = Table.open(str(tmp_path / "table")).app_state("pipeline:graceful:graceful")
-    assert state["batch_id"] == done - 1  # every batch it logged is committed, none half-done
+    state = Table.open(str(table)).app_state(state_key)
+    assert state["batch_id"] == done - 1
     assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
-
-
-def _graceful_setup(broker: str, tmp_path: Path, topic: str, reader: str = "auto") -> Path:
-    admin = AdminClient({"bootstrap.servers": broker})
-    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        f.result(30)
-    producer = Producer({"bootstrap.servers": broker})
-    for i in range(TOTAL):
-        producer.produce(topic, debezium_create(i), partition=i % PARTITIONS)
-    assert producer.flush(30) == 0
-    config = tmp_path / f"{topic}.yaml"
-    config.write_text(yaml.safe_dump({
-        "source": {"bootstrap_servers": broker, "topic": topic, "group_id": topic,
-                   "max_rate_per_partition": 50, "batch_interval": "500ms", "reader": reader},
-        "offsets": "exactly-once",
-        "sink": {"table": "table", "format": "debezium-json", "primary_key": ["id"],
-                 "schema": "id long, amount long", "buckets": 2}}))
-    return config
 
 
 def _table_equals_source(tmp_path: Path) -> None:
@@ -196,32 +187,20 @@ def test_ctrl_c_stops_after_the_current_batch(broker, tmp_path, reader):
     in progress is finished and committed, the summary line printed, exit 0, no trace — with either reader
     (the pipeline's own Kafka reader in its tasks, or the tidelake-kafka data source)."""
     topic = "ctrlc" if reader == "auto" else f"ctrlc-{reader}"
-    config = _graceful_setup(broker, tmp_path, topic, reader)
+    config = topic_and_pipeline(broker, tmp_path, topic, reader=reader)
     run = PipelineProcess(config, new_session=True)
     run.wait_batches(1)
     os.killpg(run.proc.pid, signal.SIGINT)
-    try:
-        assert run.wait(120) == 0, "".join(run.lines[-30:])
-    finally:
-        run.kill()
-    assert "(signal)" in run.proc.stdout.read()
+    assert_stopped_after_the_current_batch(run, tmp_path / "table", f"pipeline:{topic}:{topic}")
     assert not any("Traceback" in line for line in run.lines), "".join(run.lines)
-    done = run.batches_done()
-    state = Table.open(str(tmp_path / "table")).app_state(f"pipeline:{topic}:{topic}")
-    assert state["batch_id"] == done - 1
-    assert sum(state["extra"]["offsets"].values()) == done * PARTITIONS * 25 < TOTAL
-    rest = PipelineProcess(config, "--once")
-    try:
-        assert rest.wait(240) == 0, "".join(rest.lines[-30:])
-    finally:
-        rest.kill()
+    run_once_to_the_end(config)
     _table_equals_source(tmp_path)
 
 
 def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     """Two quick Ctrl-Cs: the second aborts at once (exit 130, no trace); a restart then completes the
     table with every record exactly once."""
-    config = _graceful_setup(broker, tmp_path, "ctrlc2")
+    config = topic_and_pipeline(broker, tmp_path, "ctrlc2")
     run = PipelineProcess(config, new_session=True)
     run.wait_batches(1)
     os.killpg(run.proc.pid, signal.SIGINT)
@@ -238,9 +217,5 @@ def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     finally:
         run.kill()
     assert not any("Traceback" in line or "\tat " in line for line in run.lines), "".join(run.lines)
-    rest = PipelineProcess(config, "--once")
-    try:
-        assert rest.wait(240) == 0, "".join(rest.lines[-30:])
-    finally:
-        rest.kill()
+    run_once_to_the_end(config)
     _table_equals_source(tmp_path)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
@@ -31,6 +31,7 @@ from tidelake.spark.decode_errors import RegistryUnavailable
 from tidelake.spark.pipeline_config import PipelineConfigError
 from tidelake.spark.runner import Pipeline, PoisonRecord
 from tidelake.table import Table
+from tests.pipeline.dead_letter_topic import dlq_records
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import pipeline_avro_vs_json as avro_bench  # noqa: E402
@@ -65,21 +66,6 @@ def pipeline(spark, cluster, topic, tmp_path, fmt, sink=None, source=None, **ext
               "schema_registry": {"url": registry},
               "sink": {"table": str(tmp_path / "table"), "format": fmt, "buckets": 2, **(sink or {})}, **extra}
     return Pipeline(config, spark=spark)
-
-
-def dlq_records(bootstrap: str, topic: str) -> list:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}", "enable.partition.eof": True,
-                         "auto.offset.reset": "earliest"})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out = []
-    for _ in range(1000):
-        msg = consumer.poll(30)
-        assert msg is not None, "DLQ not readable"
-        if msg.error() is not None:
-            break  # partition EOF
-        out.append(msg)
-    consumer.close()
-    return out
 
 
 def ctx(topic: str, field=MessageField.VALUE) -> SerializationContext:

@@ -7,17 +7,9 @@ import pytest
 
 from tidelake.table import Table, VersionExpired
 from tidelake.table.change_feed import CHANGE_TYPES
+from tests.table.manual_clock import HOUR, ManualClock
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
-HOUR = 3_600_000
-
-
-class Clock:
-    def __init__(self, now: int = 10 * HOUR):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def make(tmp_path, schema=SCHEMA, pk=("id",), clock=None, **props) -> Table:
@@ -135,7 +127,7 @@ def test_column_added_in_the_range_reads_null_in_older_images(tmp_path, producer
 
 
 def test_start_version_expired_by_retention_names_the_property(tmp_path):
-    clock = Clock()
+    clock = ManualClock(10 * HOUR)
     t = make(tmp_path, clock=clock, acid_data_retain_hours=1, retention_auto="false")
     t.upsert(data([1], 1))
     clock.now += HOUR
@@ -319,7 +311,7 @@ def test_a_commit_that_loses_its_version_looks_its_images_up_again(tmp_path, mon
 
 
 def test_retention_deletes_change_files_with_their_deltas(tmp_path):
-    clock = Clock()
+    clock = ManualClock(10 * HOUR)
     t = make(tmp_path, clock=clock, changelog_producer="lookup", acid_data_retain_hours=1, retention_auto="false")
     for i in range(3):
         t.upsert(data([1, 2, i + 3], i))

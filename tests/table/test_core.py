@@ -11,17 +11,9 @@ import pytest
 
 from tidelake.table import (CommitConflict, DataFile, SchemaError, Table, TableExists, TableNotFound,
                             VersionExpired, VersionNotFound, bucket_ids)
+from tests.table.manual_clock import HOUR, ManualClock
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
-HOUR = 3_600_000
-
-
-class Clock:
-    def __init__(self, now: int = 10 * HOUR):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def make(tmp_path, clock=None, **props) -> Table:
@@ -196,7 +188,7 @@ def test_clustering_levels_keep_every_state(tmp_path):
 
 
 def test_clustering_skips_big_and_long_spanning_files(tmp_path):
-    clock = Clock()
+    clock = ManualClock(10 * HOUR)
     t = make(tmp_path, clock, write_bucket_num=1, clustering_max_time_span_hours=1)
     t.upsert(data([1]))
     clock.now += 2 * HOUR
@@ -270,7 +262,7 @@ def test_stage_commit_idempotent_app_state(tmp_path):
 
 
 def test_retention_expire_and_purge(tmp_path):
-    clock = Clock()
+    clock = ManualClock(10 * HOUR)
     t = make(tmp_path, clock, acid_data_retain_hours=24, retention_auto="false")
     for h in range(30):                                  # one commit per hour
         clock.now = 10 * HOUR + h * HOUR
@@ -306,7 +298,7 @@ def test_retention_expire_and_purge(tmp_path):
 
 
 def test_automatic_retention(tmp_path):
-    clock = Clock()
+    clock = ManualClock(10 * HOUR)
     t = make(tmp_path, clock, acid_data_retain_hours=1, write_bucket_num=1, retention_check_commit_num=1)
     t.upsert(data([1], 1))
     t.upsert(data([1], 2))

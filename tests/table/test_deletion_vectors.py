@@ -24,21 +24,13 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, p
 from tidelake.table import Table, VersionExpired
 from tidelake.table.reader import MergeOnReadReader, needs_version_order
 from tidelake.table.scan import ScanPlanner
+from tests.table.manual_clock import HOUR, ManualClock
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
-HOUR = 3_600_000
 RETAIN_HOURS = 24
 
 keys = st.integers(0, 15)
 rows = st.lists(st.tuples(keys, st.integers(0, 5)), max_size=8)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100 * HOUR
-
-    def __call__(self):
-        return self.now
 
 
 def rows_of(t: Table, version: int | None = None) -> dict:
@@ -90,7 +82,7 @@ class TwoTables(RuleBasedStateMachine):
     def setup(self, buckets, auto_cluster, every_row):
         self.dir = tempfile.mkdtemp(prefix="tidelake-dv-")
         root = self.dir if self.store == "local" else f"memory://dv-{next(_examples)}"
-        self.clock = Clock()
+        self.clock = ManualClock(100 * HOUR)
         props = {"write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
                  "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",
                  "clustering.keep.every.row": str(every_row).lower(), "checkpoint.interval": "4"}

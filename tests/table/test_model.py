@@ -15,21 +15,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, run_state_machine_as_test
 
 from tidelake.table import Table, VersionExpired
+from tests.table.manual_clock import HOUR, ManualClock
 
 SCHEMA = pa.schema([("id", pa.int64()), ("amount", pa.int64())])
-HOUR = 3_600_000
 RETAIN_HOURS = 24
 
 keys = st.integers(0, 12)
 rows = st.lists(st.tuples(keys, st.integers(0, 5)), max_size=8)
-
-
-class Clock:
-    def __init__(self):
-        self.now = 100 * HOUR
-
-    def __call__(self):
-        return self.now
 
 
 _examples = itertools.count()
@@ -53,7 +45,7 @@ class TableModel(RuleBasedStateMachine):
                 every_row=st.booleans())
     def setup(self, buckets, auto_cluster, background, every_row):
         url, options = self.location()
-        self.clock = Clock()
+        self.clock = ManualClock(100 * HOUR)
         self.t = Table.create(url, SCHEMA, ["id"], {
             "write.bucket.num": str(buckets), "acid.data.retain.hours": str(RETAIN_HOURS),
             "clustering.auto": str(auto_cluster).lower(), "clustering.l0.num": "2", "clustering.l1.num": "2",

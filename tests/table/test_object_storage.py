@@ -12,9 +12,9 @@ from tidelake.storage import open_storage
 from tidelake.table import Snapshot, Table, VersionExpired
 from tidelake.table.check import check_table
 from tidelake.table.log import LOG_DIR
+from tests.table.manual_clock import HOUR, ManualClock
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.int64())])
-HOUR = 3_600_000
 
 
 def rows(ids, amount, name="n"):
@@ -24,15 +24,6 @@ def rows(ids, amount, name="n"):
 
 def as_dict(t):
     return {r["id"]: (r["name"], r["amount"]) for r in t.to_pylist()}
-
-
-class Clock:
-    def __init__(self):
-        self.now = 1_000 * HOUR
-
-    def __call__(self):
-        self.now += 1
-        return self.now
 
 
 @pytest.fixture(params=["s3", "memory"])
@@ -46,7 +37,7 @@ def location(request):
 
 def test_lifecycle(location):
     url, options = location
-    clock = Clock()
+    clock = ManualClock(1_000 * HOUR, step=1)   # every commit a distinct time
     t = Table.create(url, SCHEMA, ["id"], {"write.bucket.num": "2", "clustering.auto": "false",
                                            "checkpoint.interval": "3", "acid.data.retain.hours": "1"},
                      clock=clock, maintenance="inline", storage_options=options)

@@ -5,15 +5,7 @@ import pyarrow as pa
 import pytest
 
 from tidelake.table import Table
-
-
-class Clock:
-    """Injected commit clock (ms)."""
-    def __init__(self, now: int = 0):
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.table.manual_clock import ManualClock
 
 
 SCHEMA = pa.schema([("pk", pa.int64()), ("val", pa.string())])
@@ -35,7 +27,7 @@ def new_paths(table: Table, before: set[str]) -> list[str]:
 
 @pytest.fixture
 def seed_table(tmp_path):
-    clock = Clock()
+    clock = ManualClock(0)
     t = Table.create(str(tmp_path / "tt2"), SCHEMA, ["pk"],
                      {"write.bucket.num": "1", "clustering.auto": "false"}, clock=clock)
     return t, clock

@@ -6,20 +6,12 @@ import pytest
 
 from tidelake.table import Table, VersionExpired, VersionNotFound
 from tidelake.table.versions import VersionResolver
+from tests.table.manual_clock import HOUR, ManualClock
 
-HOUR = 3_600_000
-
-
-class Clock:
-    def __init__(self, now):
-        self.now = now
-
-    def __call__(self):
-        return self.now
 
 
 def test_timestamps_resolve_the_same_way_for_snapshots_and_ranges(tmp_path):
-    clock = Clock(10 * HOUR)
+    clock = ManualClock(10 * HOUR)
     t = Table.create(str(tmp_path / "t"), pa.schema([("id", pa.int64())]), ["id"],
                      {"acid.data.retain.hours": "1", "retention.auto": "false", "clustering.auto": "false"},
                      clock=clock)
