@@ -404,7 +404,11 @@ async def delete_groups(broker: BrokerContext, ctx: RequestContext, req):
     for gid in req.groups_names:
         try:
             broker.check_group_coordinator(gid)
-            code = gc.delete_group(gid)
+            if gid in broker.share_groups.groups:  # KIP-932: a share group's records tombstoned
+                broker.share_groups.delete_group(gid)
+                code = await _replicated(broker, gc.partition_for(gid))
+            else:
+                code = gc.delete_group(gid)
         except errors.KafkaApiError as e:
             code = e.code
         results.append(R(group_id=gid, error_code=code))
