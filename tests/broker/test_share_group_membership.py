@@ -79,7 +79,7 @@ def test_delete_groups_removes_a_share_group_for_good(tmp_path):
     with EmbeddedBroker(data, config=CONFIG) as b:
         bs = b.bootstrap_servers
         create_topic(bs, "gone")
-        produce(bs, "gone", 5)
+        values = produce(bs, "gone", 5)
         c = share_consumer(bs, "deleted")
         c.subscribe(["gone"])
         try:
@@ -97,3 +97,11 @@ def test_delete_groups_removes_a_share_group_for_good(tmp_path):
         assert describe(b, "deleted").error_code == errors.GroupIdNotFound.code
     with EmbeddedBroker(data, config=CONFIG) as b:  # its tombstones replayed: still gone
         assert describe(b, "deleted").error_code == errors.GroupIdNotFound.code
+        c = share_consumer(b.bootstrap_servers, "deleted")  # and its share state with it: a new group reads all
+        try:
+            c.subscribe(["gone"])
+            again: set[bytes] = set()
+            consume(c, set(values), again)
+            assert again == set(values)
+        finally:
+            c.close()

@@ -12,7 +12,7 @@ from tidelake.coordinator.offsets import OFFSETS_TOPIC, partition_for
 from tidelake.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from tidelake.protocol.wire_client import WireClient
 
-NOT_COORDINATOR = 16
+NOT_COORDINATOR, GROUP_ID_NOT_FOUND = 16, 69
 
 
 def describe(cluster, broker_id: int, group: str):
@@ -85,5 +85,12 @@ def test_a_new_group_coordinator_has_the_share_groups_members_and_its_consumers_
                 r.stopping.set()
             for r in readers:
                 r.join(30)
+        # DeleteGroups at the new coordinator, once the consumers left: the group and its share state are gone
+        wait_until("the consumers gone", lambda: not describe(cluster, coordinator, group).members, 30)
+        admin.delete_consumer_groups([group])[group].result(30)
+        assert describe(cluster, coordinator, group).error_code == GROUP_ID_NOT_FOUND
+        for p in range(2):  # the share coordinators answer "no state" (start offset -1), not its consumed state
+            state = persisted_state(cluster, group, tid, p)
+            assert state is None or (state[1].start_offset == -1 and not state[1].state_batches), state
     finally:
         cluster.stop()

@@ -354,6 +354,14 @@ class ShareGroupCoordinator:
             self.records[group_id] = rec
         return sorted(g for g, r in groups.items() if r.epoch is not None)
 
+    def topics_with_state(self, group_id: str) -> list[uuid.UUID]:
+        """The topics whose share state the group has (or is being given): to delete with the group."""
+        group = self.groups.get(group_id)
+        held = self.share_partitions if self.holds_group_partitions else self.initialized
+        ids = {topic_id for gid, topic_id, _p in held if gid == group_id}
+        ids.update(topic_id for topic_id, _p in (group.initializing if group is not None else ()))
+        return sorted(ids, key=str)
+
     def delete_group(self, group_id: str) -> None:
         """DeleteGroups on a share group: its records tombstoned, and a broker alone forgets its share-partitions
         (their state tombstoned too). GroupIdNotFound / NonEmptyGroup otherwise."""

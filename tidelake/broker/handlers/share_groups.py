@@ -69,6 +69,20 @@ async def group_records_replicated(broker: BrokerContext, group_id: str) -> None
         raise errors.CoordinatorNotAvailable(f"share group {group_id}: its records were not replicated (error {code})")
 
 
+async def delete_share_group(broker: BrokerContext, group_id: str) -> None:
+    """DeleteGroups on a share group, as Kafka's: only an empty one; its share state deleted (at the share
+    coordinators, in a cluster), then its records in __consumer_offsets tombstoned."""
+    group = broker.share_groups.groups.get(group_id)
+    if group is not None and group.members:
+        raise errors.NonEmptyGroup(f"share group {group_id} has members")
+    for topic_id in broker.share_groups.topics_with_state(group_id):
+        info = broker.topics.by_id(topic_id)
+        if info is not None:
+            await broker.share_persister.delete_offsets(broker.share_groups, group_id, topic_id, info.partitions)
+    broker.share_groups.delete_group(group_id)
+    await group_records_replicated(broker, group_id)
+
+
 @api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1,
      access=per_item("group_ids", "groups", lambda c, g: c.allowed(O.DESCRIBE, GROUP, g), GROUP_DENIED))
 async def share_group_describe(broker: BrokerContext, ctx: RequestContext, req):
