@@ -137,3 +137,10 @@ def test_in_a_cluster_the_initialized_partitions_are_replayed_and_assigned_at_on
     assert new.pending_initializations() == [ShareStateKey("g", TOPIC_ID, 1)]  # still being initialized
     again = hb(new, "a", a.member_epoch, now_ms=3)  # partition 0 stays assigned: no new epoch
     assert again.member_epoch == a.member_epoch and again.assignment is None
+
+
+def test_a_record_that_does_not_decode_is_skipped_not_fatal():
+    group = ShareGroupRecords(epoch=3, partitions=SharePartitionsMetadata())
+    records = share_group_records("g", ShareGroupRecords(), group)
+    broken = [(share_group_key(SHARE_GROUP_METADATA, "h"), b"\x00\x07garbage")]  # a value version no spec defines
+    assert replay(broken + records) == {"g": group}

@@ -228,11 +228,15 @@ def share_group_records(group_id: str, old: ShareGroupRecords,
 
 def replay(records) -> dict[str, ShareGroupRecords]:
     """The share groups of (key, value) records of ``__consumer_offsets`` in log order (other record types
-    skipped); a group whose records are all tombstoned is absent."""
+    skipped, and a record that does not decode, as the group coordinator skips one); a group whose records are all
+    tombstoned is absent."""
     groups: dict[str, ShareGroupRecords] = {}
     for key, value in records:
         if not is_share_group_key(key):
             continue
-        k = decode_share_group_key(key)
-        groups.setdefault(k.group_id, ShareGroupRecords()).apply(k, value)
+        try:
+            k = decode_share_group_key(key)
+            groups.setdefault(k.group_id, ShareGroupRecords()).apply(k, value)
+        except ValueError:
+            continue
     return {g: r for g, r in groups.items() if r != ShareGroupRecords()}
