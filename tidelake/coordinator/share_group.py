@@ -25,6 +25,11 @@ live with the partitions' leaders: the group's coordinator initializes their sta
 together are balanced from their first records on, instead of the first to fetch taking every partition's
 records before the others are counted. Meanwhile members are asked to heartbeat sooner, to start reading soon.
 
+The group's state (epoch, members with their subscriptions, epochs and assignments, the partitions initialized or
+being initialized) is written as Kafka's records (``share_group_records.py``) through the injected group writer on
+every change, before a heartbeat is answered; ``load_groups`` rebuilds groups from them (a restarted broker, a new
+coordinator in a cluster), each member's session starting at the load.
+
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
 acknowledgements (or their locks expire), as a client closing sends its leave and its final
@@ -264,10 +269,7 @@ class ShareGroupCoordinator:
         for sp in self.share_partitions.values():
             sp.expire_locks(now_ms)
         for group_id in list(self.groups):
-            try:
-                self.persist_group(group_id)
-            except errors.KafkaApiError:  # (the partition's leadership moving: written at a later tick, if still ours)
-                continue
+            self._persist_or_retry(group_id)
         return removed
 
     def pending_initializations(self) -> list[ShareStateKey]:
@@ -282,7 +284,7 @@ class ShareGroupCoordinator:
         group = self.groups.get(key.group_id)
         if group is not None:
             group.initializing.discard((key.topic_id, key.partition))
-            self.persist_group(key.group_id)
+            self._persist_or_retry(key.group_id)
 
     def forget_initialized(self, group_id: str, topic_id: uuid.UUID) -> None:
         """In a cluster, the group's state of a topic was deleted: its partitions are initialized again before
@@ -304,6 +306,14 @@ class ShareGroupCoordinator:
         if records:
             self.write_group(group_id, records)
             self.records[group_id] = new
+
+    def _persist_or_retry(self, group_id: str) -> None:
+        """``persist_group`` off a request: a write refused (the partition's leadership moving) is tried again at the
+        next tick, if the group is still coordinated here."""
+        try:
+            self.persist_group(group_id)
+        except errors.KafkaApiError:
+            pass
 
     def records_of(self, group: ShareGroup) -> ShareGroupRecords:
         """The group's state as its records in __consumer_offsets hold it."""
