@@ -29,8 +29,8 @@ from tidelake.broker.coordinator_appends import LeaderAppends, LocalAppends
 from tidelake.broker.coordinators import (build_group_coordinator, cluster_transaction_coordinator, coordinator_leadership,
                                           load_groups, load_transactions, single_broker_transaction_coordinator)
 from tidelake.broker.dispatch import Dispatcher
-from tidelake.broker.share_groups import (build_share_coordinator, build_share_state_coordinator, load_share_state,
-                                          share_leadership, share_topic_deletion)
+from tidelake.broker.share_groups import (build_share_coordinator, build_share_state_coordinator, load_share_groups,
+                                          load_share_state, share_leadership, share_topic_deletion)
 from tidelake.broker.share_persister import LocalSharePersister, ReplicatedSharePersister, SharePersister
 from tidelake.broker.embedded_registry import BrokerSchemaRegistry
 from tidelake.broker.registry import REGISTRY
@@ -132,7 +132,7 @@ class Broker:
             cluster_view: ClusterView = SingleBrokerView(node_id, logs)
             coordination: Coordination = SingleBrokerCoordination(metadata, transactions)
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
-            share_groups = build_share_coordinator(config, topics, partitions)
+            share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for)
             share_persister: SharePersister = LocalSharePersister()
             group_config_admin: GroupConfigAdmin = SingleBrokerGroupConfigs(share_groups)
         else:
@@ -143,14 +143,15 @@ class Broker:
             controller, cluster_view = cluster, ZooKeeperView(cluster)
             coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
             topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage)
-            share_groups = build_share_coordinator(config, topics, partitions, leads=cluster.leads)
+            share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for,
+                                                   leads=cluster.leads)
             share_persister = ReplicatedSharePersister(cluster, config, topics, node_id)
             group_config_admin = ZooKeeperGroupConfigs(cluster)
             cluster.on_group_config_change(share_groups.set_group_configs)
         share_state = build_share_state_coordinator(config, appends, wall_ms)  # only a cluster's is ever loaded
         if cluster is not None:
             coordinators_move = coordinator_leadership(groups, transactions, logs, cluster, wall_ms)
-            share_moves = share_leadership(share_groups, share_state, topics, logs, groups.partition_for)
+            share_moves = share_leadership(share_groups, share_state, topics, logs, groups.partition_for, wall_ms)
 
             def leadership_changed(topic: str, partition: int, leader: bool) -> None:
                 coordinators_move(topic, partition, leader)
@@ -288,6 +289,7 @@ class Broker:
             load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
             load_transactions(ctx.transactions, ctx.logs)
             load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
+            load_share_groups(ctx.share_groups, ctx.topics, ctx.logs, ctx.clock_ms())
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop

@@ -1,6 +1,8 @@
 """How the broker hosts share groups (KIP-932): the ``ShareGroupCoordinator``'s outputs are its
-share-partition snapshots and the groups' ``share.*`` configs, kept with a broker alone's metadata
-(``metadata.json``), in a cluster in ZooKeeper (``cluster_role.ZooKeeperGroupConfigs``).
+share-partition snapshots, the groups' records in ``__consumer_offsets`` (membership, epochs, assignments, the
+initialized partitions: written by the group's coordinator before it answers, replayed as it loads the group's
+partition) and the groups' ``share.*`` configs, kept with a broker alone's metadata (``metadata.json``), in a
+cluster in ZooKeeper (``cluster_role.ZooKeeperGroupConfigs``).
 
 A broker alone appends the snapshots to its ``__share_group_state`` (compacted, created on first use),
 replayed at start. In a cluster (``share_persister.py``) the group's coordinator (the leader of its
@@ -23,6 +25,7 @@ from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_coordinator import ShareStateCoordinator
 from tidelake.coordinator.share_group import ShareGroupCoordinator
+from tidelake.coordinator.share_group_records import replay as share_group_replay
 from tidelake.coordinator.share_state import SHARE_STATE_TOPIC, replay
 from tidelake.coordinator.txn_offsets import resolve_transactional_records
 from tidelake.errors import NotCoordinator, NotLeaderOrFollower, TopicAlreadyExists, UnknownTopicOrPartition
@@ -33,10 +36,26 @@ log = logging.getLogger("tidelake.broker.share_groups")
 
 
 def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitions: Partitions,
+                            appends: CoordinatorAppends, group_partition: Callable[[str], int],
                             leads: Callable[[str, int], bool] | None = None) -> ShareGroupCoordinator:
     """A broker alone (``leads`` None) holds and persists every share-partition itself; one of a cluster holds
-    those of the partitions it ``leads`` and persists nothing directly (its ``SharePersister`` does)."""
+    those of the partitions it ``leads`` and persists nothing directly (its ``SharePersister`` does). Either writes
+    the records of the groups it coordinates to their ``__consumer_offsets`` partition (``group_partition``)."""
     share_config = ShareGroupConfig.from_properties(config)
+
+    def write_group(group_id: str, records: list[tuple[bytes, bytes | None]]) -> None:
+        partition = group_partition(group_id)
+        now = partitions.clock_ms()
+        try:
+            appends.append(OFFSETS_TOPIC, partition,
+                           build_batch([Record(i, now, k, v) for i, (k, v) in enumerate(records)]), now_ms=now)
+        except (NotLeaderOrFollower, UnknownTopicOrPartition):
+            raise NotCoordinator(f"this broker does not lead {OFFSETS_TOPIC}-{partition}, share group "
+                                 f"{group_id}'s partition") from None
+
+    def topic_name_of(topic_id):
+        info = topics.by_id(topic_id)
+        return info.name if info is not None else None
 
     def write(partition: int, records: list[tuple[bytes, bytes | None]]) -> None:
         if topics.get(SHARE_STATE_TOPIC) is None:
@@ -72,7 +91,8 @@ def build_share_coordinator(config: BrokerConfig, topics: TopicManager, partitio
                                  # a cluster's group configs are ZooKeeper's, applied as the broker joins
                                  group_configs=topics.metadata.group_configs if leads is None else None,
                                  save_group_configs=topics.metadata.set_group_configs if leads is None else None,
-                                 holds_group_partitions=leads is None)
+                                 holds_group_partitions=leads is None, write_group=write_group,
+                                 topic_name_of=topic_name_of)
 
 
 def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppends,
@@ -90,20 +110,30 @@ def build_share_state_coordinator(config: BrokerConfig, appends: CoordinatorAppe
 
 
 def share_leadership(share: ShareGroupCoordinator, state: ShareStateCoordinator, topics: TopicManager,
-                     logs: LogManager, group_partition: Callable[[str], int]) -> Callable[[str, int, bool], None]:
+                     logs: LogManager, group_partition: Callable[[str], int],
+                     clock_ms: Callable[[], int]) -> Callable[[str, int, bool], None]:
     """In a cluster, the hook run when this broker becomes or stops being a partition's leader: a
     ``__share_group_state`` partition's share-partition states are replayed or forgotten; a former leader of
     any other partition forgets its share-partitions (the new leader reads them back from the share coordinator
     before serving, and so does this broker if it leads the partition again). A leader that stays leader (a new
     leader epoch, its ISR changed) keeps them: its state may hold what a moving share coordinator has not
-    been sent yet. A former leader of a ``__consumer_offsets`` partition forgets the members of the share groups
-    hashed to it (``group_partition``): they join the new coordinator, which answers them UNKNOWN_MEMBER_ID."""
+    been sent yet. A new leader of a ``__consumer_offsets`` partition loads the share groups hashed to it
+    (``group_partition``) from its records there: their members go on heartbeating with their epochs; a former
+    leader forgets them."""
     def changed(topic: str, partition: int, leader: bool) -> None:
         if topic == OFFSETS_TOPIC:
+            gone = share.forget_members(lambda group_id: group_partition(group_id) == partition)
             if not leader:
-                gone = share.forget_members(lambda group_id: group_partition(group_id) == partition)
                 if gone:
                     log.info("no longer coordinating share group(s) %s of %s-%d", gone, OFFSETS_TOPIC, partition)
+                return
+            plog = logs.get(OFFSETS_TOPIC, partition)
+            if plog is None:
+                return
+            records = resolve_transactional_records(plog.iter_batches(0))[0]
+            loaded = share.load_groups(share_group_replay(records), clock_ms())
+            if loaded:
+                log.info("coordinating share group(s) %s of %s-%d", loaded, OFFSETS_TOPIC, partition)
             return
         if topic == SHARE_STATE_TOPIC:
             if not leader:
@@ -158,3 +188,20 @@ def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: L
     n = len(restored) - share.forget_deleted_topics()
     log.info("share coordinator loaded %d share-partitions from %s", n, SHARE_STATE_TOPIC)
     return n
+
+
+def load_share_groups(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager, now_ms: int) -> int:
+    """A broker alone: replay the share groups' records of ``__consumer_offsets`` into ``share`` (their members'
+    sessions start now); how many groups."""
+    info = topics.get(OFFSETS_TOPIC)
+    if info is None:
+        return 0
+    records = []
+    for p in range(info.partitions):
+        plog = logs.get(OFFSETS_TOPIC, p)
+        if plog is not None:
+            records.extend(resolve_transactional_records(plog.iter_batches(0))[0])
+    loaded = share.load_groups(share_group_replay(records), now_ms)
+    if loaded:
+        log.info("share group coordinator loaded %d share group(s) from %s", len(loaded), OFFSETS_TOPIC)
+    return len(loaded)

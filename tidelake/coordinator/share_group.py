@@ -25,6 +25,11 @@ live with the partitions' leaders: the group's coordinator initializes their sta
 together are balanced from their first records on, instead of the first to fetch taking every partition's
 records before the others are counted. Meanwhile members are asked to heartbeat sooner, to start reading soon.
 
+The group's state (epoch, members with their subscriptions, epochs and assignments, the partitions initialized or
+being initialized) is written as Kafka's records (``share_group_records.py``) through the injected group writer on
+every change, before a heartbeat is answered; ``load_groups`` rebuilds groups from them (a restarted broker, a new
+coordinator in a cluster), each member's session starting at the load.
+
 A member whose session expires releases the records it had acquired (back to AVAILABLE, or ARCHIVED at
 the delivery-count limit); one that leaves keeps them until its share session closes with its last
 acknowledgements (or their locks expire), as a client closing sends its leave and its final
@@ -39,6 +44,8 @@ from typing import Callable, Iterator, Mapping
 from tidelake import errors
 from tidelake.coordinator import share_assignor
 from tidelake.coordinator.share_config import EARLIEST, ShareGroupConfig
+from tidelake.coordinator.share_group_records import (ShareGroupRecords, ShareMemberAssignment, ShareMemberMetadata,
+                                                      SharePartitionsMetadata, share_group_records)
 from tidelake.coordinator.share_partition import SharePartition
 from tidelake.coordinator.share_session import ShareSessionCache
 from tidelake.coordinator.share_state import ShareStateKey, snapshot_record, state_partition, tombstone_key
@@ -56,6 +63,8 @@ SharePartitionKey = tuple[str, uuid.UUID, int]  # (group id, topic id, partition
 # high watermark; None while the partition is not readable here
 StartOffset = Callable[[uuid.UUID, int, bool], int | None]
 StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
+# a group's records to its __consumer_offsets partition (raises NotCoordinator where it is not the coordinator's)
+GroupWriter = Callable[[str, list[tuple[bytes, bytes | None]]], None]
 
 
 @dataclass
@@ -66,8 +75,10 @@ class ShareMember:
     client_host: str
     rack_id: str | None
     subscribed: tuple[str, ...]
-    assignment: dict[uuid.UUID, tuple[int, ...]]  # topic id -> partitions
+    assignment: dict[uuid.UUID, tuple[int, ...]]  # topic id -> partitions (the target)
     deadline_ms: int
+    previous_epoch: int = 0
+    told: dict[uuid.UUID, tuple[int, ...]] = field(default_factory=dict)  # the assignment last sent to the member
 
 
 @dataclass
@@ -97,7 +108,8 @@ class ShareGroupCoordinator:
                  start_offset: StartOffset, write: StateWriter | None = None,
                  group_configs: Mapping[str, Mapping[str, str]] | None = None,
                  save_group_configs: Callable[[dict[str, dict[str, str]]], None] | None = None,
-                 holds_group_partitions: bool = True):
+                 holds_group_partitions: bool = True, write_group: GroupWriter | None = None,
+                 topic_name_of: Callable[[uuid.UUID], str | None] | None = None):
         self.config = config  # the broker's settings (group.share.*)
         # whether the share-partitions of the groups coordinated here are held here too (a broker alone): then a
         # partition is assigned once its share-partition is initialized here (``tick``), and a share-partition's
@@ -112,6 +124,11 @@ class ShareGroupCoordinator:
         self.topic_exists = topic_exists
         self.start_offset = start_offset
         self.write = write  # None: nothing persisted (the state machine alone, in tests)
+        # the groups' records in __consumer_offsets (None: membership not persisted, the state machine alone) and
+        # what was last written of each group, which the next records are diffed against
+        self.write_group = write_group
+        self.topic_name_of = topic_name_of
+        self.records: dict[str, ShareGroupRecords] = {}
         self.groups: dict[str, ShareGroup] = {}
         self.share_partitions: dict[SharePartitionKey, SharePartition] = {}
         # in a cluster, the share-partitions of the groups coordinated here whose state is known to be initialized
@@ -149,6 +166,7 @@ class ShareGroupCoordinator:
             if member is not None:  # its records stay acquired until its share session closes (the client
                 del group.members[member_id]  # sends its last acknowledgements then) or their locks expire
                 group.epoch += 1
+                self.persist_group(group_id)
             return HeartbeatAnswer(member_id, LEAVE_EPOCH, self.config_for(group_id).heartbeat_interval_ms, None)
         if member_epoch == JOIN_EPOCH:
             if not subscribed:
@@ -172,8 +190,11 @@ class ShareGroupCoordinator:
         self._reassign(group)
         changed = member_epoch == JOIN_EPOCH or member.epoch != group.epoch
         if member.epoch != group.epoch:
-            member.epoch = group.epoch
+            member.previous_epoch, member.epoch = member.epoch, group.epoch
             group.assignment_epoch = group.epoch
+        if changed:
+            member.told = dict(member.assignment)
+        self.persist_group(group_id)  # before the member hears it, as Kafka writes its records first
         # while the group waits for partitions to be initialized, its members come back sooner for them
         interval = (min(config.heartbeat_interval_ms, INITIALIZING_HEARTBEAT_INTERVAL_MS) if group.initializing
                     else config.heartbeat_interval_ms)
@@ -219,10 +240,10 @@ class ShareGroupCoordinator:
     def forget_members(self, chosen: Callable[[str], bool]) -> list[str]:
         """This broker no longer coordinates the groups ``chosen`` picks (a cluster's coordinator moved): forget
         their members (their share-partitions stay with the partitions' leaders); the group ids."""
-        gone = sorted(g.group_id for g in self.groups.values() if g.members and chosen(g.group_id))
+        gone = sorted(g.group_id for g in self.groups.values() if chosen(g.group_id))
         for group_id in gone:
-            self.groups[group_id].members.clear()
-            self.groups[group_id].initializing.clear()
+            del self.groups[group_id]  # the new coordinator has them from __consumer_offsets
+            self.records.pop(group_id, None)
         self.initialized = {key for key in self.initialized if not chosen(key[0])}
         return gone
 
@@ -247,6 +268,8 @@ class ShareGroupCoordinator:
                 removed.append((group.group_id, member_id))
         for sp in self.share_partitions.values():
             sp.expire_locks(now_ms)
+        for group_id in list(self.groups):
+            self._persist_or_retry(group_id)
         return removed
 
     def pending_initializations(self) -> list[ShareStateKey]:
@@ -261,11 +284,109 @@ class ShareGroupCoordinator:
         group = self.groups.get(key.group_id)
         if group is not None:
             group.initializing.discard((key.topic_id, key.partition))
+            self._persist_or_retry(key.group_id)
 
     def forget_initialized(self, group_id: str, topic_id: uuid.UUID) -> None:
         """In a cluster, the group's state of a topic was deleted: its partitions are initialized again before
         they are assigned again."""
         self.initialized = {key for key in self.initialized if key[:2] != (group_id, topic_id)}
+        if group_id in self.groups:
+            self.persist_group(group_id)
+
+    # -- the groups' records in __consumer_offsets -------------------------------------------------
+    def persist_group(self, group_id: str) -> None:
+        """Write what changed in the group's records since they were last written (nothing without a
+        ``write_group``)."""
+        group = self.groups.get(group_id)
+        if self.write_group is None or group is None:
+            return
+        old = self.records.get(group_id) or ShareGroupRecords()
+        new = self.records_of(group)
+        records = share_group_records(group_id, old, new)
+        if records:
+            self.write_group(group_id, records)
+            self.records[group_id] = new
+
+    def _persist_or_retry(self, group_id: str) -> None:
+        """``persist_group`` off a request: a write refused (the partition's leadership moving) is tried again at the
+        next tick, if the group is still coordinated here."""
+        try:
+            self.persist_group(group_id)
+        except errors.KafkaApiError:
+            pass
+
+    def records_of(self, group: ShareGroup) -> ShareGroupRecords:
+        """The group's state as its records in __consumer_offsets hold it."""
+        members = sorted(group.members.values(), key=lambda m: m.member_id)
+        held = (self.share_partitions if self.holds_group_partitions else self.initialized)
+        initialized: dict[uuid.UUID, list[int]] = {}
+        for gid, topic_id, partition in held:
+            if gid == group.group_id:
+                initialized.setdefault(topic_id, []).append(partition)
+        initializing: dict[uuid.UUID, list[int]] = {}
+        for topic_id, partition in group.initializing:
+            initializing.setdefault(topic_id, []).append(partition)
+        return ShareGroupRecords(
+            epoch=group.epoch,
+            members={m.member_id: ShareMemberMetadata(m.rack_id, m.client_id, m.client_host, m.subscribed)
+                     for m in members},
+            assignment_epoch=group.assignment_epoch,
+            target={m.member_id: dict(m.assignment) for m in members},
+            current={m.member_id: ShareMemberAssignment(m.epoch, m.previous_epoch, dict(m.told)) for m in members},
+            partitions=SharePartitionsMetadata(self._named(initializing), self._named(initialized)))
+
+    def _named(self, partitions: dict[uuid.UUID, list[int]]) -> dict[uuid.UUID, tuple[str, tuple[int, ...]]]:
+        return {topic_id: ((self.topic_name_of(topic_id) if self.topic_name_of else None) or "", tuple(sorted(ps)))
+                for topic_id, ps in partitions.items()}
+
+    def load_groups(self, groups: Mapping[str, ShareGroupRecords], now_ms: int) -> list[str]:
+        """Rebuild groups from their records in __consumer_offsets (a broker starting, or becoming the coordinator
+        of their partition); each member's session starts now. The group ids."""
+        for group_id, rec in groups.items():
+            if rec.epoch is None:
+                continue  # member records without the group's own: not a group
+            group = self.groups.setdefault(group_id, ShareGroup(group_id))
+            group.epoch, group.assignment_epoch = rec.epoch, rec.assignment_epoch or 0
+            session_ms = self.config_for(group_id).session_timeout_ms
+            group.members = {}
+            for member_id, meta in sorted(rec.members.items()):
+                current = rec.current.get(member_id) or ShareMemberAssignment(JOIN_EPOCH, JOIN_EPOCH, {})
+                group.members[member_id] = ShareMember(
+                    member_id, current.member_epoch, meta.client_id, meta.client_host, meta.rack_id,
+                    meta.subscribed_topic_names, dict(rec.target.get(member_id, {})), now_ms + session_ms,
+                    current.previous_member_epoch, dict(current.assigned))
+            partitions = rec.partitions or SharePartitionsMetadata()
+            group.initializing = {(tid, p) for tid, (_name, ps) in partitions.initializing.items() for p in ps}
+            if not self.holds_group_partitions:
+                self.initialized = {key for key in self.initialized if key[0] != group_id}
+                self.initialized.update((group_id, tid, p) for tid, (_name, ps) in partitions.initialized.items()
+                                        for p in ps)
+            self.records[group_id] = rec
+        return sorted(g for g, r in groups.items() if r.epoch is not None)
+
+    def topics_with_state(self, group_id: str) -> list[uuid.UUID]:
+        """The topics whose share state the group has (or is being given): to delete with the group."""
+        group = self.groups.get(group_id)
+        held = self.share_partitions if self.holds_group_partitions else self.initialized
+        ids = {topic_id for gid, topic_id, _p in held if gid == group_id}
+        ids.update(topic_id for topic_id, _p in (group.initializing if group is not None else ()))
+        return sorted(ids, key=str)
+
+    def delete_group(self, group_id: str) -> None:
+        """DeleteGroups on a share group: its records tombstoned, and a broker alone forgets its share-partitions
+        (their state tombstoned too). GroupIdNotFound / NonEmptyGroup otherwise."""
+        group = self.groups.get(group_id)
+        if group is None:
+            raise errors.GroupIdNotFound(f"share group {group_id} does not exist")
+        if group.members:
+            raise errors.NonEmptyGroup(f"share group {group_id} has members")
+        old = self.records.get(group_id)
+        if self.write_group is not None and old is not None:
+            self.write_group(group_id, share_group_records(group_id, old, ShareGroupRecords()))
+        self.records.pop(group_id, None)
+        del self.groups[group_id]
+        self._forget([key for key in self.share_partitions if key[0] == group_id])
+        self.initialized = {key for key in self.initialized if key[0] != group_id}
 
     # -- share-partitions -------------------------------------------------------------------------
     def share_partition(self, group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:

@@ -24,6 +24,7 @@ from tidelake import errors
 from tidelake.broker.cluster_role import CoordinatorAnswer
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations
+from tidelake.broker.handlers.share_groups import delete_share_group
 from tidelake.broker.access import (GROUP, GROUP_DENIED, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, ItemRule,
                                     ListingRule, Need, per_item, topic, whole)
 from tidelake.broker.registry import api
@@ -404,7 +405,11 @@ async def delete_groups(broker: BrokerContext, ctx: RequestContext, req):
     for gid in req.groups_names:
         try:
             broker.check_group_coordinator(gid)
-            code = gc.delete_group(gid)
+            if gid in broker.share_groups.groups:  # KIP-932
+                await delete_share_group(broker, gid)
+                code = errors.NONE
+            else:
+                code = gc.delete_group(gid)
         except errors.KafkaApiError as e:
             code = e.code
         results.append(R(group_id=gid, error_code=code))

@@ -12,6 +12,7 @@ from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, w
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.share_coordinator import PersistedState
 from tidelake.coordinator.share_group import SIMPLE_ASSIGNOR
 from tidelake.coordinator.share_partition import ACKNOWLEDGED, ARCHIVED
@@ -46,6 +47,7 @@ async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req)
         rack_id=req.rack_id, client_id=ctx.client_id or "", client_host="/" + ctx.client_host,
         now_ms=broker.clock_ms())
     await broker.share_persister.flush(broker.share_groups)
+    await group_records_replicated(broker, req.group_id)
     assignment = None
     if answer.assignment is not None:
         A = ShareGroupHeartbeatResponse.Assignment
@@ -54,6 +56,31 @@ async def share_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req)
     return ShareGroupHeartbeatResponse(
         throttle_time_ms=0, error_code=0, error_message=None, member_id=answer.member_id,
         member_epoch=answer.member_epoch, heartbeat_interval_ms=answer.heartbeat_interval_ms, assignment=assignment)
+
+
+async def group_records_replicated(broker: BrokerContext, group_id: str) -> None:
+    """Wait until the in-sync replicas of the group's __consumer_offsets partition have its records (as Kafka's
+    coordinator answers once its records are committed), so a new coordinator has what the members were told."""
+    code = await broker.partition_service.log_end_replicated(
+        OFFSETS_TOPIC, broker.groups.partition_for(group_id), broker.config.get_int("offsets.commit.timeout.ms"))
+    if code == errors.NotLeaderOrFollower.code:
+        raise errors.NotCoordinator(f"share group {group_id}: this broker no longer leads its {OFFSETS_TOPIC} partition")
+    if code:
+        raise errors.CoordinatorNotAvailable(f"share group {group_id}: its records were not replicated (error {code})")
+
+
+async def delete_share_group(broker: BrokerContext, group_id: str) -> None:
+    """DeleteGroups on a share group, as Kafka's: only an empty one; its share state deleted (at the share
+    coordinators, in a cluster), then its records in __consumer_offsets tombstoned."""
+    group = broker.share_groups.groups.get(group_id)
+    if group is not None and group.members:
+        raise errors.NonEmptyGroup(f"share group {group_id} has members")
+    for topic_id in broker.share_groups.topics_with_state(group_id):
+        info = broker.topics.by_id(topic_id)
+        if info is not None:
+            await broker.share_persister.delete_offsets(broker.share_groups, group_id, topic_id, info.partitions)
+    broker.share_groups.delete_group(group_id)
+    await group_records_replicated(broker, group_id)
 
 
 @api(ShareGroupDescribeRequest, ShareGroupDescribeResponse, 1, 1,
