@@ -7,7 +7,8 @@ import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from cluster_fixtures import find_coordinator, produce, start_cluster, wait_until
-from tests.cluster.test_share_groups import CONFIGS, RECORDS, TOPIC, ShareReader, leaders, persisted_state, topic_id
+from tests.cluster.test_share_groups import (CONFIGS, RECORDS, TOPIC, ShareReader, delivered_values, leaders,
+                                             persisted_state, produce_once_initialized, topic_id)
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, partition_for
 from tidelake.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from tidelake.protocol.wire_client import WireClient
@@ -48,14 +49,11 @@ def test_a_new_group_coordinator_has_the_share_groups_members_and_its_consumers_
         try:
             for r in readers:
                 r.start()
-            for p in range(2):  # share.auto.offset.reset is "latest": produce once both are initialized (at 0)
-                wait_until(f"{TOPIC}-{p}'s share-partition initialized", lambda p=p: (
-                    lambda s: s is not None and s[1].start_offset == 0)(persisted_state(cluster, group, tid, p)), 60)
-            acked = produce(cluster, TOPIC, RECORDS)
+            acked = produce_once_initialized(cluster, group, tid, 2)
             wanted = set(acked.values())
 
             def seen() -> set[bytes]:
-                return {v for r in readers for _p, _o, v, _c in list(r.delivered)}
+                return delivered_values(readers)
 
             def stable():
                 g = describe(cluster, 3, group)

@@ -95,6 +95,20 @@ def persisted_state(cluster, group: str, tid: uuid.UUID, partition: int):
     return None
 
 
+def produce_once_initialized(cluster, group: str, tid: uuid.UUID, partitions: int) -> dict:
+    """Produce RECORDS records to TOPIC once each of its share-partitions is initialized at 0 (the group's
+    share.auto.offset.reset is "latest": a record produced before would not be delivered); what was acknowledged."""
+    for p in range(partitions):
+        wait_until(f"{TOPIC}-{p}'s share-partition initialized", lambda p=p: (
+            lambda s: s is not None and s[1].start_offset == 0)(persisted_state(cluster, group, tid, p)), 60)
+    return produce(cluster, TOPIC, RECORDS)
+
+
+def delivered_values(readers) -> set[bytes]:
+    """The values the readers were delivered, so far."""
+    return {v for r in readers for _p, _o, v, _c in list(r.delivered)}
+
+
 def leaders(cluster, topic: str) -> dict[int, int]:
     md = metadata(any_broker(cluster), [topic])
     return {p.partition_index: p.leader_id for p in md.topics[0].partitions}
@@ -109,15 +123,11 @@ def consume_with_a_kill(cluster, group: str, victim: int) -> None:
     try:
         for r in readers:
             r.start()
-        # share.auto.offset.reset is "latest": produce once every share-partition is initialized (at 0)
-        for p in range(partitions):
-            wait_until(f"{TOPIC}-{p}'s share-partition initialized", lambda p=p: (
-                lambda s: s is not None and s[1].start_offset == 0)(persisted_state(cluster, group, tid, p)), 60)
-        acked = produce(cluster, TOPIC, RECORDS)
+        acked = produce_once_initialized(cluster, group, tid, partitions)
         wanted = set(acked.values())
 
         def seen() -> set[bytes]:
-            return {v for r in readers for _p, _o, v, _c in list(r.delivered)}
+            return delivered_values(readers)
         wait_until("a third of the records delivered", lambda: len(seen()) >= RECORDS // 3, 60)
         cluster.kill_broker(victim)
         assert len(seen()) < RECORDS, "every record was delivered before the kill: nothing was tested"

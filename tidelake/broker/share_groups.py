@@ -173,15 +173,9 @@ def share_topic_deletion(state: ShareStateCoordinator, topics: TopicManager) -> 
 def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager) -> int:
     """Replay ``__share_group_state`` into ``share``; the number of share-partitions restored (those of
     topics deleted meanwhile are forgotten, with their tombstones)."""
-    info = topics.get(SHARE_STATE_TOPIC)
-    if info is None:
+    records = _committed_records(SHARE_STATE_TOPIC, topics, logs)
+    if records is None:
         return 0
-    records = []
-    for p in range(info.partitions):
-        plog = logs.get(SHARE_STATE_TOPIC, p)
-        if plog is not None:
-            plain, _open = resolve_transactional_records(plog.iter_batches(0))
-            records.extend(plain)
     restored = replay(records, share.config)
     for key, sp in restored.items():
         share.restore(key.group_id, key.topic_id, key.partition, sp)
@@ -193,15 +187,25 @@ def load_share_state(share: ShareGroupCoordinator, topics: TopicManager, logs: L
 def load_share_groups(share: ShareGroupCoordinator, topics: TopicManager, logs: LogManager, now_ms: int) -> int:
     """A broker alone: replay the share groups' records of ``__consumer_offsets`` into ``share`` (their members'
     sessions start now); how many groups."""
-    info = topics.get(OFFSETS_TOPIC)
-    if info is None:
+    records = _committed_records(OFFSETS_TOPIC, topics, logs)
+    if records is None:
         return 0
-    records = []
-    for p in range(info.partitions):
-        plog = logs.get(OFFSETS_TOPIC, p)
-        if plog is not None:
-            records.extend(resolve_transactional_records(plog.iter_batches(0))[0])
     loaded = share.load_groups(share_group_replay(records), now_ms)
     if loaded:
         log.info("share group coordinator loaded %d share group(s) from %s", len(loaded), OFFSETS_TOPIC)
     return len(loaded)
+
+
+def _committed_records(topic: str, topics: TopicManager, logs: LogManager) -> list[Record] | None:
+    """Every record of an internal topic's partitions held here, aborted transactions' left out, in each
+    partition's order; None when the topic does not exist."""
+    info = topics.get(topic)
+    if info is None:
+        return None
+    records = []
+    for p in range(info.partitions):
+        plog = logs.get(topic, p)
+        if plog is not None:
+            committed, _open = resolve_transactional_records(plog.iter_batches(0))
+            records.extend(committed)
+    return records
