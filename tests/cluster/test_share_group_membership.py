@@ -4,11 +4,12 @@ epoch, the ShareConsumers go on with them (not fenced, not rejoined) and every r
 from __future__ import annotations
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from cluster_fixtures import find_coordinator, produce, start_cluster, wait_until
-from tests.cluster.test_share_groups import (CONFIGS, RECORDS, TOPIC, ShareReader, delivered_values, leaders,
-                                             persisted_state, produce_once_initialized, topic_id)
+from cluster_fixtures import find_coordinator, start_cluster, wait_until
+from tests.cluster.test_share_groups import (CONFIGS, RECORDS, TOPIC, ShareReader, create_topic_broker_3_leads_none,
+                                             delivered_values, leaders, persisted_state, produce_once_initialized,
+                                             topic_id)
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, partition_for
 from tidelake.protocol.messages import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from tidelake.protocol.wire_client import WireClient
@@ -34,10 +35,7 @@ def test_a_new_group_coordinator_has_the_share_groups_members_and_its_consumers_
     moves the group's coordination, which the next leader of the group's __consumer_offsets partition replays."""
     cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        new = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])  # broker 3 leads none
-        for f in admin.create_topics([new]).values():
-            f.result(30)
+        create_topic_broker_3_leads_none(cluster)
         find_coordinator(cluster, 0, "probe")  # creates __consumer_offsets
         offsets_leaders = wait_until(f"{OFFSETS_TOPIC}'s leaders", lambda: (
             lambda ls: ls if ls and all(b > 0 for b in ls.values()) else None)(leaders(cluster, OFFSETS_TOPIC)), 60)
@@ -85,6 +83,7 @@ def test_a_new_group_coordinator_has_the_share_groups_members_and_its_consumers_
                 r.join(30)
         # DeleteGroups at the new coordinator, once the consumers left: the group and its share state are gone
         wait_until("the consumers gone", lambda: not describe(cluster, coordinator, group).members, 30)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
         admin.delete_consumer_groups([group])[group].result(30)
         assert describe(cluster, coordinator, group).error_code == GROUP_ID_NOT_FOUND
         for p in range(2):  # the share coordinators answer "no state" (start offset -1), not its consumed state

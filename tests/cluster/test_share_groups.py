@@ -109,6 +109,15 @@ def delivered_values(readers) -> set[bytes]:
     return {v for r in readers for _p, _o, v, _c in list(r.delivered)}
 
 
+def create_topic_broker_3_leads_none(cluster) -> None:
+    """TOPIC with two partitions led by brokers 1 and 2, broker 3 a follower of both: a broker whose kill moves
+    a coordination but no partition's leadership."""
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    new = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])
+    for f in admin.create_topics([new]).values():
+        f.result(30)
+
+
 def leaders(cluster, topic: str) -> dict[int, int]:
     md = metadata(any_broker(cluster), [topic])
     return {p.partition_index: p.leader_id for p in md.topics[0].partitions}
@@ -204,10 +213,7 @@ def test_share_consumers_lose_nothing_when_a_share_coordinator_is_killed(tmp_pat
     group id is chosen so): its kill moves only the share state, which the next coordinator replays."""
     cluster = start_cluster(tmp_path / "c", 3, **CONFIGS)
     try:
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        new = NewTopic(TOPIC, num_partitions=2, replica_assignment=[[1, 2, 3], [2, 1, 3]])  # broker 3 leads none
-        for f in admin.create_topics([new]).values():
-            f.result(30)
+        create_topic_broker_3_leads_none(cluster)
         wait_until(f"{TOPIC}'s leaders", lambda: leaders(cluster, TOPIC) == {0: 1, 1: 2})
         # a first share group's fetch creates the state topic, then the group is chosen by where its state lands
         warmup = ShareReader(cluster.bootstrap_servers, "warmup", "warmup")
