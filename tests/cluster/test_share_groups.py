@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
+from kafka.protocol.admin import ListGroupsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
@@ -295,13 +296,14 @@ def share_offsets_request(cluster, group: str, request, response_cls, refused_wh
     return wait_until(f"{group} empty and its offsets changed", send, 30)
 
 
-def described_offsets(cluster, group: str) -> dict[int, tuple[int, int]]:
-    """DescribeShareGroupOffsets v1 of TOPIC at the group's coordinator: (start offset, lag) by partition."""
+def described_offsets(cluster, group: str, *, every: bool = False) -> dict[int, tuple[int, int]]:
+    """DescribeShareGroupOffsets v1 at the group's coordinator, of TOPIC's partition 0 (``every``: of every partition
+    the group has state of): (start offset, lag) by partition."""
     R = DescribeShareGroupOffsetsRequest
+    G = R.DescribeShareGroupOffsetsRequestGroup
+    topics = None if every else [G.DescribeShareGroupOffsetsRequestTopic(topic_name=TOPIC, partitions=[0])]
     with WireClient("127.0.0.1", cluster.brokers[find_coordinator(cluster, 0, group)].port) as c:
-        r = c.request(R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=[
-            R.DescribeShareGroupOffsetsRequestGroup.DescribeShareGroupOffsetsRequestTopic(
-                topic_name=TOPIC, partitions=[0])])]), 1, DescribeShareGroupOffsetsResponse)
+        r = c.request(R(groups=[G(group_id=group, topics=topics)]), 1, DescribeShareGroupOffsetsResponse)
     return {p.partition_index: (p.start_offset, p.lag) for t in r.groups[0].topics for p in t.partitions}
 
 
@@ -364,6 +366,19 @@ def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_th
         wait_until("the altered range acknowledged", lambda: persisted_state(
             cluster, group, tid, 0)[1].start_offset == 30)
         assert described_offsets(cluster, group) == {0: (30, 0)}
+        # the group is empty and its coordinator leads no partition: its partitions come from the group's records
+        assert described_offsets(cluster, group, every=True) == {0: (30, 0)}
+        # an alter creates a group never seen (as Kafka's), which then lists its partition like any other
+        fresh = next(g for g in (f"fresh-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) == 1)
+        r = share_offsets_request(cluster, fresh, AlterShareGroupOffsetsRequest(group_id=fresh, topics=[A(
+            topic_name=TOPIC, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=0,
+                                                                                   start_offset=25)])]),
+            AlterShareGroupOffsetsResponse)
+        assert [(p.partition_index, p.error_code) for t in r.responses for p in t.partitions] == [(0, 0)]
+        assert described_offsets(cluster, fresh, every=True) == {0: (25, 5)}
+        with WireClient("127.0.0.1", cluster.brokers[1].port) as c:
+            listed = c.request(ListGroupsRequest(states_filter=[], types_filter=["share"]), 5)
+        assert fresh in {g.group_id for g in listed.groups}
         D = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
         r = share_offsets_request(cluster, group, DeleteShareGroupOffsetsRequest(group_id=group, topics=[D(
             topic_name=TOPIC)]), DeleteShareGroupOffsetsResponse)

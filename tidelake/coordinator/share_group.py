@@ -286,6 +286,15 @@ class ShareGroupCoordinator:
             group.initializing.discard((key.topic_id, key.partition))
             self._persist_or_retry(key.group_id)
 
+    def offsets_altered(self, key: ShareStateKey) -> None:
+        """AlterShareGroupOffsets set the share-partition's state at its share coordinator: the group exists (an
+        empty one is created, as Kafka's coordinator does) and, in a cluster, the partition counts as initialized,
+        so DescribeShareGroupOffsets lists it and the group's next members are assigned it at once."""
+        self.groups.setdefault(key.group_id, ShareGroup(key.group_id))
+        if not self.holds_group_partitions:
+            self.initialized.add((key.group_id, key.topic_id, key.partition))
+        self.persist_group(key.group_id)
+
     def forget_initialized(self, group_id: str, topic_id: uuid.UUID) -> None:
         """In a cluster, the group's state of a topic was deleted: its partitions are initialized again before
         they are assigned again."""
@@ -434,11 +443,6 @@ class ShareGroupCoordinator:
         """Forget one share-partition held here, its state left as persisted (it was changed elsewhere: the next
         fetch reads it again)."""
         self.share_partitions.pop((group_id, topic_id, partition), None)
-
-    def partitions_of_group(self, group_id: str) -> Iterator[tuple[uuid.UUID, int, SharePartition]]:
-        for (gid, topic_id, partition), sp in sorted(self.share_partitions.items(), key=lambda kv: kv[0]):
-            if gid == group_id:
-                yield topic_id, partition, sp
 
     def delete_offsets(self, group_id: str, topic_id: uuid.UUID) -> list[int]:
         """DeleteShareGroupOffsets: forget the group's state of a topic (tombstones in the state topic); the

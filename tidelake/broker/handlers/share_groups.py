@@ -178,9 +178,10 @@ async def describe_share_group_offsets(broker: BrokerContext, ctx: RequestContex
 
 
 def _known_topics(broker: BrokerContext, group_id: str) -> list[tuple[str, list[int]]]:
-    """The topics whose share-partitions of the group are held here or whose names its members subscribe to, each
-    with all its partitions (a deleted topic's state is gone with it)."""
-    names = {info.name for topic_id, _p, _sp in broker.share_groups.partitions_of_group(group_id)
+    """The topics the group has share state of (held here, or in a cluster initialized at the share coordinators,
+    as the group's records say: an empty group's coordinator need lead none of them) or whose names its members
+    subscribe to, each with all its partitions (a deleted topic's state is gone with it)."""
+    names = {info.name for topic_id in broker.share_groups.topics_with_state(group_id)
              if (info := broker.topics.by_id(topic_id)) is not None}
     group = broker.share_groups.groups.get(group_id)
     names.update(t for m in (group.members.values() if group is not None else ()) for t in m.subscribed)
@@ -218,8 +219,9 @@ async def alter_share_group_offsets(broker: BrokerContext, ctx: RequestContext, 
                                error_message=None))
                 continue
             try:
-                await broker.share_persister.alter_offset(
-                    broker.share_groups, ShareStateKey(req.group_id, info.topic_id, p.partition_index), p.start_offset)
+                key = ShareStateKey(req.group_id, info.topic_id, p.partition_index)
+                await broker.share_persister.alter_offset(broker.share_groups, key, p.start_offset)
+                broker.share_groups.offsets_altered(key)
             except errors.KafkaApiError as e:
                 parts.append(P(partition_index=p.partition_index, error_code=e.code, error_message=str(e)))
                 continue
