@@ -20,6 +20,7 @@ from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, AlterShar
                                         DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse,
                                         ShareGroupDescribeRequest, ShareGroupDescribeResponse)
 from tidelake.protocol.wire_client import WireClient
+from tidelake.security.client_config import DEFAULT_PROTOCOL, librdkafka_config
 
 # the versions sent: Kafka 4.2's (DescribeShareGroupOffsets v1 carries the lag)
 FIND_COORDINATOR_VERSION = 3
@@ -28,7 +29,6 @@ DESCRIBE_OFFSETS_VERSION = 1
 ALTER_OFFSETS_VERSION = 0
 DELETE_OFFSETS_VERSION = 0
 GROUP_KEY_TYPE = 0
-PLAINTEXT = "PLAINTEXT"
 # FindCoordinator errors that go away once the coordinator has loaded: asked again until --timeout
 _RETRIABLE = {"COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"}
 GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
@@ -37,6 +37,11 @@ GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
 def _kafka_name(code: int) -> str:
     """Kafka's name of an error code (``GROUP_ID_NOT_FOUND``)."""
     return for_code(code).message
+
+
+def _error(code: int, message: str | None) -> str:
+    """An error of a response: its name, and the broker's message when it gave one."""
+    return f"{_kafka_name(code)}: {message}" if message else _kafka_name(code)
 
 
 @dataclass(frozen=True)
@@ -80,8 +85,8 @@ class ShareGroupAdmin:
     """One share group's admin requests, each on a connection to the group's coordinator."""
 
     def __init__(self, conn: BrokerConnection, group: str):
-        protocol = conn.security.get("security.protocol", PLAINTEXT).upper()
-        if protocol != PLAINTEXT:
+        protocol = librdkafka_config(conn.security)["security.protocol"]
+        if protocol != DEFAULT_PROTOCOL:
             raise CliError(f"share-group requests are sent over PLAINTEXT only; --command-config asks for "
                            f"security.protocol={protocol}")
         self.conn = conn
@@ -116,7 +121,7 @@ class ShareGroupAdmin:
                 if r.error_code == 0:
                     self._coordinator = Coordinator(r.node_id, r.host, r.port)
                     return self._coordinator
-                reason = f"{_kafka_name(r.error_code)}: {r.error_message or ''}".rstrip(": ")
+                reason = _error(r.error_code, r.error_message)
                 remaining = deadline - time.monotonic()
                 if _kafka_name(r.error_code) not in _RETRIABLE or remaining <= 0:
                     raise CliError(f"no coordinator for share group {self.group}: {reason}")
@@ -136,7 +141,7 @@ class ShareGroupAdmin:
         if g.error_code != 0:
             if _kafka_name(g.error_code) == GROUP_ID_NOT_FOUND:
                 return None
-            raise CliError(f"{what}: {_kafka_name(g.error_code)}: {g.error_message or ''}".rstrip(": "))
+            raise CliError(f"{what}: {_error(g.error_code, g.error_message)}")
         members = tuple(ShareMember(m.member_id, m.client_id, m.client_host, m.member_epoch,
                                     tuple(sorted((tp.topic_name, p) for tp in m.assignment.topic_partitions
                                                  for p in tp.partitions)))
@@ -152,7 +157,7 @@ class ShareGroupAdmin:
                                  DESCRIBE_OFFSETS_VERSION, DescribeShareGroupOffsetsResponse, what)
         [g] = r.groups
         if g.error_code != 0:
-            raise CliError(f"{what}: {_kafka_name(g.error_code)}: {g.error_message or ''}".rstrip(": "))
+            raise CliError(f"{what}: {_error(g.error_code, g.error_message)}")
         failed = [f"{t.topic_name}-{p.partition_index}: {_kafka_name(p.error_code)}"
                   for t in g.topics for p in t.partitions if p.error_code != 0]
         if failed:
@@ -170,7 +175,7 @@ class ShareGroupAdmin:
                                         for (tt, p), o in sorted(offsets.items()) if tt == t]) for t in topics])
         r = self._at_coordinator(request, ALTER_OFFSETS_VERSION, AlterShareGroupOffsetsResponse, what)
         if r.error_code != 0:
-            raise CliError(f"{what}: {_kafka_name(r.error_code)}: {r.error_message or ''}".rstrip(": "))
+            raise CliError(f"{what}: {_error(r.error_code, r.error_message)}")
         failed = [f"{t.topic_name}-{p.partition_index}: {_kafka_name(p.error_code)}"
                   for t in r.responses for p in t.partitions if p.error_code != 0]
         if failed:
@@ -184,5 +189,5 @@ class ShareGroupAdmin:
                                                                 topics=[D(topic_name=t) for t in topics]),
                                  DELETE_OFFSETS_VERSION, DeleteShareGroupOffsetsResponse, what)
         if r.error_code != 0:
-            raise CliError(f"{what}: {_kafka_name(r.error_code)}: {r.error_message or ''}".rstrip(": "))
+            raise CliError(f"{what}: {_error(r.error_code, r.error_message)}")
         return {t.topic_name: (_kafka_name(t.error_code) if t.error_code else None) for t in r.responses}
