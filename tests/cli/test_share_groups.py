@@ -11,8 +11,10 @@ from click.testing import CliRunner
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
 
+from security_fixtures import PLAIN_JAAS, secured_broker
 from tidelake.broker.embedded import EmbeddedBroker
 from tidelake.cli.main import cli
+from tls_certs import make_pki
 
 CONFIG = {"group.share.heartbeat.interval.ms": "300", "group.share.session.timeout.ms": "6000"}
 DEADLINE_S = 30
@@ -129,7 +131,7 @@ def test_share_groups_cli_list_describe_reset_delete(broker):
     assert res.exit_code == 1 and "share group sg does not exist" in res.stderr
 
 
-def test_share_groups_cli_unknown_group_down_broker_and_tls_are_one_line(broker, tmp_path):
+def test_share_groups_cli_unknown_group_and_down_broker_are_one_line(broker):
     bs = broker.bootstrap_servers
     for args in (("describe", "nope", "-b", bs), ("delete-offsets", "nope", "--topic", "q", "-b", bs),
                  ("delete", "nope", "-b", bs)):
@@ -139,10 +141,30 @@ def test_share_groups_cli_unknown_group_down_broker_and_tls_are_one_line(broker,
     down = invoke("describe", "g", "-b", "127.0.0.1:1", "--timeout", "1")
     assert down.exit_code == 1 and down.stderr.count("\n") == 1
     assert down.stderr.startswith("tidelake: error: no Kafka broker answered at 127.0.0.1:1 within 1s")
-    # the share-group requests have no TLS/SASL: said at once, nothing sent in the clear
-    props = tmp_path / "client.properties"
-    props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.username=u\nsasl.password=p\n")
-    res = invoke("describe", "g", "-b", bs, "--command-config", str(props))
-    assert res.exit_code == 1 and res.stderr == ("tidelake: error: share-group requests are sent over PLAINTEXT only; "
-                                                 "--command-config asks for security.protocol=SASL_SSL "
-                                                 "(tidelake share-groups describe)\n")
+
+
+def test_share_groups_cli_over_sasl_ssl(tmp_path):
+    """The share-group requests go over the listener --command-config names (here SASL_SSL, PLAIN) and a refused
+    login is one line."""
+    pki = make_pki(tmp_path / "pki")
+    with secured_broker(tmp_path / "data", pki) as b:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
+        for f in admin.create_topics([NewTopic("q", 1, 1)]).values():
+            f.result(15)
+        p = Producer({"bootstrap.servers": b.bootstrap_servers})
+        for i in range(5):
+            p.produce("q", value=b"v%d" % i)
+        assert p.flush(15) == 0
+        bs = b.bootstrap_for("SASL_SSL")
+        props = tmp_path / "client.properties"
+        props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN_JAAS.split(' user_')[0]};\n"
+                         f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
+        secured = ("-b", bs, "--command-config", str(props))
+        run("reset-offsets", "sg", "--topic", "q", "--to-offset", "2", "--execute", *secured)
+        out = run("describe", "sg", *secured)
+        assert re.search(r"^sg\s+q\s+0\s+0\s+2\s+3$", out, re.M), out
+        assert re.search(r"^sg\s+\d+\s+Empty\s+", run("describe", "sg", "--state", *secured), re.M)
+        wrong = tmp_path / "wrong.properties"
+        wrong.write_text(props.read_text().replace('password="admin-secret"', 'password="nope"'))
+        res = invoke("describe", "sg", "-b", bs, "--command-config", str(wrong))
+        assert res.exit_code == 1 and res.stderr.count("\n") == 1 and "authentication failed" in res.stderr, res.stderr

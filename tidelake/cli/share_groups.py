@@ -3,7 +3,7 @@ delete-offsets, delete — Kafka 4.x's kafka-share-groups commands and option na
 
 ``reset-offsets`` only prints the plan unless ``--execute`` is given (``--dry-run`` is the default), and refuses
 to move the start offsets of a group that has members, as Kafka's tool does. The share-group requests are sent by
-:mod:`tidelake.cli.share_admin`; listing, log offsets and deleting a group go through the Kafka clients.
+:mod:`tidelake.cli.share_admin`; listing, log offsets and deleting a group go through the Kafka clients' admin APIs.
 """
 from __future__ import annotations
 
@@ -45,10 +45,10 @@ def list_share_groups(conn: BrokerConnection, states: str | None, as_json: bool)
     print_rows(("GROUP", "STATE", "TYPE"), [(r["group"], r["state"], r["type"]) for r in rows])
 
 
-def _existing(admin: ShareGroupAdmin) -> ShareGroupDescription:
-    desc = admin.describe()
+def _existing(admin: ShareGroupAdmin, group: str) -> ShareGroupDescription:
+    desc = admin.describe(group)
     if desc is None:
-        raise CliError(f"share group {admin.group} does not exist")
+        raise CliError(f"share group {group} does not exist")
     return desc
 
 
@@ -62,9 +62,9 @@ def _existing(admin: ShareGroupAdmin) -> ShareGroupDescription:
 @json_option
 def describe(conn: BrokerConnection, group: str, view: str, as_json: bool) -> None:
     """GROUP's start offsets and lag per partition, or (--members) its members, or (--state) its state."""
-    admin = ShareGroupAdmin(conn, group)
-    conn.admin()  # a down broker: one line within --timeout
-    desc = _existing(admin)
+    with ShareGroupAdmin(conn) as admin:
+        desc = _existing(admin, group)
+        start_offsets = admin.start_offsets(group) if view == "offsets" else []
     if view == "state":
         doc = {"group": desc.group, "coordinator": desc.coordinator, "state": desc.state,
                "group_epoch": desc.group_epoch, "assignment_epoch": desc.assignment_epoch,
@@ -92,7 +92,7 @@ def describe(conn: BrokerConnection, group: str, view: str, as_json: bool) -> No
     rows = [{"group": desc.group, "topic": s.topic, "partition": s.partition,
              "leader_epoch": s.leader_epoch if s.leader_epoch >= 0 else None,
              "start_offset": s.start_offset if s.start_offset >= 0 else None,
-             "lag": s.lag if s.lag >= 0 else None} for s in admin.start_offsets()]
+             "lag": s.lag if s.lag >= 0 else None} for s in start_offsets]
     if as_json:
         print_json({"group": desc.group, "state": desc.state, "partitions": rows})
         return
@@ -126,34 +126,35 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
     if bool(topic_specs) == all_topics:
         raise click.UsageError("give --topic (repeatable) or --all-topics")
-    admin = ShareGroupAdmin(conn, group)
-    kafka_admin = conn.admin()
-    desc = admin.describe()
-    current = {(s.topic, s.partition): s.start_offset for s in admin.start_offsets()} if desc is not None else {}
-    if all_topics:
-        parts = sorted(current)
-        if not parts:
-            raise CliError(f"share group {group} has no start offsets (--all-topics resets those)")
-    else:
-        parts = resolve_topic_partitions(conn, kafka_admin, topic_specs)
-    if mode == "execute" and desc is not None and desc.members:
-        raise CliError(f"offsets can be reset only when share group {group} has no members, but it has "
-                       f"{len(desc.members)} (state {desc.state}; stop its consumers first)")
-    earliest = log_offsets(conn, kafka_admin, parts, OffsetSpec.earliest())
-    latest = log_offsets(conn, kafka_admin, parts, OffsetSpec.latest())
-    if scenario == "earliest":
-        target = dict(earliest)
-    elif scenario == "latest":
-        target = dict(latest)
-    elif to_offset is not None:
-        target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in parts}
-    else:
-        by_time = log_offsets(conn, kafka_admin, parts, OffsetSpec.for_timestamp(to_datetime))
-        target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}  # none that late: the end
+    with ShareGroupAdmin(conn) as admin:
+        kafka_admin = conn.admin()
+        desc = admin.describe(group)
+        current = ({(s.topic, s.partition): s.start_offset for s in admin.start_offsets(group)}
+                   if desc is not None else {})
+        if all_topics:
+            parts = sorted(current)
+            if not parts:
+                raise CliError(f"share group {group} has no start offsets (--all-topics resets those)")
+        else:
+            parts = resolve_topic_partitions(conn, kafka_admin, topic_specs)
+        if mode == "execute" and desc is not None and desc.members:
+            raise CliError(f"offsets can be reset only when share group {group} has no members, but it has "
+                           f"{len(desc.members)} (state {desc.state}; stop its consumers first)")
+        earliest = log_offsets(conn, kafka_admin, parts, OffsetSpec.earliest())
+        latest = log_offsets(conn, kafka_admin, parts, OffsetSpec.latest())
+        if scenario == "earliest":
+            target = dict(earliest)
+        elif scenario == "latest":
+            target = dict(latest)
+        elif to_offset is not None:
+            target = {tp: min(max(to_offset, earliest[tp]), latest[tp]) for tp in parts}
+        else:
+            by_time = log_offsets(conn, kafka_admin, parts, OffsetSpec.for_timestamp(to_datetime))
+            target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}  # none that late: the end
+        if mode == "execute":
+            admin.alter_start_offsets(group, target)
     rows = [{"group": group, "topic": t, "partition": p, "start_offset": current.get((t, p)),
              "new_start_offset": target[(t, p)]} for t, p in parts]
-    if mode == "execute":
-        admin.alter_start_offsets(target)
     if as_json:
         print_json({"executed": mode == "execute", "offsets": rows})
         return
@@ -172,10 +173,9 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
 @json_option
 def delete_offsets(conn: BrokerConnection, group: str, topics: tuple[str, ...], as_json: bool) -> None:
     """Delete GROUP's start offsets of whole topics; the group must not be consuming them."""
-    admin = ShareGroupAdmin(conn, group)
-    conn.admin()
-    _existing(admin)
-    result = admin.delete_start_offsets(sorted(set(topics)))
+    with ShareGroupAdmin(conn) as admin:
+        _existing(admin, group)
+        result = admin.delete_start_offsets(group, sorted(set(topics)))
     rows = [{"topic": t, "error": err} for t, err in sorted(result.items())]
     if as_json:
         print_json(rows)
@@ -191,10 +191,10 @@ def delete_offsets(conn: BrokerConnection, group: str, topics: tuple[str, ...], 
 @click.argument("group", nargs=-1, required=True)
 def delete(conn: BrokerConnection, group: tuple[str, ...]) -> None:
     """Delete share groups (and their start offsets); a group with members cannot be deleted."""
-    admins = [ShareGroupAdmin(conn, g) for g in group]
+    with ShareGroupAdmin(conn) as admin:
+        for g in group:  # a consumer group of that name is not deleted by this command
+            _existing(admin, g)
     kafka_admin = conn.admin()  # keep a reference: the futures die with the client
-    for admin in admins:  # a consumer group of that name is not deleted by this command
-        _existing(admin)
     futs = kafka_admin.delete_consumer_groups(list(group), request_timeout=conn.timeout)
     failed = []
     for g, f in futs.items():
