@@ -37,10 +37,14 @@ def run(*args: str) -> str:
     return result.stdout
 
 
-def offsets(bs: str, group: str) -> dict[int, list[str]]:
+def describe_rows(stdout: str, group: str) -> dict[int, list[str]]:
     """PARTITION -> [LEADER-EPOCH, START-OFFSET, LAG] of `describe`'s rows for topic q."""
-    return {int(cols[2]): cols[3:6] for cols in (line.split() for line in run("describe", group, "-b", bs).splitlines())
+    return {int(cols[2]): cols[3:6] for cols in (line.split() for line in stdout.splitlines())
             if len(cols) == 6 and cols[0] == group and cols[1] == "q"}
+
+
+def offsets(bs: str, group: str) -> dict[int, list[str]]:
+    return describe_rows(run("describe", group, "-b", bs), group)
 
 
 def start_offset_once_joined(bs: str, group: str) -> str | None:
@@ -49,8 +53,8 @@ def start_offset_once_joined(bs: str, group: str) -> str | None:
     if res.exit_code == 1 and f"share group {group} does not exist" in res.stderr:
         return None
     assert res.exit_code == 0, res.output
-    return {int(cols[2]): cols[4] for cols in (line.split() for line in res.stdout.splitlines())
-            if len(cols) == 6 and cols[0] == group and cols[1] == "q"}.get(0)
+    row = describe_rows(res.stdout, group).get(0)
+    return row[1] if row else None
 
 
 def share_consumer(bs: str, group: str, client_id: str) -> ShareConsumer:
@@ -64,7 +68,7 @@ def consume_all(c: ShareConsumer, bs: str, group: str, want_start: str) -> list[
     got = []
     deadline = time.monotonic() + DEADLINE_S
     while start_offset_once_joined(bs, group) != want_start:
-        assert time.monotonic() < deadline, f"start offset of {group} never reached {want_start}: {offsets(bs, group)}"
+        assert time.monotonic() < deadline, f"start offset of {group} never reached {want_start}"
         got += [m.offset() for m in c.poll(0.3) if m.error() is None]
         c.commit_sync(10)
     return got
@@ -82,8 +86,9 @@ def test_share_groups_cli_list_describe_reset_delete(broker):
     admin = AdminClient({"bootstrap.servers": bs})
     for f in admin.create_topics([NewTopic("q", 1, 1)]).values():
         f.result(15)
-    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, "sg", incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])]).values():
+    earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, "sg",
+                                                             incremental_configs=[earliest])]).values():
         f.result(15)
     p = Producer({"bootstrap.servers": bs})
     for i in range(RECORDS):
@@ -157,7 +162,8 @@ def test_share_groups_cli_over_sasl_ssl(tmp_path):
         assert p.flush(15) == 0
         bs = b.bootstrap_for("SASL_SSL")
         props = tmp_path / "client.properties"
-        props.write_text(f"security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\nsasl.jaas.config={PLAIN_JAAS.split(' user_')[0]};\n"
+        props.write_text("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n"
+                         f"sasl.jaas.config={PLAIN_JAAS.split(' user_')[0]};\n"
                          f"ssl.truststore.type=PEM\nssl.truststore.location={pki.ca}\n")
         secured = ("-b", bs, "--command-config", str(props))
         run("reset-offsets", "sg", "--topic", "q", "--to-offset", "2", "--execute", *secured)
