@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any, Callable, Iterable
 
 from kafka.errors import KafkaError, KafkaTimeoutError, for_code
 from kafka.net.compat import KafkaNetClient
@@ -21,9 +22,9 @@ from tidelake.protocol.messages import (AlterShareGroupOffsetsRequest, DeleteSha
 from tidelake.security.client_config import kafka_python_config
 
 GROUP_KEY_TYPE = 0
-# FindCoordinator v0-v3 name one key (v4+ batches them); the broker's FindCoordinator errors that go away once the
-# coordinator has loaded: asked again until --timeout
-FIND_COORDINATOR_MAX_VERSION = 3
+FIND_COORDINATOR_MAX_VERSION = 3  # v0-v3 name one key (v4+ batches them)
+# errors that go away once a coordinator (the group's, or the share coordinator of __share_group_state) has loaded
+# or moved: a request answered only with these is sent again, to the coordinator found anew, until --timeout
 _RETRIABLE = {"COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"}
 GROUP_ID_NOT_FOUND = "GROUP_ID_NOT_FOUND"
 
@@ -118,12 +119,24 @@ class ShareGroupAdmin:
                 raise CliError(f"no coordinator for share group {group}: {_error(r.error_code, r.error_message)}")
             time.sleep(min(COORDINATOR_RETRY_S, remaining))
 
+    def _ask(self, group: str, request, what: str, error_codes: Callable[[Any], Iterable[int]]):
+        """``request``'s response from the group's coordinator, sent again while every error in it
+        (``error_codes``) is one that passes; the caller reports what is left."""
+        deadline = time.monotonic() + self.conn.timeout
+        while True:
+            r = self._send(self.coordinator(group), request, what)
+            names = {_kafka_name(code) for code in error_codes(r) if code != 0}
+            remaining = deadline - time.monotonic()
+            if not names or not names <= _RETRIABLE or remaining <= 0:
+                return r
+            self._coordinators.pop(group, None)
+            time.sleep(min(COORDINATOR_RETRY_S, remaining))
+
     def describe(self, group: str) -> ShareGroupDescription | None:
         """The group's state and members; None if there is no share group of that name."""
         what = f"cannot describe share group {group}"
-        coordinator = self.coordinator(group)
-        r = self._send(coordinator, ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False),
-                       what)
+        r = self._ask(group, ShareGroupDescribeRequest(group_ids=[group], include_authorized_operations=False), what,
+                      lambda r: [g.error_code for g in r.groups])
         [g] = r.groups
         if g.error_code != 0:
             if _kafka_name(g.error_code) == GROUP_ID_NOT_FOUND:
@@ -134,14 +147,15 @@ class ShareGroupAdmin:
                                                  for p in tp.partitions)))
                         for m in sorted(g.members, key=lambda m: m.member_id))
         return ShareGroupDescription(g.group_id, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name,
-                                     coordinator, members)
+                                     self.coordinator(group), members)
 
     def start_offsets(self, group: str) -> list[StartOffset]:
         """Every share-partition the group has a start offset for (DescribeShareGroupOffsets, all topics)."""
         what = f"cannot describe the offsets of share group {group}"
         R = DescribeShareGroupOffsetsRequest
-        r = self._send(self.coordinator(group),
-                       R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), what)
+        r = self._ask(group, R(groups=[R.DescribeShareGroupOffsetsRequestGroup(group_id=group, topics=None)]), what,
+                      lambda r: [g.error_code for g in r.groups] + [p.error_code for g in r.groups for t in g.topics
+                                                                    for p in t.partitions])
         [g] = r.groups
         if g.error_code != 0:
             raise CliError(f"{what}: {_error(g.error_code, g.error_message)}")
@@ -160,7 +174,8 @@ class ShareGroupAdmin:
             A(topic_name=t, partitions=[A.AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
                                         for (tt, p), o in sorted(offsets.items()) if tt == t])
             for t in sorted({t for t, _ in offsets})])
-        r = self._send(self.coordinator(group), request, what)
+        r = self._ask(group, request, what,
+                      lambda r: [r.error_code] + [p.error_code for t in r.responses for p in t.partitions])
         if r.error_code != 0:
             raise CliError(f"{what}: {_error(r.error_code, r.error_message)}")
         failed = [f"{t.topic_name}-{p.partition_index}: {_error(p.error_code, p.error_message)}"
@@ -172,8 +187,8 @@ class ShareGroupAdmin:
         """Delete the group's start offsets of whole topics; topic -> its error, None when deleted."""
         what = f"cannot delete offsets of share group {group}"
         D = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
-        r = self._send(self.coordinator(group),
-                       DeleteShareGroupOffsetsRequest(group_id=group, topics=[D(topic_name=t) for t in topics]), what)
+        r = self._ask(group, DeleteShareGroupOffsetsRequest(group_id=group, topics=[D(topic_name=t) for t in topics]),
+                      what, lambda r: [r.error_code] + [t.error_code for t in r.responses])
         if r.error_code != 0:
             raise CliError(f"{what}: {_error(r.error_code, r.error_message)}")
         return {t.topic_name: (_error(t.error_code, t.error_message) if t.error_code else None) for t in r.responses}
