@@ -13,6 +13,7 @@ import click
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.output import json_option, print_json, print_rows
+from tidelake.cli.topic_offsets import log_offsets, resolve_topic_partitions
 from tidelake.cli.values import IsoDuration, TimestampMs
 
 INACTIVE_STATES = ("EMPTY", "DEAD")
@@ -48,15 +49,6 @@ def list_groups(conn: BrokerConnection, as_json: bool) -> None:
                [(r["group"], r["state"], r["type"], r["protocol_type"]) for r in rows])
 
 
-def _offsets(conn: BrokerConnection, admin, partitions, spec) -> dict[tuple[str, int], int]:
-    from confluent_kafka import TopicPartition
-    if not partitions:
-        return {}
-    futs = admin.list_offsets({TopicPartition(t, p): spec for t, p in partitions}, request_timeout=conn.timeout)
-    return {(tp.topic, tp.partition): conn.wait(f, f"cannot list offsets of {tp.topic}-{tp.partition}").offset
-            for tp, f in futs.items()}
-
-
 def _committed(conn: BrokerConnection, admin, group: str) -> dict[tuple[str, int], int]:
     from confluent_kafka import ConsumerGroupTopicPartitions
     futs = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=conn.timeout)
@@ -86,7 +78,7 @@ def describe(conn: BrokerConnection, group: str, as_json: bool) -> None:
         for tp in (m.assignment.topic_partitions if m.assignment else []):
             owner[(tp.topic, tp.partition)] = m
     partitions = sorted(set(committed) | set(owner))
-    ends = _offsets(conn, admin, partitions, OffsetSpec.latest())
+    ends = log_offsets(conn, admin, partitions, OffsetSpec.latest())
     rows = []
     for key in partitions:
         current, end, m = committed.get(key), ends.get(key), owner.get(key)
@@ -111,30 +103,6 @@ def describe(conn: BrokerConnection, group: str, as_json: bool) -> None:
                right=("PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"))
     for m in idle:
         click.echo(f"member {m['consumer_id']} ({m['client_id']}, {m['host']}) has no partitions")
-
-
-def _topic_partitions(conn: BrokerConnection, admin, specs: tuple[str, ...]) -> list[tuple[str, int]]:
-    """kafka-consumer-groups' --topic values: 'topic' (every partition) or 'topic:0,2'."""
-    out = []
-    md = conn.reachable(admin)
-    for spec in specs:
-        topic, _, parts = spec.partition(":")
-        meta = md.topics.get(topic)
-        if meta is None or meta.error is not None:
-            raise CliError(f"unknown topic {topic}")
-        if parts:
-            try:
-                wanted = sorted({int(p) for p in parts.split(",")})
-            except ValueError:
-                raise click.BadParameter(f"expected TOPIC or TOPIC:P,P..., got {spec!r}", param_hint="--topic") \
-                    from None
-            missing = [p for p in wanted if p not in meta.partitions]
-            if missing:
-                raise CliError(f"topic {topic} has no partition {', '.join(map(str, missing))}")
-        else:
-            wanted = sorted(meta.partitions)
-        out += [(topic, p) for p in wanted]
-    return sorted(set(out))
 
 
 def _require_inactive(conn: BrokerConnection, admin, group: str, action: str) -> None:
@@ -183,11 +151,11 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
         if not parts:
             raise CliError(f"group {group} has no committed offsets (--all-topics resets those)")
     else:
-        parts = _topic_partitions(conn, admin, topic_specs)
+        parts = resolve_topic_partitions(conn, admin, topic_specs)
     if mode == "execute":
         _require_inactive(conn, admin, group, "offsets can be reset")
-    earliest = _offsets(conn, admin, parts, OffsetSpec.earliest())
-    latest = _offsets(conn, admin, parts, OffsetSpec.latest())
+    earliest = log_offsets(conn, admin, parts, OffsetSpec.earliest())
+    latest = log_offsets(conn, admin, parts, OffsetSpec.latest())
 
     def clamp(tp, offset: int) -> int:
         return min(max(offset, earliest[tp]), latest[tp])
@@ -207,7 +175,7 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
         target = {tp: clamp(tp, committed[tp] + shift_by) for tp in parts}
     else:
         when = to_datetime if to_datetime is not None else int(time.time() * 1000) - by_duration
-        by_time = _offsets(conn, admin, parts, OffsetSpec.for_timestamp(when))
+        by_time = log_offsets(conn, admin, parts, OffsetSpec.for_timestamp(when))
         target = {tp: (o if o >= 0 else latest[tp]) for tp, o in by_time.items()}  # none that late: the end
     rows = [{"group": group, "topic": t, "partition": p, "current_offset": committed.get((t, p)),
              "new_offset": target[(t, p)]} for t, p in parts]
@@ -237,7 +205,7 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
 def delete_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ...], as_json: bool) -> None:
     """Delete GROUP's committed offsets of some topics (OffsetDelete); the group must not consume them."""
     admin = conn.admin()
-    parts = _topic_partitions(conn, admin, topic_specs)
+    parts = resolve_topic_partitions(conn, admin, topic_specs)
     committed = _committed(conn, admin, group)
     if not committed and _name(_describe_group(conn, admin, group).state) == "DEAD":
         raise CliError(f"consumer group {group} does not exist")

@@ -15,6 +15,7 @@ from tidelake.cli.partitions import partitions
 from tidelake.cli.pipeline import pipeline
 from tidelake.cli.records import records
 from tidelake.cli.schema_registry import schema_registry
+from tidelake.cli.share_groups import share_groups
 from tidelake.cli.table import table
 from tidelake.cli.table_views import publish_command, sql_command
 from tidelake.cli.topics import topics
@@ -34,7 +35,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
     quiet_library_logs(debug)
 
 
-for _command in (broker, cluster, topics, partitions, produce, consume, groups, configs, records, transactions, acls, users, table,
+for _command in (broker, cluster, topics, partitions, produce, consume, groups, share_groups, configs, records, transactions, acls, users, table,
                  pipeline, console, schema_registry):
     cli.add_command(_command)
 for _command in (publish_command, sql_command):   # table subcommands kept in their own module
