@@ -14,7 +14,8 @@ from kafka.protocol.metadata import ApiVersionsRequest
 import tidelake
 from tidelake.broker.config import BrokerConfig, advertised_address, listen_address, parse_properties
 from tidelake.broker.config_definitions import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
-                                                ConfigError, validate_topic_configs)
+                                                ConfigError)
+from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.listeners import Listener
 from tidelake.protocol.wire_client import WireClient
 from tidelake.errors import InvalidConfig
@@ -216,8 +217,8 @@ def test_every_broker_config_the_broker_reads_is_defined_and_read_without_a_defa
 
 
 # the modules that read settings (broker, security, the Spark sources' options, the pipeline's YAML)
-SETTINGS_READERS = ["broker/config.py", "broker/config_definitions.py", "broker/server.py", "security/*.py",
-                    "spark/kafka_*.py", "spark/table_source.py", "spark/pipeline_config.py"]
+SETTINGS_READERS = ["broker/config.py", "broker/config_definitions.py", "broker/config_validation.py", "broker/server.py",
+                    "security/*.py", "spark/kafka_*.py", "spark/table_source.py", "spark/pipeline_config.py"]
 # .get("name", "literal") / .get("name", 5) / (x.get("name") or "literal"): a second home for a default
 LITERAL_DEFAULT = re.compile(r'\.get\(\s*"[^"]+"\s*,\s*(?:"[^"]*"|-?[0-9][0-9_.]*|True|False)\s*\)'
                              r'|(?:\.get|\blookup)\([^()]*\)\s*or\s*(?:"[^"]*"|[0-9]+\b)')

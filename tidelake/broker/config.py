@@ -19,8 +19,8 @@ from tidelake.broker.config_definitions import (BROKER_CONFIGS, SECURITY_PROTOCO
                                                 SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
                                                 SOURCE_UNKNOWN, TOPIC_CONFIGS, TOPIC_SYNONYMS, TYPE_PASSWORD,
                                                 TYPE_STRING, UNIT_TO_MS, ConfigDef, ConfigError,
-                                                broker_definition, is_known_static_name, is_secret_name, unknown_name_message,
-                                                validate_value)
+                                                broker_definition, is_known_static_name, is_secret_name, unknown_name_message)
+from tidelake.broker.config_validation import validate_value
 from tidelake.broker.listeners import Listener, parse_listeners
 from tidelake.errors import InvalidConfig
 

@@ -7,7 +7,7 @@ import uuid
 from typing import Mapping
 
 from tidelake.broker.config import BrokerConfig
-from tidelake.broker.config_definitions import validate_topic_configs
+from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.partitions import Partitions
 from tidelake.errors import (InvalidPartitions, InvalidReplicationFactor, InvalidTopic, TopicAlreadyExists,

@@ -8,7 +8,7 @@ from kafka.protocol.consumer import ListOffsetsRequest
 
 from tidelake import errors
 from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, CreatedTopic, PartitionKey, PartitionState
-from tidelake.broker.config_definitions import validate_topic_configs
+from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
 from tidelake.broker.topics import validate_topic_name
