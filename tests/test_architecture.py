@@ -27,7 +27,8 @@ LAYERS: dict[str, set[str]] = {
     "table": {"storage", "observability"},
     "lakeview": {"table"},
     "spark": {"table", "security", "observability"},
-    "console": {"table", "spark"},
+    "kafka_admin": {"protocol"},
+    "console": {"table", "spark", "kafka_admin"},
     "demo": {"broker", "spark", "table"},
     "cli": {"broker", "lakeview", "spark", "console", "schema_registry", "demo"},
 }

@@ -19,10 +19,10 @@ from typing import Any, Callable, Mapping
 import click
 
 from tidelake.cli.errors import DEBUG, CliError
+from tidelake.kafka_admin.share_groups import COORDINATOR_RETRY_S
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 10.0
-COORDINATOR_RETRY_S = 0.5  # between FindCoordinator lookups while a group has no coordinator
 
 # librdkafka logs through this logger when --debug is off; nothing is above its level, so nothing shows.
 _SILENT = logging.getLogger("tidelake.cli.librdkafka")

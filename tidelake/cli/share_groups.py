@@ -3,7 +3,8 @@ delete-offsets, delete — Kafka 4.x's kafka-share-groups commands and option na
 
 ``reset-offsets`` only prints the plan unless ``--execute`` is given (``--dry-run`` is the default), and refuses
 to move the start offsets of a group that has members, as Kafka's tool does. The share-group requests are sent by
-:mod:`tidelake.cli.share_admin`; listing, log offsets and deleting a group go through the Kafka clients' admin APIs.
+:mod:`tidelake.kafka_admin.share_groups` (opened by :mod:`tidelake.cli.share_admin`); listing, log offsets and
+deleting a group go through the Kafka clients' admin APIs.
 """
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import click
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.output import json_option, print_json, print_rows
-from tidelake.cli.share_admin import ShareGroupAdmin, ShareGroupDescription
+from tidelake.cli.share_admin import share_group_admin
 from tidelake.cli.topic_offsets import log_offsets, resolve_topic_partitions
 from tidelake.cli.values import TimestampMs
+from tidelake.kafka_admin.share_groups import ShareGroupAdmin, ShareGroupDescription
 
 SHARE_TYPE = "share"
 
@@ -62,7 +64,7 @@ def _existing(admin: ShareGroupAdmin, group: str) -> ShareGroupDescription:
 @json_option
 def describe(conn: BrokerConnection, group: str, view: str, as_json: bool) -> None:
     """GROUP's start offsets and lag per partition, or (--members) its members, or (--state) its state."""
-    with ShareGroupAdmin(conn) as admin:
+    with share_group_admin(conn) as admin:
         desc = _existing(admin, group)
         start_offsets = admin.start_offsets(group) if view == "offsets" else []
     if view == "state":
@@ -126,7 +128,7 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
         raise click.UsageError("give exactly one of --to-earliest, --to-latest, --to-offset, --to-datetime")
     if bool(topic_specs) == all_topics:
         raise click.UsageError("give --topic (repeatable) or --all-topics")
-    with ShareGroupAdmin(conn) as admin:
+    with share_group_admin(conn) as admin:
         kafka_admin = conn.admin()
         desc = admin.describe(group)
         current = ({(s.topic, s.partition): s.start_offset for s in admin.start_offsets(group)}
@@ -173,7 +175,7 @@ def reset_offsets(conn: BrokerConnection, group: str, topic_specs: tuple[str, ..
 @json_option
 def delete_offsets(conn: BrokerConnection, group: str, topics: tuple[str, ...], as_json: bool) -> None:
     """Delete GROUP's start offsets of whole topics; the group must not be consuming them."""
-    with ShareGroupAdmin(conn) as admin:
+    with share_group_admin(conn) as admin:
         _existing(admin, group)
         result = admin.delete_start_offsets(group, sorted(set(topics)))
     rows = [{"topic": t, "error": err} for t, err in sorted(result.items())]
@@ -191,7 +193,7 @@ def delete_offsets(conn: BrokerConnection, group: str, topics: tuple[str, ...], 
 @click.argument("group", nargs=-1, required=True)
 def delete(conn: BrokerConnection, group: tuple[str, ...]) -> None:
     """Delete share groups (and their start offsets); a group with members cannot be deleted."""
-    with ShareGroupAdmin(conn) as admin:
+    with share_group_admin(conn) as admin:
         for g in group:  # a consumer group of that name is not deleted by this command
             _existing(admin, g)
     kafka_admin = conn.admin()  # keep a reference: the futures die with the client

@@ -1,0 +1,1 @@
+"""Kafka admin requests the clients' admin APIs do not send, shared by the command line and the web console."""
