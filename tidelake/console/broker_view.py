@@ -1,6 +1,8 @@
 """The broker as the console's pages see it: topics (partitions, watermarks, sizes, configs) and consumer groups
 (members, committed offsets, lag), through confluent-kafka's AdminClient (and kafka-python's for log-dir sizes,
-which librdkafka's admin API lacks, and for DescribeGroups).
+which librdkafka's admin API lacks, and for DescribeGroups); share groups (KIP-932), which librdkafka neither lists
+nor describes, through kafka-python's ListGroups and ``tidelake.kafka_admin``'s ShareGroupDescribe and
+DescribeShareGroupOffsets (a share group has start offsets, not committed ones).
 
 Each group is described with the request its kind answers, as ListGroups names the kind: a classic group with
 DescribeGroups, a KIP-848 consumer group with ConsumerGroupDescribe. (librdkafka's describe sends
@@ -18,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from cachetools import TTLCache
+
+from tidelake.kafka_admin.share_groups import ShareAdminError, ShareGroupAdmin
 
 TopicPartitionKey = tuple[str, int]
 
@@ -80,6 +84,7 @@ class LagRow:
     end_offset: int
     lag: int
     member: str | None = None
+    start_offset: int | None = None   # a share group's share-partition start offset (it commits none)
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,10 @@ CLASSIC_STATES = {"PreparingRebalance": "PREPARING_REBALANCING", "CompletingReba
                   "Stable": "STABLE", "Empty": "EMPTY", "Dead": "DEAD"}
 
 
+SHARE_TYPE = "SHARE"   # ListGroups' name of a share group's type, as the console shows it
+CLIENT_ID = "tidelake-console"
+
+
 @dataclass(frozen=True)
 class GroupMember:
     member_id: str
@@ -148,6 +157,8 @@ class BrokerView:
         self._admin = AdminClient(self.client_config)
         self._kp_admin = None
         self._kp_lock = threading.Lock()   # kafka-python's admin client, one call at a time
+        self._share_admin: ShareGroupAdmin | None = None
+        self._share_lock = threading.Lock()   # its network client, one request at a time
         self._lock = threading.Lock()
         self._cache: TTLCache = TTLCache(maxsize=1024, ttl=ttl)
         self._inflight: dict[Any, threading.Lock] = {}
@@ -155,6 +166,8 @@ class BrokerView:
     def close(self) -> None:
         if self._kp_admin is not None:
             self._kp_admin.close()
+        if self._share_admin is not None:
+            self._share_admin.close()
 
     # ------------------------------------------------------------------ caching
     def _cached(self, key: Any, compute: Callable[[], Any], fresh: bool = False) -> Any:
@@ -249,7 +262,7 @@ class BrokerView:
             if self._kp_admin is None:
                 from kafka.admin import KafkaAdminClient
                 timeout_ms = max(1, int(self.timeout * 1000))
-                self._kp_admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="tidelake-console",
+                self._kp_admin = KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id=CLIENT_ID,
                                                   request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms,
                                                   **self._kafka_python_config)
             return call(self._kp_admin)
@@ -309,11 +322,33 @@ class BrokerView:
 
     # ------------------------------------------------------------------ consumer groups
     def group_types(self, fresh: bool = False) -> dict[str, str]:
-        """Every group id and its kind as ListGroups names it (CLASSIC, CONSUMER, ...)."""
+        """Every group id and its kind as ListGroups names it (CLASSIC, CONSUMER, SHARE)."""
         def fetch():
             result = self._wait(self._admin.list_consumer_groups(request_timeout=self.timeout), "ListGroups")
-            return {g.group_id: g.type.name for g in sorted(result.valid, key=lambda g: g.group_id)}
+            kinds = {g.group_id: g.type.name for g in result.valid}
+            kinds.update({g: SHARE_TYPE for g in self._share_group_ids()})
+            return dict(sorted(kinds.items()))
         return self._cached("group_types", fetch, fresh)
+
+    def _share_group_ids(self) -> list[str]:
+        """The share groups, by kafka-python's ListGroups (librdkafka's asks for classic and consumer groups only)."""
+        from kafka.errors import KafkaError
+        try:
+            listed = self._kafka_python(lambda admin: admin.list_groups(types_filter=[SHARE_TYPE.lower()]))
+        except (KafkaError, OSError) as e:
+            raise BrokerUnavailable(f"ListGroups (share): {e}") from None
+        return [g["group_id"] for g in listed]
+
+    def _share_request(self, call: Callable[[ShareGroupAdmin], Any]) -> Any:
+        """``call(admin)`` with the share-group admin (made on first use), one request at a time."""
+        with self._share_lock:
+            try:
+                if self._share_admin is None:
+                    self._share_admin = ShareGroupAdmin(self.bootstrap, self.timeout, CLIENT_ID,
+                                                        self._kafka_python_config)
+                return call(self._share_admin)
+            except ShareAdminError as e:
+                raise BrokerUnavailable(str(e)) from None
 
     def group_ids(self, fresh: bool = False) -> list[str]:
         return list(self.group_types(fresh))
@@ -356,8 +391,38 @@ class BrokerView:
         return DescribedGroup(CLASSIC_STATES.get(d["group_state"], d["group_state"].upper()), "CLASSIC",
                               d["protocol_data"], members)
 
+    def _share_group(self, group_id: str) -> GroupSummary:
+        """A share group: ShareGroupDescribe's members, DescribeShareGroupOffsets' start offsets and lag."""
+        try:
+            d = self._share_request(lambda admin: admin.describe(group_id))
+            if d is None:
+                raise BrokerUnavailable(f"ShareGroupDescribe {group_id}: the share group no longer exists")
+            start = self._share_request(lambda admin: admin.start_offsets(group_id))
+        except BrokerUnavailable as e:
+            return GroupSummary(group_id, "UNKNOWN", SHARE_TYPE, "", error=str(e))
+        owners: dict[TopicPartitionKey, list[str]] = {}
+        members = []
+        for m in d.members:
+            for key in m.assignment:
+                owners.setdefault(key, []).append(m.client_id)   # a share-partition may have several readers
+            members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                            "instance_id": None, "assignment": list(m.assignment), "member_epoch": m.member_epoch})
+        end = self.list_offsets(self._all_partitions(), "latest")
+        rows = []
+        for s in start:
+            log_end = end.get((s.topic, s.partition), 0)
+            known = s.start_offset >= 0
+            # the coordinator's lag (records not yet acknowledged); -1 when it does not know it
+            lag = s.lag if s.lag >= 0 else (max(0, log_end - s.start_offset) if known else 0)
+            rows.append(LagRow(s.topic, s.partition, None, log_end, lag,
+                               ", ".join(owners.get((s.topic, s.partition), [])) or None,
+                               s.start_offset if known else None))
+        return GroupSummary(group_id, d.state.upper(), SHARE_TYPE, d.assignor, members, rows)
+
     def _group(self, group_id: str) -> GroupSummary:
         from confluent_kafka import ConsumerGroupTopicPartitions
+        if self.group_types().get(group_id) == SHARE_TYPE:
+            return self._share_group(group_id)
         try:
             if self.group_types().get(group_id) == "CONSUMER":
                 d = self._consumer_group(group_id)
