@@ -7,28 +7,42 @@ import time
 
 from confluent_kafka import Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic, ResourceType
+import pytest
 from playwright.sync_api import expect
+
+from console_fixtures import console_process
 
 SHARE_TOPIC = "console-queue"
 SHARE_GROUP = "console-share"
+IDLE_SHARE_GROUP = "console-share-idle"
 SHARE_CLIENT = "console-share-reader"
 SHARE_RECORDS = 6
 DEADLINE_S = 60
 POSITIVE_INT = re.compile(r"^[1-9]\d*$")
 
 
-def _queue(bootstrap: str) -> None:
-    """SHARE_TOPIC (one partition) with SHARE_RECORDS records, which SHARE_GROUP reads from the earliest."""
+@pytest.fixture(scope="module")
+def queue(data) -> str:
+    """SHARE_TOPIC (one partition) with SHARE_RECORDS records, which the share groups read from the earliest."""
+    bootstrap = data.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(SHARE_TOPIC, 1, 1)])[SHARE_TOPIC].result(30)
     earliest = ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
-    for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, SHARE_GROUP,
-                                                             incremental_configs=[earliest])]).values():
-        f.result(30)
+    for group in (SHARE_GROUP, IDLE_SHARE_GROUP):
+        for f in admin.incremental_alter_configs([ConfigResource(ResourceType.GROUP, group,
+                                                                 incremental_configs=[earliest])]).values():
+            f.result(30)
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
     for i in range(SHARE_RECORDS):
         producer.produce(SHARE_TOPIC, value=b"job-%d" % i, partition=0)
     assert producer.flush(30) == 0
+    return bootstrap
+
+
+def _reader(bootstrap: str, group: str) -> ShareConsumer:
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": SHARE_CLIENT})
+    consumer.subscribe([SHARE_TOPIC])
+    return consumer
 
 
 def _read_all(consumer: ShareConsumer) -> list[int]:
@@ -42,12 +56,9 @@ def _read_all(consumer: ShareConsumer) -> list[int]:
     return sorted(offsets)
 
 
-def test_a_share_group_is_listed_with_its_members_start_offsets_and_lag(console, data, page) -> None:
+def test_a_share_group_is_listed_with_its_members_start_offsets_and_lag(console, queue, page) -> None:
     """Before: /groups listed classic and consumer groups only, and /groups/<share group> was a 404."""
-    _queue(data.bootstrap)
-    consumer = ShareConsumer({"bootstrap.servers": data.bootstrap, "group.id": SHARE_GROUP,
-                              "client.id": SHARE_CLIENT})
-    consumer.subscribe([SHARE_TOPIC])
+    consumer = _reader(queue, SHARE_GROUP)
     try:
         assert _read_all(consumer) == list(range(SHARE_RECORDS))
         page.goto(f"{console.url}/groups/{SHARE_GROUP}")
@@ -75,3 +86,21 @@ def test_a_share_group_is_listed_with_its_members_start_offsets_and_lag(console,
     expect(page.locator("#group-state")).to_have_text("EMPTY")
     expect(page.locator(f"#lag tr[data-topic='{SHARE_TOPIC}'] td.start-offset")).to_have_text(str(SHARE_RECORDS))
 
+
+
+def test_a_share_group_has_no_reset_action(data, queue, page) -> None:
+    """Committed offsets are not a share group's: the console offers no reset for one and refuses a hand-made
+    request (before: the confirmation page offered to commit offsets the group would never read)."""
+    consumer = _reader(queue, IDLE_SHARE_GROUP)
+    try:
+        _read_all(consumer)
+    finally:
+        consumer.close()
+    with console_process(data, "--allow-actions") as actions_console:
+        page.goto(f"{actions_console.url}/groups/{IDLE_SHARE_GROUP}")
+        expect(page.locator(f"#lag tr[data-topic='{SHARE_TOPIC}'] td.start-offset")).to_have_text(str(SHARE_RECORDS))
+        expect(page.locator("a.button")).to_have_count(0)
+        answer = page.goto(f"{actions_console.url}/actions/reset-offsets?group={IDLE_SHARE_GROUP}"
+                           f"&topic={SHARE_TOPIC}&to=earliest")
+        assert answer is not None and answer.status == 400
+        expect(page.locator("main")).to_contain_text("is a share group")

@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from tidelake.clock import parse_timestamp_ms
-from tidelake.console.broker_view import BrokerUnavailable, BrokerView
+from tidelake.console.broker_view import SHARE_TYPE, BrokerUnavailable, BrokerView
 from tidelake.console.history import History, rate
 from tidelake.console.message_browser import MessageBrowser
 from tidelake.console.pipelines_view import PipelineCatalog
@@ -363,6 +363,13 @@ async def compact_run(request: Request) -> Response:
     return RedirectResponse(f"/tables/{name}?{urlencode({'message': message})}", status_code=303)
 
 
+def _refuse_share_group(c: Console, group: str) -> None:
+    """A share group has start offsets, not committed ones: OffsetCommit would not move them."""
+    if c.view.group_types().get(group) == SHARE_TYPE:
+        raise HTTPException(400, f"{group} is a share group: reset its start offsets with "
+                                 f"`tidelake share-groups reset-offsets`")
+
+
 def reset_confirm(request: Request) -> Response:
     c = _console(request)
     _check_actions(c)
@@ -370,6 +377,7 @@ def reset_confirm(request: Request) -> Response:
     to = request.query_params.get("to", "earliest")
     if to not in ("earliest", "latest"):
         raise HTTPException(400, "to: earliest or latest")
+    _refuse_share_group(c, group)
     g = _lookup(lambda: c.view.group(group) if c.view.has_group(group) else None, f"consumer group {group}")
     return c.render(request, "confirm.html", title=f"Reset {group}'s offsets of {topic} to {to}?",
                     action="/actions/reset-offsets", fields={"group": group, "topic": topic, "to": to},
@@ -384,6 +392,7 @@ async def reset_run(request: Request) -> Response:
     if to not in ("earliest", "latest"):
         raise HTTPException(400, "to: earliest or latest")
     from starlette.concurrency import run_in_threadpool
+    await run_in_threadpool(lambda: _refuse_share_group(c, group))
     await run_in_threadpool(lambda: _lookup(lambda: c.view.reset_group_offsets(group, topic, to), f"topic {topic}"))
     return RedirectResponse(f"/groups/{group}", status_code=303)
 
