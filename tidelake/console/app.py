@@ -227,7 +227,7 @@ def group_page(request: Request) -> Response:
     c = _console(request)
     group_id = request.path_params["group_id"]
     if not c.view.has_group(group_id):
-        raise HTTPException(404, f"no consumer group {group_id}")
+        raise HTTPException(404, f"no group {group_id}")
     group = c.view.group(group_id)
     fragment = request.query_params.get("fragment")
     if fragment == "chart":
