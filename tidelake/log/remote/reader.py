@@ -260,9 +260,15 @@ class RemoteLogReader:
         def work() -> None:
             start = n * CHUNK_BYTES
             data = self.storage.read_range(seg.path(LOG_FILE), start, min(CHUNK_BYTES, seg.size - start))
-            self.gets += 1
             self._chunks.put((seg.folder, n), data)
+            self._count_gets(1)
         self._submit((seg.folder, n), work, seg, on_ready)
+
+    def _count_gets(self, n: int) -> None:
+        # counted once what was read is cached (so a count seen means a cache that has it), and under the lock:
+        # reader threads count at once
+        with self._lock:
+            self.gets += n
 
     def _fetch_indexes(self, seg: RemoteSegment, on_ready) -> None:
         self._submit((seg.folder, "indexes"), lambda: self._load_indexes(seg), seg, on_ready)
@@ -271,7 +277,6 @@ class RemoteLogReader:
         """The segment's offset and transaction indexes, GET now (on a reader thread) and cached."""
         raw = self.storage.read(seg.path(OFFSET_INDEX_FILE))
         txns = self.storage.read(seg.path(TXN_INDEX_FILE)) if seg.txn_index_bytes != 0 else b""
-        self.gets += 1 + (seg.txn_index_bytes != 0)
         rel, pos = array("i"), array("i")
         for r, p in OFFSET_ENTRY.iter_unpack(raw):
             rel.append(r)
@@ -280,6 +285,7 @@ class RemoteLogReader:
         aborted = [(pid, first, last) for _v, pid, first, last, _lso in TXN_ENTRY.iter_unpack(txns[:usable])]
         indexes = SegmentIndexes(rel, pos, aborted)
         self._indexes.put(seg.folder, indexes)
+        self._count_gets(1 + (seg.txn_index_bytes != 0))
         return indexes
 
     def _load_time_index(self, seg: RemoteSegment) -> SegmentTimeIndex:
@@ -288,13 +294,13 @@ class RemoteLogReader:
         if found is not None:
             return found
         raw = self.storage.read(seg.path(TIME_INDEX_FILE))
-        self.gets += 1
         timestamps, rel = array("q"), array("i")
         for t, r in TIME_ENTRY.iter_unpack(raw[:len(raw) - len(raw) % TIME_ENTRY.size]):
             timestamps.append(t)
             rel.append(r)
         found = SegmentTimeIndex(timestamps, rel)
         self._indexes.put(key, found)
+        self._count_gets(1)
         return found
 
     def _bytes_now(self, seg: RemoteSegment, start: int, end: int) -> bytes:
@@ -306,8 +312,8 @@ class RemoteLogReader:
             if chunk is None:
                 chunk = self.storage.read_range(seg.path(LOG_FILE), n * CHUNK_BYTES,
                                                 min(CHUNK_BYTES, seg.size - n * CHUNK_BYTES))
-                self.gets += 1
                 self._chunks.put((seg.folder, n), chunk)
+                self._count_gets(1)
             parts.append(chunk)
         whole = parts[0] if len(parts) == 1 else b"".join(parts)
         return whole[start - first * CHUNK_BYTES:end - first * CHUNK_BYTES]
