@@ -407,7 +407,7 @@ class BrokerView:
                 owners.setdefault(key, []).append(m.client_id)   # a share-partition may have several readers
             members.append({"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                             "instance_id": None, "assignment": list(m.assignment), "member_epoch": m.member_epoch})
-        end = self.list_offsets(self._all_partitions(), "latest")
+        end = self.end_offsets()
         rows = []
         for s in start:
             log_end = end.get((s.topic, s.partition), 0)
@@ -443,7 +443,7 @@ class BrokerView:
         offsets = {(tp.topic, tp.partition): tp.offset for tp in committed.topic_partitions
                    if tp.error is None and tp.offset >= 0}
         keys = sorted(set(offsets) | set(owner))
-        end = self.list_offsets(self._all_partitions(), "latest")
+        end = self.end_offsets()
         rows = []
         for key in keys:
             log_end = end.get(key, 0)

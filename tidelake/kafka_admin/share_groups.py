@@ -59,6 +59,14 @@ class ShareAdminNoAnswer(ShareAdminError):
         self.what = what
 
 
+def _raise_partition_errors(what: str, topics) -> None:
+    """ShareAdminError naming every partition of a response's topics answered with an error."""
+    failed = [f"{t.topic_name}-{p.partition_index}: {_error(p.error_code, p.error_message)}"
+              for t in topics for p in t.partitions if p.error_code != 0]
+    if failed:
+        raise ShareAdminError(f"{what}: {'; '.join(failed)}")
+
+
 @dataclass(frozen=True)
 class ShareMember:
     member_id: str
@@ -179,10 +187,7 @@ class ShareGroupAdmin:
         [g] = r.groups
         if g.error_code != 0:
             raise ShareAdminError(f"{what}: {_error(g.error_code, g.error_message)}")
-        failed = [f"{t.topic_name}-{p.partition_index}: {_error(p.error_code, p.error_message)}"
-                  for t in g.topics for p in t.partitions if p.error_code != 0]
-        if failed:
-            raise ShareAdminError(f"{what}: {'; '.join(failed)}")
+        _raise_partition_errors(what, g.topics)
         return sorted((StartOffset(t.topic_name, p.partition_index, p.start_offset, p.leader_epoch, p.lag)
                        for t in g.topics for p in t.partitions), key=lambda s: (s.topic, s.partition))
 
@@ -198,10 +203,7 @@ class ShareGroupAdmin:
                       lambda r: [r.error_code] + [p.error_code for t in r.responses for p in t.partitions])
         if r.error_code != 0:
             raise ShareAdminError(f"{what}: {_error(r.error_code, r.error_message)}")
-        failed = [f"{t.topic_name}-{p.partition_index}: {_error(p.error_code, p.error_message)}"
-                  for t in r.responses for p in t.partitions if p.error_code != 0]
-        if failed:
-            raise ShareAdminError(f"{what}: {'; '.join(failed)}")
+        _raise_partition_errors(what, r.responses)
 
     def delete_start_offsets(self, group: str, topics: list[str]) -> dict[str, str | None]:
         """Delete the group's start offsets of whole topics; topic -> its error, None when deleted."""
