@@ -65,6 +65,7 @@ StartOffset = Callable[[uuid.UUID, int, bool], int | None]
 StateWriter = Callable[[int, list[tuple[bytes, bytes | None]]], None]  # state-topic partition, (key, value)s
 # a group's records to its __consumer_offsets partition (raises NotCoordinator where it is not the coordinator's)
 GroupWriter = Callable[[str, list[tuple[bytes, bytes | None]]], None]
+PartitionsByTopic = dict[uuid.UUID, list[int]]  # topic id -> partitions
 
 
 @dataclass
@@ -268,8 +269,9 @@ class ShareGroupCoordinator:
                 removed.append((group.group_id, member_id))
         for sp in self.share_partitions.values():
             sp.expire_locks(now_ms)
+        initialized = self._initialized_by_group()   # one pass over the share-partitions, not one per group
         for group_id in list(self.groups):
-            self._persist_or_retry(group_id)
+            self._persist_or_retry(group_id, initialized.get(group_id, {}))
         return removed
 
     def pending_initializations(self) -> list[ShareStateKey]:
@@ -303,35 +305,43 @@ class ShareGroupCoordinator:
             self.persist_group(group_id)
 
     # -- the groups' records in __consumer_offsets -------------------------------------------------
-    def persist_group(self, group_id: str) -> None:
+    def persist_group(self, group_id: str, initialized: PartitionsByTopic | None = None) -> None:
         """Write what changed in the group's records since they were last written (nothing without a
-        ``write_group``)."""
+        ``write_group``); ``initialized``: the group's initialized partitions, when the caller has them."""
         group = self.groups.get(group_id)
         if self.write_group is None or group is None:
             return
         old = self.records.get(group_id) or ShareGroupRecords()
-        new = self.records_of(group)
+        new = self.records_of(group, initialized)
         records = share_group_records(group_id, old, new)
         if records:
             self.write_group(group_id, records)
             self.records[group_id] = new
 
-    def _persist_or_retry(self, group_id: str) -> None:
+    def _persist_or_retry(self, group_id: str, initialized: PartitionsByTopic | None = None) -> None:
         """``persist_group`` off a request: a write refused (the partition's leadership moving) is tried again at the
         next tick, if the group is still coordinated here."""
         try:
-            self.persist_group(group_id)
+            self.persist_group(group_id, initialized)
         except errors.KafkaApiError:
             pass
 
-    def records_of(self, group: ShareGroup) -> ShareGroupRecords:
-        """The group's state as its records in __consumer_offsets hold it."""
-        members = sorted(group.members.values(), key=lambda m: m.member_id)
-        held = (self.share_partitions if self.holds_group_partitions else self.initialized)
-        initialized: dict[uuid.UUID, list[int]] = {}
+    def _initialized_by_group(self, group_id: str | None = None) -> dict[str, PartitionsByTopic]:
+        """Each group's (or only ``group_id``'s) partitions whose share state is initialized: held here (a broker
+        alone) or known initialized at the share coordinators (a cluster)."""
+        held = self.share_partitions if self.holds_group_partitions else self.initialized
+        out: dict[str, PartitionsByTopic] = {}
         for gid, topic_id, partition in held:
-            if gid == group.group_id:
-                initialized.setdefault(topic_id, []).append(partition)
+            if group_id is None or gid == group_id:
+                out.setdefault(gid, {}).setdefault(topic_id, []).append(partition)
+        return out
+
+    def records_of(self, group: ShareGroup, initialized: PartitionsByTopic | None = None) -> ShareGroupRecords:
+        """The group's state as its records in __consumer_offsets hold it (``initialized``: its initialized
+        partitions, found here when not given)."""
+        members = sorted(group.members.values(), key=lambda m: m.member_id)
+        if initialized is None:
+            initialized = self._initialized_by_group(group.group_id).get(group.group_id, {})
         initializing: dict[uuid.UUID, list[int]] = {}
         for topic_id, partition in group.initializing:
             initializing.setdefault(topic_id, []).append(partition)
