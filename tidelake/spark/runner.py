@@ -518,12 +518,17 @@ def install_signal_handlers(pipeline: Pipeline) -> None:
     ``os._exit``: an exception raised inside a Py4J call makes Py4J log its traces, and nothing needs
     unwinding: the batch in progress is not committed (table commits are atomic) and the next run reads it
     again; the JVM, whose stdin is our pipe, exits with us. Its logging is switched off first: its shutdown
-    races the tasks still reporting and would print their rejected status updates as Java stack traces."""
+    races the tasks still reporting and would print their rejected status updates as Java stack traces, and its
+    error stream is closed for threads that die uncaught as their Python peer goes."""
     spark = pipeline.spark()
 
     def silence_jvm() -> None:
         try:
             spark.sparkContext.setLogLevel("OFF")
+            # a JVM thread that dies uncaught (e.g. the one serving a result to the Python side now gone) prints
+            # its stack to System.err directly, not through the logging just switched off
+            jvm = spark.sparkContext._jvm
+            jvm.java.lang.System.setErr(jvm.java.io.PrintStream(jvm.java.io.OutputStream.nullOutputStream()))
         except Exception:  # the JVM may already be gone; the abort goes on regardless
             pass
 
