@@ -317,7 +317,7 @@ def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_
         admin = AdminClient({"bootstrap.servers": bs})
         bad = ConfigResource(ResourceType.GROUP, "tuned", incremental_configs=[
             ConfigEntry("share.lock.forever", "1", incremental_operation=AlterConfigOpType.SET)])
-        with pytest.raises(KafkaException, match="not a share-group config"):
+        with pytest.raises(KafkaException, match="Unknown group config name: share.lock.forever"):
             admin.incremental_alter_configs([bad])[bad].result(15)
     with EmbeddedBroker(data, config=CONFIG) as b:
         admin = AdminClient({"bootstrap.servers": b.bootstrap_servers})
@@ -481,14 +481,31 @@ def test_an_implicit_and_an_explicit_consumer_split_a_groups_partitions(broker):
     assert len(got["implicit"]) == len(got["explicit"]) == 200
 
 
-def test_acknowledgements_pending_at_close_are_committed_and_the_unacknowledged_released(broker):
-    """librdkafka's 0179 (destroy with explicit acknowledgements): what a consumer acknowledged but had not sent
-    is committed by its close (the commit callback hears each partition's offsets, without error), and what it
-    had not acknowledged goes back to the group for another consumer, a second delivery."""
-    bs = broker.bootstrap_servers
-    create_topic(bs, "closing", partitions=2)
-    for p in range(2):
-        produce(bs, "closing", 50, partition=p)
+def first_two_batches(c: ShareConsumer, acknowledge_first: bool) -> tuple[list, list]:
+    """librdkafka's 0179 loop: poll until two non-empty batches came (the first acknowledged in full at once when
+    ``acknowledge_first``, so the next fetch carries the acknowledgements)."""
+    batches: list[list] = []
+    deadline = time.monotonic() + DEADLINE_S
+    while len(batches) < 2 and time.monotonic() < deadline:
+        batch = poll_values(c, 3)
+        if batch:
+            batches.append(batch)
+            if acknowledge_first and len(batches) == 1:
+                for m in batch:
+                    c.acknowledge(m)
+    assert len(batches) == 2, batches
+    return batches[0], batches[1]
+
+
+def one_partition(batch: list) -> int:
+    """The partition of a batch holding exactly one partition's 50 records (else the assertion fails)."""
+    assert len({m.partition() for m in batch}) == 1, sorted((m.partition(), m.offset()) for m in batch)
+    partition = batch[0].partition()
+    assert sorted(m.offset() for m in batch) == list(range(50))
+    return partition
+
+
+def committed_receipts(c: ShareConsumer) -> tuple[dict[int, set[int]], list]:
     receipts: dict[int, set[int]] = {}
     failures: list = []
 
@@ -497,28 +514,56 @@ def test_acknowledgements_pending_at_close_are_committed_and_the_unacknowledged_
             failures.append(exc)
         for tp, acked in offsets.items():
             receipts.setdefault(tp.partition, set()).update(acked)
-
-    c = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
     c.set_acknowledgement_commit_callback(committed)
+    return receipts, failures
+
+
+def test_acknowledgements_pending_at_close_are_committed_and_the_unacknowledged_released(broker):
+    """librdkafka's 0179 (destroy with explicit acknowledgements, half of the second batch acknowledged): a fresh
+    group's first fetches answer one partition each, as Kafka's leader does while it loads each share-partition's
+    state; what the consumer acknowledged but had not sent is committed by its close (the commit callback hears
+    each partition's offsets, without error), and what it had not acknowledged goes back to the group for another
+    consumer, a second delivery."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "closing", partitions=2)
+    for p in range(2):
+        produce(bs, "closing", 50, partition=p)
+    c = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
+    receipts, failures = committed_receipts(c)
     c.subscribe(["closing"])
-    batch: list = []
-    deadline = time.monotonic() + DEADLINE_S
-    while not batch and time.monotonic() < deadline:
-        batch = poll_values(c)
-    # one broker leads both partitions, so one fetch answers both (librdkafka's suite runs three brokers, and
-    # its 0179 counts on one partition per fetch)
-    assert sorted((m.partition(), m.offset()) for m in batch) == [(p, o) for p in range(2) for o in range(50)]
-    for m in batch:
-        if m.partition() == 0 or m.offset() < 25:
+    first, second = first_two_batches(c, acknowledge_first=True)
+    first_partition, second_partition = one_partition(first), one_partition(second)
+    assert {first_partition, second_partition} == {0, 1}
+    for m in second:
+        if m.offset() < 25:
             c.acknowledge(m)
     c.close()
     assert failures == []
-    assert receipts == {0: set(range(50)), 1: set(range(25))}
-    assert start_offsets(broker, "closers", "closing") == {0: 50, 1: 25}
+    assert receipts == {first_partition: set(range(50)), second_partition: set(range(25))}
+    assert start_offsets(broker, "closers", "closing") == {first_partition: 50, second_partition: 25}
     after = share_consumer(bs, "closers", **{"share.acknowledgement.mode": "explicit"})
     try:
         after.subscribe(["closing"])
         got = consume_all(after, "closing", 25)
     finally:
         after.close()
-    assert got == {(1, o): (f"v-{o:05d}".encode(), 2) for o in range(25, 50)}
+    assert got == {(second_partition, o): (f"v-{o:05d}".encode(), 2) for o in range(25, 50)}
+
+
+def test_an_implicit_consumer_closed_after_two_batches_commits_only_the_first(broker):
+    """librdkafka's 0179 (destroy with implicit acknowledgements): one partition's records per fetch of a fresh
+    group; the second poll acknowledges the first batch, and the close leaves the second batch unacknowledged."""
+    bs = broker.bootstrap_servers
+    create_topic(bs, "implicit-closing", partitions=2)
+    for p in range(2):
+        produce(bs, "implicit-closing", 50, partition=p)
+    c = share_consumer(bs, "implicit-closers")
+    receipts, failures = committed_receipts(c)
+    c.subscribe(["implicit-closing"])
+    first, second = first_two_batches(c, acknowledge_first=False)
+    first_partition, second_partition = one_partition(first), one_partition(second)
+    assert {first_partition, second_partition} == {0, 1}
+    c.close()
+    assert failures == []
+    assert receipts == {first_partition: set(range(50))}
+    assert start_offsets(broker, "implicit-closers", "implicit-closing")[first_partition] == 50

@@ -134,7 +134,9 @@ class Broker:
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
             share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for)
             share_persister: SharePersister = LocalSharePersister()
-            group_config_admin: GroupConfigAdmin = SingleBrokerGroupConfigs(share_groups)
+            group_config_admin: GroupConfigAdmin = SingleBrokerGroupConfigs(share_groups, groups)
+            for group_id, group_configs in metadata.group_configs.items():
+                groups.set_group_configs(group_id, group_configs)
         else:
             appends = LeaderAppends(partitions, cluster)  # only a partition's leader appends
             groups = build_group_coordinator(config, topics, appends, wall_ms)
@@ -146,8 +148,12 @@ class Broker:
             share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for,
                                                    leads=cluster.leads)
             share_persister = ReplicatedSharePersister(cluster, config, topics, node_id)
-            group_config_admin = ZooKeeperGroupConfigs(cluster)
-            cluster.on_group_config_change(share_groups.set_group_configs)
+            group_config_admin = ZooKeeperGroupConfigs(cluster, groups.config)
+
+            def group_configs_changed(group_id: str, group_configs: dict[str, str]) -> None:
+                share_groups.set_group_configs(group_id, group_configs)
+                groups.set_group_configs(group_id, group_configs)
+            cluster.on_group_config_change(group_configs_changed)
         share_state = build_share_state_coordinator(config, appends, wall_ms)  # only a cluster's is ever loaded
         if cluster is not None:
             coordinators_move = coordinator_leadership(groups, transactions, logs, cluster, wall_ms)

@@ -19,6 +19,11 @@ class GroupConfig:
     # KIP-848 consumer groups
     consumer_session_timeout_ms: int = 45000
     consumer_heartbeat_interval_ms: int = 5000
+    # the bounds a group's own consumer.session.timeout.ms / consumer.heartbeat.interval.ms must keep
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
     @classmethod
@@ -37,6 +42,14 @@ class GroupConfig:
                                                         c.offsets_retention_check_interval_ms))
         c.consumer_session_timeout_ms = int(get("group.consumer.session.timeout.ms", c.consumer_session_timeout_ms))
         c.consumer_heartbeat_interval_ms = int(get("group.consumer.heartbeat.interval.ms", c.consumer_heartbeat_interval_ms))
+        c.consumer_min_session_timeout_ms = int(get("group.consumer.min.session.timeout.ms",
+                                                    c.consumer_min_session_timeout_ms))
+        c.consumer_max_session_timeout_ms = int(get("group.consumer.max.session.timeout.ms",
+                                                    c.consumer_max_session_timeout_ms))
+        c.consumer_min_heartbeat_interval_ms = int(get("group.consumer.min.heartbeat.interval.ms",
+                                                       c.consumer_min_heartbeat_interval_ms))
+        c.consumer_max_heartbeat_interval_ms = int(get("group.consumer.max.heartbeat.interval.ms",
+                                                       c.consumer_max_heartbeat_interval_ms))
         assignors = get("group.consumer.assignors", None)
         if assignors:
             c.consumer_assignors = tuple(a.strip() for a in str(assignors).split(",") if a.strip())

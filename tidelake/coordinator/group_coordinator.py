@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import collections
 import uuid
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from tidelake import errors
 from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.group import DEAD, EMPTY, NONE, ClassicGroup
 from tidelake.coordinator.group_config import GroupConfig
+from tidelake.coordinator.group_resource_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, consumer_group_value
 from tidelake.coordinator.offsets import (ConsumerGroupRecords, OffsetStore, consumer_group_records,
                                           group_metadata_key, group_metadata_value, offset_commit_key,
                                           offset_records, partition_for)
@@ -39,6 +40,20 @@ class GroupCoordinator:
         self._next_retention_check_ms = 0
         # rebalances completed per group since this coordinator started (the broker's metrics read it)
         self.rebalances: collections.Counter[str] = collections.Counter()
+        # each group's configs set on its GROUP resource (KIP-848's consumer.* ones apply here)
+        self.group_configs: dict[str, dict[str, str]] = {}
+
+    def set_group_configs(self, group_id: str, overrides: Mapping[str, str]) -> None:
+        """A group's GROUP-resource configs (validated by the caller): its KIP-848 session timeout and heartbeat
+        interval apply to its members from their next heartbeat (the session of each counted from then)."""
+        if overrides:
+            self.group_configs[group_id] = dict(overrides)
+        else:
+            self.group_configs.pop(group_id, None)
+        g = self.groups.get(group_id)
+        if isinstance(g, ConsumerGroup):
+            g.session_timeout_ms = consumer_group_value(self.config, overrides, SESSION_TIMEOUT)
+            g.heartbeat_interval_ms = consumer_group_value(self.config, overrides, HEARTBEAT_INTERVAL)
 
     def _rebalanced(self, group_id: str) -> None:
         self.rebalances[group_id] += 1
@@ -78,7 +93,8 @@ class GroupCoordinator:
             if isinstance(classic, ClassicGroup) and classic.members and not crec.members:
                 continue  # both kinds recorded (a conversion cut short): the one with members wins
             self.groups[group_id] = ConsumerGroup.from_records(
-                group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms, **self._consumer_group_settings())
+                group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms,
+                **self._consumer_group_settings(group_id))
         return n
 
     def unload_partition(self, partition: int) -> list[str]:
@@ -90,9 +106,10 @@ class GroupCoordinator:
             self.groups.pop(group_id, None)
         return gone
 
-    def _consumer_group_settings(self) -> dict:
-        return dict(session_timeout_ms=self.config.consumer_session_timeout_ms,
-                    heartbeat_interval_ms=self.config.consumer_heartbeat_interval_ms,
+    def _consumer_group_settings(self, group_id: str) -> dict:
+        overrides = self.group_configs.get(group_id)
+        return dict(session_timeout_ms=consumer_group_value(self.config, overrides, SESSION_TIMEOUT),
+                    heartbeat_interval_ms=consumer_group_value(self.config, overrides, HEARTBEAT_INTERVAL),
                     assignors=self.config.consumer_assignors, partitions_of=self.partitions_of,
                     list_topics=self.list_topics, persist=self._persist_consumer, on_rebalance=self._rebalanced)
 
@@ -156,7 +173,7 @@ class GroupCoordinator:
         if group_id in self.offsets.groups:  # an empty classic group becomes a consumer group
             self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
             self.offsets.apply_record(group_metadata_key(group_id), None)
-        g = ConsumerGroup(group_id, **self._consumer_group_settings())
+        g = ConsumerGroup(group_id, **self._consumer_group_settings(group_id))
         self.groups[group_id] = g
         return g
 

@@ -42,10 +42,12 @@ class ShareGroupConfig:
                    state_partitions=get("share.coordinator.state.topic.num.partitions", c.state_partitions))
 
     def with_group_configs(self, overrides: Mapping[str, str]) -> "ShareGroupConfig":
-        """These settings with one group's ``share.*`` configs applied (validated)."""
-        validate_group_configs(overrides)
-        return dataclasses.replace(self, **{GROUP_CONFIGS[k].field: GROUP_CONFIGS[k].parse(v)
-                                            for k, v in overrides.items()})
+        """These settings with one group's ``share.*`` configs applied (validated; its other group configs,
+        the KIP-848 ``consumer.*`` ones, are the consumer group coordinator's)."""
+        own = {k: v for k, v in overrides.items() if k in SHARE_GROUP_CONFIGS}
+        validate_share_group_configs(own)
+        return dataclasses.replace(self, **{SHARE_GROUP_CONFIGS[k].field: SHARE_GROUP_CONFIGS[k].parse(v)
+                                            for k, v in own.items()})
 
 
 @dataclass(frozen=True)
@@ -57,7 +59,7 @@ class GroupConfigDef:
 
 
 # Kafka's share-group configs (GroupConfig), settable per group
-GROUP_CONFIGS: dict[str, GroupConfigDef] = {
+SHARE_GROUP_CONFIGS: dict[str, GroupConfigDef] = {
     "share.session.timeout.ms": GroupConfigDef("session_timeout_ms", int, doc="share-group session timeout"),
     "share.heartbeat.interval.ms": GroupConfigDef("heartbeat_interval_ms", int, doc="share-group heartbeat interval"),
     "share.record.lock.duration.ms": GroupConfigDef("record_lock_duration_ms", int,
@@ -73,12 +75,13 @@ GROUP_CONFIGS: dict[str, GroupConfigDef] = {
 }
 
 
-def validate_group_configs(overrides: Mapping[str, str]) -> None:
+def validate_share_group_configs(overrides: Mapping[str, str]) -> None:
     """InvalidConfig naming the first config that is not a share-group config or has a bad value."""
     for name, value in overrides.items():
-        d = GROUP_CONFIGS.get(name)
+        d = SHARE_GROUP_CONFIGS.get(name)
         if d is None:
-            raise errors.InvalidConfig(f"{name} is not a share-group config (one of {', '.join(sorted(GROUP_CONFIGS))})")
+            raise errors.InvalidConfig(f"{name} is not a share-group config "
+                                       f"(one of {', '.join(sorted(SHARE_GROUP_CONFIGS))})")
         if d.choices is not None and value not in d.choices:
             raise errors.InvalidConfig(f"{name}={value}: expected one of {', '.join(d.choices)}")
         if d.parse is int:

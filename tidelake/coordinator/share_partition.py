@@ -62,6 +62,9 @@ class SharePartition:
     end_offset: int = -1
     state_epoch: int = 0
     changed: bool = False  # a change to persist since the last ``take_changed``
+    # not persisted: whether a ShareFetch has been answered from it since this broker began serving it (Kafka's
+    # leader loads a share-partition's state on its first fetch, one partition at a time: see share_fetch)
+    served_fetch: bool = False
 
     def __post_init__(self) -> None:
         if self.end_offset < self.start_offset:

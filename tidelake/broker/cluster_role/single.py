@@ -8,7 +8,8 @@ from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTop
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
-from tidelake.coordinator.share_config import validate_group_configs
+from tidelake.coordinator.group_coordinator import GroupCoordinator
+from tidelake.coordinator.group_resource_configs import validate_group_configs
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
@@ -160,12 +161,13 @@ class SingleBrokerTopics:
 
 
 class SingleBrokerGroupConfigs:
-    """A group's configs in this broker's share-group coordinator, saved with its metadata."""
+    """A group's configs in this broker's group coordinators (the share-group one saves them with its metadata)."""
 
-    def __init__(self, share: ShareGroupCoordinator):
-        self._share = share
+    def __init__(self, share: ShareGroupCoordinator, groups: GroupCoordinator):
+        self._share, self._groups = share, groups
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool) -> None:
-        validate_group_configs(configs)
+        validate_group_configs(configs, self._groups.config)
         if not validate_only:
             self._share.set_group_configs(group_id, configs)
+            self._groups.set_group_configs(group_id, configs)

@@ -16,7 +16,8 @@ from tidelake.cluster.channel import BrokerChannel, ChannelError
 from tidelake.cluster.member import ClusterMember, LiveBroker
 from tidelake.coordinator.group_coordinator import GroupCoordinator
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
-from tidelake.coordinator.share_config import validate_group_configs
+from tidelake.coordinator.group_config import GroupConfig
+from tidelake.coordinator.group_resource_configs import validate_group_configs
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_2
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
@@ -215,12 +216,13 @@ class ZooKeeperTopics:
 
 class ZooKeeperGroupConfigs:
     """A group's configs in ZooKeeper (``/config/groups``), which every broker's ``ClusterMember`` applies to its
-    share-group coordinator (at once here, on the change notification elsewhere, all of them as a broker joins)."""
+    group coordinators, share-group and KIP-848 (at once here, on the change notification elsewhere, all of them as
+    a broker joins). ``groups``: this broker's group settings, whose ``group.consumer.min/max.*`` bound the values."""
 
-    def __init__(self, member: ClusterMember):
-        self._member = member
+    def __init__(self, member: ClusterMember, groups: GroupConfig):
+        self._member, self._groups = member, groups
 
     async def alter_group_configs(self, group_id: str, configs: dict[str, str], *, validate_only: bool) -> None:
-        validate_group_configs(configs)
+        validate_group_configs(configs, self._groups)
         if not validate_only:
             await self._member.alter_group_config(group_id, configs)

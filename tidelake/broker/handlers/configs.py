@@ -13,13 +13,14 @@ from tidelake.errors import error_code
 from tidelake.broker.access import config_resource, config_resource_denied, per_item
 from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
-from tidelake.coordinator.share_config import GROUP_CONFIGS
+from tidelake.coordinator.group_resource_configs import CONSUMER_GROUP_CONFIGS, GROUP_CONFIG_NAMES, consumer_group_value
+from tidelake.coordinator.share_config import SHARE_GROUP_CONFIGS
 
 NONE = errors.NONE
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
 RESOURCE_BROKER_LOGGER = 8
-RESOURCE_GROUP = 32  # a group's configs (KIP-848 / KIP-932): here the share groups' share.* configs
+RESOURCE_GROUP = 32  # a group's configs: KIP-848's consumer.* and KIP-932's share.*
 GROUP_CONFIG_SOURCE, DEFAULT_CONFIG_SOURCE = 8, 5  # Kafka's ConfigSource ids
 _CONFIG_TYPE = {int: 3, str: 2}  # Kafka's ConfigType ids (INT, STRING)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3  # IncrementalAlterConfigs operations
@@ -55,7 +56,7 @@ async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
             elif r.resource_type == RESOURCE_BROKER_LOGGER:
                 entries = []
             elif r.resource_type == RESOURCE_GROUP:
-                results.append(_group_configs(broker, r.resource_name, keys, with_docs))
+                results.append(_group_configs(broker, r.resource_name, keys, with_synonyms, with_docs))
                 continue
             else:
                 raise errors.InvalidRequest(f"unsupported resource type {r.resource_type}")
@@ -73,19 +74,33 @@ async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
     return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
-def _group_configs(broker: BrokerContext, group_id: str, keys, with_docs: bool):
-    """A group's share.* configs: its own values, else the broker's (the group.share.* ones) or Kafka's default."""
+def _group_configs(broker: BrokerContext, group_id: str, keys, with_synonyms: bool, with_docs: bool):
+    """A group's configs: its own values, else the broker's (``group.<name>``, its synonym) or Kafka's default."""
     overrides = broker.share_groups.group_configs.get(group_id, {})
-    effective = broker.share_groups.config_for(group_id)
+    share = broker.share_groups.config_for(group_id)
     configs = []
-    for name, d in sorted(GROUP_CONFIGS.items()):
+    for name in GROUP_CONFIG_NAMES:
         if keys and name not in keys:
             continue
+        if name in CONSUMER_GROUP_CONFIGS:
+            value, kind, doc = consumer_group_value(broker.groups.config, overrides, name), int, \
+                CONSUMER_GROUP_CONFIGS[name].doc
+        else:
+            d = SHARE_GROUP_CONFIGS[name]
+            value, kind, doc = getattr(share, d.field), d.parse, d.doc
         own = name in overrides
-        configs.append(_DCREntry(name=name, value=str(getattr(effective, d.field)), read_only=False,
+        synonyms = []
+        if with_synonyms:
+            if own:
+                synonyms.append(_DCRSynonym(name=name, value=overrides[name], source=GROUP_CONFIG_SOURCE))
+            broker_name = "group." + name
+            if broker_name in cfg.BROKER_CONFIGS:
+                broker_value, source = broker.config.lookup(broker_name)
+                synonyms.append(_DCRSynonym(name=broker_name, value=broker_value, source=source))
+        configs.append(_DCREntry(name=name, value=str(value), read_only=False,
                                  config_source=GROUP_CONFIG_SOURCE if own else DEFAULT_CONFIG_SOURCE,
-                                 is_default=not own, is_sensitive=False, synonyms=[], config_type=_CONFIG_TYPE[d.parse],
-                                 documentation=d.doc if with_docs else None))
+                                 is_default=not own, is_sensitive=False, synonyms=synonyms,
+                                 config_type=_CONFIG_TYPE[kind], documentation=doc if with_docs else None))
     return _DCRResult(error_code=NONE, error_message=None, resource_type=RESOURCE_GROUP, resource_name=group_id,
                       configs=configs)
 

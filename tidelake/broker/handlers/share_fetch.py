@@ -163,6 +163,12 @@ def _acquire(broker: BrokerContext, group_id: str, member_id: str, topic: str, t
     return PartitionAnswer(records=records, acquired=acquired)
 
 
+def _first_serving(share, group_id: str, topic_id: uuid.UUID, partition: int) -> bool:
+    """Whether no ShareFetch has been answered from this share-partition since this broker began serving it."""
+    sp = share.share_partition(group_id, topic_id, partition)
+    return sp is None or not sp.served_fetch
+
+
 def _session_partitions(broker: BrokerContext, session, req) -> set[TopicPartitionId]:
     """Apply the request's partitions and forgotten ones to the session; the partitions it adds."""
     added = set()
@@ -215,10 +221,15 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
     deadline = loop.time() + max(0, req.max_wait_ms) / 1000
     config = broker.share_groups.config_for(req.group_id)
     max_records = req.max_records if req.max_records > 0 else config.partition_max_record_locks
+    share = broker.share_groups
     while True:
         named = []
         budget, taken = req.max_bytes, 0
-        for topic_id, partition in partitions:
+        # Kafka's leader loads a share-partition's state on the first fetch that names it, each partition on its
+        # own, and answers as soon as one partition has records: a share-partition served here for the first time
+        # joins the answer only while it has no records yet (librdkafka's 0179 counts on one partition's records
+        # per answer then), after those already served
+        for topic_id, partition in sorted(partitions, key=lambda tp: _first_serving(share, req.group_id, *tp)):
             name = _topic_name(broker, topic_id)
             answer = answers.setdefault((topic_id, partition), PartitionAnswer())
             if name is None:
@@ -240,8 +251,15 @@ async def _fetch_into(broker: BrokerContext, ctx: RequestContext, req, partition
                 continue
             if not ready:  # its state not readable yet (its share coordinator moving): nothing from it this time
                 continue
+            sp = share.share_partition(req.group_id, topic_id, partition)
+            if sp is not None and not sp.served_fetch and taken:
+                sp.served_fetch = True
+                continue  # loaded now: the next fetch answers from it
             got = _acquire(broker, req.group_id, req.member_id, name, topic_id, partition, max_records - taken,
                            budget, broker.clock_ms())
+            sp = share.share_partition(req.group_id, topic_id, partition)
+            if sp is not None:
+                sp.served_fetch = True
             answer.error, answer.message = got.error, got.message
             answer.records, answer.acquired = got.records, got.acquired
             taken += sum(r.last_offset - r.first_offset + 1 for r in got.acquired)
