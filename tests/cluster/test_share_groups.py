@@ -15,7 +15,7 @@ import pytest
 from confluent_kafka import Consumer, ElectionType, KafkaError, KafkaException, ShareConsumer, TopicPartition
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic,
                                    ResourceType)
-from kafka.protocol.admin import ListGroupsRequest
+from kafka.protocol.admin import DescribeConfigsRequest, ListGroupsRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from cluster_fixtures import create_topic, find_coordinator, metadata, produce, start_cluster, wait_until
@@ -296,6 +296,16 @@ def share_offsets_request(cluster, group: str, request, response_cls, refused_wh
     return wait_until(f"{group} empty and its offsets changed", send, 30)
 
 
+def described_group_configs(port: int, group: str) -> dict[str, str]:
+    """The configs a broker describes as the group's own (source GROUP_CONFIG)."""
+    R = DescribeConfigsRequest
+    with WireClient("127.0.0.1", port) as c:
+        r = c.request(R(resources=[R.DescribeConfigsResource(resource_type=32, resource_name=group,
+                                                             configuration_keys=None)],
+                        include_synonyms=False, include_documentation=False), 4)
+    return {e.name: e.value for e in r.results[0].configs if e.config_source == 8}
+
+
 def described_offsets(cluster, group: str, *, every: bool = False) -> dict[int, tuple[int, int]]:
     """DescribeShareGroupOffsets v1 at the group's coordinator, of TOPIC's partition 0 (``every``: of every partition
     the group has state of): (start offset, lag) by partition."""
@@ -344,8 +354,14 @@ def test_altered_and_deleted_share_offsets_are_served_by_the_partition_leader_th
         # the group's coordinator holds no replica of the partition
         group = next(g for g in (f"altered-{i}" for i in range(1000)) if find_coordinator(cluster, 0, g) == 1)
         res = ConfigResource(ResourceType.GROUP, group, incremental_configs=[
-            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("consumer.session.timeout.ms", "50000", incremental_operation=AlterConfigOpType.SET)])
         admin.incremental_alter_configs([res])[res].result(30)
+        # the KIP-848 one reaches every broker as the share.* ones do (ZooKeeper's /config/groups)
+        wait_until("every broker describes the group's configs", lambda: all(
+            described_group_configs(b.port, group) == {"share.auto.offset.reset": "earliest",
+                                                       "consumer.session.timeout.ms": "50000"}
+            for b in cluster.brokers.values()))
         acked = produce(cluster, TOPIC, 30)
         by_offset = {o: v for (_p, o), v in acked.items()}
         consume_until(cluster, group, set(by_offset.values()))

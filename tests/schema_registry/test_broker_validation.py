@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 import pytest
-from confluent_kafka import KafkaError, Producer, TopicPartition, Consumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
@@ -94,11 +94,18 @@ def test_value_validation_refuses_unregistered_ids(broker):
     answer = wire_produce(broker, "checked", [b"plain bytes", framed(good), framed(99999), framed(elsewhere)])
     assert answer.error_code == 87 and answer.base_offset == -1
     assert [e.batch_index for e in answer.record_errors] == [0, 2, 3]
-    messages = [e.batch_index_error_message for e in answer.record_errors]
-    assert "does not start with a schema id" in messages[0]
-    assert "Schema id 99999 of a record for topic checked (value) is not registered" in messages[1]
-    assert f"is not registered for subject checked-value" in messages[2] and str(elsewhere) in messages[2]
-    assert "3 record errors" in answer.error_message
+    # each names its offset in the batch, the schema id found (or that there is none) and the subject
+    assert [e.batch_index_error_message for e in answer.record_errors] == [
+        "Record at offset 0 in the batch for checked-0 (value): no schema id (it does not start with magic byte 0 "
+        "and a 4-byte id); subject checked-value",
+        f"Record at offset 2 in the batch for checked-0 (value): schema id 99999 is not registered in "
+        f"{broker.schema_registry_url}; subject checked-value",
+        f"Record at offset 3 in the batch for checked-0 (value): schema id {elsewhere} is not registered for subject "
+        f"checked-value (it is under other-value)"]
+    # the partition's error_message (what Kafka's Java producer shows) carries the first three
+    assert answer.error_message.startswith("One or more records have been rejected due to 3 record errors")
+    assert "RecordError(batchIndex=2, message='Record at offset 2 in the batch for checked-0 (value): schema id " \
+           "99999 is not registered" in answer.error_message
     assert end_offset(broker, "checked") == before          # nothing appended, not even the good record
     # Confluent's client sees INVALID_RECORD
     err = produce(broker, "checked", framed(99999))
@@ -121,8 +128,12 @@ def test_key_validation_and_record_name_strategy(broker):
     assert produce(broker, "keyed", b"any value", key=framed(key_id)) is None
     answer = wire_produce(broker, "keyed", [b"v", b"v"], keys=[framed(topic_subject), b"\x01\x00\x00\x00\x01"])
     assert answer.error_code == 87 and [e.batch_index for e in answer.record_errors] == [0, 1]
-    assert "not registered for subject com.example.Key2" in answer.record_errors[0].batch_index_error_message
-    assert "(key) does not start with a schema id" in answer.record_errors[1].batch_index_error_message
+    assert answer.record_errors[0].batch_index_error_message == (
+        f"Record at offset 0 in the batch for keyed-0 (key): schema id {topic_subject} is not registered for subject "
+        "com.example.Key2 (it is under keyed-key)")
+    assert answer.record_errors[1].batch_index_error_message == (
+        "Record at offset 1 in the batch for keyed-0 (key): no schema id (it does not start with magic byte 0 and a "
+        "4-byte id); subject named by RecordNameStrategy from the record's schema")
 
 
 def test_validation_config_is_a_topic_config_with_confluents_names(broker):
@@ -177,3 +188,62 @@ def test_broker_start_prints_the_registry_url(tmp_path):
         proc.terminate()
         assert proc.wait(30) == 0
         proc.stderr.close()
+
+
+NO_REGISTRY = "needs a schema registry to validate against: this broker has neither schema.registry.listen nor " \
+              "confluent.schema.registry.url set"
+
+
+@pytest.fixture(scope="module")
+def unregistered(tmp_path_factory):
+    """A broker with no registry to validate against."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("unregistered"), config=BROKER_CONFIG) as b:
+        yield b
+
+
+@pytest.mark.parametrize("side", ["key", "value"])
+def test_validation_without_a_registry_is_refused_at_creation_and_at_config_changes(unregistered, side):
+    bs, name = unregistered.bootstrap_servers, f"confluent.{side}.schema.validation"
+    admin = AdminClient({"bootstrap.servers": bs, "logger": QUIET})
+    refused = admin.create_topics([NewTopic(f"unchecked-{side}", 1, 1, config={name: "true"})])[f"unchecked-{side}"]
+    with pytest.raises(KafkaException) as e:
+        refused.result(10)
+    assert e.value.args[0].code() == KafkaError.INVALID_CONFIG and e.value.args[0].str() == f"{name}=true {NO_REGISTRY}"
+    assert f"unchecked-{side}" not in admin.list_topics(timeout=10).topics
+    create_topic(unregistered, f"plain-{side}")
+    resource = ConfigResource(ConfigResource.Type.TOPIC, f"plain-{side}", incremental_configs=[
+        ConfigEntry(name, "true", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match=f"{name}=true {NO_REGISTRY}"):
+        admin.incremental_alter_configs([resource])[resource].result(10)
+    legacy = ConfigResource(ConfigResource.Type.TOPIC, f"plain-{side}", set_config={name: "true"})
+    with pytest.raises(KafkaException, match=f"{name}=true {NO_REGISTRY}"):
+        admin.alter_configs([legacy])[legacy].result(10)
+    broker_wide = ConfigResource(ConfigResource.Type.BROKER, "1", incremental_configs=[
+        ConfigEntry(name, "true", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match=f"{name}=true {NO_REGISTRY}"):
+        admin.incremental_alter_configs([broker_wide])[broker_wide].result(10)
+    described = ConfigResource(ConfigResource.Type.TOPIC, f"plain-{side}")
+    assert admin.describe_configs([described])[described].result(10)[name].value == "false"
+
+
+def test_validation_set_broker_wide_without_a_registry_stops_the_broker_start(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "broker", "start", "--data-dir",
+                           str(tmp_path / "d"), "--listen", f"127.0.0.1:{free_port()}", "--set",
+                           "confluent.value.schema.validation=true", "--log-level", "WARNING"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    assert f"confluent.value.schema.validation=true {NO_REGISTRY}" in proc.stderr.strip().splitlines()[-1]
+    assert "Traceback" not in proc.stderr
+
+
+def test_validation_set_broker_wide_validates_every_topic(tmp_path):
+    config = {**BROKER_CONFIG, "schema.registry.listen": "http://127.0.0.1:0",
+              "confluent.value.schema.validation": "true"}
+    with EmbeddedBroker(tmp_path / "wide", config=config) as b:
+        create_topic(b, "defaulted")
+        sid = Rest(b.schema_registry_url).register("defaulted-value", record("Wide", ("a", "int"))).body["id"]
+        answer = wire_produce(b, "defaulted", [framed(sid), b"no id"])
+        assert answer.error_code == 87 and [e.batch_index for e in answer.record_errors] == [1]
+        assert produce(b, "defaulted", framed(sid)) is None
+        create_topic(b, "opted-out", **{"confluent.value.schema.validation": "false"})
+        assert produce(b, "opted-out", b"no id") is None

@@ -20,7 +20,8 @@ from tidelake.broker.config_definitions import (BROKER_CONFIGS, SECURITY_PROTOCO
                                                 SOURCE_UNKNOWN, TOPIC_CONFIGS, TOPIC_SYNONYMS, TYPE_PASSWORD,
                                                 TYPE_STRING, UNIT_TO_MS, ConfigDef, ConfigError,
                                                 broker_definition, is_known_static_name, is_secret_name, unknown_name_message)
-from tidelake.broker.config_validation import validate_value
+from tidelake.broker.config_validation import (SCHEMA_VALIDATION_CONFIGS, schema_validation_without_registry,
+                                                validate_value)
 from tidelake.broker.listeners import Listener, parse_listeners
 from tidelake.errors import InvalidConfig
 
@@ -240,7 +241,10 @@ class BrokerConfig:
             return None if value is None else str(value)
         if defn.read_only:
             raise InvalidConfig(f"Cannot update these configs dynamically: {name} is read-only")
-        return validate_value(defn, value)
+        normalised = validate_value(defn, value)
+        if name in SCHEMA_VALIDATION_CONFIGS and normalised == "true" and not has_schema_registry(self):
+            raise InvalidConfig(schema_validation_without_registry(name))
+        return normalised
 
     def describe(self, names: Iterable[str] | None = None, with_synonyms: bool = False) -> list[ConfigEntry]:
         keys = list(BROKER_CONFIGS) + sorted(k for k in {*self.static, *self.dynamic} if k not in BROKER_CONFIGS)
@@ -314,6 +318,11 @@ class BrokerConfig:
                 synonyms.extend(self._synonym_chain(name))
             out.append(ConfigEntry(name, value, source, False, defn.type, defn.doc, synonyms))
         return out
+
+
+def has_schema_registry(config: BrokerConfig) -> bool:
+    """Whether broker-side schema validation has a registry to ask: the broker's own or another's."""
+    return bool(config.get("schema.registry.listen") or config.get("confluent.schema.registry.url"))
 
 
 def _to_topic_unit(broker_name: str, value: str) -> str:

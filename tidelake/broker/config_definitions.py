@@ -137,6 +137,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "cleanup.policy": ("log.cleanup.policy",),
     "compression.type": ("compression.type",),
+    "confluent.key.schema.validation": ("confluent.key.schema.validation",),
+    "confluent.value.schema.validation": ("confluent.value.schema.validation",),
     "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
     "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
     "flush.messages": ("log.flush.interval.messages",),
@@ -186,6 +188,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {c.name: c for c in [
     _d("socket.request.max.bytes", 104857600, TYPE_INT, "largest request accepted (else disconnect)", minimum=1),
     _d("message.max.bytes", 1048588, TYPE_INT, "default max.message.bytes", minimum=0),
     _d("compression.type", "producer", TYPE_STRING, "default compression.type"),
+    _d("confluent.key.schema.validation", "false", TYPE_BOOLEAN, "default confluent.key.schema.validation "
+       "(needs schema.registry.listen or confluent.schema.registry.url)"),
+    _d("confluent.value.schema.validation", "false", TYPE_BOOLEAN, "default confluent.value.schema.validation "
+       "(needs schema.registry.listen or confluent.schema.registry.url)"),
     _d("log.cleanup.policy", "delete", TYPE_LIST, "default cleanup.policy"),
     _d("log.cleaner.enable", "true", TYPE_BOOLEAN, "run the log cleaner"),
     _d("log.cleaner.delete.retention.ms", 86400000, TYPE_LONG, "default delete.retention.ms"),

@@ -51,11 +51,20 @@ def validate_value(defn: ConfigDef, value: str | None) -> str | None:
     return value
 
 
-def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool,
+SCHEMA_VALIDATION_CONFIGS = ("confluent.key.schema.validation", "confluent.value.schema.validation")
+
+
+def schema_validation_without_registry(name: str) -> str:
+    """Why ``name=true`` is refused on a broker with no registry to validate against (one line)."""
+    return (f"{name}=true needs a schema registry to validate against: this broker has neither "
+            "schema.registry.listen nor confluent.schema.registry.url set")
+
+
+def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage: bool, schema_registry: bool,
                            previous: Mapping[str, str] | None = None) -> dict[str, str]:
     """Check names and values of topic configs; return them normalised (``tiered_storage``: the broker's
-    remote.log.storage.system.enable; ``previous``: the overrides these replace, when altering). Raises
-    InvalidConfig."""
+    remote.log.storage.system.enable; ``schema_registry``: whether the broker has a registry that broker-side
+    schema validation asks; ``previous``: the overrides these replace, when altering). Raises InvalidConfig."""
     out = {}
     for name, value in configs.items():
         defn = TOPIC_CONFIGS.get(name)
@@ -64,6 +73,9 @@ def validate_topic_configs(configs: Mapping[str, str | None], *, tiered_storage:
         if value is None:
             raise InvalidConfig(f"Null value not supported for topic config {name}")
         out[name] = validate_value(defn, value)
+    for name in SCHEMA_VALIDATION_CONFIGS:   # else every record would be taken unvalidated, silently
+        if out.get(name) == "true" and not schema_registry:
+            raise InvalidConfig(schema_validation_without_registry(name))
     if out.get("remote.storage.enable") == "true":  # Kafka: only with remote.log.storage.system.enable
         if not tiered_storage:
             raise InvalidConfig("Tiered Storage functionality is disabled in the broker. Topic cannot be configured "

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import ConfigError
+from tidelake.broker.config_validation import SCHEMA_VALIDATION_CONFIGS, schema_validation_without_registry
 from tidelake.broker.schema_validation import SchemaValidator
 from tidelake.schema_registry.lookup import RegistryLookup
 
@@ -39,9 +40,13 @@ class BrokerSchemaRegistry:
                               "client and needs a PLAINTEXT listener")
         self.validator: SchemaValidator | None = None
         if self._external_url is not None:
-            self.validator = SchemaValidator(self._lookup(self._external_url))
+            self.validator = SchemaValidator(self._lookup(self._external_url), config.topic_default)
         elif self._listen is not None:
-            self.validator = SchemaValidator(None)     # bound to the embedded registry once it runs
+            self.validator = SchemaValidator(None, config.topic_default)  # bound to the embedded registry once it runs
+        else:
+            for name in SCHEMA_VALIDATION_CONFIGS:  # broker-wide, with nothing to validate against
+                if config.get_bool(name):
+                    raise ConfigError(schema_validation_without_registry(name))
 
     @property
     def wanted(self) -> bool:

@@ -7,19 +7,30 @@ The subject follows the topic's ``confluent.{key,value}.subject.name.strategy`` 
 ``<topic>-key`` / ``<topic>-value``; RecordNameStrategy: the record's full name; TopicRecordNameStrategy:
 ``<topic>-<full name>``). A null key or value (a tombstone) passes. The registry is asked over its REST API
 (``RegistryLookup``, off the event loop, answers cached); a registry that does not answer fails the produce with
-REQUEST_TIMED_OUT, which producers retry.
+REQUEST_TIMED_OUT, which producers retry. Each refused record's error (KIP-467 ``record_errors``, and the
+partition's ``error_message``, which Kafka's Java producer shows) names its offset in the batch, the schema id
+found or its absence, and the subject; the broker logs the first of a refused produce.
+
+A broker-wide ``confluent.{key,value}.schema.validation=true`` is the default of every topic not named ``_...``
+(``_schemas`` and the internal topics). Without a registry to
+ask (neither ``schema.registry.listen`` nor ``confluent.schema.registry.url``) the setting is refused where it is
+made (``config_validation``: topic creation, config changes; ``embedded_registry``: at broker start), never
+taken and then ignored.
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Callable, Mapping
 
 from tidelake import errors
 from tidelake.broker.config_definitions import SUBJECT_NAME_STRATEGIES, TOPIC_CONFIGS
 from tidelake.protocol import records as rb
 from tidelake.schema_registry.lookup import RegisteredSchema, RegistryLookup, RegistryUnavailable
 from tidelake.schema_registry.record_names import NoRecordName, record_name
+
+log = logging.getLogger("tidelake.broker.schema_validation")
 
 TOPIC_NAME, RECORD_NAME, TOPIC_RECORD_NAME = SUBJECT_NAME_STRATEGIES
 MAGIC = 0
@@ -33,12 +44,14 @@ class FieldRule:
     strategy: str
 
 
-def rules_for(configs: Mapping[str, str]) -> list[FieldRule]:
-    """The topic's validation rules from its config overrides (both off by default)."""
+def rules_for(topic: str, configs: Mapping[str, str], default: Callable[[str], str | None]) -> list[FieldRule]:
+    """The topic's validation rules from its config overrides, else ``default(name)`` (the broker-wide value), which
+    a topic named ``_...`` does not take: the registry's own ``_schemas`` and the other internal topics hold records
+    no schema describes."""
     rules = []
     for side in ("key", "value"):
-        enabled = configs.get(f"confluent.{side}.schema.validation",
-                              TOPIC_CONFIGS[f"confluent.{side}.schema.validation"].default)
+        name = f"confluent.{side}.schema.validation"
+        enabled = configs.get(name, "false" if topic.startswith("_") else default(name))
         if str(enabled).lower() == "true":
             strategy = configs.get(f"confluent.{side}.subject.name.strategy",
                                    TOPIC_CONFIGS[f"confluent.{side}.subject.name.strategy"].default)
@@ -47,17 +60,20 @@ def rules_for(configs: Mapping[str, str]) -> list[FieldRule]:
 
 
 class SchemaValidator:
-    def __init__(self, lookup: RegistryLookup | None):
+    def __init__(self, lookup: RegistryLookup | None, topic_default: Callable[[str], tuple[str | None, int]]):
         """``lookup`` None: the registry is not running yet (the broker's own, started after the broker);
-        produces to validated topics meanwhile get REQUEST_TIMED_OUT, which producers retry."""
+        produces to validated topics meanwhile get REQUEST_TIMED_OUT, which producers retry. ``topic_default``:
+        the broker's (value, source) of a topic config (its broker-wide setting)."""
         self._lookup = lookup
+        self._default = lambda name: topic_default(name)[0]
 
     def bind(self, lookup: RegistryLookup) -> None:
         self._lookup = lookup
 
     async def check(self, topic: str, partition: int, records, configs: Mapping[str, str]) -> None:
-        """Raises ``InvalidRecord`` naming every record (index across the request's batches) that fails."""
-        rules = rules_for(configs)
+        """Raises ``InvalidRecord`` naming every record that fails: its offset in the batch (its index across the
+        request's batches for the partition), the schema id found (or that there is none) and the subject."""
+        rules = rules_for(topic, configs, self._default)
         if not rules:
             return
         bad: list[tuple[int, str]] = []
@@ -71,23 +87,29 @@ class SchemaValidator:
                 for rule in rules:
                     problem = await self._problem(topic, rule, record.key if rule.side == "key" else record.value)
                     if problem is not None:
-                        bad.append((index, problem))
+                        bad.append((index, f"Record at offset {index} in the batch for {topic}-{partition} "
+                                           f"({rule.side}): {problem}"))
                         break
                 index += 1
         if bad:
+            log.info("produce to %s-%d refused: %d records fail schema validation, the first: %s", topic, partition,
+                     len(bad), bad[0][1])
             shown = ", ".join(f"RecordError(batchIndex={i}, message='{m}')" for i, m in bad[:_SHOWN_ERRORS])
             raise errors.InvalidRecord(
                 f"One or more records have been rejected due to {len(bad)} record errors in total, and only showing "
                 f"the first three errors at most: [{shown}]", bad)
 
     async def _problem(self, topic: str, rule: FieldRule, data: bytes | None) -> str | None:
+        """What is wrong with one key or value (None: nothing), naming the schema id and the subject."""
         if data is None:
             return None
         where = f"topic {topic} ({rule.side})"
         if self._lookup is None:
             raise errors.RequestTimedOut(f"cannot validate records of {where}: the schema registry has not started")
         if len(data) < 5 or data[0] != MAGIC:
-            return f"Log record for {where} does not start with a schema id (magic byte 0 and 4 bytes of id)"
+            subject = f"{topic}-{rule.side}" if rule.strategy == TOPIC_NAME else \
+                f"named by {rule.strategy.rsplit('.', 1)[-1]} from the record's schema"
+            return f"no schema id (it does not start with magic byte 0 and a 4-byte id); subject {subject}"
         schema_id = int.from_bytes(data[1:5], "big")
         found = self._lookup.cached(schema_id)
         if found is None:
@@ -96,13 +118,15 @@ class SchemaValidator:
             except RegistryUnavailable as e:
                 raise errors.RequestTimedOut(f"cannot validate records of {where}: {e}") from None
         if found is None:
-            return f"Schema id {schema_id} of a record for {where} is not registered in {self._lookup.url}"
+            subject = f"{topic}-{rule.side}" if rule.strategy == TOPIC_NAME else "unknown without its schema"
+            return f"schema id {schema_id} is not registered in {self._lookup.url}; subject {subject}"
         try:
             subject = _subject(topic, rule, found, data[5:])
         except NoRecordName as e:
-            return f"Schema id {schema_id} of a record for {where}: {e}"
+            return f"schema id {schema_id}: {e}; no subject by {rule.strategy.rsplit('.', 1)[-1]}"
         if subject not in found.subjects:
-            return f"Schema id {schema_id} of a record for {where} is not registered for subject {subject}"
+            return (f"schema id {schema_id} is not registered for subject {subject} "
+                    f"(it is under {', '.join(sorted(found.subjects)) or 'no subject'})")
         return None
 
 

@@ -144,7 +144,8 @@ class Broker:
             service = ReplicatedPartitions(logs, partitions, topics, transactions, schemas, cluster)
             controller, cluster_view = cluster, ZooKeeperView(cluster)
             coordination = ZooKeeperCoordination(cluster, config, groups, transactions, node_id)
-            topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage)
+            topic_admin = ZooKeeperTopics(cluster, tiered_storage=topics.tiered_storage,
+                                          schema_registry=topics.schema_registry)
             share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for,
                                                    leads=cluster.leads)
             share_persister = ReplicatedSharePersister(cluster, config, topics, node_id)

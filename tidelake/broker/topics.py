@@ -6,7 +6,7 @@ import logging
 import uuid
 from typing import Mapping
 
-from tidelake.broker.config import BrokerConfig
+from tidelake.broker.config import BrokerConfig, has_schema_registry
 from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.partitions import Partitions
@@ -33,6 +33,8 @@ class TopicManager:
         self.partitions = partitions
         # remote.log.storage.system.enable (static): whether a topic may set remote.storage.enable
         self.tiered_storage = config.get_bool("remote.log.storage.system.enable")
+        # whether broker-side schema validation has a registry to ask (both settings static)
+        self.schema_registry = has_schema_registry(config)
 
     def get(self, name: str | None) -> TopicInfo | None:
         return self.metadata.topics.get(name)
@@ -93,7 +95,8 @@ class TopicManager:
         if replication_factor != 1:
             raise InvalidReplicationFactor(
                 f"Replication factor {replication_factor} larger than available brokers: 1")
-        overrides = validate_topic_configs(dict(configs or {}), tiered_storage=self.tiered_storage)
+        overrides = validate_topic_configs(dict(configs or {}), tiered_storage=self.tiered_storage,
+                                           schema_registry=self.schema_registry)
         info = TopicInfo(name, partitions, overrides, internal)
         if validate_only:
             return info
@@ -135,7 +138,7 @@ class TopicManager:
         if info is None:
             raise UnknownTopicOrPartition(f"Topic '{name}' does not exist")
         normalised = validate_topic_configs(dict(overrides), tiered_storage=self.tiered_storage,
-                                            previous=info.configs)
+                                            schema_registry=self.schema_registry, previous=info.configs)
         if validate_only:
             return
         info.configs = normalised

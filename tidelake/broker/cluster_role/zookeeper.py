@@ -171,9 +171,10 @@ class ZooKeeperCoordination:
 class ZooKeeperTopics:
     """Topics go to ZooKeeper; the controller creates their partitions and every broker follows."""
 
-    def __init__(self, member: ClusterMember, *, tiered_storage: bool):
+    def __init__(self, member: ClusterMember, *, tiered_storage: bool, schema_registry: bool):
         self._member = member
         self._tiered_storage = tiered_storage  # whether a topic may set remote.storage.enable
+        self._schema_registry = schema_registry  # whether a topic may set confluent.*.schema.validation
 
     async def create_topic(self, name: str, partitions: int, replication_factor: int, configs: dict[str, str],
                            assignment: dict[int, list[int]] | None, *, validate_only: bool,
@@ -182,7 +183,8 @@ class ZooKeeperTopics:
                                        or len({len(r) for r in assignment.values()}) != 1):
             raise errors.InvalidReplicaAssignment("partitions must be 0..n-1, each with as many replicas")
         validate_topic_name(name)
-        overrides = validate_topic_configs(configs, tiered_storage=self._tiered_storage)
+        overrides = validate_topic_configs(configs, tiered_storage=self._tiered_storage,
+                                           schema_registry=self._schema_registry)
         topic = await self._member.create_topic(name, partitions, replication_factor, overrides,
                                                 assignment=assignment, validate_only=validate_only,
                                                 wait_s=max(0.0, timeout_ms / 1000))
@@ -209,6 +211,7 @@ class ZooKeeperTopics:
 
     async def alter_topic_configs(self, name: str, configs: dict[str, str], *, validate_only: bool) -> None:
         normalised = validate_topic_configs(configs, tiered_storage=self._tiered_storage,
+                                            schema_registry=self._schema_registry,
                                             previous=self._member.topics.configs(name) or {})
         if not validate_only:
             await self._member.alter_topic_config(name, normalised)
