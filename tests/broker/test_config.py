@@ -39,30 +39,33 @@ def test_properties_parsing_and_broker_precedence(tmp_path):
 
 
 def test_topic_config_validation():
-    assert (validate_topic_configs({"cleanup.policy": "compact, delete"}, tiered_storage=False)
+    assert (validate_topic_configs({"cleanup.policy": "compact, delete"}, tiered_storage=False,
+                                   schema_registry=False)
             == {"cleanup.policy": "compact,delete"})
     for bad in ({"no.such.config": "1"}, {"retention.ms": "abc"}, {"cleanup.policy": "shred"},
                 {"message.timestamp.type": "Now"}, {"segment.bytes": "1"}):
         with pytest.raises(InvalidConfig):
-            validate_topic_configs(bad, tiered_storage=False)
+            validate_topic_configs(bad, tiered_storage=False, schema_registry=False)
 
 
 def test_remote_storage_enable_needs_the_broker_switch_and_a_delete_policy():
     tiered = {"remote.storage.enable": "true", "local.retention.bytes": "1024"}
     with pytest.raises(InvalidConfig, match="Tiered Storage functionality is disabled in the broker"):
-        validate_topic_configs(tiered, tiered_storage=False)
-    assert validate_topic_configs(tiered, tiered_storage=True) == tiered
+        validate_topic_configs(tiered, tiered_storage=False, schema_registry=False)
+    assert validate_topic_configs(tiered, tiered_storage=True, schema_registry=False) == tiered
     with pytest.raises(InvalidConfig, match="compacted topics"):
-        validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered_storage=True)
+        validate_topic_configs({**tiered, "cleanup.policy": "compact"}, tiered_storage=True, schema_registry=False)
 
 
 def test_copy_disable_needs_local_retention_equal_to_retention_as_kafka():
     base = {"remote.storage.enable": "true", "remote.log.copy.disable": "true"}
     for local, whole in (("local.retention.bytes", "retention.bytes"), ("local.retention.ms", "retention.ms")):
         with pytest.raises(InvalidConfig, match=f"`{local}` and `{whole}` must be set to the identical value"):
-            validate_topic_configs({**base, local: "1000", whole: "2000"}, tiered_storage=True)
+            validate_topic_configs({**base, local: "1000", whole: "2000"}, tiered_storage=True,
+                                   schema_registry=False)
         for same in ({local: "2000", whole: "2000"}, {local: "-2", whole: "2000"}):
-            assert validate_topic_configs({**base, **same}, tiered_storage=True) == {**base, **same}
+            assert validate_topic_configs({**base, **same}, tiered_storage=True,
+                                          schema_registry=False) == {**base, **same}
 
 
 def test_unknown_or_misspelled_static_keys_name_their_source_and_the_closest_name(tmp_path):

@@ -47,6 +47,7 @@ from tidelake.cluster.member import FIRST_METADATA_WAIT_S, ClusterMember
 from tidelake.cluster.settings import ClusterSettings
 from tidelake.cluster.znodes import BrokerEndpoint
 from tidelake.coordinator.group import ClassicGroup
+from tidelake.coordinator.group_resource_configs import validate_group_configs
 from tidelake.coordinator.transactions import TxnStatus
 from tidelake.log import LogManager
 from tidelake.log.dir_lock import DataDirLock
@@ -152,6 +153,7 @@ class Broker:
             group_config_admin = ZooKeeperGroupConfigs(cluster, groups.config)
 
             def group_configs_changed(group_id: str, group_configs: dict[str, str]) -> None:
+                validate_group_configs(group_configs, groups.config)  # written by another tool, maybe
                 share_groups.set_group_configs(group_id, group_configs)
                 groups.set_group_configs(group_id, group_configs)
             cluster.on_group_config_change(group_configs_changed)

@@ -15,26 +15,31 @@ SESSION_TIMEOUT, HEARTBEAT_INTERVAL = "consumer.session.timeout.ms", "consumer.h
 
 
 @dataclass(frozen=True)
+class Bound:
+    name: str   # the broker config
+    field: str  # its GroupConfig field
+
+
+@dataclass(frozen=True)
 class ConsumerGroupConfigDef:
-    field: str          # the GroupConfig field it overrides (the broker's group.<name> is the default)
-    minimum_name: str   # the broker configs bounding it
-    maximum_name: str
+    field: str  # the GroupConfig field it overrides (the broker's group.<name> is the default)
+    minimum: Bound
+    maximum: Bound
     doc: str
 
 
 CONSUMER_GROUP_CONFIGS: dict[str, ConsumerGroupConfigDef] = {
     SESSION_TIMEOUT: ConsumerGroupConfigDef(
-        "consumer_session_timeout_ms", "group.consumer.min.session.timeout.ms",
-        "group.consumer.max.session.timeout.ms",
+        "consumer_session_timeout_ms",
+        Bound("group.consumer.min.session.timeout.ms", "consumer_min_session_timeout_ms"),
+        Bound("group.consumer.max.session.timeout.ms", "consumer_max_session_timeout_ms"),
         "the time a KIP-848 member may go without heartbeating before it is fenced"),
     HEARTBEAT_INTERVAL: ConsumerGroupConfigDef(
-        "consumer_heartbeat_interval_ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms",
+        "consumer_heartbeat_interval_ms",
+        Bound("group.consumer.min.heartbeat.interval.ms", "consumer_min_heartbeat_interval_ms"),
+        Bound("group.consumer.max.heartbeat.interval.ms", "consumer_max_heartbeat_interval_ms"),
         "the heartbeat interval the coordinator gives the group's KIP-848 members"),
 }
-_BOUNDS = {"group.consumer.min.session.timeout.ms": "consumer_min_session_timeout_ms",
-           "group.consumer.max.session.timeout.ms": "consumer_max_session_timeout_ms",
-           "group.consumer.min.heartbeat.interval.ms": "consumer_min_heartbeat_interval_ms",
-           "group.consumer.max.heartbeat.interval.ms": "consumer_max_heartbeat_interval_ms"}
 GROUP_CONFIG_NAMES = tuple(sorted((*CONSUMER_GROUP_CONFIGS, *SHARE_GROUP_CONFIGS)))
 
 
@@ -59,12 +64,11 @@ def validate_group_configs(overrides: Mapping[str, str], groups: GroupConfig) ->
             value = int(overrides[name])
         except (TypeError, ValueError):
             raise errors.InvalidConfig(f"{name}={overrides[name]}: expected an integer") from None
-        if value < getattr(groups, _BOUNDS[d.minimum_name]):
-            raise errors.InvalidConfig(f"{name} must be greater than or equal to {d.minimum_name} "
-                                       f"({getattr(groups, _BOUNDS[d.minimum_name])})")
-        if value > getattr(groups, _BOUNDS[d.maximum_name]):
-            raise errors.InvalidConfig(f"{name} must be less than or equal to {d.maximum_name} "
-                                       f"({getattr(groups, _BOUNDS[d.maximum_name])})")
+        low, high = getattr(groups, d.minimum.field), getattr(groups, d.maximum.field)
+        if value < low:
+            raise errors.InvalidConfig(f"{name} must be greater than or equal to {d.minimum.name} ({low})")
+        if value > high:
+            raise errors.InvalidConfig(f"{name} must be less than or equal to {d.maximum.name} ({high})")
     if any(name in overrides for name in CONSUMER_GROUP_CONFIGS) and \
             consumer_group_value(groups, overrides, SESSION_TIMEOUT) <= \
             consumer_group_value(groups, overrides, HEARTBEAT_INTERVAL):
