@@ -313,7 +313,8 @@ def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_
     with EmbeddedBroker(data, config=CONFIG) as b:
         bs = b.bootstrap_servers
         set_group_configs(bs, "tuned", {"share.record.lock.duration.ms": "15000",
-                                        "share.isolation.level": "read_committed"})
+                                        "share.isolation.level": "read_committed",
+                                        "consumer.session.timeout.ms": "50000"})
         admin = AdminClient({"bootstrap.servers": bs})
         bad = ConfigResource(ResourceType.GROUP, "tuned", incremental_configs=[
             ConfigEntry("share.lock.forever", "1", incremental_operation=AlterConfigOpType.SET)])
@@ -325,6 +326,8 @@ def test_a_share_groups_configs_are_set_described_and_kept_across_a_restart(tmp_
         entries = admin.describe_configs([res])[res].result(15)
         assert entries["share.record.lock.duration.ms"].value == "15000"
         assert entries["share.isolation.level"].value == "read_committed"
+        assert entries["consumer.session.timeout.ms"].value == "50000"  # a KIP-848 group config, kept alike
+        assert b.broker.context.groups.group_configs["tuned"]["consumer.session.timeout.ms"] == "50000"
         assert entries["share.delivery.count.limit"].value == "3"  # the broker's group.share.delivery.count.limit
         assert entries["share.delivery.count.limit"].is_default
         assert entries["share.auto.offset.reset"].value == "latest"  # Kafka's default
