@@ -118,6 +118,22 @@ def test_value_validation_refuses_unregistered_ids(broker):
     assert produce(broker, "unchecked", b"plain bytes") is None
 
 
+def test_tidelake_produce_refused_by_validation_says_where_the_reasons_are(broker, caplog):
+    """confluent-kafka hands the producer only INVALID_RECORD: the CLI says so in its one line, and the broker's log
+    names the refused record, its schema id's absence and the subject."""
+    create_topic(broker, "cli-checked", **{"confluent.value.schema.validation": "true"})
+    with caplog.at_level(logging.INFO, logger="tidelake.broker.schema_validation"):
+        r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "produce", "cli-checked", "-b",
+                            broker.bootstrap_servers], input="plain text\n", capture_output=True, text=True,
+                           timeout=60)
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines() == [
+        "tidelake: error: 1 of 1 records not delivered to cli-checked: INVALID_RECORD: Broker: Broker failed to "
+        "validate record; the broker's log names each refused record and why (tidelake produce)"]
+    assert "produce to cli-checked-0 refused: 1 records fail schema validation, the first: Record at offset 0 in the " \
+           "batch for cli-checked-0 (value): no schema id" in caplog.text
+
+
 def test_key_validation_and_record_name_strategy(broker):
     create_topic(broker, "keyed", **{"confluent.key.schema.validation": "true",
                                      "confluent.key.subject.name.strategy":

@@ -158,8 +158,11 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
             producer.poll(0)
     remaining = producer.flush(conn.timeout + 1)
     if remaining or failures:
+        # confluent-kafka passes on only the error's name: each refused record's reason (KIP-467) is in the broker's log
+        hint = "; the broker's log names each refused record and why" \
+            if any(f.startswith("INVALID_RECORD") for f in failures) else ""
         raise CliError(f"{len(failures) + remaining} of {sent} records not delivered to {topic}"
-                       + (f": {failures[0]}" if failures else f" within {conn.timeout:g}s (--timeout)"))
+                       + (f": {failures[0]}{hint}" if failures else f" within {conn.timeout:g}s (--timeout)"))
     click.echo(f"Produced {sent} records to {topic}.", err=True)
 
 
