@@ -44,8 +44,8 @@ class GroupCoordinator:
         self.group_configs: dict[str, dict[str, str]] = {}
 
     def set_group_configs(self, group_id: str, overrides: Mapping[str, str]) -> None:
-        """A group's GROUP-resource configs (validated by the caller): its KIP-848 session timeout and heartbeat
-        interval apply to its members from their next heartbeat (the session of each counted from then)."""
+        """A group's GROUP-resource configs (validated by the caller): its KIP-848 session timeout applies at once (a
+        member is fenced once it has not heartbeated for that long), its heartbeat interval from the next answer."""
         if overrides:
             self.group_configs[group_id] = dict(overrides)
         else:
