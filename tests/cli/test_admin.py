@@ -164,6 +164,23 @@ def test_configs_describe_and_alter_broker(bootstrap: str) -> None:
     tl(bootstrap, "configs", "alter", "--entity-type", "brokers", "--delete-config", "log.retention.ms")
 
 
+def test_configs_describe_and_alter_group(bootstrap: str) -> None:
+    """kafka-configs --entity-type groups: a KIP-848 group's consumer.* configs and a share group's share.* ones."""
+    tl(bootstrap, "configs", "alter", "--entity-type", "groups", "--entity-name", "cfg-g",
+       "--add-config", "consumer.heartbeat.interval.ms=6000,share.auto.offset.reset=earliest")
+    doc = json.loads(tl(bootstrap, "configs", "describe", "--entity-type", "groups", "--entity-name", "cfg-g",
+                        "--json").stdout)
+    assert {c["name"]: (c["value"], c["source"]) for c in doc["configs"]} == {
+        "consumer.heartbeat.interval.ms": ("6000", "GROUP_CONFIG"),
+        "share.auto.offset.reset": ("earliest", "GROUP_CONFIG")}
+    refused = tl(bootstrap, "configs", "alter", "--entity-type", "groups", "--entity-name", "cfg-g",
+                 "--add-config", "consumer.heartbeat.interval.ms=1", ok=False)
+    assert refused.exit_code != 0
+    assert "consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms" \
+        in refused.output
+    assert tl(bootstrap, "configs", "describe", "--entity-type", "groups", ok=False).exit_code != 0
+
+
 def test_records_delete_moves_the_low_watermark(bootstrap: str, tmp_path) -> None:
     create_topics(bootstrap, ["del-t"], 2)
     produce_confluent(bootstrap, "del-t", [Rec(p, None, b"v", BASE_TS) for p in range(2) for _ in range(6)])

@@ -1,4 +1,5 @@
-"""`tidelake configs describe|alter` — Kafka's kafka-configs.sh for topics and brokers
+"""`tidelake configs describe|alter` — Kafka's kafka-configs.sh for topics, brokers and groups (a KIP-848 group's
+``consumer.*`` configs, a share group's ``share.*`` ones)
 (DescribeConfigs / IncrementalAlterConfigs through confluent-kafka's AdminClient)."""
 from __future__ import annotations
 
@@ -13,13 +14,16 @@ from tidelake.cli.output import json_option, print_json, print_rows
 # confluent-kafka reports a config's source as an int; these are Kafka's names for them.
 SOURCE_NAMES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
                 3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
-                6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+                6: "DYNAMIC_BROKER_LOGGER_CONFIG", 8: "GROUP_CONFIG"}
 
-ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "topic": "topic", "broker": "broker"}
+ENTITY_TYPES = {"topics": "topic", "brokers": "broker", "groups": "group", "topic": "topic", "broker": "broker",
+                "group": "group"}
 
 
 def _resource_type(kind: str):
-    from confluent_kafka.admin import ConfigResource
+    from confluent_kafka.admin import ConfigResource, ResourceType
+    if kind == "group":
+        return ResourceType.GROUP
     return ConfigResource.Type.TOPIC if kind == "topic" else ConfigResource.Type.BROKER
 
 
@@ -32,7 +36,7 @@ def describe_configs(conn: BrokerConnection, admin, kind: str, name: str) -> dic
 
 def alter_configs(conn: BrokerConnection, admin, kind: str, name: str, sets: dict[str, str],
                   deletes: tuple[str, ...] | list[str]) -> None:
-    """Set and remove configs of one topic or broker in one IncrementalAlterConfigs request."""
+    """Set and remove configs of one topic, broker or group in one IncrementalAlterConfigs request."""
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
     ops = [ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in sets.items()]
     ops += [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in deletes]
@@ -57,8 +61,8 @@ def _split_configs(values: tuple[str, ...], option: str) -> dict[str, str]:
 def _entity(entity_type: str, entity_name: str | None, conn: BrokerConnection, admin) -> tuple[str, str]:
     kind = ENTITY_TYPES[entity_type]
     if entity_name is None:
-        if kind == "topic":
-            raise click.UsageError("--entity-name is required for topics")
+        if kind in ("topic", "group"):
+            raise click.UsageError(f"--entity-name is required for {kind}s")
         md = conn.reachable(admin)
         entity_name = str(md.controller_id if md.controller_id >= 0 else min(md.brokers))
     return kind, entity_name
@@ -66,9 +70,9 @@ def _entity(entity_type: str, entity_name: str | None, conn: BrokerConnection, a
 
 entity_options = [
     click.option("--entity-type", type=click.Choice(sorted(set(ENTITY_TYPES))), required=True,
-                 help="topics or brokers."),
+                 help="topics, brokers or groups."),
     click.option("--entity-name", default=None,
-                 help="Topic name or broker id (brokers: default the controller)."),
+                 help="Topic name, broker id (brokers: default the controller) or group id."),
 ]
 
 
@@ -80,7 +84,7 @@ def _with_entity(f):
 
 @click.group(cls=CommandGroup)
 def configs() -> None:
-    """Describe and alter topic and broker configs (kafka-configs)."""
+    """Describe and alter topic, broker and group configs (kafka-configs)."""
 
 
 @configs.command()
@@ -90,7 +94,7 @@ def configs() -> None:
 @json_option
 def describe(conn: BrokerConnection, entity_type: str, entity_name: str | None, show_all: bool,
              as_json: bool) -> None:
-    """The configs of a topic or broker: name, value, source, read-only, sensitive."""
+    """The configs of a topic, broker or group: name, value, source, read-only, sensitive."""
     admin = conn.admin()
     kind, name = _entity(entity_type, entity_name, conn, admin)
     entries = describe_configs(conn, admin, kind, name)
@@ -116,7 +120,7 @@ def describe(conn: BrokerConnection, entity_type: str, entity_name: str | None, 
               help="Configs to remove (back to their defaults); repeatable.")
 def alter(conn: BrokerConnection, entity_type: str, entity_name: str | None, add: tuple[str, ...],
           delete: tuple[str, ...]) -> None:
-    """Set or remove configs of a topic or broker (incrementally; other configs are kept)."""
+    """Set or remove configs of a topic, broker or group (incrementally; other configs are kept)."""
     sets = _split_configs(add, "--add-config")
     deletes = [k.strip() for value in delete for k in value.split(",") if k.strip()]
     if not sets and not deletes:
