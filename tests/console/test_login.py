@@ -1,0 +1,164 @@
+"""The console behind a login, in chromium: HTTP basic against a users file written by ``tidelake console users
+add``, OIDC bearer tokens verified with a JWKS this test serves, the roles (a viewer sees pages, an operator runs
+actions), https with a certificate of the test CA; each refused login one line in the console's log."""
+from __future__ import annotations
+
+import re
+import ssl
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from joserfc import jwt
+from joserfc.jwk import RSAKey
+from playwright.sync_api import expect
+
+from console_fixtures import OPERATOR_LOGIN, VIEWER_LOGIN, browser_page, console_process
+from security_fixtures import serve_jwks
+from tls_certs import make_pki
+from tidelake.table import Table
+
+ISSUER, AUDIENCE = "https://idp.test", "tidelake-console"
+
+
+@pytest.fixture(scope="module")
+def provider():
+    key = RSAKey.generate_key(2048, parameters={"kid": "console-k1"})
+    with serve_jwks(key) as (url, _body):
+        yield key, url
+
+
+def token(key: RSAKey, **claims) -> str:
+    now = int(time.time())
+    return jwt.encode({"alg": "RS256", "kid": key.kid},
+                      {"sub": "dana", "iss": ISSUER, "aud": AUDIENCE, "iat": now, "exp": now + 600,
+                       "roles": ["viewer"], **claims}, key)
+
+
+@pytest.fixture(scope="module")
+def secured(data, users_file, provider):
+    """A console offering actions, with both logins: the users file and the test's issuer."""
+    _key, url = provider
+    with console_process(data, "--allow-actions", "--users-file", str(users_file), "--oidc-jwks-url", url,
+                         "--oidc-issuer", ISSUER, "--oidc-audience", AUDIENCE) as c:
+        yield c
+
+
+def logged_in(browser, login: tuple[str, str]):
+    return browser_page(browser, http_credentials={"username": login[0], "password": login[1]})
+
+
+def bearer(browser, jwt_text: str):
+    return browser_page(browser, extra_http_headers={"Authorization": f"Bearer {jwt_text}"})
+
+
+def test_basic_login_with_the_right_password_shows_the_pages(secured, browser) -> None:
+    with logged_in(browser, VIEWER_LOGIN) as page:
+        answer = page.goto(f"{secured.url}/topics")
+        assert answer is not None and answer.status == 200
+        expect(page.locator("#identity")).to_have_text(f"{VIEWER_LOGIN[0]} (viewer)")
+        expect(page.locator("h1")).to_have_text("Topics")
+
+
+def test_a_wrong_password_is_refused_and_logged_in_one_line(secured, browser) -> None:
+    with logged_in(browser, (VIEWER_LOGIN[0], "not-the-password")) as page:
+        answer = page.goto(f"{secured.url}/topics")
+        assert answer is not None and answer.status == 401
+        assert "Topics" not in page.content()
+    line = secured.log_line("console login refused", repr(VIEWER_LOGIN[0]))
+    assert re.search(r"from 127\.0\.0\.1:\d+: wrong password$", line.strip()), line
+    with logged_in(browser, ("nobody", "x")) as page:
+        assert page.goto(f"{secured.url}/").status == 401
+    assert secured.log_line("console login refused", "'nobody'").strip().endswith("no such user")
+    assert "Traceback" not in secured.stderr
+
+
+def test_no_credentials_is_asked_to_log_in(secured, page) -> None:
+    answer = page.request.get(f"{secured.url}/topics")
+    assert answer.status == 401
+    assert answer.headers["www-authenticate"].startswith('Basic realm="tidelake console"')
+    assert "Bearer" in answer.headers["www-authenticate"]
+    assert page.request.get(f"{secured.url}/healthz").status == 200   # the probe needs no login
+
+
+def test_a_viewer_is_refused_an_action_naming_the_role(secured, data, browser) -> None:
+    version = Table.open(str(data.table_path)).version
+    with logged_in(browser, VIEWER_LOGIN) as page:
+        page.goto(f"{secured.url}/tables/orders")
+        page.click("a.button:has-text('Compact')")
+        expect(page.locator("main")).to_contain_text(f"this needs the operator role; {VIEWER_LOGIN[0]} is a viewer")
+        answer = page.request.post(f"{secured.url}/actions/compact", form={"table": "orders", "confirm": "yes"})
+        assert answer.status == 403 and "operator role" in answer.text()
+    assert Table.open(str(data.table_path)).version == version
+    assert "needs the operator role" in secured.log_line("console action refused", VIEWER_LOGIN[0])
+
+
+def test_an_operator_is_offered_the_action(secured, browser) -> None:
+    with logged_in(browser, OPERATOR_LOGIN) as page:
+        answer = page.goto(f"{secured.url}/actions/compact?table=orders")
+        assert answer is not None and answer.status == 200
+        expect(page.locator("h1")).to_have_text("Compact table orders?")
+        expect(page.locator("#identity")).to_have_text(f"{OPERATOR_LOGIN[0]} (operator)")
+
+
+def test_an_oidc_bearer_token_logs_in_with_its_role(secured, provider, browser) -> None:
+    key, _url = provider
+    with bearer(browser, token(key)) as page:
+        assert page.goto(f"{secured.url}/groups").status == 200
+        expect(page.locator("#identity")).to_have_text("dana (viewer)")
+        assert page.goto(f"{secured.url}/actions/compact?table=orders").status == 403
+        expect(page.locator("main")).to_contain_text("this needs the operator role; dana is a viewer")
+    with bearer(browser, token(key, sub="omar", roles="operator")) as page:
+        assert page.goto(f"{secured.url}/actions/compact?table=orders").status == 200
+        expect(page.locator("#identity")).to_have_text("omar (operator)")
+
+
+@pytest.mark.parametrize("claims, status, reason", [
+    ({"exp": int(time.time()) - 600, "iat": int(time.time()) - 1200}, 401, "expired"),
+    ({"aud": "someone-else"}, 401, "aud"),
+    ({"roles": ["admin"]}, 403, "names no console role"),
+], ids=["expired", "wrong-audience", "wrong-role"])
+def test_a_bad_bearer_token_is_refused_with_the_reason(secured, provider, browser, claims, status, reason) -> None:
+    key, _url = provider
+    with bearer(browser, token(key, sub=f"bad-{status}-{reason.split()[0]}", **claims)) as page:
+        answer = page.goto(f"{secured.url}/topics")
+        assert answer is not None and answer.status == status
+        expect(page.locator("body")).to_contain_text("login refused")
+        expect(page.locator("body")).to_contain_text(reason)
+    line = secured.log_line("console login refused: a bearer token from 127.0.0.1", reason)
+    assert "Traceback" not in secured.stderr and "eyJ" not in line   # the token itself is never logged
+
+
+def test_a_token_signed_by_another_key_is_refused(secured, browser) -> None:
+    stranger = RSAKey.generate_key(2048, parameters={"kid": "console-k1"})
+    with bearer(browser, token(stranger)) as page:
+        assert page.goto(f"{secured.url}/").status == 401
+    assert "signature" in secured.log_line("console login refused: a bearer token", "does not verify")
+
+
+# -- https -------------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    return make_pki(tmp_path_factory.mktemp("console-pki"))
+
+
+def test_tls_serves_the_console_with_the_given_certificate(data, users_file, pki, browser) -> None:
+    with console_process(data, "--users-file", str(users_file), "--tls-cert", str(pki.server_cert),
+                         "--tls-key", str(pki.server_key)) as c:
+        assert c.url.startswith("https://127.0.0.1:")
+        trusting = ssl.create_default_context(cafile=str(pki.ca))
+        with pytest.raises(urllib.error.HTTPError) as refused:   # the handshake verifies: the CA signed it
+            urllib.request.urlopen(f"{c.url}/topics", context=trusting, timeout=30)
+        assert refused.value.code == 401
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(f"{c.url}/topics", context=ssl.create_default_context(cafile=str(pki.other_ca)),
+                                   timeout=30)
+        with pytest.raises((urllib.error.URLError, ConnectionError)):   # no plain http on the port
+            urllib.request.urlopen(c.url.replace("https://", "http://") + "/healthz", timeout=30)
+        # chromium trusts no test CA: the certificate was checked above; here the pages over https, logged in
+        with browser_page(browser, ignore_https_errors=True,
+                          http_credentials={"username": VIEWER_LOGIN[0], "password": VIEWER_LOGIN[1]}) as page:
+            assert page.goto(f"{c.url}/topics").status == 200
+            expect(page.locator("#identity")).to_have_text(f"{VIEWER_LOGIN[0]} (viewer)")
+            assert page.evaluate("location.protocol") == "https:"
