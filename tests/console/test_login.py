@@ -3,8 +3,11 @@ add``, OIDC bearer tokens verified with a JWKS this test serves, the roles (a vi
 actions), https with a certificate of the test CA; each refused login one line in the console's log."""
 from __future__ import annotations
 
+import os
 import re
 import ssl
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -14,7 +17,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 from playwright.sync_api import expect
 
-from console_fixtures import OPERATOR_LOGIN, VIEWER_LOGIN, browser_page, console_process
+from console_fixtures import OPERATOR_LOGIN, ROOT, VIEWER_LOGIN, add_console_user, browser_page, console_process
 from security_fixtures import serve_jwks
 from tls_certs import make_pki
 from tidelake.table import Table
@@ -72,6 +75,21 @@ def test_a_wrong_password_is_refused_and_logged_in_one_line(secured, browser) ->
         assert page.goto(f"{secured.url}/").status == 401
     assert secured.log_line("console login refused", "'nobody'").strip().endswith("no such user")
     assert "Traceback" not in secured.stderr
+
+
+def test_a_user_added_or_removed_counts_at_the_next_request(secured, users_file, browser) -> None:
+    """The users file is read again when it changes: no restart (tidelake console users add|remove)."""
+    with logged_in(browser, ("late", "late-password")) as page:
+        assert page.goto(f"{secured.url}/").status == 401
+        add_console_user(users_file, "late", "late-password", "viewer")
+        assert page.goto(f"{secured.url}/").status == 200
+        expect(page.locator("#identity")).to_have_text("late (viewer)")
+    done = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "console", "users", "remove", "late",
+                           "--users-file", str(users_file)], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    with logged_in(browser, ("late", "late-password")) as page:
+        assert page.goto(f"{secured.url}/").status == 401
 
 
 def test_no_credentials_is_asked_to_log_in(secured, page) -> None:

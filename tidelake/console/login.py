@@ -82,6 +82,11 @@ class Refused(Exception):
         self.who, self.why, self.status, self.bearer = who, why, status, bearer
 
 
+def _one_line(text: str) -> str:
+    """What a client sent (a name, a claim) cannot start a log line of its own."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")
+
+
 def _client(scope) -> str:
     client = scope.get("client")
     return f"{client[0]}:{client[1]}" if client else "?"
@@ -103,7 +108,8 @@ class ConsoleLogin:
             scope[IDENTITY] = await run_in_threadpool(self._identify, Request(scope).headers.get("authorization"))
         except Refused as e:
             if e.who:   # a browser's first request carries no credentials: the prompt, not a refusal
-                log.warning("console login refused: %s from %s: %s", e.who, _client(scope), e.why)
+                log.warning("console login refused: %s from %s: %s", _one_line(e.who), _client(scope),
+                            _one_line(e.why))
             # a refused token is told so (RFC 6750), not offered the basic prompt it did not come through
             challenge = f'Bearer realm="{REALM}", error="invalid_token"' if e.bearer else self.challenge
             headers = {"WWW-Authenticate": challenge} if e.status == 401 else {}

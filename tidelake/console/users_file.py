@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import secrets
 import tempfile
 import threading
 from dataclasses import dataclass
@@ -96,6 +97,7 @@ class UsersFile:
         self._mtime: int | None = None
         self._users: dict[str, ConsoleUser] = {}
         self._checked: dict[tuple[str, str], bytes] = {}   # (name, hash) -> SHA-256 of the password it matched
+        self._dummy_hash: str | None = None
         self.users()   # at start: a console whose users file is unreadable does not start
 
     def users(self) -> dict[str, ConsoleUser]:
@@ -115,6 +117,7 @@ class UsersFile:
         """The user when the password is theirs, else why not (said in the log, not to the client)."""
         user = self.users().get(name)
         if user is None:
+            self._verify_nothing(password)
             return "no such user"
         digest = hashlib.sha256(password.encode("utf-8")).digest()
         key = (user.name, user.password_hash)
@@ -131,3 +134,13 @@ class UsersFile:
         with self._lock:
             self._checked[key] = digest
         return user
+
+    def _verify_nothing(self, password: str) -> None:
+        """As long as a wrong password takes: an unknown name is not told apart by the answer's time."""
+        with self._lock:
+            if self._dummy_hash is None:
+                self._dummy_hash = hash_password(secrets.token_urlsafe(16))
+        try:
+            PasswordHasher().verify(self._dummy_hash, password)
+        except VerificationError:
+            pass
