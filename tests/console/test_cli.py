@@ -2,6 +2,7 @@
 does not answer: tests/cli/test_errors.py, with every broker command)."""
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -96,3 +97,19 @@ def test_console_users_add_list_remove(tmp_path) -> None:
     assert users_cli("list").stdout.split() == ["USER", "ROLE", "bob", "viewer"]
     assert one_line(users_cli("remove", "alice").stderr) == (f"tidelake: error: {users}: no user alice "
                                                              f"(tidelake console users remove)")
+
+
+def test_a_browser_login_needs_an_issuer_that_answers(broker, tmp_path) -> None:
+    from joserfc.jwk import RSAKey
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [RSAKey.generate_key(2048).as_dict(private=False)]}))
+    jwks = ("--oidc-jwks-url", (tmp_path / "jwks.json").as_uri())
+    done = run("-b", broker.bootstrap_servers, *jwks, "--oidc-client-id", "console")
+    assert done.returncode == 2 and "--oidc-client-id needs --oidc-issuer" in done.stderr
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]   # bound, not listening: a connection is refused
+        done = run("-b", broker.bootstrap_servers, *jwks, "--oidc-issuer", f"http://127.0.0.1:{port}",
+                   "--oidc-client-id", "console")
+    assert one_line(done.stderr).startswith(f"tidelake: error: --oidc-issuer http://127.0.0.1:{port}: cannot read "
+                                            f"its discovery document http://127.0.0.1:{port}/.well-known/"
+                                            f"openid-configuration")

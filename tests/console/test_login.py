@@ -3,14 +3,19 @@ add``, OIDC bearer tokens verified with a JWKS this test serves, the roles (a vi
 actions), https with a certificate of the test CA; each refused login one line in the console's log."""
 from __future__ import annotations
 
+import json
 import os
 import re
+import secrets
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from joserfc import jwt
@@ -20,6 +25,8 @@ from playwright.sync_api import expect
 from console_fixtures import OPERATOR_LOGIN, ROOT, VIEWER_LOGIN, add_console_user, browser_page, console_process
 from security_fixtures import serve_jwks
 from tls_certs import make_pki
+from tidelake.console.oidc_login import SESSION_COOKIE
+from tidelake.console.oidc_settings import CLIENT_SECRET_ENV
 from tidelake.table import Table
 
 ISSUER, AUDIENCE = "https://idp.test", "tidelake-console"
@@ -180,3 +187,102 @@ def test_tls_serves_the_console_with_the_given_certificate(data, users_file, pki
             assert page.goto(f"{c.url}/topics").status == 200
             expect(page.locator("#identity")).to_have_text(f"{VIEWER_LOGIN[0]} (viewer)")
             assert page.evaluate("location.protocol") == "https:"
+
+
+# -- a browser's login through the provider (the authorization-code flow) ----------------------------------------
+CLIENT_ID, CLIENT_SECRET = "tidelake-console-web", "client-secret-for-tests"
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    """A small OIDC provider on 127.0.0.1: discovery, an authorization endpoint that logs 'ivy' in at once
+    (no form), a token endpoint answering a signed ID token for the code, and its JWKS."""
+    key = RSAKey.generate_key(2048, parameters={"kid": "idp-k1"})
+    jwks = json.dumps({"keys": [key.as_dict(private=False)]}).encode()
+    codes: dict[str, dict] = {}
+    seen: list[dict] = []
+
+    class Provider(BaseHTTPRequestHandler):
+        def _answer(self, status: int, body: bytes = b"", headers: dict | None = None):
+            self.send_response(status)
+            for k, v in {"Content-Type": "application/json", **(headers or {})}.items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def do_GET(self):
+            url = urllib.parse.urlparse(self.path)
+            if url.path == "/.well-known/openid-configuration":
+                return self._answer(200, json.dumps({"issuer": base, "authorization_endpoint": f"{base}/authorize",
+                                                     "token_endpoint": f"{base}/token",
+                                                     "jwks_uri": f"{base}/jwks.json"}).encode())
+            if url.path == "/jwks.json":
+                return self._answer(200, jwks)
+            if url.path == "/authorize":
+                q = dict(urllib.parse.parse_qsl(url.query))
+                seen.append(q)
+                code = secrets.token_urlsafe(8)
+                codes[code] = q
+                back = f"{q['redirect_uri']}?{urllib.parse.urlencode({'code': code, 'state': q['state']})}"
+                return self._answer(302, headers={"Location": back})
+            self._answer(404)
+
+        def do_POST(self):
+            form = dict(urllib.parse.parse_qsl(self.rfile.read(int(self.headers["Content-Length"])).decode()))
+            asked = codes.pop(form.get("code"), None)
+            if (asked is None or form.get("client_secret") != CLIENT_SECRET
+                    or form.get("redirect_uri") != asked["redirect_uri"]):
+                return self._answer(400, b'{"error": "invalid_grant"}')
+            now = int(time.time())
+            id_token = jwt.encode({"alg": "RS256", "kid": key.kid},
+                                  {"sub": "ivy", "iss": base, "aud": CLIENT_ID, "iat": now, "exp": now + 600,
+                                   "nonce": asked["nonce"], "roles": ["operator"]}, key)
+            self._answer(200, json.dumps({"id_token": id_token, "token_type": "Bearer"}).encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Provider)
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield base, seen
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser_login_console(data, issuer):
+    base, _seen = issuer
+    os.environ[CLIENT_SECRET_ENV] = CLIENT_SECRET   # (the console's env; never an option)
+    try:
+        with console_process(data, "--allow-actions", "--oidc-jwks-url", f"{base}/jwks.json", "--oidc-issuer", base,
+                             "--oidc-audience", CLIENT_ID, "--oidc-client-id", CLIENT_ID) as c:
+            yield c
+    finally:
+        del os.environ[CLIENT_SECRET_ENV]
+
+
+def test_a_browser_logs_in_through_the_provider(browser_login_console, issuer, page) -> None:
+    _base, seen = issuer
+    answer = page.goto(f"{browser_login_console.url}/groups?x=1")
+    assert answer is not None and answer.status == 200
+    assert page.url == f"{browser_login_console.url}/groups?x=1"      # back where it started
+    expect(page.locator("#identity")).to_have_text("ivy (operator)")
+    asked = seen[-1]
+    assert (asked["response_type"], asked["client_id"], asked["scope"]) == ("code", CLIENT_ID, "openid")
+    assert asked["redirect_uri"] == f"{browser_login_console.url}/oidc/callback" and asked["nonce"]
+    cookie = next(c for c in page.context.cookies() if c["name"] == SESSION_COOKIE)
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Lax"
+    assert page.goto(f"{browser_login_console.url}/actions/compact?table=orders").status == 200   # the session
+
+
+def test_a_forged_callback_is_refused(browser_login_console, page) -> None:
+    answer = page.goto(f"{browser_login_console.url}/oidc/callback?code=stolen&state=forged")
+    assert answer is not None and answer.status == 403
+    expect(page.locator("body")).to_contain_text("state is not the one this console sent")
+    assert browser_login_console.log_line("console login refused: an OIDC callback from 127.0.0.1", "forged")
+    assert page.request.get(f"{browser_login_console.url}/topics", max_redirects=0).status == 302

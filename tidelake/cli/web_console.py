@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 import sys
@@ -18,7 +19,7 @@ from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.listen_socket import ListenError, bind_listener
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.output import json_option, print_json, print_rows
-from tidelake.console.oidc_settings import OidcSettings
+from tidelake.console.oidc_settings import CLIENT_SECRET_ENV, OidcSettings
 from tidelake.console.roles import ROLES, VIEWER
 
 
@@ -63,16 +64,20 @@ def _tls_context(cert: str | None, key: str | None) -> ssl.SSLContext | None:
     return context
 
 
-def _oidc_settings(jwks_url, issuer, audiences, role_claim, principal_claim) -> OidcSettings | None:
+def _oidc_settings(jwks_url, issuer, audiences, role_claim, principal_claim, client_id) -> OidcSettings | None:
+    if client_id is not None and issuer is None:
+        raise click.UsageError("--oidc-client-id needs --oidc-issuer (whose discovery document names its endpoints)")
     if jwks_url is None:
-        given = [o for o, v in (("--oidc-issuer", issuer), ("--oidc-audience", audiences)) if v]
+        given = [o for o, v in (("--oidc-issuer", issuer), ("--oidc-audience", audiences),
+                                ("--oidc-client-id", client_id)) if v]
         if given:
             raise click.UsageError(f"{' and '.join(given)} need --oidc-jwks-url (where the issuer's keys are)")
         return None
     if not jwks_url.startswith(("http://", "https://", "file:")):
         raise click.BadParameter(f"{jwks_url!r}: expected an https://, http:// or file: URL",
                                  param_hint="--oidc-jwks-url")
-    return OidcSettings(jwks_url, issuer, tuple(audiences), role_claim, principal_claim)
+    return OidcSettings(jwks_url, issuer, tuple(audiences), role_claim, principal_claim, client_id=client_id,
+                        client_secret=os.environ.get(CLIENT_SECRET_ENV) or None)
 
 
 def _refuse_without_login(listen: str, host: str, allow_actions: bool, login: bool) -> None:
@@ -121,6 +126,10 @@ def _refuse_without_login(listen: str, host: str, allow_actions: bool, login: bo
               metavar="CLAIM", help="The claim naming the token's role (viewer or operator; a string or a list).")
 @click.option("--oidc-principal-claim", default=OidcSettings.principal_claim, show_default=True,
               metavar="CLAIM", help="The claim naming the user.")
+@click.option("--oidc-client-id", default=None, metavar="ID",
+              help=f"Browsers log in through --oidc-issuer's provider as this client (the authorization-code "
+                   f"flow; its secret, if any, from env {CLIENT_SECRET_ENV}; redirect URI "
+                   f"https://HOST:PORT/oidc/callback).")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
               help="Serve https with this certificate chain (PEM; with --tls-key).")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
@@ -130,13 +139,14 @@ def console(ctx: click.Context, conn: BrokerConnection, listen: str, tables_dir:
             schema_registry_user_info: str | None, allow_actions: bool, sample_interval: float,
             users_file: str | None, oidc_jwks_url: str | None, oidc_issuer: str | None,
             oidc_audiences: tuple[str, ...], oidc_role_claim: str, oidc_principal_claim: str,
-            tls_cert: str | None, tls_key: str | None) -> None:
+            oidc_client_id: str | None, tls_cert: str | None, tls_key: str | None) -> None:
     """Serve the web console: topics, messages, consumer groups and lag, pipelines, tables, live charts."""
     if ctx.invoked_subcommand is not None:   # `console users ...`: the users file, no server
         return
     import uvicorn
 
     from tidelake.console.app import Console, ConsoleSettings, create_app
+    from tidelake.console.oidc_login import OidcLoginError
     from tidelake.console.users_file import UsersFileError
     from tidelake.security.client_config import kafka_python_config
     from tidelake.security.jwks import JwksError
@@ -145,7 +155,8 @@ def console(ctx: click.Context, conn: BrokerConnection, listen: str, tables_dir:
         if url is not None and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"{url!r}: expected an http:// or https:// URL", param_hint=option)
     host, port = _listen_address(listen)
-    oidc = _oidc_settings(oidc_jwks_url, oidc_issuer, oidc_audiences, oidc_role_claim, oidc_principal_claim)
+    oidc = _oidc_settings(oidc_jwks_url, oidc_issuer, oidc_audiences, oidc_role_claim, oidc_principal_claim,
+                          oidc_client_id)
     _refuse_without_login(listen, host, allow_actions, users_file is not None or oidc is not None)
     tls = _tls_context(tls_cert, tls_key)
     admin = conn.admin()   # the broker answers, or one error line within --timeout
@@ -158,12 +169,13 @@ def console(ctx: click.Context, conn: BrokerConnection, listen: str, tables_dir:
                                schema_registry_user_info=schema_registry_user_info, users_file=users_file, oidc=oidc)
     try:
         web = Console(settings)
-    except (UsersFileError, JwksError) as e:
+    except (UsersFileError, JwksError, OidcLoginError) as e:
         raise CliError(str(e)) from None
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    login = " and ".join(w for w, on in (("basic", users_file), ("OIDC bearer", oidc)) if on) or "no"
+    login = " and ".join(w for w, on in (("basic", users_file), ("OIDC bearer", oidc),
+                                         ("OIDC browser", oidc and oidc.client_id)) if on) or "no"
     click.echo(f"tidelake console on {'https' if tls else 'http'}://{shown}:{bound_port}/ (broker {conn.bootstrap}; "
                f"{'actions allowed' if allow_actions else 'read-only'}; {login} login)", err=False)
     logging.basicConfig(level=logging.DEBUG if conn.debug else logging.WARNING,

@@ -31,6 +31,7 @@ from tidelake.clock import parse_timestamp_ms
 from tidelake.console.broker_view import SHARE_TYPE, BrokerUnavailable, BrokerView
 from tidelake.console.history import History, rate
 from tidelake.console.login import IDENTITY, BearerTokens, ConsoleLogin, require_role
+from tidelake.console.oidc_login import BrowserLogin
 from tidelake.console.oidc_settings import OidcSettings
 from tidelake.console.message_browser import MessageBrowser
 from tidelake.console.pipelines_view import PipelineCatalog
@@ -123,6 +124,8 @@ class Console:
         # first: a users file that cannot be read, a JWKS that cannot be fetched stop the start (one line)
         self.users = UsersFile(settings.users_file) if settings.users_file else None
         self.bearer = BearerTokens(settings.oidc) if settings.oidc else None
+        self.browser_login = BrowserLogin(settings.oidc.issuer, settings.oidc.client_id, settings.oidc.client_secret,
+                                          self.bearer) if settings.oidc and settings.oidc.client_id else None
         self.view = BrokerView(settings.client_config, settings.timeout, settings.kafka_python_config,
                                ttl=settings.cache_ttl)
         self.browser = MessageBrowser(self.view, settings.client_config)
@@ -499,7 +502,8 @@ def create_app(settings: ConsoleSettings, console: Console | None = None) -> Sta
     ]
     middleware = [Middleware(OneLineErrors)]
     if console.users is not None or console.bearer is not None:
-        middleware.append(Middleware(ConsoleLogin, users=console.users, bearer=console.bearer))
+        middleware.append(Middleware(ConsoleLogin, users=console.users, bearer=console.bearer,
+                                     browser=console.browser_login))
     app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: _http_error, BrokerUnavailable: _broker_error,
                                         TableError: _table_error, RegistryUnavailable: _registry_error})

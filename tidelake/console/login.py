@@ -20,13 +20,15 @@ import binascii
 import logging
 import time
 from dataclasses import dataclass
+from urllib.parse import urlencode
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse
+from starlette.responses import PlainTextResponse, RedirectResponse
 
+from tidelake.console.oidc_login import CALLBACK_PATH, LOGIN_PATH, SESSION_COOKIE, BrowserLogin, CallbackRefused
 from tidelake.console.oidc_settings import OidcSettings
 from tidelake.console.roles import OPERATOR, ROLES, role_allows
 from tidelake.console.users_file import UsersFile
@@ -95,21 +97,34 @@ def _client(scope) -> str:
 class ConsoleLogin:
     """The ASGI middleware: an identity for every request but ``OPEN_PATHS``, or a refusal."""
 
-    def __init__(self, app, users: UsersFile | None = None, bearer: BearerTokens | None = None):
+    def __init__(self, app, users: UsersFile | None = None, bearer: BearerTokens | None = None,
+                 browser: BrowserLogin | None = None):
         assert users is not None or bearer is not None
-        self.app, self.users, self.bearer = app, users, bearer
+        self.app, self.users, self.bearer, self.browser = app, users, bearer, browser
         self.challenge = ", ".join(([f'Basic realm="{REALM}", charset="UTF-8"'] if users else []) +
                                    ([f'Bearer realm="{REALM}"'] if bearer else []))
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope.get("path") in OPEN_PATHS:
             return await self.app(scope, receive, send)
+        request = Request(scope, receive)
+        if self.browser is not None and scope.get("path") in (LOGIN_PATH, CALLBACK_PATH):
+            answer = await self._browser_login(request)
+            return await answer(scope, receive, send)
+        authorization = request.headers.get("authorization")
         try:
-            scope[IDENTITY] = await run_in_threadpool(self._identify, Request(scope).headers.get("authorization"))
+            scope[IDENTITY] = await run_in_threadpool(self._identify, authorization,
+                                                      request.cookies.get(SESSION_COOKIE))
         except Refused as e:
             if e.who:   # a browser's first request carries no credentials: the prompt, not a refusal
                 log.warning("console login refused: %s from %s: %s", _one_line(e.who), _client(scope),
                             _one_line(e.why))
+            if self.browser is not None and authorization is None and request.method == "GET" and e.status == 401:
+                target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+                answer = RedirectResponse(f"{LOGIN_PATH}?{urlencode({'next': target})}", status_code=302)
+                if e.who:
+                    answer.delete_cookie(SESSION_COOKIE)
+                return await answer(scope, receive, send)
             # a refused token is told so (RFC 6750), not offered the basic prompt it did not come through
             challenge = f'Bearer realm="{REALM}", error="invalid_token"' if e.bearer else self.challenge
             headers = {"WWW-Authenticate": challenge} if e.status == 401 else {}
@@ -117,10 +132,27 @@ class ConsoleLogin:
             return await PlainTextResponse(message, e.status, headers=headers)(scope, receive, send)
         return await self.app(scope, receive, send)
 
-    def _identify(self, authorization: str | None) -> Identity:
+    async def _browser_login(self, request: Request):
+        if request.url.path == LOGIN_PATH:
+            return self.browser.start(request)
+        try:
+            identity, answer = await run_in_threadpool(self.browser.finish, request)
+        except CallbackRefused as e:
+            log.warning("console login refused: an OIDC callback from %s: %s", _client(request.scope),
+                        _one_line(str(e)))
+            return self.browser.refused_page(str(e))
+        log.info("console login: %s (%s) through the OIDC provider", identity.name, identity.role)
+        return answer
+
+    def _identify(self, authorization: str | None, session: str | None = None) -> Identity:
         """Run in a thread: Argon2 verification takes a CPU for most of a second."""
         scheme, _, credentials = (authorization or "").partition(" ")
         scheme, credentials = scheme.lower(), credentials.strip()
+        if not authorization and session and self.browser is not None:
+            try:   # the ID token the provider gave at login, checked again: the session ends with it
+                return self.bearer.identify(session)
+            except TokenValidationError as e:
+                raise Refused("a session cookie", str(e), 403 if isinstance(e, NoConsoleRole) else 401) from None
         if not authorization:
             raise Refused("", "no credentials")
         if scheme == "basic" and self.users is not None:

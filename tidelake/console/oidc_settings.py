@@ -2,7 +2,9 @@
 so the command line reads them without loading the web app)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+CLIENT_SECRET_ENV = "TIDELAKE_CONSOLE_OIDC_CLIENT_SECRET"   # never an option: argv is visible to every user
 
 
 @dataclass(frozen=True)
@@ -17,3 +19,5 @@ class OidcSettings:
     clock_skew_s: int = 30
     jwks_refresh_ms: int = 3_600_000
     jwks_retry_backoff_ms: int = 100
+    client_id: str | None = None        # set: browsers log in through the provider (oidc_login.py)
+    client_secret: str | None = field(default=None, repr=False)
