@@ -45,7 +45,7 @@ OPEN_PATHS = ("/healthz",)       # a load balancer's probe needs no login (it sa
 class Identity:
     name: str
     role: str
-    how: str   # basic | bearer
+    how: str   # basic | bearer (an Authorization header, or the session cookie of a browser login)
 
 
 class NoConsoleRole(TokenValidationError):
@@ -74,7 +74,7 @@ class BearerTokens:
         roles = [r for r in ROLES if r in named]
         if not roles:
             raise NoConsoleRole(f"{name}: the token's '{self.settings.role_claim}' claim names no console role "
-                                       f"({' or '.join(ROLES)}; it has {value!r})")
+                                f"({' or '.join(ROLES)}; it has {value!r})")
         return Identity(name, roles[-1], "bearer")
 
 
@@ -183,7 +183,7 @@ def require_role(request: Request, needed: str = OPERATOR) -> Identity:
         raise HTTPException(403, f"this needs the {needed} role: start the console with --users-file or --oidc-* "
                                  f"to log in")
     if not role_allows(identity.role, needed):
-        log.warning("console action refused: %s (%s) from %s: %s needs the %s role", identity.name, identity.role,
-                    _client(request.scope), request.url.path, needed)
+        log.warning("console action refused: %s (%s) from %s: %s needs the %s role", _one_line(identity.name),
+                    identity.role, _client(request.scope), request.url.path, needed)
         raise HTTPException(403, f"this needs the {needed} role; {identity.name} is a {identity.role}")
     return identity
