@@ -247,7 +247,7 @@ def issuer():
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield base, seen
+        yield base, seen, key
     finally:
         server.shutdown()
         server.server_close()
@@ -256,7 +256,7 @@ def issuer():
 
 @pytest.fixture(scope="module")
 def browser_login_console(data, issuer):
-    base, _seen = issuer
+    base, _seen, _key = issuer
     os.environ[CLIENT_SECRET_ENV] = CLIENT_SECRET   # (the console's env; never an option)
     try:
         with console_process(data, "--allow-actions", "--oidc-jwks-url", f"{base}/jwks.json", "--oidc-issuer", base,
@@ -267,7 +267,7 @@ def browser_login_console(data, issuer):
 
 
 def test_a_browser_logs_in_through_the_provider(browser_login_console, issuer, page) -> None:
-    _base, seen = issuer
+    _base, seen, _key = issuer
     answer = page.goto(f"{browser_login_console.url}/groups?x=1")
     assert answer is not None and answer.status == 200
     assert page.url == f"{browser_login_console.url}/groups?x=1"      # back where it started
@@ -286,3 +286,18 @@ def test_a_forged_callback_is_refused(browser_login_console, page) -> None:
     expect(page.locator("body")).to_contain_text("state is not the one this console sent")
     assert browser_login_console.log_line("console login refused: an OIDC callback from 127.0.0.1", "forged")
     assert page.request.get(f"{browser_login_console.url}/topics", max_redirects=0).status == 302
+
+
+def test_an_expired_session_goes_to_the_provider_again(browser_login_console, issuer, page) -> None:
+    base, seen, key = issuer
+    now = int(time.time())
+    expired = jwt.encode({"alg": "RS256", "kid": key.kid}, {"sub": "ivy", "iss": base, "aud": CLIENT_ID,
+                                                            "iat": now - 1200, "exp": now - 600, "roles": "viewer"},
+                         key)
+    page.context.add_cookies([{"name": SESSION_COOKIE, "value": expired, "url": browser_login_console.url}])
+    logins = len(seen)
+    assert page.goto(f"{browser_login_console.url}/tables").status == 200
+    expect(page.locator("#identity")).to_have_text("ivy (operator)")   # the fresh token's role
+    assert len(seen) == logins + 1
+    assert "expired" in browser_login_console.log_line("console login refused: a session cookie from 127.0.0.1")
+
