@@ -3,8 +3,11 @@ each Python client's settings for one of them."""
 from __future__ import annotations
 
 import contextlib
+import json
 import ssl
+import threading
 from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from tls_certs import Pki
@@ -107,3 +110,30 @@ def add_scram_user(b: EmbeddedBroker, user: str, password: str, admin_conf: dict
         for mech in (ScramMechanism.SCRAM_SHA_256, ScramMechanism.SCRAM_SHA_512)])
     for f in futures.values():
         f.result(30)
+
+
+@contextlib.contextmanager
+def serve_jwks(*keys):
+    """An identity provider's JWKS (the public halves of ``keys``, joserfc keys) served over HTTP on 127.0.0.1:
+    yields (its URL, the document's bytes); stopped on exit."""
+    body = json.dumps({"keys": [k.as_dict(private=False) for k in keys]}).encode()
+
+    class Jwks(BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/jwks.json", body
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)

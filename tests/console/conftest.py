@@ -10,8 +10,9 @@ import pyarrow as pa
 import pytest
 from playwright.sync_api import expect
 
-from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, DLQ_TOPIC, EO_APP_ID, EO_OFFSET, GROUP, PARTITIONS,
-                              RECORDS, TOPIC, ConsoleData, console_process, record_key, record_value)
+from console_fixtures import (BASE_TS, CHROMIUM, CHROMIUM_ARGS, DLQ_TOPIC, EO_APP_ID, EO_OFFSET, GROUP,
+                              OPERATOR_LOGIN, PARTITIONS, RECORDS, TOPIC, VIEWER_LOGIN, ConsoleData, add_console_user,
+                              browser_page, console_process, record_key, record_value)
 from tidelake.broker import EmbeddedBroker
 from tidelake.table import Table
 
@@ -89,13 +90,24 @@ expect.set_options(timeout=20_000)
 
 @pytest.fixture
 def page(browser):
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    p = context.new_page()
-    p.set_default_timeout(20_000)
-    try:
+    with browser_page(browser) as p:
         yield p
-    finally:
-        context.close()
+
+
+@pytest.fixture(scope="package")
+def users_file(tmp_path_factory):
+    """A console users file with a viewer and an operator (VIEWER_LOGIN, OPERATOR_LOGIN), written by the CLI."""
+    path = tmp_path_factory.mktemp("console-users") / "users"
+    add_console_user(path, *VIEWER_LOGIN, "viewer")
+    add_console_user(path, *OPERATOR_LOGIN, "operator")
+    return path
+
+
+@pytest.fixture
+def operator_page(browser):
+    name, password = OPERATOR_LOGIN
+    with browser_page(browser, http_credentials={"username": name, "password": password}) as p:
+        yield p
 
 
 def exactly_once_pipeline(bootstrap: str, tables_dir, pipelines_dir) -> None:

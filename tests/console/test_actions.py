@@ -25,9 +25,15 @@ def compact_me(data):
 
 
 @pytest.fixture(scope="module")
-def actions_console(data, compact_me):
-    with console_process(data, "--allow-actions") as c:
+def actions_console(data, compact_me, users_file):
+    with console_process(data, "--allow-actions", "--users-file", str(users_file)) as c:
         yield c
+
+
+@pytest.fixture
+def page(operator_page):
+    """Actions are an operator's (test_login.py: a viewer's are refused)."""
+    return operator_page
 
 
 def test_compact_asks_for_confirmation_then_commits(actions_console, compact_me, page) -> None:

@@ -1,9 +1,20 @@
-"""The console's Pipelines page graph: a directory's table pipelines in dependency order with lag and freshness."""
+"""The console's Pipelines page graph: a directory's pipelines in dependency order with lag and freshness, the
+positions the same as ``tidelake pipeline graph`` prints."""
 from __future__ import annotations
 
-import pyarrow as pa
+import json
+import os
+import subprocess
+import sys
 
+import pyarrow as pa
+import pytest
+from playwright.sync_api import expect
+
+from console_fixtures import RECORDS, ROOT, TOPIC, ConsoleProcess, browser_page
+from spark_fixtures import spark  # noqa: F401  (fixture)
 from tidelake.console.pipelines_view import PipelineCatalog
+from tidelake.spark.runner import Pipeline
 from tidelake.table import Table
 
 
@@ -31,3 +42,39 @@ def test_the_catalog_shows_the_chain_in_order_with_each_stage_lag(tmp_path):
                                            "sink: {table: ../orders}\n")
     rows, error = catalog.graph()
     assert rows == [] and "cycle" in error
+
+
+@pytest.mark.spark
+def test_the_console_shows_the_positions_pipeline_graph_prints_for_a_kafka_stage(data, spark, browser,  # noqa: F811
+                                                                              tmp_path) -> None:
+    """A Kafka stage after a real run of one batch (part of the topic): the console's graph row has the log end,
+    the offsets consumed and the lag that ``tidelake pipeline graph`` prints (before: '-' for both positions)."""
+    pipelines, tables = tmp_path / "pipelines", tmp_path / "tables"
+    pipelines.mkdir()
+    (pipelines / "kafka_orders.yaml").write_text(
+        f"source:\n  bootstrap_servers: {data.bootstrap}\n  topic: {TOPIC}\n  group_id: graph-orders\n"
+        f"  max_rate_per_partition: 10\n  batch_interval: 1\noffsets: exactly-once\n"
+        f"sink:\n  table: ../tables/graph_orders\n  format: debezium-json\n  primary_key: [id]\n"
+        f"  schema: \"id long, amount long, status string\"\n")
+    Pipeline.from_yaml(pipelines / "kafka_orders.yaml", spark=spark).run(max_batches=1)
+    assert Table.exists(str(tables / "graph_orders"))
+    done = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "pipeline", "graph", str(pipelines), "--json"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    [printed] = json.loads(done.stdout)["stages"]
+    assert (printed["name"], printed["kind"], printed["upstream"]) == ("graph_orders", "kafka", f"topic {TOPIC}")
+    assert printed["upstream_position"] == RECORDS and 0 < printed["consumed"] < RECORDS
+    assert printed["lag"] == RECORDS - printed["consumed"]
+    console = ConsoleProcess(["-b", data.bootstrap, "--pipelines", str(pipelines), "--sample-interval", "0.5"])
+    try:
+        with browser_page(browser) as page:
+            page.goto(f"{console.url}/pipelines")
+            row = page.locator("#pipeline-graph tr[data-stage='graph_orders'] td")
+            expect(row.nth(2)).to_have_text(f"topic {TOPIC}")
+            expect(row.nth(3)).to_have_text(str(printed["upstream_position"]))
+            expect(row.nth(4)).to_have_text(str(printed["consumed"]))
+            expect(row.nth(5)).to_have_text(str(printed["lag"]))
+            expect(page.locator("#pipelines tr[data-pipeline='kafka_orders'] td").nth(3)).to_have_text(
+                str(printed["lag"]))
+    finally:
+        assert "Traceback" not in console.stop()

@@ -88,7 +88,7 @@ def test_a_share_group_is_listed_with_its_members_start_offsets_and_lag(console,
 
 
 
-def test_a_share_group_has_no_reset_action(data, queue, page) -> None:
+def test_a_share_group_has_no_reset_action(data, queue, users_file, operator_page) -> None:
     """Committed offsets are not a share group's: the console offers no reset for one and refuses a hand-made
     request (before: the confirmation page offered to commit offsets the group would never read)."""
     consumer = _reader(queue, IDLE_SHARE_GROUP)
@@ -96,7 +96,8 @@ def test_a_share_group_has_no_reset_action(data, queue, page) -> None:
         _read_all(consumer)
     finally:
         consumer.close()
-    with console_process(data, "--allow-actions") as actions_console:
+    page = operator_page
+    with console_process(data, "--allow-actions", "--users-file", str(users_file)) as actions_console:
         page.goto(f"{actions_console.url}/groups/{IDLE_SHARE_GROUP}")
         expect(page.locator(f"#lag tr[data-topic='{SHARE_TOPIC}'] td.start-offset")).to_have_text(str(SHARE_RECORDS))
         expect(page.locator("a.button")).to_have_count(0)

@@ -7,9 +7,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from click.testing import CliRunner
@@ -18,6 +16,7 @@ from joserfc import jwt
 from joserfc.jwk import RSAKey
 from kafka.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
+from security_fixtures import serve_jwks
 from tidelake.broker import EmbeddedBroker
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.config_definitions import TYPE_INT, TYPE_LIST, TYPE_LONG, TYPE_STRING, ConfigError
@@ -110,27 +109,8 @@ def test_the_session_lasts_until_the_token_expires(unsecured_broker):
 def provider():
     """An identity provider's signing key, its JWKS served over HTTP on 127.0.0.1 (stopped by the fixture)."""
     key = RSAKey.generate_key(2048, parameters={"kid": "k1"})
-    body = json.dumps({"keys": [key.as_dict(private=False)]}).encode()
-
-    class Jwks(BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Jwks)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield key, f"http://127.0.0.1:{server.server_address[1]}/jwks.json", body
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with serve_jwks(key) as (url, body):
+        yield key, url, body
 
 
 def signed(key: RSAKey, **claims) -> str:

@@ -30,12 +30,16 @@ from starlette.templating import Jinja2Templates
 from tidelake.clock import parse_timestamp_ms
 from tidelake.console.broker_view import SHARE_TYPE, BrokerUnavailable, BrokerView
 from tidelake.console.history import History, rate
+from tidelake.console.login import IDENTITY, BearerTokens, ConsoleLogin, require_role
+from tidelake.console.oidc_login import BrowserLogin
+from tidelake.console.oidc_settings import OidcSettings
 from tidelake.console.message_browser import MessageBrowser
 from tidelake.console.pipelines_view import PipelineCatalog
 from tidelake.console.sampler import Sampler
 from tidelake.console.schemas_view import RegistryUnavailable, SchemaCatalog
 from tidelake.console.svg_chart import line_chart
 from tidelake.console.tables_view import TableCatalog
+from tidelake.console.users_file import UsersFile
 from tidelake.table import TableError
 
 log = logging.getLogger(__name__)
@@ -57,6 +61,12 @@ class ConsoleSettings:
     cache_ttl: float = 2.0
     schema_registry_url: str | None = None
     schema_registry_user_info: str | None = None      # USER:PASSWORD for the registry's basic auth
+    users_file: str | None = None                     # HTTP basic logins (users_file.py)
+    oidc: OidcSettings | None = None                  # OIDC bearer tokens (login.py)
+
+    @property
+    def login_required(self) -> bool:
+        return self.users_file is not None or self.oidc is not None
 
 
 def _iso(ms: int | None) -> str:
@@ -111,6 +121,11 @@ class Console:
     def __init__(self, settings: ConsoleSettings):
         self.settings = settings
         self.token = secrets.token_urlsafe(24)
+        # first: a users file that cannot be read, a JWKS that cannot be fetched stop the start (one line)
+        self.users = UsersFile(settings.users_file) if settings.users_file else None
+        self.bearer = BearerTokens(settings.oidc) if settings.oidc else None
+        self.browser_login = BrowserLogin(settings.oidc.issuer, settings.oidc.client_id, settings.oidc.client_secret,
+                                          self.bearer) if settings.oidc and settings.oidc.client_id else None
         self.view = BrokerView(settings.client_config, settings.timeout, settings.kafka_python_config,
                                ttl=settings.cache_ttl)
         self.browser = MessageBrowser(self.view, settings.client_config)
@@ -133,7 +148,8 @@ class Console:
         self.view.close()
 
     def render(self, request: Request, name: str, status_code: int = 200, **context: Any) -> Response:
-        return self.templates.TemplateResponse(request, name, {"console": self, **context}, status_code=status_code)
+        context = {"console": self, "identity": request.scope.get(IDENTITY), **context}
+        return self.templates.TemplateResponse(request, name, context, status_code=status_code)
 
     # ------------------------------------------------------------------ charts
     def _window(self, points):
@@ -326,13 +342,14 @@ def topic_chart(request: Request) -> Response:
 
 
 # ---------------------------------------------------------------------------------------------------- actions
-def _check_actions(c: Console) -> None:
+def _check_actions(request: Request, c: Console) -> None:
     if not c.settings.allow_actions:
         raise HTTPException(403, "actions are off: start the console with --allow-actions to offer them")
+    require_role(request)
 
 
 async def _confirmed_form(request: Request, c: Console) -> Mapping[str, str]:
-    _check_actions(c)
+    _check_actions(request, c)
     # an urlencoded form, parsed here (Starlette's request.form() needs python-multipart for any form)
     form = {k: v[-1] for k, v in parse_qs((await request.body()).decode("utf-8", "replace")).items()}
     if not secrets.compare_digest(str(form.get("token", "")), c.token):
@@ -344,7 +361,7 @@ async def _confirmed_form(request: Request, c: Console) -> Mapping[str, str]:
 
 def compact_confirm(request: Request) -> Response:
     c = _console(request)
-    _check_actions(c)
+    _check_actions(request, c)
     name = request.query_params.get("table", "")
     info = _lookup(lambda: c.tables.info(name, history_limit=1), f"table {name}")
     return c.render(request, "confirm.html", title=f"Compact table {name}?", action="/actions/compact",
@@ -372,7 +389,7 @@ def _refuse_share_group(c: Console, group: str) -> None:
 
 def reset_confirm(request: Request) -> Response:
     c = _console(request)
-    _check_actions(c)
+    _check_actions(request, c)
     group, topic = request.query_params.get("group", ""), request.query_params.get("topic", "")
     to = request.query_params.get("to", "earliest")
     if to not in ("earliest", "latest"):
@@ -483,7 +500,11 @@ def create_app(settings: ConsoleSettings, console: Console | None = None) -> Sta
         Route("/healthz", healthz),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(OneLineErrors)],
+    middleware = [Middleware(OneLineErrors)]
+    if console.users is not None or console.bearer is not None:
+        middleware.append(Middleware(ConsoleLogin, users=console.users, bearer=console.bearer,
+                                     browser=console.browser_login))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={HTTPException: _http_error, BrokerUnavailable: _broker_error,
                                         TableError: _table_error, RegistryUnavailable: _registry_error})
     app.state.console = console

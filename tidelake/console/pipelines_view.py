@@ -33,6 +33,7 @@ class PipelineStatus:
     freshness_s: float | None = None     # seconds since the pipeline's last table commit
     dead_letter_records: int | None = None
     error: str | None = None
+    stage: Any = None                    # pipeline_graph.StageStatus: what `pipeline graph` prints for it
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ class PipelineCatalog:
     def graph(self) -> tuple[list[GraphRow], str | None]:
         """The valid pipelines as one graph (``pipeline graph``'s view): rows in dependency order, or the reason
         they do not form one (a cycle, two writers of a table)."""
-        from tidelake.spark.pipeline_graph import GraphError, PipelineGraph, Stage, table_stage_status
+        from tidelake.spark.pipeline_graph import GraphError, PipelineGraph, Stage
         entries = {Path(e.path).name: e for e in self.entries() if e.config is not None}
         try:
             graph = PipelineGraph.of([Stage(e.config.name, file, e.config) for file, e in entries.items()])
@@ -134,29 +135,30 @@ class PipelineCatalog:
             ups = graph.upstreams[stage.name]
             depth[stage.name] = 1 + max(depth[u] for u in ups) if ups else 0
             entry = entries[stage.file]
-            if stage.config.is_table_source:
-                st = table_stage_status(stage)
+            status = self.status(entry.name)
+            st = status.stage   # the stage's status as `pipeline graph` computes it, from this status's reads
+            if st is None:
+                rows.append(GraphRow(depth[stage.name], stage.name, entry.name, stage.upstream_label, ups, None, None,
+                                     None, None, None, status.error))
+            else:
                 rows.append(GraphRow(depth[stage.name], stage.name, entry.name, st.upstream, ups, st.upstream_position,
                                      st.consumed, st.lag, st.lag_seconds, st.freshness_seconds, st.error or None))
-            else:
-                status = self.status(entry.name)
-                rows.append(GraphRow(depth[stage.name], stage.name, entry.name, stage.upstream_label, ups, None, None,
-                                     status.lag, None, status.freshness_s, status.error))
         return rows, None
 
     def _compute(self, entry: PipelineEntry) -> PipelineStatus:
         from confluent_kafka import KafkaException
 
+        from tidelake.spark.pipeline_graph import Stage, kafka_stage_position, table_stage_status
         from tidelake.spark.pipeline_status import Progress, bad_records, positions, progress_store, table_state
         from tidelake.table import Table
         cfg = entry.config
         if cfg is None:
             return PipelineStatus(entry, error=entry.error)
+        stage = Stage(cfg.name, Path(entry.path).name, cfg)
         if cfg.is_table_source:   # its position is in its upstream's log and its sink's commits, no broker
-            from tidelake.spark.pipeline_graph import Stage, table_stage_status
-            st = table_stage_status(Stage(cfg.name, Path(entry.path).name, cfg))
+            st = table_stage_status(stage)
             return PipelineStatus(entry, store="table", lag=st.lag, progress=Progress(),
-                                  freshness_s=st.freshness_seconds, error=st.error or None)
+                                  freshness_s=st.freshness_seconds, error=st.error or None, stage=st)
         state, _ = table_state(cfg)
         progress = Progress.of_history(Table.open(cfg.sink.table).history(), cfg.app_id) \
             if Table.exists(cfg.sink.table) else Progress()
@@ -170,7 +172,7 @@ class PipelineCatalog:
             return PipelineStatus(entry, **common, error=f"{cfg.source.topic} at {cfg.source.bootstrap_servers}: {e}")
         rows = pos.rows(cfg.offsets)
         return PipelineStatus(entry, **common, rows=rows, lag=sum(r["lag"] for r in rows),
-                              dead_letter_records=self._dead_letters(cfg))
+                              dead_letter_records=self._dead_letters(cfg), stage=kafka_stage_position(stage, pos))
 
     def _dead_letters(self, cfg) -> int | None:
         """Records in the dead-letter topic when it lives on the console's broker."""

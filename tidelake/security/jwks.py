@@ -25,13 +25,16 @@ class JwksError(ValueError):
     """The key set could not be fetched or is not a JWKS (the message names the URL)."""
 
 
-def fetch_key_set(url: str) -> KeySet:
+URL_SETTING = "sasl.oauthbearer.jwks.endpoint.url"   # the broker's; the web console names its own option
+
+
+def fetch_key_set(url: str, setting: str = URL_SETTING) -> KeySet:
     try:
         with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:  # file:, http:, https:
             document = json.loads(response.read())
         return KeySet.import_key_set(document)
     except (OSError, ValueError, JoseError, TypeError, KeyError) as e:
-        raise JwksError(f"sasl.oauthbearer.jwks.endpoint.url={url}: cannot read a JSON Web Key Set ({e})") from None
+        raise JwksError(f"{setting}={url}: cannot read a JSON Web Key Set ({e})") from None
 
 
 @dataclass(frozen=True)
@@ -39,12 +42,14 @@ class JwksSettings:
     url: str
     refresh_ms: int
     retry_backoff_ms: int
+    setting: str = URL_SETTING   # what the URL was given as, for the error's message
 
 
 class JwksKeySet:
     def __init__(self, settings: JwksSettings):
         self.settings = settings
-        self._keys = fetch_key_set(settings.url)  # at start: a broker that cannot verify tokens does not start
+        # at start: a broker (or console) that cannot verify tokens does not start
+        self._keys = fetch_key_set(settings.url, settings.setting)
         self._fetched_at = time.monotonic()
         self._refresh_started_at = self._fetched_at
         self._refreshing = threading.Lock()
@@ -70,7 +75,7 @@ class JwksKeySet:
     def _refresh(self) -> None:
         with self._refreshing:
             try:
-                self._keys = fetch_key_set(self.settings.url)
+                self._keys = fetch_key_set(self.settings.url, self.settings.setting)
                 self._fetched_at = time.monotonic()
             except JwksError as e:
                 log.warning("%s; keeping the previous keys", e)

@@ -149,15 +149,22 @@ def table_stage_status(stage: Stage, now_ms: int | None = None) -> StageStatus:
 
 def kafka_stage_status(stage: Stage, client_config: Mapping[str, Any], timeout: float,
                        now_ms: int | None = None) -> StageStatus:
-    """A Kafka stage's position: the topic's log end and the offsets its mode keeps (summed over partitions)."""
-    from tidelake.spark.pipeline_status import Progress, positions   # confluent-kafka: only for Kafka stages
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    cfg = stage.config
+    """A Kafka stage's position, read from the broker now."""
+    from tidelake.spark.pipeline_status import positions   # confluent-kafka: only for Kafka stages
     try:
-        pos = positions(cfg, client_config, timeout)
+        pos = positions(stage.config, client_config, timeout)
     except Exception as e:   # a down broker is this stage's status line, not the graph's failure
         return StageStatus(stage.name, "kafka", stage.upstream_label, None, None, None, None, None, None,
                            str(e).splitlines()[0])
+    return kafka_stage_position(stage, pos, now_ms)
+
+
+def kafka_stage_position(stage: Stage, pos, now_ms: int | None = None) -> StageStatus:
+    """A Kafka stage's position from its topic's positions (``pipeline_status.Positions``): the log end and the
+    offsets its mode keeps, summed over partitions. ``pipeline graph`` and the console's graph both read it."""
+    from tidelake.spark.pipeline_status import Progress
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    cfg = stage.config
     progress = pos.progress(cfg.offsets)
     end = sum(pos.latest.values())
     consumed = sum(progress.get(p, pos.earliest[p]) for p in pos.partitions)
