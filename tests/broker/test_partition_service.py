@@ -69,7 +69,7 @@ def test_single_broker_rules_are_the_services(broker):
 
 def test_a_marker_and_a_coordinator_write_on_a_single_broker(broker):
     service = broker.broker.context.partition_service
-    b = broker.broker.context.logs.get("plain", 0)
+    b = broker.broker.logs.get("plain", 0)
     end = b.log_end_offset
     marker = service.append_marker("plain", 0, producer_id=7, producer_epoch=0, commit=False, coordinator_epoch=0,
                                    now_ms=6_000)
