@@ -27,6 +27,7 @@ NONE = errors.NONE
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcks.code
+NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollower.code
 NOT_LED: dict[tuple[str, int], int] = {}  # a single broker leads every partition it has (never written)
 HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
 # ListOffsets' special timestamps
@@ -158,8 +159,9 @@ class LocalPartitions:
     def _hosted(self, topic: str, partition: int) -> PartitionLog:
         plog = self.logs.get(topic, partition)
         if plog is None:
-            raise errors.KafkaApiError(f"{topic}-{partition} is not hosted by this broker",
-                                       code=self.missing_log_code(topic, partition))
+            missing = (errors.NotLeaderOrFollower if self.missing_log_code(topic, partition) == NOT_LEADER_OR_FOLLOWER
+                       else errors.UnknownTopicOrPartition)
+            raise missing(f"{topic}-{partition} is not hosted by this broker")
         return plog
 
     def _led(self, topic: str, partition: int, current_leader_epoch: int = -1) -> tuple[PartitionLog, int]:
