@@ -327,21 +327,8 @@ class ReplicaManager:
 
     def _complete_waiters(self, replica: Replica, hw: int) -> None:
         key = (replica.topic, replica.partition)
-        waiting = self._hw_waiters.get(key)
-        if not waiting:
-            return
-        keep = []
-        for offset, fut in waiting:
-            if fut.done():
-                continue
-            if hw > offset:
-                fut.set_result(self._acks_result(replica, replica.topic))
-            else:
-                keep.append((offset, fut))
-        if keep:
-            self._hw_waiters[key] = keep
-        else:
-            self._hw_waiters.pop(key, None)
+        if key in self._hw_waiters:
+            _settle(self._hw_waiters, key, lambda offset: hw > offset, lambda: self._acks_result(replica, replica.topic))
 
     def _fail_waiters(self, topic: str, partition: int, code: int) -> None:
         for _offset, fut in self._hw_waiters.pop((topic, partition), []):
@@ -383,22 +370,9 @@ class ReplicaManager:
 
     def _complete_deletions(self, replica: Replica, plog: PartitionLog) -> None:
         key = (replica.topic, replica.partition)
-        waiting = self._lw_waiters.get(key)
-        if not waiting:
-            return
-        low = self.low_watermark(replica, plog)
-        keep = []
-        for offset, fut in waiting:
-            if fut.done():
-                continue
-            if low >= offset:
-                fut.set_result((errors.NONE, low))
-            else:
-                keep.append((offset, fut))
-        if keep:
-            self._lw_waiters[key] = keep
-        else:
-            self._lw_waiters.pop(key, None)
+        if key in self._lw_waiters:
+            low = self.low_watermark(replica, plog)
+            _settle(self._lw_waiters, key, lambda offset: low >= offset, lambda: (errors.NONE, low))
 
     def brokers_changed(self) -> None:
         """The live brokers changed: a dead replica no longer holds the low watermark back."""
@@ -414,3 +388,20 @@ class ReplicaManager:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _settle(waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]], key: tuple[str, int],
+            reached: Callable[[int], bool], result: Callable[[], object]) -> None:
+    """Answer ``key``'s waiters whose offset is ``reached`` with ``result()``; keep the others waiting."""
+    keep = []
+    for offset, fut in waiters.get(key, ()):
+        if fut.done():   # timed out meanwhile
+            continue
+        if reached(offset):
+            fut.set_result(result())
+        else:
+            keep.append((offset, fut))
+    if keep:
+        waiters[key] = keep
+    else:
+        waiters.pop(key, None)
