@@ -7,7 +7,8 @@ import pytest
 
 from tidelake import errors
 from tidelake.broker import EmbeddedBroker
-from tidelake.broker.partition_service import AppendOutcome, LocalPartitions, PendingAcks, ReadOutcome
+from tidelake.broker.partition_service import (AppendOutcome, DeleteOutcome, ListedOffset, LocalPartitions,
+                                               PendingAcks, ReadOutcome)
 from tidelake.protocol.records import Record, build_batch, decode_records, iter_batches
 
 
@@ -16,6 +17,8 @@ def broker(tmp_path_factory):
     with EmbeddedBroker(tmp_path_factory.mktemp("service")) as b:
         b.run(b.broker.create_topic, "plain", 1, {})
         b.run(b.broker.create_topic, "strict", 1, {"min.insync.replicas": "2"})
+        b.run(b.broker.create_topic, "trim", 1, {})
+        b.run(b.broker.create_topic, "compacted", 1, {"cleanup.policy": "compact"})
         yield b
 
 
@@ -69,7 +72,7 @@ def test_single_broker_rules_are_the_services(broker):
 
 def test_a_marker_and_a_coordinator_write_on_a_single_broker(broker):
     service = broker.broker.context.partition_service
-    b = broker.broker.context.logs.get("plain", 0)
+    b = broker.broker.logs.get("plain", 0)
     end = b.log_end_offset
     marker = service.append_marker("plain", 0, producer_id=7, producer_epoch=0, commit=False, coordinator_epoch=0,
                                    now_ms=6_000)
@@ -80,3 +83,42 @@ def test_a_marker_and_a_coordinator_write_on_a_single_broker(broker):
     assert missing.error == errors.UnknownTopicOrPartition.code
     # one broker is the whole ISR: a coordinator's write is replicated as soon as it is written
     assert broker.call(service.log_end_replicated("plain", 0, 1000)) == errors.NONE
+
+
+def test_delete_records_list_offsets_and_epochs_are_the_services(broker):
+    """DeleteRecords, ListOffsets, OffsetForLeaderEpoch, DescribeProducers and DescribeLogDirs as the handlers ask
+    them: named answers, Kafka's codes raised (or answered, for DeleteRecords) for a partition that cannot be."""
+    service = broker.broker.context.partition_service
+    assert append(broker, "trim", 0, batch([b"a", b"b", b"c", b"d", b"e"], ts=10_000)).last_offset == 4
+
+    def delete(topic, offset):
+        return broker.call(service.delete_records(topic, 0, offset, 1000))
+    assert delete("trim", 2) == DeleteOutcome(errors.NONE, 2)
+    assert delete("trim", 9) == DeleteOutcome(errors.OffsetOutOfRange.code)   # past the high watermark
+    assert delete("nope", 0) == DeleteOutcome(errors.UnknownTopicOrPartition.code)
+    assert delete("compacted", 0) == DeleteOutcome(errors.PolicyViolation.code)   # cleanup.policy without delete
+
+    def listed(ts, read_committed=False):
+        return service.list_offset("trim", 0, ts, current_leader_epoch=-1, read_committed=read_committed)
+    assert listed(-2) == ListedOffset(-1, 2, 0) and listed(-1) == ListedOffset(-1, 5, 0)
+    assert listed(10_003) == ListedOffset(10_003, 3, 0)   # the first record at or after the timestamp
+    assert listed(99_999) == ListedOffset(-1, -1, -1)      # none: no epoch either
+    found = ListedOffset(10_000, 0, 7)                      # what the remote segments answered wins
+    assert service.list_offset("trim", 0, 10_000, current_leader_epoch=-1, read_committed=False,
+                               found_remotely=found) == found
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        service.list_offset("nope", 0, -1, current_leader_epoch=-1, read_committed=False)
+    assert delete("trim", -1) == DeleteOutcome(errors.NONE, 5)   # -1: up to the high watermark
+    assert listed(-2) == ListedOffset(-1, 5, 0)
+
+    assert service.end_offset_for_epoch("trim", 0, 0, current_leader_epoch=-1) == (0, 5)
+    with pytest.raises(errors.UnknownTopicOrPartition):
+        service.end_offset_for_epoch("nope", 0, 0, current_leader_epoch=-1)
+    assert service.producers("trim", 0) == []   # no idempotent producer wrote it
+
+    described = service.describe_log_dir({"trim": {0}, "plain": {0, 9}})
+    assert set(described.sizes) == {"trim", "plain"} and set(described.sizes["plain"]) == {0}   # hosted ones only
+    assert described.sizes["plain"][0] == broker.broker.logs.get("plain", 0).size_bytes > 0
+    assert described.total_bytes >= described.usable_bytes > 0
+    everything = service.describe_log_dir(None)
+    assert {"plain", "strict", "trim", "compacted"} <= set(everything.sizes)

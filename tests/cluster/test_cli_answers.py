@@ -5,6 +5,8 @@ what is known, the dead leader's offsets marked unknown instead of librdkafka's 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -62,21 +64,29 @@ def test_absent_and_dead_brokers_are_named(cluster, tmp_path):
 
 def test_describe_right_after_the_controllers_kill_marks_configs_unknown(cluster):
     """librdkafka sends DescribeConfigs to the controller: with the controller just killed (ZooKeeper has not yet
-    expired its session) `topics describe` answers at once, partitions shown, configs marked unknown."""
+    expired its session) `topics describe` answers at once, partitions shown, configs marked unknown.
+
+    ZooKeeper is held stopped (SIGSTOP) from before the kill until both commands have answered: it cannot expire
+    the dead controller's session, so no other broker is elected controller while they ask (without the hold, a
+    slow machine let a new controller answer the second command)."""
     from confluent_kafka.admin import AdminClient
     bootstrap = cluster.brokers[1].bootstrap
     assert cli("topics", "create", "kept", "--partitions", "2", "--replication-factor", "3",
                "-b", bootstrap).returncode == 0
     controller = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).controller_id
     assert controller in (1, 2, 3), controller
-    cluster.kill_broker(controller)
     alive = next(b for i, b in cluster.brokers.items() if i != controller)
-    described = cli("topics", "describe", "kept", "--json", "-b", alive.bootstrap)
+    zookeeper = cluster.zookeeper.process.pid
+    os.kill(zookeeper, signal.SIGSTOP)
+    try:
+        cluster.kill_broker(controller)
+        described = cli("topics", "describe", "kept", "--json", "-b", alive.bootstrap)
+        text = cli("topics", "describe", "kept", "-b", alive.bootstrap)
+    finally:
+        os.kill(zookeeper, signal.SIGCONT)
     assert described.returncode == 0, described.stderr
     doc = json.loads(described.stdout)[0]
-    if doc["configs"] is None:  # else a new controller was elected before the command asked
-        assert doc["configs_unknown"] == f"controller {controller} does not answer", doc
-        text = cli("topics", "describe", "kept", "-b", alive.bootstrap)
-        assert text.returncode == 0, text.stderr
-        assert "configs unknown: controller" in text.stderr, text.stderr
+    assert doc["configs"] is None and doc["configs_unknown"] == f"controller {controller} does not answer", doc
     assert [r["partition"] for r in doc["partitions"]] == [0, 1], doc
+    assert text.returncode == 0, text.stderr
+    assert "configs unknown: controller" in text.stderr, text.stderr

@@ -44,7 +44,7 @@ def test_a_joining_follower_counts_for_the_high_watermark_while_its_isr_entry_is
     async def scenario() -> None:
         manager = ReplicaManager(1, logs, store, clock_ms=lambda: NOW, lag_time_max_ms=lambda: 30_000,
                                  min_insync=lambda topic: 1, create_log=lambda t, p: logs.create(t, p),
-                                 notify=lambda t, p: None)
+                                 notify=lambda t, p: None, is_alive=lambda broker: True)
         written = store.create_partition_state(TOPIC, 0, PartitionState(1, 0, [1], 1),
                                                controller_epoch_version=_controller_epoch_version(store))
         manager.apply_leader_and_isr(TOPIC, SimpleNamespace(partition_index=0, leader=1, leader_epoch=0,

@@ -448,3 +448,35 @@ def test_a_sequential_read_of_segments_without_transactions_costs_one_get_per_se
     assert remote.reader.gets - before == len(segments), (remote.reader.gets - before, len(segments))
     assert remote.reader.index_cache_bytes == 0
 
+
+
+def test_a_follower_lists_only_the_copies_after_its_newest_and_forgets_those_below_the_log_start(tmp_path: Path,
+                                                                                               storage, remote):
+    """A follower's pass reads only what sorts after the newest segment it knows (its listing does not grow with
+    the partition's segments), and drops the segments the leader's log start left behind."""
+    plog = PartitionLog.open(tmp_path / "t-0", tiered_config())
+    try:
+        append_batches(plog, 40)
+        remote.start(lambda: {("t", 0): plog}, topic_ids)
+        remote.run_pass(NOW)
+        follower = RemotePartitionMetadata(storage, "t", 0, TOPIC_ID)
+        follower.load_new(0)   # knowing nothing yet: the whole listing
+        assert follower.segments == remote.metadata("t", 0).segments
+        for i in range(40, 80):
+            plog.append(batch(i), now_ms=NOW)
+        remote.run_pass(NOW)
+        newest = follower.segments[-1].folder
+        listed: list[str | None] = []
+        real_list = storage.list
+        storage.list = lambda prefix="", *, after=None: listed.append(after) or real_list(prefix, after=after)
+        try:
+            follower.load_new(0)
+        finally:
+            del storage.list
+        assert listed == [f"{newest}/~"]
+        assert follower.segments == remote.metadata("t", 0).segments   # the new copies, from one listing after
+        start = follower.segments[3].base_offset
+        follower.load_new(start)
+        assert follower.segments == tuple(s for s in remote.metadata("t", 0).segments if s.end_offset >= start)
+    finally:
+        plog.close()

@@ -26,7 +26,6 @@ from tidelake.coordinator.share_coordinator import ShareStateCoordinator
 from tidelake.coordinator.share_group import ShareGroupCoordinator
 from tidelake.coordinator.transactions import TransactionCoordinator
 from tidelake.coordinator.txn_log import TRANSACTION_STATE_TOPIC
-from tidelake.log import LogManager
 from tidelake.observability.broker_stats import BrokerStats
 from tidelake.protocol.framing import RequestHeader
 from tidelake.security.config import BrokerSecurity
@@ -55,7 +54,6 @@ class BrokerContext:
     endpoints: dict[str, Endpoint]  # every listener's advertised address, by listener name
     security: BrokerSecurity  # listeners' TLS/SASL settings, credentials, ACLs, the authorizer (or None)
     metadata: MetadataStore  # topics, configs, producer ids (persisted)
-    logs: LogManager
     topics: TopicManager  # topic create/delete/alter over metadata + logs
     partitions: Partitions  # appends that wake Fetch long-polls
     partition_service: PartitionService  # produce/fetch's append, read, leader checks, acks wait (one node or a cluster)

@@ -112,7 +112,8 @@ class Broker:
             self._metrics_address = parse_listen(metrics_listen, "metrics.listen") if metrics_listen else None
         except ValueError as e:
             raise ConfigError(str(e)) from None
-        logs = LogManager(data_dir, remote=remote_log_manager(config))
+        # the broker's own: handlers reach the logs only through the partition service (no BrokerContext.logs)
+        logs = self._logs = LogManager(data_dir, remote=remote_log_manager(config))
         partitions = Partitions(logs, wall_ms)
         topics = TopicManager(config, metadata, logs, partitions)
         node_id = config.node_id()
@@ -169,7 +170,7 @@ class Broker:
             cluster.on_topic_deleted(share_topic_deletion(share_state, topics))
         self.context = BrokerContext(
             node_id=node_id, config=config, data_dir=data_dir,
-            endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata, logs=logs,
+            endpoint=endpoints[first.name], endpoints=endpoints, security=security, metadata=metadata,
             topics=topics, partitions=partitions, partition_service=service, controller=controller,
             cluster_view=cluster_view, coordination=coordination, topic_admin=topic_admin,
             group_config_admin=group_config_admin,
@@ -222,7 +223,7 @@ class Broker:
     # -- what embedders and tools use --------------------------------------------------------------
     @property
     def logs(self) -> LogManager:
-        return self.context.logs
+        return self._logs
 
     def create_topic(self, name: str, partitions: int | None = None, configs: Mapping[str, str] | None = None,
                      internal: bool = False) -> TopicInfo:
@@ -248,7 +249,7 @@ class Broker:
                                                ping=lambda: self._on_loop(loop, lambda: None),
                                                api_names={k: spec.name.removesuffix("Request")
                                                           for k, spec in REGISTRY.items()}).start()
-            ctx.logs.load()
+            self._logs.load()
             if self.observer is not None:
                 self.observer.logs_loaded.set()
             if self._cluster is None:  # in a cluster the controller says which topics exist
@@ -295,14 +296,14 @@ class Broker:
                 await self.stop()
                 raise
         else:  # in a cluster the groups (and share state) load as this broker becomes leader of their partitions
-            load_groups(ctx.groups, ctx.topics, ctx.logs, ctx.clock_ms())
-            load_transactions(ctx.transactions, ctx.logs)
-            load_share_state(ctx.share_groups, ctx.topics, ctx.logs)
-            load_share_groups(ctx.share_groups, ctx.topics, ctx.logs, ctx.clock_ms())
+            load_groups(ctx.groups, ctx.topics, self._logs, ctx.clock_ms())
+            load_transactions(ctx.transactions, self._logs)
+            load_share_state(ctx.share_groups, ctx.topics, self._logs)
+            load_share_groups(ctx.share_groups, ctx.topics, self._logs, ctx.clock_ms())
         if self.observer is not None:
             self.observer.coordinators_loaded.set()
         # roll, flush, retention and compaction run on the log layer's own thread, off this loop
-        ctx.logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms"),
+        self._logs.start_maintenance(ctx.config.get_int("broker.maintenance.interval.ms"),
                                    compaction=ctx.config.get_bool("log.cleaner.enable"),
                                    leads=self._cluster.leads if self._cluster is not None else None,
                                    topic_ids=ctx.topics.topic_id)
@@ -339,7 +340,7 @@ class Broker:
 
     def state_snapshot(self) -> BrokerStateSnapshot:
         """What a metrics scrape reports of the broker's state (call on the broker's loop)."""
-        return broker_state_snapshot(self.context, len(self.connections))
+        return broker_state_snapshot(self.context, self._logs, len(self.connections))
 
     @staticmethod
     def _on_loop(loop: asyncio.AbstractEventLoop, fn, timeout: float = 5.0):
@@ -394,7 +395,7 @@ class Broker:
         if self.observer is not None:
             self.observer.stop()
             self.observer = None
-        self.context.logs.close()
+        self._logs.close()
         self._dir_lock.release()
         log.info("broker %d stopped", self.context.node_id)
 

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from tidelake.broker.context import BrokerContext
 from tidelake.coordinator.txn_log import TxnStatus
+from tidelake.log import LogManager
 from tidelake.observability.broker_state import BrokerStateSnapshot, GroupLag, PartitionLogState, TransactionCounts
 
 
-def broker_state_snapshot(context: BrokerContext, connections: int) -> BrokerStateSnapshot:
-    logs = tuple(PartitionLogState(topic, partition, plog.size_bytes, len(plog.segments), plog.log_start_offset,
+def broker_state_snapshot(context: BrokerContext, logs: LogManager, connections: int) -> BrokerStateSnapshot:
+    states = tuple(PartitionLogState(topic, partition, plog.size_bytes, len(plog.segments), plog.log_start_offset,
                                    plog.high_watermark)
-                 for (topic, partition), plog in sorted(context.logs.all_logs().items()))
-    ends = {(log.topic, log.partition): log.high_watermark for log in logs}
+                 for (topic, partition), plog in sorted(logs.all_logs().items()))
+    ends = {(log.topic, log.partition): log.high_watermark for log in states}
     offsets = context.groups.offsets
     lag = []
     for group in sorted(offsets.known_groups()):
@@ -23,7 +24,7 @@ def broker_state_snapshot(context: BrokerContext, connections: int) -> BrokerSta
     counts = txns.counts
     ongoing = sum(1 for m in txns.transactions.values() if m.state == TxnStatus.ONGOING)
     return BrokerStateSnapshot(
-        connections=connections, logs=logs, group_lag=tuple(lag),
+        connections=connections, logs=states, group_lag=tuple(lag),
         group_members={group_id: len(g.members) for group_id, g in context.groups.groups.items()},
         rebalances=dict(context.groups.rebalances),
         transactions=TransactionCounts(begun=counts["begun"], committed=counts["committed"],

@@ -30,6 +30,9 @@ from pathlib import Path
 from tidelake.cluster.zookeeper_server import ZooKeeperServer, free_port
 
 STATE_FILE = "cluster.json"
+# how long a broker process may take to listen, a guard only (the wait is for its port): its start is imports and
+# log recovery, and on a 2-core machine with a dozen busy processes beside it a minute was seen not to be enough
+START_TIMEOUT_S = 180.0
 
 
 @dataclass
@@ -83,7 +86,7 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(b.bootstrap for b in self.brokers.values())
 
-    def start(self, timeout_s: float = 60.0) -> "LocalCluster":
+    def start(self, timeout_s: float = START_TIMEOUT_S) -> "LocalCluster":
         self.root.mkdir(parents=True, exist_ok=True)
         self.zookeeper.start()
         try:
@@ -97,7 +100,7 @@ class LocalCluster:
         self._write_state()
         return self
 
-    def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = 60.0) -> BrokerProcess:
+    def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
         b = self.brokers[broker_id]
         b.data_dir.mkdir(parents=True, exist_ok=True)
         sets = []
@@ -157,7 +160,7 @@ class LocalCluster:
                 os.kill(b.pid, signal.SIGKILL)
                 b.process.wait(10)
 
-    def restart_broker(self, broker_id: int, *, kill: bool = False, timeout_s: float = 60.0) -> BrokerProcess:
+    def restart_broker(self, broker_id: int, *, kill: bool = False, timeout_s: float = START_TIMEOUT_S) -> BrokerProcess:
         """Stop a broker (``kill``: SIGKILL, as a crash; else SIGTERM) if it runs, and start it again with the
         same id, port and data directory; returns once it listens."""
         if kill:

@@ -74,7 +74,8 @@ class ClusterMember:
         self.inter_broker_listener = "PLAINTEXT"
         self.replicas = ReplicaManager(
             broker_id, logs, self.store, clock_ms=clock_ms, lag_time_max_ms=settings.lag_time_max_ms,
-            min_insync=self.min_insync_replicas, create_log=self._create_log, notify=notify)
+            min_insync=self.min_insync_replicas, create_log=self._create_log, notify=notify,
+            is_alive=lambda broker: broker in self.cache.brokers)
         self.controller = Controller(broker_id, self.store, unclean_default=settings.unclean_default,
                                      auto_rebalance=settings.auto_leader_rebalance,
                                      rebalance_interval_s=settings.leader_imbalance_check_interval_s,
@@ -298,6 +299,7 @@ class ClusterMember:
                                          update_metadata_brokers(request, version), topics)
         deleted |= self.cache.remove_missing(named)
         self._first_metadata.set()
+        self.replicas.brokers_changed()
         for name in deleted:
             if self.topics.configs(name) is not None:
                 self._on_topic_deleted(name)
@@ -373,10 +375,14 @@ class ClusterMember:
     def leader_appended(self, topic: str, partition: int, plog: PartitionLog) -> None:
         self.replicas.leader_appended(topic, partition, plog)
 
-    def follower_fetched(self, topic: str, partition: int, plog: PartitionLog, follower: int, offset: int) -> None:
+    def follower_fetched(self, topic: str, partition: int, plog: PartitionLog, follower: int, offset: int,
+                         log_start_offset: int) -> None:
         r = self.replicas.leader_replica(topic, partition)
         if r is not None:
-            self.replicas.follower_fetched(r, plog, follower, offset)
+            self.replicas.follower_fetched(r, plog, follower, offset, log_start_offset)
+
+    async def wait_for_low_watermark(self, topic: str, partition: int, offset: int, timeout_ms: int) -> tuple[int, int]:
+        return await self.replicas.wait_for_low_watermark(topic, partition, offset, timeout_ms / 1000)
 
     async def wait_for_acks(self, topic: str, partition: int, last_offset: int, timeout_ms: int) -> int:
         return await self.replicas.wait_for_hw(topic, partition, last_offset, timeout_ms / 1000)

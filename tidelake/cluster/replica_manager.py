@@ -7,6 +7,9 @@ newer leader epoch changes anything). As leader it:
 * advances the high watermark to the smallest LEO in the ISR (its own included), which is what
   consumers may read and what acks=all producers wait for (``wait_for_hw``); while an ISR change is being
   written, the ISR counted is the written one plus the new one (Kafka's maximal ISR);
+* takes each follower's log start offset from its Fetch requests: the partition's low watermark (the
+  smallest log start of the replicas on live brokers, its own included) is what DeleteRecords waits for
+  (``wait_for_low_watermark``), as Kafka's DelayedDeleteRecords;
 * shrinks the ISR when a follower has not caught up for ``replica.lag.time.max.ms``, and expands it
   when a follower reaches the high watermark again, writing each change to the partition's state
   znode at the version it last knew (a controller's newer write wins; the leader then waits for the
@@ -44,6 +47,8 @@ class Replica:
     controller_epoch: int
     # leader only: follower id -> LEO (-1 until its first fetch), and when it was last caught up (ms)
     follower_leo: dict[int, int] = field(default_factory=dict)
+    # leader only: follower id -> the log start offset its last Fetch named (-1 until then): the low watermark's input
+    follower_log_start: dict[int, int] = field(default_factory=dict)
     caught_up_ms: dict[int, int] = field(default_factory=dict)
     # the ISR this broker, as leader, is writing to ZooKeeper (None: no write under way)
     pending_isr: list[int] | None = None
@@ -60,7 +65,8 @@ class Replica:
 class ReplicaManager:
     def __init__(self, broker_id: int, logs: LogManager, store: ClusterStore, *, clock_ms: Callable[[], int],
                  lag_time_max_ms: Callable[[], int], min_insync: Callable[[str], int],
-                 create_log: Callable[[str, int], PartitionLog], notify: Callable[[str, int], None]):
+                 create_log: Callable[[str, int], PartitionLog], notify: Callable[[str, int], None],
+                 is_alive: Callable[[int], bool]):
         self.broker_id = broker_id
         self.logs = logs
         self.store = store
@@ -69,9 +75,11 @@ class ReplicaManager:
         self.min_insync = min_insync
         self.create_log = create_log
         self.notify = notify  # wakes Fetch long-polls of the partition (HW moved)
+        self.is_alive = is_alive  # a broker is registered (the low watermark counts only live replicas)
         self.replicas: dict[tuple[str, int], Replica] = {}
         self.controller_epoch = 0
         self._hw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}
+        self._lw_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]] = {}  # DeleteRecords
         self.checkpointed_hw: dict[tuple[str, int], int] = {}  # from replication-offset-checkpoint at start
         # who hears of role changes (set_role_listeners): nobody until the member has its fetchers
         self._on_become_follower: Callable[[Replica, PartitionLog], None] = lambda r, plog: None
@@ -135,10 +143,12 @@ class ReplicaManager:
         for r in replica.replicas:
             if r != self.broker_id:
                 replica.follower_leo[r] = -1
+                replica.follower_log_start[r] = -1
                 replica.caught_up_ms[r] = now if r in replica.isr else 0
         log.info("broker %d: leader of %s-%d in epoch %d, isr %s", self.broker_id, replica.topic,
                  replica.partition, replica.leader_epoch, replica.isr)
         self._maybe_advance_hw(replica, plog)
+        self._complete_deletions(replica, plog)
         self._on_role(replica.topic, replica.partition, True)
 
     def _become_follower(self, replica: Replica, plog: PartitionLog) -> None:
@@ -192,11 +202,16 @@ class ReplicaManager:
         return r
 
     # -- the leader's side of replication ------------------------------------------------------------
-    def follower_fetched(self, replica: Replica, plog: PartitionLog, follower: int, fetch_offset: int) -> None:
-        """A follower asked for ``fetch_offset``: everything below it is in its log."""
+    def follower_fetched(self, replica: Replica, plog: PartitionLog, follower: int, fetch_offset: int,
+                         log_start_offset: int = -1) -> None:
+        """A follower asked for ``fetch_offset``: everything below it is in its log, which starts at
+        ``log_start_offset`` (-1: the Fetch version carries none)."""
         if follower not in replica.follower_leo:
             return
         replica.follower_leo[follower] = fetch_offset
+        if log_start_offset > replica.follower_log_start.get(follower, -1):
+            replica.follower_log_start[follower] = log_start_offset
+            self._complete_deletions(replica, plog)
         leo = plog.log_end_offset
         if fetch_offset >= leo:
             replica.caught_up_ms[follower] = self.clock_ms()
@@ -303,36 +318,90 @@ class ReplicaManager:
             return errors.RequestTimedOut.code
 
     def _acks_result(self, replica: Replica, topic: str) -> int:
-        if len(replica.isr) < self.min_insync(topic):
+        """Kafka's ``checkEnoughReplicasReachOffset``, asked as the high watermark passes an acks=all append:
+        the ISR that holds it (the maximal ISR, as the high watermark counted it) must be at least
+        min.insync.replicas, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the append stays; the producer retries)."""
+        if len(replica.maximal_isr) < self.min_insync(topic):
             return errors.NotEnoughReplicasAfterAppend.code
         return errors.NONE
 
     def _complete_waiters(self, replica: Replica, hw: int) -> None:
         key = (replica.topic, replica.partition)
-        waiting = self._hw_waiters.get(key)
-        if not waiting:
-            return
-        keep = []
-        for offset, fut in waiting:
-            if fut.done():
-                continue
-            if hw > offset:
-                fut.set_result(self._acks_result(replica, replica.topic))
-            else:
-                keep.append((offset, fut))
-        if keep:
-            self._hw_waiters[key] = keep
-        else:
-            self._hw_waiters.pop(key, None)
+        if key in self._hw_waiters:
+            _settle(self._hw_waiters, key, lambda offset: hw > offset, lambda: self._acks_result(replica, replica.topic))
 
     def _fail_waiters(self, topic: str, partition: int, code: int) -> None:
         for _offset, fut in self._hw_waiters.pop((topic, partition), []):
             if not fut.done():
                 fut.set_result(code)
+        for _offset, fut in self._lw_waiters.pop((topic, partition), []):
+            if not fut.done():
+                fut.set_result((code, -1))
+
+    # -- DeleteRecords -----------------------------------------------------------------------------------
+    def low_watermark(self, replica: Replica, plog: PartitionLog) -> int:
+        """Kafka's ``lowWatermarkIfLeader``: the smallest log start offset of the replicas on live brokers,
+        this leader's included (a follower not heard from since this leadership began counts as -1)."""
+        low = plog.log_start_offset
+        for r in replica.replicas:
+            if r != self.broker_id and self.is_alive(r):
+                low = min(low, replica.follower_log_start.get(r, -1))
+        return low
+
+    async def wait_for_low_watermark(self, topic: str, partition: int, offset: int, timeout_s: float
+                                     ) -> tuple[int, int]:
+        """DeleteRecords (Kafka's DelayedDeleteRecords): wait until every live replica's log starts at or past
+        ``offset``; (error code, low watermark): NONE, NOT_LEADER_OR_FOLLOWER (leadership lost: -1), or
+        REQUEST_TIMED_OUT with the low watermark reached by then."""
+        replica = self.leader_replica(topic, partition)
+        plog = self.logs.get(topic, partition)
+        if replica is None or plog is None:
+            return errors.NotLeaderOrFollower.code, -1
+        low = self.low_watermark(replica, plog)
+        if low >= offset:
+            return errors.NONE, low
+        fut = asyncio.get_running_loop().create_future()
+        self._lw_waiters.setdefault((topic, partition), []).append((offset, fut))
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            replica = self.leader_replica(topic, partition)
+            return errors.RequestTimedOut.code, self.low_watermark(replica, plog) if replica is not None else -1
+
+    def _complete_deletions(self, replica: Replica, plog: PartitionLog) -> None:
+        key = (replica.topic, replica.partition)
+        if key in self._lw_waiters:
+            low = self.low_watermark(replica, plog)
+            _settle(self._lw_waiters, key, lambda offset: low >= offset, lambda: (errors.NONE, low))
+
+    def brokers_changed(self) -> None:
+        """The live brokers changed: a dead replica no longer holds the low watermark back."""
+        for key in list(self._lw_waiters):
+            replica = self.leader_replica(*key)
+            plog = self.logs.get(*key)
+            if replica is not None and plog is not None:
+                self._complete_deletions(replica, plog)
 
     async def close(self) -> None:
-        for key in list(self._hw_waiters):
+        for key in {*self._hw_waiters, *self._lw_waiters}:
             self._fail_waiters(*key, errors.NotLeaderOrFollower.code)
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
+
+
+def _settle(waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future]]], key: tuple[str, int],
+            reached: Callable[[int], bool], result: Callable[[], object]) -> None:
+    """Answer ``key``'s waiters whose offset is ``reached`` with ``result()``; keep the others waiting."""
+    keep = []
+    for offset, fut in waiters.get(key, ()):
+        if fut.done():   # timed out meanwhile
+            continue
+        if reached(offset):
+            fut.set_result(result())
+        else:
+            keep.append((offset, fut))
+    if keep:
+        waiters[key] = keep
+    else:
+        waiters.pop(key, None)

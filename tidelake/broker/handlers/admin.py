@@ -2,9 +2,8 @@
 DescribeLogDirs, DescribeProducers."""
 from __future__ import annotations
 
-import shutil
+import asyncio
 import uuid
-from pathlib import Path
 
 from kafka.protocol.admin import (CreatePartitionsRequest, CreatePartitionsResponse, CreateTopicsRequest,
                                   CreateTopicsResponse, DeleteRecordsRequest, DeleteRecordsResponse,
@@ -139,20 +138,14 @@ _DRRPartition = _DRRTopic.DeleteRecordsPartitionResult
 
 @api(DeleteRecordsRequest, DeleteRecordsResponse, 0, 2, access=per_item("topics", "topics", topic(O.DELETE), TOPIC_DENIED))
 async def delete_records(broker: BrokerContext, ctx: RequestContext, request):
-    def answer_for(topic):
-        def answer(plog, p):
-            offset = plog.high_watermark if p.offset == -1 else p.offset
-            if offset < 0 or offset > plog.high_watermark:
-                raise errors.OffsetOutOfRange(f"offset {p.offset} beyond high watermark {plog.high_watermark}")
-            low = plog.delete_records_before(offset)
-            broker.partitions.notify(topic, p.partition_index)
-            return _DRRPartition(partition_index=p.partition_index, low_watermark=low, error_code=NONE)
-        return answer
-
-    def fail(p, code):
-        return _DRRPartition(partition_index=p.partition_index, low_watermark=-1, error_code=code)
-    topics = [_DRRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partitions, answer_for(t.name), fail))
-              for t in request.topics]
+    # every partition's delete at once, each answered when its replicas' log starts have moved (or the timeout)
+    service = broker.partition_service
+    asked = [(t.name, p.partition_index, p.offset) for t in request.topics for p in t.partitions]
+    outcomes = iter(await asyncio.gather(*(service.delete_records(name, partition, offset, request.timeout_ms)
+                                           for name, partition, offset in asked)))
+    topics = [_DRRTopic(name=t.name, partitions=[
+        _DRRPartition(partition_index=p.partition_index, low_watermark=o.low_watermark, error_code=o.error)
+        for p in t.partitions for o in (next(outcomes),)]) for t in request.topics]
     return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
@@ -161,30 +154,16 @@ _DLDTopic = _DLDResult.DescribeLogDirsTopic
 _DLDPartition = _DLDTopic.DescribeLogDirsPartition
 
 
-def _partition_size(data_dir: Path, topic: str, partition: int) -> int:
-    try:
-        return sum(f.stat().st_size for f in (data_dir / f"{topic}-{partition}").glob("*.log"))
-    except OSError:
-        return 0
-
-
 @api(DescribeLogDirsRequest, DescribeLogDirsResponse, 1, 5, access=cluster_whole(O.DESCRIBE))
 async def describe_log_dirs(broker: BrokerContext, ctx: RequestContext, request):
-    wanted: dict[str, list[int]] = {}
-    if request.topics is None:
-        for name, info in broker.metadata.topics.items():
-            wanted[name] = list(range(info.partitions))
-    else:
-        for t in request.topics:
-            info = broker.topics.get(t.topic)
-            if info is not None:
-                wanted[t.topic] = [p for p in t.partitions if p < info.partitions]
+    # the replicas this broker hosts, leader or follower, as Kafka's (no leader check: a log dir is the broker's)
+    wanted = None if request.topics is None else {t.topic: set(t.partitions) for t in request.topics}
+    described = broker.partition_service.describe_log_dir(wanted)
     topics = [_DLDTopic(name=name, partitions=[
-        _DLDPartition(partition_index=p, partition_size=_partition_size(broker.data_dir, name, p), offset_lag=0,
-                      is_future_key=False) for p in parts]) for name, parts in wanted.items()]
-    usage = shutil.disk_usage(broker.data_dir)
-    result = _DLDResult(error_code=NONE, log_dir=str(broker.data_dir.resolve()), topics=topics,
-                        total_bytes=usage.total, usable_bytes=usage.free)
+        _DLDPartition(partition_index=p, partition_size=size, offset_lag=0, is_future_key=False)
+        for p, size in parts.items()]) for name, parts in described.sizes.items()]
+    result = _DLDResult(error_code=NONE, log_dir=described.path, topics=topics, total_bytes=described.total_bytes,
+                        usable_bytes=described.usable_bytes)
     return DescribeLogDirsResponse(throttle_time_ms=0, error_code=NONE, results=[result])
 
 
@@ -196,13 +175,16 @@ _DPRState = _DPRPartition.ProducerState
 @api(DescribeProducersRequest, DescribeProducersResponse, 0, 0,
      access=per_item("topics", "topics", topic(O.READ), TOPIC_DENIED))
 async def describe_producers(broker: BrokerContext, ctx: RequestContext, request):
-    def answer(plog, p):
-        return _DPRPartition(partition_index=p, error_code=NONE, error_message=None,
-                             active_producers=[_DPRState(**st) for st in plog.producer_state.describe()])
+    service = broker.partition_service
+
+    def answer_for(topic: str):
+        def answer(p):
+            return _DPRPartition(partition_index=p, error_code=NONE, error_message=None,
+                                 active_producers=[_DPRState(**st) for st in service.producers(topic, p)])
+        return answer
 
     def fail(p, code):
         return _DPRPartition(partition_index=p, error_code=code, error_message=None, active_producers=[])
-    topics = [_DPRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partition_indexes, answer, fail,
-                                                              index=lambda p: p))
+    topics = [_DPRTopic(name=t.name, partitions=per_partition(t.partition_indexes, answer_for(t.name), fail))
               for t in request.topics]
     return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

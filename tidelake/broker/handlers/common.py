@@ -2,25 +2,18 @@
 resource (KIP-430's reported ``authorized_operations``, not a check)."""
 from __future__ import annotations
 
-from tidelake import errors
 from tidelake.errors import error_code
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.security.acl.model import SUPPORTED_OPERATIONS, ResourceType
 
 
-def per_partition(broker: BrokerContext, topic: str, partitions, answer, fail,
-                  index=lambda p: p.partition_index) -> list:
-    """One answer per requested partition (``index(p)`` is its number): ``answer(log, p)``, or
-    ``fail(p, code)`` with UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist and the
-    error's code when ``answer`` raises, so one bad partition never fails the others."""
+def per_partition(partitions, answer, fail) -> list:
+    """One answer per requested partition: ``answer(p)`` (which asks the partition service), or ``fail(p, code)``
+    with the error's code when it raises, so one bad partition never fails the others."""
     out = []
     for p in partitions:
-        plog = broker.logs.get(topic, index(p))
-        if plog is None:
-            out.append(fail(p, broker.missing_log_code(topic, index(p))))
-            continue
         try:
-            out.append(answer(plog, p))
+            out.append(answer(p))
         except Exception as e:
             out.append(fail(p, error_code(e)))
     return out

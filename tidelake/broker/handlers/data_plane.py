@@ -21,11 +21,10 @@ from tidelake import errors
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.features import Features
 from tidelake.broker.handlers.common import per_partition
-from tidelake.broker.partition_service import AppendOutcome, PartitionService, PendingAcks, ReadOutcome
+from tidelake.broker.partition_service import AppendOutcome, ListedOffset, PartitionService, PendingAcks, ReadOutcome
 from tidelake.broker.access import CLUSTER, TOPIC, TOPIC_DENIED, TXN, Access, HandlerCheck, Need, per_item, topic
 from tidelake.security.acl.model import Operation
 from tidelake.broker.registry import api
-from tidelake.log import PartitionLog
 from tidelake.protocol.fast import encode_fetch_response, encode_produce_response
 from tidelake.protocol.framing import FramingError
 
@@ -126,12 +125,12 @@ def _topic_name(broker: BrokerContext, name: str | None, topic_id: uuid.UUID, by
 # ------------------------------------------------------------------------------------------------
 # Fetch
 # ------------------------------------------------------------------------------------------------
-def _requested_partitions(broker: BrokerContext, request, by_id: bool, with_epochs: bool
-                          ) -> tuple[list[tuple], dict[tuple[str | None, int], int]]:
-    """(topic, topic_id, partition, fetch_offset, partition_max_bytes) per requested partition, and the
-    leader epoch the sender knows for each (KIP-320, v9+; none before: -1)."""
+def _requested_partitions(broker: BrokerContext, request, by_id: bool, with_epochs: bool, follower: bool
+                          ) -> tuple[list[tuple], dict[tuple[str | None, int], int], dict[tuple[str | None, int], int]]:
+    """(topic, topic_id, partition, fetch_offset, partition_max_bytes) per requested partition, the leader
+    epoch the sender knows for each (KIP-320, v9+; none before: -1) and, from a follower, where its log starts."""
     topics = broker.topics
-    out, epochs = [], {}
+    out, epochs, log_starts = [], {}, {}
     for ft in request.topics:
         if by_id:
             info = topics.by_id(ft.topic_id)
@@ -143,7 +142,9 @@ def _requested_partitions(broker: BrokerContext, request, by_id: bool, with_epoc
             out.append((name, tid, fp.partition, fp.fetch_offset, fp.partition_max_bytes))
             if with_epochs:
                 epochs[(name, fp.partition)] = fp.current_leader_epoch
-    return out, epochs
+            if follower:
+                log_starts[(name, fp.partition)] = fp.log_start_offset
+    return out, epochs, log_starts
 
 
 def _forgotten_partitions(broker: BrokerContext, request, by_id: bool) -> list[tuple[str | None, int]]:
@@ -218,7 +219,8 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
     deadline = time.monotonic() + max(0, request.max_wait_ms) / 1000
     min_bytes = max(request.min_bytes, 0)
     max_bytes = request.max_bytes if request.max_bytes > 0 else 0x7FFFFFFF
-    requested, epochs = _requested_partitions(broker, request, by_id, version >= 9)
+    follower = service.reads_as_follower(request.replica_id)
+    requested, epochs, log_starts = _requested_partitions(broker, request, by_id, version >= 9, follower)
     session = None
     if version >= 7:  # fetch sessions (KIP-227)
         try:
@@ -229,11 +231,10 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
                 broker.metrics.error(1, e.code)
             return encode_fetch_response(version, e.code, 0, [])
         requested = session.partitions
-    refused = service.fetch_leadership(requested, epochs, request.replica_id)  # partitions not led here
+    refused = service.fetch_leadership(requested, epochs, request.replica_id, log_starts)  # those not led here
     denied = _denied_fetch_topics(ctx, request, requested)
     if denied:
         refused = {**refused, **{(r[0], r[2]): TOPIC_AUTHORIZATION_FAILED for r in requested if r[0] in denied}}
-    follower = service.reads_as_follower(request.replica_id)
     while True:
         results, total = _read_requested(service, requested, refused, max_bytes, read_committed, follower, by_id)
         now = time.monotonic()
@@ -248,21 +249,8 @@ async def fetch(broker: BrokerContext, ctx: RequestContext, request):
 # ------------------------------------------------------------------------------------------------
 _LRTopic = ListOffsetsResponse.ListOffsetsTopicResponse
 _LRPartition = _LRTopic.ListOffsetsPartitionResponse
-LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
 # the first version carrying each special timestamp; an older request naming it is UNSUPPORTED_VERSION (as Kafka)
-TIMESTAMP_MIN_VERSION = {LATEST: 0, EARLIEST: 0, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9,
-                         EARLIEST_PENDING_UPLOAD: 11}
-
-
-class ListedOffset(NamedTuple):
-    """One ListOffsets answer: the record's timestamp (-1 for the special ones), its offset (-1: none) and
-    the leader epoch to answer with (None: the partition's current one)."""
-    timestamp: int
-    offset: int
-    leader_epoch: int | None = None
-
-
-NOT_FOUND = ListedOffset(-1, -1)
+TIMESTAMP_MIN_VERSION = {-1: 0, -2: 0, -3: 7, -4: 8, -5: 9, -6: 11}  # latest, earliest, max, local, tiered, pending
 PartitionKey = tuple[str, int]
 
 
@@ -271,44 +259,6 @@ class RemoteLookup(NamedTuple):
     segments are searched), or why it failed."""
     listed: ListedOffset | None
     error: Exception | None = None
-
-
-def _list_offset(service: PartitionService, topic: str, partition: int, plog: PartitionLog, ts: int,
-                 read_committed: bool, found_remotely: dict[PartitionKey, RemoteLookup]) -> ListedOffset:
-    """The answer to one ListOffsets query; ``found_remotely``: timestamp lookups already made in the
-    remote segments below the local log start (tiered storage)."""
-    upper = plog.last_stable_offset if read_committed else plog.high_watermark
-    if ts == LATEST:
-        return ListedOffset(-1, upper)
-    if ts == EARLIEST:
-        return ListedOffset(-1, plog.log_start_offset)
-    if ts == EARLIEST_LOCAL:  # tiered storage (KIP-405): the first offset on this broker's disk
-        return ListedOffset(-1, plog.local_log_start_offset)
-    if ts == LATEST_TIERED:  # KIP-1005: the highest offset copied to the object store, -1 with none
-        tiered = service.latest_tiered_offset(topic, partition)
-        return ListedOffset(-1, tiered.offset, tiered.leader_epoch)
-    if ts == EARLIEST_PENDING_UPLOAD:  # KIP-1023: the first offset not copied yet, -1 for a log not tiered
-        pending = service.earliest_pending_upload_offset(topic, partition)
-        return ListedOffset(-1, pending.offset, pending.leader_epoch)
-    if ts == MAX_TIMESTAMP:  # the local segments', as Kafka's
-        found = plog.max_timestamp()
-        if found is None:
-            return NOT_FOUND
-        offset, max_ts = found
-        return ListedOffset(max_ts, offset)
-    if ts < 0:
-        raise errors.InvalidRequest(f"unknown ListOffsets timestamp {ts}")
-    remote = found_remotely.get((topic, partition))
-    if remote is not None:
-        if remote.error is not None:
-            raise remote.error
-        if remote.listed is not None:
-            return remote.listed
-    found = plog.offset_for_timestamp(ts)
-    if found is None or found[0] >= upper:
-        return NOT_FOUND
-    offset, found_ts = found
-    return ListedOffset(found_ts, offset)
 
 
 async def _find_remotely(broker: BrokerContext, request, version: int) -> dict[PartitionKey, RemoteLookup]:
@@ -333,8 +283,7 @@ async def _find_remotely(broker: BrokerContext, request, version: int) -> dict[P
         if isinstance(got, Exception):
             out[key] = RemoteLookup(None, got)
         elif got is not None:
-            out[key] = RemoteLookup(ListedOffset(got.timestamp, got.offset,
-                                                 got.leader_epoch if got.leader_epoch >= 0 else None))
+            out[key] = RemoteLookup(ListedOffset(got.timestamp, got.offset, got.leader_epoch))
     return out
 
 
@@ -344,25 +293,29 @@ async def list_offsets(broker: BrokerContext, ctx: RequestContext, request):
     read_committed = version >= 2 and request.isolation_level == READ_COMMITTED
     found_remotely = await _find_remotely(broker, request, version)
 
+    service = broker.partition_service
+
     def answer_for(topic: str):
-        def answer(plog, p):
+        def answer(p):
             if TIMESTAMP_MIN_VERSION.get(p.timestamp, 0) > version:
                 raise errors.UnsupportedVersion(f"ListOffsets timestamp {p.timestamp} needs version "
                                                 f"{TIMESTAMP_MIN_VERSION[p.timestamp]}")
+            remote = found_remotely.get((topic, p.partition_index))
+            if remote is not None and remote.error is not None:
+                raise remote.error
             # KIP-320: the consumer's known leader epoch (v4+) is checked like a fetch's
-            epoch = broker.leader_epoch(topic, p.partition_index, p.current_leader_epoch if version >= 4 else -1)
-            listed = _list_offset(broker.partition_service, topic, p.partition_index, plog, p.timestamp,
-                                  read_committed, found_remotely)
-            if listed.leader_epoch is not None:
-                epoch = listed.leader_epoch
+            listed = service.list_offset(topic, p.partition_index, p.timestamp,
+                                         current_leader_epoch=p.current_leader_epoch if version >= 4 else -1,
+                                         read_committed=read_committed,
+                                         found_remotely=remote.listed if remote is not None else None)
             return _LRPartition(partition_index=p.partition_index, error_code=NONE, timestamp=listed.timestamp,
-                                offset=listed.offset, leader_epoch=epoch if listed.offset >= 0 else -1)
+                                offset=listed.offset, leader_epoch=listed.leader_epoch)
         return answer
 
     def fail(p, code):
         return _LRPartition(partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1,
                             leader_epoch=-1)
-    topics = [_LRTopic(name=t.name, partitions=per_partition(broker, t.name, t.partitions, answer_for(t.name), fail))
+    topics = [_LRTopic(name=t.name, partitions=per_partition(t.partitions, answer_for(t.name), fail))
               for t in request.topics]
     return ListOffsetsResponse(throttle_time_ms=0, topics=topics)
 
@@ -377,17 +330,17 @@ _OERPartition = _OERTopic.EpochEndOffset
 @api(OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse, 2, 4,
      access=per_item("topics", "topics", topic(O.DESCRIBE, "topic"), TOPIC_DENIED))
 async def offset_for_leader_epoch(broker: BrokerContext, ctx: RequestContext, request):
+    service = broker.partition_service
+
     def answer_for(topic: str):
-        def answer(plog, p):
-            broker.leader_epoch(topic, p.partition, p.current_leader_epoch)  # only the leader answers
-            # Kafka's answers (newer/older/truncated epochs) live in the cache itself
-            epoch, end_offset = plog.leader_epoch_cache.end_offset_for(p.leader_epoch, plog.log_end_offset)
+        def answer(p):
+            epoch, end_offset = service.end_offset_for_epoch(topic, p.partition, p.leader_epoch,
+                                                             current_leader_epoch=p.current_leader_epoch)
             return _OERPartition(error_code=NONE, partition=p.partition, leader_epoch=epoch, end_offset=end_offset)
         return answer
 
     def fail(p, code):
         return _OERPartition(error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1)
-    topics = [_OERTopic(topic=t.topic, partitions=per_partition(broker, t.topic, t.partitions, answer_for(t.topic),
-                                                                fail, index=lambda p: p.partition))
+    topics = [_OERTopic(topic=t.topic, partitions=per_partition(t.partitions, answer_for(t.topic), fail))
               for t in request.topics]
     return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from typing import Callable, Iterable, Sequence
 
 from tidelake import errors
-from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+from tidelake.broker.partition_service.outcomes import (AppendOutcome, DeleteOutcome, ListedOffset, LogDirDescription,
+                                                        PendingAcks, ReadOutcome)
 from tidelake.broker.partition_service.protocol import FetchPosition
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
@@ -25,7 +27,12 @@ NONE = errors.NONE
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
 KAFKA_STORAGE_ERROR = errors.KafkaStorageError.code
 INVALID_REQUIRED_ACKS = errors.InvalidRequiredAcks.code
+NOT_LEADER_OR_FOLLOWER = errors.NotLeaderOrFollower.code
 NOT_LED: dict[tuple[str, int], int] = {}  # a single broker leads every partition it has (never written)
+HIGH_WATERMARK = -1  # DeleteRecords' offset meaning "up to the high watermark"
+# ListOffsets' special timestamps
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -1, -2, -3, -4, -5, -6
+NOT_FOUND = ListedOffset(-1, -1)
 
 
 class LocalPartitions:
@@ -73,8 +80,14 @@ class LocalPartitions:
         return False
 
     def fetch_leadership(self, requested: Iterable[FetchPosition], epochs: dict[tuple[str | None, int], int],
-                         replica_id: int | None) -> dict[tuple[str, int], int]:
+                         replica_id: int | None, log_starts: dict[tuple[str | None, int], int] | None = None
+                         ) -> dict[tuple[str, int], int]:
         return NOT_LED
+
+    async def _low_watermark_reached(self, topic: str, partition: int, offset: int, plog: PartitionLog,
+                                     timeout_ms: int) -> DeleteOutcome:
+        """After the leader's delete: its own log start is every replica's."""
+        return DeleteOutcome(NONE, plog.log_start_offset)
 
     # -- the same everywhere -------------------------------------------------------------------------
     async def append(self, topic: str | None, partition: int, records, *, acks: int, now_ms: int,
@@ -142,6 +155,94 @@ class LocalPartitions:
         self.partitions.notify(topic, partition)  # the LSO moved
         self._appended(topic, partition, plog)
         return AppendOutcome(NONE, offset, offset, -1, plog.log_start_offset, appended=True)
+
+    def _hosted(self, topic: str, partition: int) -> PartitionLog:
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            missing = (errors.NotLeaderOrFollower if self.missing_log_code(topic, partition) == NOT_LEADER_OR_FOLLOWER
+                       else errors.UnknownTopicOrPartition)
+            raise missing(f"{topic}-{partition} is not hosted by this broker")
+        return plog
+
+    def _led(self, topic: str, partition: int, current_leader_epoch: int = -1) -> tuple[PartitionLog, int]:
+        """The partition's log and the epoch it is led at here; raises what a replica that may not answer says."""
+        plog = self._hosted(topic, partition)
+        return plog, self.leader_epoch(topic, partition, current_leader_epoch)
+
+    async def delete_records(self, topic: str, partition: int, offset: int, timeout_ms: int) -> DeleteOutcome:
+        try:
+            plog, _epoch = self._led(topic, partition)
+            if not plog.config.delete:
+                raise errors.PolicyViolation(f"records of {topic}-{partition} can not be deleted: its cleanup.policy "
+                                             f"has no 'delete'")
+            wanted = plog.high_watermark if offset == HIGH_WATERMARK else offset
+            if wanted < 0 or wanted > plog.high_watermark:
+                raise errors.OffsetOutOfRange(f"{topic}-{partition}: offset {offset} beyond the high watermark "
+                                              f"{plog.high_watermark}")
+            plog.delete_records_before(wanted)
+        except Exception as e:
+            code = error_code(e)
+            if code == UNKNOWN_SERVER_ERROR:
+                log.exception("DeleteRecords of %s-%d failed", topic, partition)
+            return DeleteOutcome(code)
+        self.partitions.notify(topic, partition)  # long polls see the new log start
+        return await self._low_watermark_reached(topic, partition, wanted, plog, timeout_ms)
+
+    def list_offset(self, topic: str, partition: int, timestamp: int, *, current_leader_epoch: int,
+                    read_committed: bool, found_remotely: ListedOffset | None = None) -> ListedOffset:
+        plog, epoch = self._led(topic, partition, current_leader_epoch)
+        listed = self._listed(topic, partition, plog, timestamp, read_committed, found_remotely)
+        if listed.offset < 0:
+            return NOT_FOUND
+        return listed if listed.leader_epoch >= 0 else ListedOffset(listed.timestamp, listed.offset, epoch)
+
+    def _listed(self, topic: str, partition: int, plog: PartitionLog, ts: int, read_committed: bool,
+                found_remotely: ListedOffset | None) -> ListedOffset:
+        upper = plog.last_stable_offset if read_committed else plog.high_watermark
+        if ts == LATEST:
+            return ListedOffset(-1, upper)
+        if ts == EARLIEST:
+            return ListedOffset(-1, plog.log_start_offset)
+        if ts == EARLIEST_LOCAL:  # tiered storage (KIP-405): the first offset on this broker's disk
+            return ListedOffset(-1, plog.local_log_start_offset)
+        if ts == LATEST_TIERED:  # KIP-1005: the highest offset copied to the object store, -1 with none
+            tiered = self.latest_tiered_offset(topic, partition)
+            return ListedOffset(-1, tiered.offset, tiered.leader_epoch)
+        if ts == EARLIEST_PENDING_UPLOAD:  # KIP-1023: the first offset not copied yet, -1 for a log not tiered
+            pending = self.earliest_pending_upload_offset(topic, partition)
+            return ListedOffset(-1, pending.offset, pending.leader_epoch)
+        if ts == MAX_TIMESTAMP:  # the local segments', as Kafka's
+            found = plog.max_timestamp()
+            if found is None:
+                return NOT_FOUND
+            offset, max_ts = found
+            return ListedOffset(max_ts, offset)
+        if ts < 0:
+            raise errors.InvalidRequest(f"unknown ListOffsets timestamp {ts}")
+        if found_remotely is not None:
+            return found_remotely
+        found = plog.offset_for_timestamp(ts)
+        if found is None or found[0] >= upper:
+            return NOT_FOUND
+        offset, found_ts = found
+        return ListedOffset(found_ts, offset)
+
+    def end_offset_for_epoch(self, topic: str, partition: int, leader_epoch: int, *,
+                             current_leader_epoch: int) -> tuple[int, int]:
+        plog, _epoch = self._led(topic, partition, current_leader_epoch)
+        # Kafka's answers (newer/older/truncated epochs) live in the cache itself
+        return plog.leader_epoch_cache.end_offset_for(leader_epoch, plog.log_end_offset)
+
+    def producers(self, topic: str, partition: int) -> list[dict]:
+        return self._hosted(topic, partition).producer_state.describe()
+
+    def describe_log_dir(self, wanted: dict[str, set[int]] | None) -> LogDirDescription:
+        sizes: dict[str, dict[int, int]] = {}
+        for (topic, partition), plog in sorted(self.logs.all_logs().items()):
+            if wanted is None or partition in wanted.get(topic, ()):
+                sizes.setdefault(topic, {})[partition] = plog.size_bytes
+        usage = shutil.disk_usage(self.logs.data_dir)
+        return LogDirDescription(str(self.logs.data_dir.resolve()), usage.total, usage.free, sizes)
 
     def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *, read_committed: bool,
              min_one: bool, follower: bool) -> ReadOutcome:

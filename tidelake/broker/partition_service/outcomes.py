@@ -40,3 +40,30 @@ class ReadOutcome:
     aborted: list | None = None
     offsets_spanned: int = 0
 
+
+
+@dataclass(slots=True)
+class DeleteOutcome:
+    """One partition's DeleteRecords result: ``error`` (0: every live replica's log starts at or past the
+    offset asked) and the low watermark, the smallest log start of the replicas (-1 when unknown)."""
+    error: int
+    low_watermark: int = -1
+
+
+@dataclass(slots=True, frozen=True)
+class ListedOffset:
+    """One ListOffsets answer: the record's timestamp (-1 for the special ones), its offset (-1: none) and
+    the leader epoch to answer with (-1 with no offset)."""
+    timestamp: int
+    offset: int
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class LogDirDescription:
+    """DescribeLogDirs of this broker's one log directory: its path, the disk's total and free bytes, and
+    the size of each partition hosted there (leader or follower), by topic."""
+    path: str
+    total_bytes: int
+    usable_bytes: int
+    sizes: dict[str, dict[int, int]]

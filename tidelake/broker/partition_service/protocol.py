@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Iterable, Protocol, Sequence
 
-from tidelake.broker.partition_service.outcomes import AppendOutcome, PendingAcks, ReadOutcome
+from tidelake.broker.partition_service.outcomes import (AppendOutcome, DeleteOutcome, ListedOffset, LogDirDescription,
+                                                        PendingAcks, ReadOutcome)
 from tidelake.log.remote import OffsetAndEpoch, TimestampOffset
 from tidelake.observability.broker_state import ReplicationState
 
@@ -44,9 +45,37 @@ class PartitionService(Protocol):
         """A fetch from this replica id reads to the log end (a follower), not the high watermark."""
 
     def fetch_leadership(self, requested: Iterable[FetchPosition], epochs: dict[tuple[str | None, int], int],
-                         replica_id: int | None) -> dict[tuple[str, int], int]:
+                         replica_id: int | None, log_starts: dict[tuple[str | None, int], int] | None = None
+                         ) -> dict[tuple[str, int], int]:
         """The partitions of a Fetch this broker may not serve, with their error (KIP-320 epochs
-        checked); a follower's fetch offsets recorded (its log end, the leader's ISR/HW input)."""
+        checked); a follower's fetch offsets recorded (its log end, the leader's ISR/HW input) and the log
+        start offsets it names (``log_starts``: the leader's low watermark input, DeleteRecords)."""
+
+    async def delete_records(self, topic: str, partition: int, offset: int, timeout_ms: int) -> DeleteOutcome:
+        """DeleteRecords of one partition, on its leader only (Kafka's ``deleteRecordsOnLeader``): the log start
+        moved to ``offset`` (-1: the high watermark; past it OFFSET_OUT_OF_RANGE; a topic without
+        cleanup.policy=delete POLICY_VIOLATION), then answered once every live replica's log starts there
+        (DelayedDeleteRecords; REQUEST_TIMED_OUT after ``timeout_ms``). A follower answers
+        NOT_LEADER_OR_FOLLOWER and changes nothing. Never raises."""
+
+    def list_offset(self, topic: str, partition: int, timestamp: int, *, current_leader_epoch: int,
+                    read_committed: bool, found_remotely: ListedOffset | None = None) -> ListedOffset:
+        """ListOffsets of one partition, on its leader only (KIP-320 epoch checked): the special timestamps
+        (-1 latest, -2 earliest, -3 max timestamp, -4 earliest local, -5 latest tiered, -6 earliest pending
+        upload) or the first record at or after ``timestamp`` below the high watermark (the LSO for
+        read_committed); ``found_remotely``: what the remote segments answered for it. Raises KafkaApiError."""
+
+    def end_offset_for_epoch(self, topic: str, partition: int, leader_epoch: int, *,
+                             current_leader_epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch of one partition, on its leader only: (the largest epoch <= ``leader_epoch``
+        known, the offset where it ended). Raises KafkaApiError."""
+
+    def producers(self, topic: str, partition: int) -> list[dict]:
+        """DescribeProducers of one partition: its active producers' states, on any replica (Kafka's
+        ``activeProducerState``). Raises KafkaApiError."""
+
+    def describe_log_dir(self, wanted: dict[str, set[int]] | None) -> LogDirDescription:
+        """DescribeLogDirs: the partitions this broker hosts (``wanted``: only those; None: all) and the disk."""
 
     def read(self, topic: str | None, partition: int, fetch_offset: int, max_bytes: int, *, read_committed: bool,
              min_one: bool, follower: bool) -> ReadOutcome:

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 from tidelake import errors
 from tidelake.broker.partition_service.local import LocalPartitions
-from tidelake.broker.partition_service.outcomes import PendingAcks
+from tidelake.broker.partition_service.outcomes import DeleteOutcome, PendingAcks
 from tidelake.broker.partition_service.protocol import FetchPosition
 from tidelake.broker.partitions import Partitions
 from tidelake.broker.schema_validation import SchemaValidator
@@ -84,8 +84,15 @@ class ReplicatedPartitions(LocalPartitions):
     def reads_as_follower(self, replica_id: int | None) -> bool:
         return replica_id is not None and replica_id >= 0
 
+    async def _low_watermark_reached(self, topic: str, partition: int, offset: int, plog: PartitionLog,
+                                     timeout_ms: int) -> DeleteOutcome:
+        # the followers take the new log start from their next Fetch's answer and name it in the one after
+        code, low = await self.cluster.wait_for_low_watermark(topic, partition, offset, timeout_ms)
+        return DeleteOutcome(code, low)
+
     def fetch_leadership(self, requested: Iterable[FetchPosition], epochs: dict[tuple[str | None, int], int],
-                         replica_id: int | None) -> dict[tuple[str, int], int]:
+                         replica_id: int | None, log_starts: dict[tuple[str | None, int], int] | None = None
+                         ) -> dict[tuple[str, int], int]:
         # KIP-320: a fetch names the leader epoch its sender knows (v9+; -1 before): an older one is fenced
         # (a follower must not rejoin the ISR, a consumer must refresh its metadata), a newer one is not known yet
         follower = self.reads_as_follower(replica_id)
@@ -99,8 +106,9 @@ class ReplicatedPartitions(LocalPartitions):
             except errors.KafkaApiError as e:
                 not_led[(name, partition)] = e.code
                 continue
-            if follower:  # a follower's fetch offset is its log end: the leader's ISR/HW input
-                self.cluster.follower_fetched(name, partition, plog, replica_id, offset)
+            if follower:  # a follower's fetch offset is its log end (the ISR/HW input), its log start the low watermark's
+                self.cluster.follower_fetched(name, partition, plog, replica_id, offset,
+                                              log_starts.get((name, partition), -1) if log_starts else -1)
         return not_led
 
     def replication_state(self) -> ReplicationState | None:

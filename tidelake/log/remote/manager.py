@@ -247,7 +247,7 @@ class RemoteLogManager:
                 return
             with self._lock:
                 self._partitions[(topic, partition)] = meta
-        meta.load()
+        meta.load_new(plog.log_start_offset)
         if plog.config.remote_log_copy_disable:
             plog.apply_retention(now_ms)
         else:

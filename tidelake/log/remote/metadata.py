@@ -136,6 +136,26 @@ class RemotePartitionMetadata:
         self._publish(finished)
         self.unfinished = unfinished
 
+    def load_new(self, log_start_offset: int) -> None:
+        """A follower's pass: only the segments copied after the newest one known (one LIST of what sorts after
+        its folder, however many segments the partition has: a full listing every pass made a store serving
+        hundreds of segments the bottleneck of the leader's copies), and those wholly below the log start (the
+        leader's retention and DeleteRecords) forgotten. A copy below the newest known (a new leader's first
+        overlaps it) is not listed: the follower only needs the remote end, which the next copy moves on."""
+        if not self.segments:
+            self.load()
+            return
+        folders: dict[str, set[str]] = {}
+        for path in self.storage.list(self.prefix, after=f"{self.segments[-1].folder}/~"):
+            folder, _, name = path.rpartition("/")
+            folders.setdefault(folder, set()).add(name)
+        new = [RemoteSegment.from_json(self.storage.read(f"{folder}/COPY_FINISHED"))
+               for folder, names in sorted(folders.items())
+               if RemoteSegmentState.COPY_FINISHED.value in names and RemoteSegmentState.DELETE_STARTED.value not in names]
+        kept = [seg for seg in self.segments if seg.end_offset >= log_start_offset]
+        if new or len(kept) < len(self.segments):
+            self._publish([*kept, *new])
+
     def _publish(self, segments: list[RemoteSegment]) -> None:
         segments = sorted(segments, key=lambda s: (s.base_offset, s.end_offset))
         with self._lock:
