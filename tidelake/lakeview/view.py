@@ -70,7 +70,8 @@ class ReadView:
 
 def build_view(snapshot: Snapshot) -> ReadView:
     """The view of ``snapshot``'s version: base files in place, the other buckets merged into new files."""
-    storage, schema, pk = snapshot.storage, snapshot.schema, snapshot.primary_key
+    storage, schema, pk = snapshot.storage, snapshot.visible_schema, snapshot.primary_key   # base files' hidden
+    # columns stay in the files, absent from the view's schema: Delta and Iceberg readers read by the schema
     reader = MergeOnReadReader(storage, pk)
     files = []
     for plan in _bucket_plans(snapshot):

@@ -102,11 +102,17 @@ REFRESH_MODES = ("incremental", "full")
 
 
 @dataclass
+class ExtremesConfig:
+    """``state.extremes``: ``kept``: how many of a group's lowest (min) / highest (max) distinct values a min/max
+    keeps with their counts, so that retracting its extreme needs no read of the upstream; a group recomputes only
+    when retractions empty its list while it has values beyond it (aggregate_state.py)."""
+    kept: int = 256
+
+
+@dataclass
 class StateConfig:
-    """``state:``: what an aggregate's per-group state keeps (aggregate_state.py). ``extremes.kept``: how many of a
-    group's lowest (min) / highest (max) distinct values a min/max keeps, so that retracting its extreme needs no
-    read of the upstream; a group recomputes only when retractions empty its list while it has values beyond."""
-    extremes_kept: int = 256
+    """``state:``: what an aggregate's per-group state keeps."""
+    extremes: ExtremesConfig = field(default_factory=ExtremesConfig)
 
 
 @dataclass
@@ -327,15 +333,15 @@ def _table_path(path: str, base: Path, key: tuple[str, ...]) -> str:
 
 def _state(raw: Mapping[str, Any]) -> StateConfig:
     state = raw.get("state") or {}
-    extremes = state.get("extremes") or {} if isinstance(state, Mapping) else None
-    if not isinstance(state, Mapping) or not isinstance(extremes, Mapping) or set(state) - {"extremes"} \
-            or set(extremes) - {"kept"}:
+    extremes = state.get("extremes") if isinstance(state, Mapping) else None
+    if not isinstance(state, Mapping) or not isinstance(extremes or {}, Mapping) or set(state) - {"extremes"} \
+            or set(extremes or {}) - {"kept"}:
         raise PipelineConfigError("state: the one setting is state.extremes.kept (a number of values)", ("state",))
-    kept = extremes.get("kept", StateConfig.extremes_kept)
+    kept = (extremes or {}).get("kept", ExtremesConfig.kept)
     if isinstance(kept, bool) or not isinstance(kept, int) or kept < 1:
         raise PipelineConfigError(f"state.extremes.kept must be a whole number >= 1, not {kept!r}",
                                   ("state", "extremes", "kept"))
-    return StateConfig(extremes_kept=kept)
+    return StateConfig(ExtremesConfig(kept))
 
 
 def _trigger(raw: Mapping[str, Any]) -> TriggerConfig:
