@@ -93,7 +93,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         orders = Orders(args.rows, np.random.default_rng(34))
         table = Table.create(os.path.join(d, "orders"), SCHEMA, ["id"],
-                             {"write.bucket.num": "4", "changelog.producer": "lookup"})
+                             {"write.bucket.num": "4", "changelog.producer": "lookup",
+                              "maintenance.mode": "inline"})
         for lo in range(0, args.rows, 250_000):
             table.upsert(orders.table(np.arange(lo, min(args.rows, lo + 250_000))))
         cfg = PipelineConfig.from_dict({"source": {"table": "orders"}, "transform": QUERY,
@@ -109,6 +110,7 @@ def main() -> None:
             assert got == orders.expected(), (got, orders.expected())
             print(f"round {r + 1}: {result.changes:,} change rows, step {result.seconds:.2f} s, "
                   f"{result.recomputed_groups} groups recomputed (equal)", flush=True)
+        table.close()
     print("load:", os.getloadavg())
 
 

@@ -6,17 +6,21 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 import urllib.request
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+import uvicorn
 from deltalake import DeltaTable
 
-from console_fixtures import ConsoleProcess
 from spark_fixtures import spark  # noqa: F401  (fixture)
+from tidelake.console.app import ConsoleSettings, create_app
 from tidelake.lakeview.iceberg import NAMESPACE, TABLE_NAME, iceberg_catalog
 from tidelake.spark.pipeline_config import PipelineConfig
 from tidelake.spark.table_pipeline import TablePipeline
@@ -115,13 +119,25 @@ def test_the_published_views_show_no_state_column(chain):
 
 
 def test_the_console_table_page_shows_no_state_column(chain):
+    """The console's app served by uvicorn on a free port (its table pages need no broker), read over HTTP."""
     base, _, _ = chain
-    console = ConsoleProcess(["-b", "127.0.0.1:9", "--tables", str(base), "--sample-interval", "60"])
+    settings = ConsoleSettings(client_config={"bootstrap.servers": "127.0.0.1:9"}, tables_dir=str(base),
+                               sample_interval=3600)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(create_app(settings), log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
     try:
-        with urllib.request.urlopen(f"{console.url}/tables/by_region", timeout=60) as answer:
+        while not server.started:   # (uvicorn sets it once it serves)
+            assert thread.is_alive(), "the console's server stopped before it served"
+            time.sleep(0.05)
+        with urllib.request.urlopen(f"http://127.0.0.1:{sock.getsockname()[1]}/tables/by_region",
+                                    timeout=120) as answer:
             page = answer.read().decode()
     finally:
-        console.stop()
+        server.should_exit = True
+        thread.join(60)
     hidden = Table.open(str(base / "by_region")).properties["columns.hidden"].split(",")
     assert ">total<" in page and ">mean<" in page   # the schema and the rows' columns
     shown = page.replace(_properties_row(page), "")
