@@ -12,6 +12,7 @@ import pytest
 
 from counting_storage import CountingStorage
 from spark_fixtures import spark  # noqa: F401  (fixture)
+from tidelake.spark.aggregate_state import merge_kept
 from tidelake.spark.pipeline_config import PipelineConfig
 from tidelake.spark.table_pipeline import TablePipeline
 from tidelake.storage import open_storage
@@ -116,3 +117,17 @@ def test_a_step_that_retracts_every_groups_extremes_reads_no_upstream_snapshot(t
         opened = {path for _, path in storage.calls}
         assert snapshot_files and not opened & snapshot_files   # only the change's own files
         _equal(p, "region")
+
+
+def test_a_kept_list_answers_what_it_holds_and_says_when_it_cannot():
+    """``merge_kept(was, had, retract, left, add, function, kept)``: ``had``/``left`` the group's non-null count
+    before / after the retractions; complete when the counts add up to it."""
+    # complete (1, 5, 5): the min 1 retracted, 3 added
+    assert merge_kept([(1, 1), (5, 2)], 3, [(1, 1)], 2, [(3, 1)], "min", 2) == [(3, 1), (5, 2)]
+    # truncated (1, 2 kept of 1, 2, 7, 9): a retraction beyond the boundary is untracked, an add inside counts in
+    assert merge_kept([(1, 1), (2, 1)], 4, [(9, 1)], 3, [(0, 1)], "min", 2) == [(0, 1), (1, 1)]
+    assert merge_kept([(9, 1), (7, 1)], 4, [(9, 1)], 3, [(8, 1)], "max", 2) == [(8, 1), (7, 1)]
+    # emptied while values beyond remain: the one case the state cannot answer (the group refills)
+    assert merge_kept([(1, 1), (2, 1)], 4, [(1, 1), (2, 1)], 2, [], "min", 2) is None
+    # the retractions left only kept values: complete again, so an add beyond the old boundary counts in
+    assert merge_kept([(1, 1)], 2, [(5, 1)], 1, [(10, 1)], "min", 2) == [(1, 1), (10, 1)]

@@ -85,12 +85,14 @@ def _state(row: dict, plan: TransformPlan, kept: int | None) -> GroupState:
     return state
 
 
-def _merge_kept(was: Kept, had: int, retract: Kept, left: int, add: Kept, function: str, kept: int) -> Kept | None:
+def merge_kept(was: Kept, had: int, retract: Kept, left: int, add: Kept, function: str, kept: int) -> Kept | None:
     """The kept values after the increment; ``had``/``left``: the group's non-null count before / after the
     retractions. None: the state cannot answer (a truncated list emptied while values beyond it remain)."""
     beyond = (lambda v, b: v < b) if function == "max" else (lambda v, b: v > b)
     counts = dict(was)
     complete = sum(counts.values()) == had
+    if not complete and not was:   # (nothing kept of a group with values: only a refill answers)
+        return None
     boundary = was[-1][0] if was else None
     for value, n in retract:
         if complete or not beyond(value, boundary):
@@ -122,7 +124,7 @@ def merge(old: dict[Key, GroupState], retract: dict[Key, GroupState], add: dict[
             if a.function in ("sum", "avg"):
                 state.sums[i] = _add(_add(was.sums.get(i), minus.sums.get(i), -1), plus.sums.get(i), +1)
             elif a.function in ("min", "max"):
-                values = _merge_kept(was.kept.get(i, []), had, minus.kept.get(i, []), had - gone,
+                values = merge_kept(was.kept.get(i, []), had, minus.kept.get(i, []), had - gone,
                                      plus.kept.get(i, []), a.function, kept)
                 lost = lost or values is None
                 state.kept[i] = values or []
