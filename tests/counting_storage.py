@@ -56,6 +56,7 @@ class CountingStorage(Storage):
         self.inner.written(path)
 
     def local_path(self, path):
+        self.calls.append(("local_path", path))   # a local file is opened by path, not read through read()
         return self.inner.local_path(path)
 
     def location(self, path):

@@ -76,14 +76,14 @@ def test_incremental_aggregates_equal_a_full_recompute(tmp_path_factory, spark, 
     assert {by_region.position().batch_id, by_zone.position().batch_id} == {2}
 
 
-def test_min_max_recompute_only_the_groups_that_lost_their_extreme(tmp_path, spark):
+def test_a_retracted_min_max_is_answered_by_the_kept_values_and_an_emptied_group_is_deleted(tmp_path, spark):
     orders, _ = _tables(tmp_path)
     orders.upsert(pa.table({"id": [1, 2, 3, 4], "region": ["a", "a", "b", "b"], "amount": [5, 9, 1, 7]}))
     p = _pipeline(tmp_path, spark, AGGREGATES, "by_region")
     assert p.step().kind == "backfill"
     orders.upsert(pa.table({"id": [1, 3], "region": ["a", "b"], "amount": [6, 3]}))   # a's min 5 leaves; b's min 1
     result = p.step()
-    assert (result.kind, result.recomputed_groups) == ("incremental", 2)
+    assert (result.kind, result.recomputed_groups) == ("incremental", 0)
     _check(p, orders, ["region"])
     orders.upsert(pa.table({"id": [5], "region": ["a"], "amount": [100]}))   # only adds: nothing recomputed
     assert p.step().recomputed_groups == 0
@@ -170,6 +170,12 @@ def test_table_source_config_errors(tmp_path):
     with pytest.raises(PipelineConfigError, match="refresh must be one of"):
         load({"source": {"table": "a"}, "transform": "SELECT * FROM source", "sink": {"table": "b"},
               "refresh": "sometimes"})
+    with pytest.raises(PipelineConfigError, match="state.extremes.kept must be a whole number >= 1"):
+        load({"source": {"table": "a"}, "transform": "SELECT * FROM source", "sink": {"table": "b"},
+              "state": {"extremes": {"kept": 0}}})
+    with pytest.raises(PipelineConfigError, match="the one setting is state.extremes.kept"):
+        load({"source": {"table": "a"}, "transform": "SELECT * FROM source", "sink": {"table": "b"},
+              "state": {"extremes": {"keep": 3}}})
     with pytest.raises(PipelineConfigError, match="own source"):
         load({"source": {"table": "a"}, "transform": "SELECT * FROM source", "sink": {"table": "a"}})
     cfg = load({"source": {"table": "a"}, "transform": "SELECT * FROM source", "sink": {"table": "b"},

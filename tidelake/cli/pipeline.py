@@ -125,10 +125,12 @@ def _run_table_pipeline(cfg, once: bool, max_batches: int | None) -> None:
 def validate(path: str) -> None:
     """Check a pipeline file, or every file of a directory and their graph (no cycle, one writer per table),
     without starting Spark: a table transform that cannot be maintained incrementally is refused with the
-    reason unless it says refresh: full."""
+    reason unless it says refresh: full. Each table stage is followed by how it is maintained: the state it
+    keeps and what makes it recompute from the upstream's snapshot."""
     import os
 
     from tidelake.spark.pipeline_graph import PipelineGraph, Stage
+    from tidelake.spark.stage_maintenance import describe_maintenance
     from tidelake.spark.transform_plan import TransformError, plan_transform
     from tidelake.table import Table, TableNotFound
     if os.path.isdir(path):
@@ -158,6 +160,8 @@ def validate(path: str) -> None:
         else:
             raise CliError(f"{stage.file}: transform cannot be maintained incrementally: {plan.reason} (set "
                            f"refresh: full to re-run it over the snapshot instead)")
+        for what, how in describe_maintenance(plan, cfg.refresh, cfg.state.extremes.kept):
+            click.echo(f"  {what}: {how}")
     if graph is not None:
         click.echo("order: " + " -> ".join(s.name for s in graph.stages))
 

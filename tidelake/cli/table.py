@@ -179,7 +179,8 @@ def describe(path: str, as_json: bool) -> None:
     t = _open(path)
     files = files_by_bucket(t.plan())
     info = {"path": t.path, "version": t.version, "last_commit": format_ms(t.latest_timestamp()),
-            "primary_key": t.primary_key, "schema": [{"name": f.name, "type": str(f.type)} for f in t.schema],
+            "primary_key": t.primary_key, "schema": [{"name": f.name, "type": str(f.type)}
+                                                                    for f in t.visible_schema_at()],
             "properties": dict(sorted(t.properties.items())), "files": files}
     if as_json:
         print_json(info)
@@ -241,11 +242,12 @@ def scan(path: str, version: int | None, timestamp: int | None, where: tuple[str
     """Read the table (latest, or as of a version / time), ordered by the primary key."""
     _either_version_or_time(version, timestamp)
     t = _open(path)
-    wanted = _columns(columns, t.schema)
+    shown = t.visible_schema_at()   # (an aggregate sink's state columns are the pipeline's, never shown)
+    wanted = _columns(columns, shown)
     # read the key too, so rows come out in key order whichever columns are shown
     read = None if wanted is None else wanted + [k for k in t.primary_key if k not in wanted]
     with times_as_typed(("--timestamp", timestamp)):
-        out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, t.schema), columns=read)
+        out = t.scan(version=version, timestamp=timestamp, filter=_parse_where(where, shown), columns=read)
     out = _sorted(out, t.primary_key)
     out = out if wanted is None else out.select(wanted)
     if as_json:

@@ -92,7 +92,7 @@ class TableCatalog:
         t = self.table(name)
         history = [history_entry(e) for e in reversed(t.history())][:history_limit]
         return TableInfo(name, t.path, t.version, t.latest_timestamp(), list(t.primary_key),
-                         [(f.name, str(f.type)) for f in t.schema], dict(sorted(t.properties.items())),
+                         [(f.name, str(f.type)) for f in t.visible_schema_at()], dict(sorted(t.properties.items())),
                          files_by_bucket(t.plan()), history, self._row_count(t))
 
     def _row_count(self, t: Table) -> int:

@@ -75,7 +75,7 @@ def _publish_lock(storage: Storage) -> Iterator[None]:
 
 
 def _view_from_file(snapshot: Snapshot, d: dict) -> ReadView:
-    return ReadView(snapshot.storage, snapshot.version, snapshot.timestamp_ms, snapshot.schema,
+    return ReadView(snapshot.storage, snapshot.version, snapshot.timestamp_ms, snapshot.visible_schema,
                     tuple(snapshot.primary_key), tuple(ViewFile(**f) for f in d["files"]))
 
 

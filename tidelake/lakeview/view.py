@@ -3,7 +3,8 @@
 A bucket whose state at the version is one base file (it was compacted and nothing was written to it
 since) is that base file, referenced in place (no copy). A bucket with delta files newer than its
 base is merged once into ``_lakeview/data/bucket-NNNNN/merged-<uuid>.parquet`` (latest row per key,
-deletes dropped, user columns only). So after a compaction of every bucket the view is zero-copy.
+deletes dropped, user columns only). So after a compaction of every bucket the view is zero-copy, unless the
+table has ``columns.hidden`` columns: its files are then copied without them, as the view's schema has none.
 
 ``_lakeview/view.json`` lists the view's files and its source version, for engines that read a list
 of Parquet files (DuckDB, polars); the Delta log and the Iceberg metadata list the same files.
@@ -70,11 +71,12 @@ class ReadView:
 
 def build_view(snapshot: Snapshot) -> ReadView:
     """The view of ``snapshot``'s version: base files in place, the other buckets merged into new files."""
-    storage, schema, pk = snapshot.storage, snapshot.schema, snapshot.primary_key
+    storage, schema, pk = snapshot.storage, snapshot.visible_schema, snapshot.primary_key
+    in_place = schema == snapshot.schema   # a file holding hidden columns (columns.hidden) is copied without them
     reader = MergeOnReadReader(storage, pk)
     files = []
     for plan in _bucket_plans(snapshot):
-        if plan.base is not None and not plan.deltas:
+        if plan.base is not None and not plan.deltas and in_place:
             f = plan.base.file
             files.append(ViewFile(f.path, f.rows, f.bytes, f.bucket, "base"))
             continue

@@ -6,7 +6,8 @@ exactly what Spark's do: integers, strings, booleans and dates (sum/avg: integer
 depends on the order of addition, a decimal's result type differs). Anything else goes to the state query
 on Spark (``TransformPlan.state_sql``), the reference. The increment is already in the driver's memory
 (increment.py), so this only skips the Spark job's fixed cost; it computes the same rows the state query
-would: per group the row count, and per aggregate the non-null count, the sum or the min/max.
+would: per group the row count, and per aggregate the non-null count, the sum or, for min/max, the distinct
+values with their counts (all of them, or the ``kept`` most extreme).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import GroupState, Key, states_from_state_rows
-from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, sum_column
+from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, extremes_column, sum_column
 
 
 def _comparable(t: pa.DataType) -> bool:
@@ -39,12 +40,14 @@ def arrow_computable(plan: TransformPlan, schema: pa.Schema) -> bool:
     return True
 
 
-def arrow_states(plan: TransformPlan, rows: pa.Table) -> dict[Key, GroupState]:
-    """The state per group of ``rows`` (``arrow_computable`` must hold)."""
+def arrow_states(plan: TransformPlan, rows: pa.Table, kept: int | None = None) -> dict[Key, GroupState]:
+    """The state per group of ``rows`` (``arrow_computable`` must hold); ``kept``: how many values each min/max
+    list keeps (None: all, an increment's)."""
     groups = [f"__g{j}" for j in range(len(plan.group_columns))]
     columns = {g: rows.column(c) for g, c in zip(groups, plan.group_columns)}
     aggregations = [(groups[0], "count", pc.CountOptions(mode="all"))]
     renames = {f"{groups[0]}_count": ROWS_COLUMN}
+    lists = []
     for i, a in enumerate(plan.aggregates):
         if a.argument is None:
             continue
@@ -56,8 +59,18 @@ def arrow_states(plan: TransformPlan, rows: pa.Table) -> dict[Key, GroupState]:
             aggregations.append((arg, "sum", pc.ScalarAggregateOptions(min_count=1)))
             renames[f"{arg}_sum"] = sum_column(i)
         elif a.function in ("min", "max"):
-            aggregations.append((arg, a.function, pc.ScalarAggregateOptions(min_count=1)))
-            renames[f"{arg}_{a.function}"] = f"__x{i}"
-    state = pa.table(columns).group_by(groups, use_threads=False).aggregate(aggregations)
-    state = state.rename_columns([renames.get(n, n) for n in state.column_names])
-    return states_from_state_rows(state.to_pylist(), plan)
+            lists.append(i)
+    inputs = pa.table(columns)
+    state = inputs.group_by(groups, use_threads=False).aggregate(aggregations)
+    state = state.rename_columns([renames.get(n, n) for n in state.column_names]).to_pylist()
+    by_group = {tuple(r[g] for g in groups): r for r in state}
+    for r in state:
+        r.update({extremes_column(i): [] for i in lists})
+    for i in lists:   # per (group, value) the row count: the multiset of the group's values
+        arg = f"__a{i}"
+        valued = inputs.select([*groups, arg]).filter(pc.is_valid(inputs.column(arg)))
+        counted = valued.group_by([*groups, arg], use_threads=False).aggregate([([], "count_all")])
+        for r in counted.to_pylist():
+            by_group[tuple(r[g] for g in groups)][extremes_column(i)].append(
+                {"value": r[arg], "count": r["count_all"]})
+    return states_from_state_rows(state, plan, kept)

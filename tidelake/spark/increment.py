@@ -42,7 +42,7 @@ def _first_and_last_per_key(feed: pa.Table, key: list[str]) -> tuple[pa.Array, p
 
 def net_change(table: Table, start: int | None, end: int) -> NetChange:
     """Before/after images of every key changed in (start, end]; ``start`` None: everything at ``end`` is new."""
-    schema = table.schema_at(end)
+    schema = table.visible_schema_at(end)   # (an upstream's hidden state columns are not its rows)
     columns = schema.names
     key = table.primary_key
     if start is None:

@@ -102,6 +102,20 @@ REFRESH_MODES = ("incremental", "full")
 
 
 @dataclass
+class ExtremesConfig:
+    """``state.extremes``: ``kept``: how many of a group's lowest (min) / highest (max) distinct values a min/max
+    keeps with their counts, so that retracting its extreme needs no read of the upstream; a group recomputes only
+    when retractions empty its list while it has values beyond it (aggregate_state.py)."""
+    kept: int = 256
+
+
+@dataclass
+class StateConfig:
+    """``state:``: what an aggregate's per-group state keeps."""
+    extremes: ExtremesConfig = field(default_factory=ExtremesConfig)
+
+
+@dataclass
 class PipelineConfig:
     source: SourceConfig
     sink: SinkConfig
@@ -124,6 +138,7 @@ class PipelineConfig:
     trigger: TriggerConfig = field(default_factory=TriggerConfig)
     # incremental: maintained from each increment (refused when it cannot be); full: re-run over the snapshot
     refresh: str = "incremental"
+    state: StateConfig = field(default_factory=StateConfig)
 
     @property
     def is_table_source(self) -> bool:
@@ -142,7 +157,7 @@ class PipelineConfig:
         for key in ("bootstrap_servers", "topic", "group_id"):
             if not src.get(key):
                 raise PipelineConfigError(f"source.{key} is required", ("source",))
-        for key in ("transform", "refresh"):
+        for key in ("transform", "refresh", "state"):
             if key in raw:
                 raise PipelineConfigError(f"{key} is for a table source (source: {{table: PATH}})", (key,))
         if "batch_interval" in src:
@@ -294,7 +309,7 @@ class PipelineConfig:
         except TypeError as e:
             raise PipelineConfigError(f"metrics: {e}", ("metrics",)) from None
         return cls(source=source, sink=sink, spark=_spark(raw), metrics=metrics,
-                   transform=transform, trigger=_trigger(raw), refresh=refresh)
+                   transform=transform, trigger=_trigger(raw), refresh=refresh, state=_state(raw))
 
     @property
     def app_id(self) -> str:
@@ -314,6 +329,19 @@ def _table_path(path: str, base: Path, key: tuple[str, ...]) -> str:
     if not path.startswith("s3://"):
         raise PipelineConfigError(f"{'.'.join(key)} must be a path or s3://bucket/prefix, not {path!r}", key)
     return path
+
+
+def _state(raw: Mapping[str, Any]) -> StateConfig:
+    state = raw.get("state") or {}
+    extremes = state.get("extremes") if isinstance(state, Mapping) else None
+    if not isinstance(state, Mapping) or not isinstance(extremes or {}, Mapping) or set(state) - {"extremes"} \
+            or set(extremes or {}) - {"kept"}:
+        raise PipelineConfigError("state: the one setting is state.extremes.kept (a number of values)", ("state",))
+    kept = (extremes or {}).get("kept", ExtremesConfig.kept)
+    if isinstance(kept, bool) or not isinstance(kept, int) or kept < 1:
+        raise PipelineConfigError(f"state.extremes.kept must be a whole number >= 1, not {kept!r}",
+                                  ("state", "extremes", "kept"))
+    return StateConfig(ExtremesConfig(kept))
 
 
 def _trigger(raw: Mapping[str, Any]) -> TriggerConfig:

@@ -11,24 +11,25 @@ import difflib
 import os
 import types
 import typing
-from dataclasses import fields
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from tidelake.spark.pipeline_config import (MetricsConfig, PipelineConfig, PipelineConfigError, SinkConfig,
-                                            SourceConfig, SparkConfig, TriggerConfig)
+                                            SourceConfig, SparkConfig, StateConfig, TriggerConfig)
 from tidelake.spark.registered_schemas import SchemaRegistryConfig
 
 Location = tuple[str, ...]  # the keys leading to a value: ("sink", "buckets")
 
 SECTIONS = {"source": SourceConfig, "sink": SinkConfig, "metrics": MetricsConfig,
-            "schema_registry": SchemaRegistryConfig, "trigger": TriggerConfig, "spark": SparkConfig}
+            "schema_registry": SchemaRegistryConfig, "trigger": TriggerConfig, "spark": SparkConfig,
+            "state": StateConfig}
 REQUIRED_SECTIONS = ("source", "sink")
 # Lower bounds of numeric fields (everything else numeric is unbounded).
 MINIMUM = {("source", "max_rate_per_partition"): 1, ("sink", "buckets"): 1, ("metrics", "ready_intervals"): 1,
-           ("schema_registry", "max_retries"): 0, ("trigger", "min_versions"): 1}
+           ("schema_registry", "max_retries"): 0, ("trigger", "min_versions"): 1, ("state", "extremes", "kept"): 1}
 # Fields given as a number or a duration string ("2s", "500ms"); checked by parse_duration in from_dict.
 DURATIONS = {("source", "batch_interval"), ("trigger", "interval")}
 # Fields that take one string as a one-element list.
@@ -95,7 +96,10 @@ class _Checker:
         hints = typing.get_type_hints(cls)
         self.keys(raw, [f.name for f in fields(cls)], at)
         for key, value in raw.items():
-            self.value(at + (key,), value, hints[key])
+            if is_dataclass(hints[key]):   # a section inside a section (state.extremes)
+                self.section(value, hints[key], at + (key,))
+            else:
+                self.value(at + (key,), value, hints[key])
 
     def value(self, at: Location, value: Any, expected: Any) -> None:
         name = ".".join(at)

@@ -25,16 +25,17 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.aggregate_state import (merge, sink_rows, states_from_sink_rows, states_from_state_rows)
+from tidelake.spark.aggregate_state import (hidden_fields, merge, sink_rows, states_from_sink_rows,
+                                            states_from_state_rows)
 from tidelake.spark.arrow_state import arrow_computable, arrow_states
 from tidelake.spark.increment import NetChange, net_change
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.spark.transform_plan import (CHANGES, ROWS_COLUMN, SIGN_COLUMN, SOURCE, TransformError,
-                                           TransformPlan, count_column, plan_transform, sum_column)
+from tidelake.spark.transform_plan import (CHANGES, SIGN_COLUMN, SOURCE, TransformError, TransformPlan,
+                                           plan_transform, sum_column)
 from tidelake.table import Table, TableExists, TableNotFound
-from tidelake.table.properties import BUCKET_NUM
+from tidelake.table.properties import BUCKET_NUM, HIDDEN_COLUMNS
 
 log = logging.getLogger("tidelake.pipeline")
 
@@ -238,14 +239,9 @@ class TablePipeline:
         schema = pa.schema([f for f in output if f.name != OP_COLUMN])   # _op says upsert or delete
         if plan.kind == "aggregate":
             state = to_arrow_schema(spark.sql(plan.state_sql(plan.input_sql(views))).schema)
-            hidden = [pa.field(ROWS_COLUMN, pa.int64())]
-            for i, a in enumerate(plan.aggregates):
-                if a.argument is None:
-                    continue
-                hidden.append(pa.field(count_column(i), pa.int64()))
-                if a.function in ("sum", "avg"):
-                    hidden.append(state.field(sum_column(i)).with_nullable(True))
-            schema = pa.schema(list(output) + hidden)
+            sums = {i: state.field(sum_column(i)).type for i, a in enumerate(plan.aggregates)
+                    if a.function in ("sum", "avg") and a.argument is not None}
+            schema = pa.schema(list(output) + hidden_fields(plan, output, sums))
         self._sink_schema = schema
 
     def _key(self) -> list[str]:
@@ -277,6 +273,9 @@ class TablePipeline:
         table = self._open_sink_if_exists()
         if table is None:
             properties = {BUCKET_NUM.name: str(self.config.sink.buckets), **self.config.sink.properties}
+            hidden = self._sink_schema.names[len(self._output.names):]   # an aggregate's state: for this pipeline only
+            if hidden:
+                properties[HIDDEN_COLUMNS.name] = ",".join(hidden)
             try:
                 table = Table.create(self.config.sink.table, self._sink_schema, key, properties)
             except TableExists:
@@ -357,8 +356,9 @@ class TablePipeline:
         views = {**self._lookup_views(lookups), SOURCE: self._bind("snapshot", self._snapshot_frame(
             self.config.source.table, end))}
         if plan.kind == "aggregate":
-            rows = spark.sql(plan.state_sql(plan.input_sql(views))).toArrow().to_pylist()
-            states = states_from_state_rows(rows, plan)
+            kept = self.config.state.extremes.kept
+            rows = spark.sql(plan.state_sql(plan.input_sql(views), kept=kept)).toArrow().to_pylist()
+            states = states_from_state_rows(rows, plan, kept)
             data = self._with_ops(sink_rows(states, plan, self._output.names, self._sink_schema))
             return data, None, len(rows), 0
         if plan.kind == "changes":
@@ -410,7 +410,7 @@ class TablePipeline:
             retract, add = self._spark_states(net, views)
         names = self._output.names
         old = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
-        merged = merge(old, retract, add, plan)
+        merged = merge(old, retract, add, plan, self.config.state.extremes.kept)
         states = dict(merged.states)
         if merged.recompute:
             states.update(self._recompute(merged.recompute, end, views))
@@ -437,12 +437,13 @@ class TablePipeline:
             return []
         key = sink.primary_key
         first = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
-        rows = sink.scan(filter=[(key[0], "in", first)] if first and len(first) == len(groups) else None)
+        rows = sink.scan(filter=[(key[0], "in", first)] if first and len(first) == len(groups) else None,
+                         include_hidden=True)
         return [r for r in rows.to_pylist() if tuple(r[k] for k in key) in groups]
 
     def _recompute(self, groups: list[tuple], end: int, views: dict[str, str]):
-        """The state of these groups from the snapshot at ``end`` (min/max that lost their extreme)."""
-        plan = self.plan()
+        """The state of these groups from the snapshot at ``end`` (a truncated min/max list emptied)."""
+        plan, kept = self.plan(), self.config.state.extremes.kept
         if arrow_computable(plan, self.upstream().schema_at(end)):   # (no Spark job: as in the increment's state)
             return self._arrow_recompute(groups, end)
         names = [f"__g{j}" for j in range(len(plan.group_sql))]
@@ -455,7 +456,8 @@ class TablePipeline:
         condition = " AND ".join(f"i.{n} <=> g.{n}" for n in names)
         subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._view('snapshot')})}) AS i "
                   f"LEFT SEMI JOIN {keys_view} AS g ON {condition}")
-        return states_from_state_rows(self.spark().sql(plan.state_sql(subset)).toArrow().to_pylist(), plan)
+        return states_from_state_rows(self.spark().sql(plan.state_sql(subset, kept=kept)).toArrow().to_pylist(),
+                                      plan, kept)
 
     def _arrow_recompute(self, groups: list[tuple], end: int):
         plan = self.plan()
@@ -465,7 +467,8 @@ class TablePipeline:
                                     filter=[(plan.group_columns[0], "in", list(first))] if None not in first else None)
         wanted = pa.Table.from_pylist([dict(zip(plan.group_columns, g)) for g in groups],
                                       schema=pa.schema([rows.schema.field(c) for c in plan.group_columns]))
-        return arrow_states(plan, rows.join(wanted, keys=list(plan.group_columns), join_type="left semi"))
+        return arrow_states(plan, rows.join(wanted, keys=list(plan.group_columns), join_type="left semi"),
+                            self.config.state.extremes.kept)
 
     # -- full recompute (tests, the demo, benchmarks): the transform over the snapshot at ``version``
     def recompute(self, version: int) -> pa.Table:
@@ -479,9 +482,7 @@ class TablePipeline:
 
     def results(self, version: int | None = None) -> pa.Table:
         """The sink's rows without the hidden state columns."""
-        sink = self._open_sink_if_exists()
-        data = sink.scan(version=version)
-        return data.select([c for c in data.column_names if not c.startswith("__")])
+        return self._open_sink_if_exists().scan(version=version)
 
     # -- the loop
     def due(self, pending: int) -> bool:

@@ -155,7 +155,7 @@ def resolve_read(options) -> ReadSpec:
         version = table.version
     # plan() validates the version (exists, not expired) before anything is planned.
     table.plan(version=version)
-    return ReadSpec(table=table, version=version, schema=table.schema_at(version))
+    return ReadSpec(table=table, version=version, schema=table.visible_schema_at(version))
 
 
 def starts_open_ended(options) -> bool:
@@ -166,8 +166,8 @@ def starts_open_ended(options) -> bool:
 
 def table_change_schema(table: Table, version: int | None = None) -> pa.Schema:
     """The schema of the table's changes as of ``version`` (default latest): its columns then ``_op``,
-    ``_commit_version``, ``_commit_time``."""
-    schema = table.schema_at(table.version if version is None else version)
+    ``_commit_version``, ``_commit_time`` (the ``columns.hidden`` columns left out, as every reader does)."""
+    schema = table.visible_schema_at(version)
     return change_schema(schema, schema.names)
 
 

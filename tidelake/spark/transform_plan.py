@@ -8,8 +8,8 @@ The SQL is parsed with sqlglot's Spark dialect (Spark itself then analyzes the r
 - ``rows``: a row-wise query over ``source`` (filters, projections, lookups in other tables) whose output keeps the
   upstream's primary key: re-run over the changed keys' after-images, keys that left the output deleted;
 - ``aggregate``: ``SELECT keys, sum/count/avg/min/max(...) FROM source ... GROUP BY keys``: kept as per-group state
-  (row count, sums, non-null counts) in hidden ``__*`` columns of the sink, after-images added, before-images
-  retracted, min/max recomputed only for the groups whose extreme was retracted;
+  (row count, sums, non-null counts, min/max's kept extreme values with their counts: aggregate_state.py) in
+  hidden ``__*`` columns of the sink, after-images added, before-images retracted;
 - anything else is ``full`` only (re-run over the snapshot, the sink overwritten), allowed with ``refresh: full``;
   ``reason`` says why it cannot be incremental.
 
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import pyarrow as pa
 import sqlglot
 from sqlglot import exp
 
@@ -39,6 +40,15 @@ def sum_column(i: int) -> str:
 
 def count_column(i: int) -> str:
     return f"__n{i}"
+
+
+def extremes_column(i: int) -> str:
+    """min/max ``i``'s kept values: ``list<struct<value, count>>`` (aggregate_state.py)."""
+    return f"__m{i}"
+
+
+def kept_type(value: pa.DataType) -> pa.DataType:
+    return pa.list_(pa.struct([("value", value), ("count", pa.int64())]))
 
 
 @dataclass(frozen=True)
@@ -87,11 +97,13 @@ class TransformPlan:
         select.set("group", None)
         return select.sql(dialect="spark")
 
-    def state_sql(self, input_sql: str, by_sign: bool = False) -> str:
-        """aggregate: per group (and ``__sign``) the row count and each aggregate's sum / non-null count /
-        min / max over ``input_sql``'s rows."""
+    def state_sql(self, input_sql: str, by_sign: bool = False, kept: int | None = None) -> str:
+        """aggregate: per group (and ``__sign``) the row count and each aggregate's sum / non-null count over
+        ``input_sql``'s rows, and each min/max's distinct values with their counts (``__m<i>``, a list of
+        ``struct(value, count)``, any order): the ``kept`` lowest (min) / highest (max), or all (None)."""
         keys = [f"__g{j}" for j in range(len(self.group_sql))] + (["__sign"] if by_sign else [])
         items = list(keys) + [f"count(*) AS {ROWS_COLUMN}"]
+        lists = []
         for i, a in enumerate(self.aggregates):
             if a.argument is None:
                 continue
@@ -99,8 +111,24 @@ class TransformPlan:
             if a.function in ("sum", "avg"):
                 items.append(f"sum(__a{i}) AS {sum_column(i)}")
             if a.function in ("min", "max"):
-                items.append(f"{a.function}(__a{i}) AS __x{i}")
-        return f"SELECT {', '.join(items)} FROM ({input_sql}) AS __input GROUP BY {', '.join(keys)}"
+                lists.append((i, "DESC" if a.function == "max" else "ASC"))
+        base = f"SELECT {', '.join(items)} FROM __input GROUP BY {', '.join(keys)}"
+        if not lists:
+            return f"WITH __input AS ({input_sql}) {base}"
+        by = ", ".join(keys)
+        joins, picked = [], []
+        for i, order in lists:
+            counted = (f"SELECT {by}, __a{i} AS value, count(*) AS count FROM __input WHERE __a{i} IS NOT NULL "
+                       f"GROUP BY {by}, __a{i}")
+            if kept is not None:
+                counted = (f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY {by} ORDER BY value {order}) "
+                           f"AS __rank FROM ({counted})) WHERE __rank <= {int(kept)}")
+            on = " AND ".join(f"b.{k} <=> m{i}.{k}" for k in keys)
+            joins.append(f"LEFT JOIN (SELECT {by}, collect_list(struct(value, count)) AS {extremes_column(i)} "
+                         f"FROM ({counted}) GROUP BY {by}) AS m{i} ON {on}")
+            picked.append(f"m{i}.{extremes_column(i)}")
+        return (f"WITH __input AS ({input_sql}) SELECT b.*, {', '.join(picked)} FROM ({base}) AS b "
+                + " ".join(joins))
 
 
 def _rename(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:

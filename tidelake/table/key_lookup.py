@@ -31,6 +31,15 @@ from .reader import MergeOnReadReader, dictionary_strings, needs_version_order
 from .scan import BucketPlan, ScanPlanner
 
 
+def rows_with_keys(rows: pa.Table, keys: pa.Table, primary_key: Sequence[str]) -> pa.Table:
+    """The rows of ``rows`` whose key is in ``keys``, in ``rows``' order. Joined on the key columns and a row
+    number only: Acero's join carries no list or struct column (an aggregate sink's min/max state)."""
+    numbered = rows.select(list(primary_key)).append_column("__position",
+                                                            pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+    found = numbered.join(keys.select(list(primary_key)), keys=list(primary_key), join_type="left semi")
+    return rows.take(np.sort(found.column("__position").to_numpy()))
+
+
 class DecodedFiles:
     """Decoded data files, least recently used dropped first beyond ``limit_bytes`` (thread-safe)."""
 
@@ -109,8 +118,7 @@ class KeyLookup:
         if wanted is None or needs_version_order(plan) or any(fe.file.level > 0 for fe in plan.deltas):
             live = self.reader.merge_bucket(plan, columns, schema)
             # (one dictionary per column: the join cannot unify the files' different ones)
-            return live.unify_dictionaries().join(keys.select(self.primary_key), keys=self.primary_key,
-                                                  join_type="left semi")
+            return rows_with_keys(live.unify_dictionaries(), keys, self.primary_key)
         if len(wanted) > 1 and not (wanted[1:] > wanted[:-1]).all():   # (one commit's keys come sorted)
             wanted = np.sort(wanted)
         return self._probe(plan, wanted, columns, schema)

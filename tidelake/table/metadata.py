@@ -23,7 +23,7 @@ from typing import Any, Iterable, Mapping, TypeVar, Union
 import pyarrow as pa
 
 from .files import DataFile
-from .properties import BUCKET_NUM, TableProperty
+from .properties import BUCKET_NUM, HIDDEN_COLUMNS, TableProperty
 
 T = TypeVar("T")
 
@@ -377,6 +377,11 @@ class TableMetadata:
 
     def properties_at(self, v: int) -> Mapping[str, str]:
         return _as_of(self.properties, v)
+
+    def visible_schema_at(self, v: int) -> pa.Schema:
+        """The schema at v without the ``columns.hidden`` columns (what a reader sees unless it asks for them)."""
+        schema, hidden = self.schema_at(v), set(HIDDEN_COLUMNS.of(self.properties_at(v)))
+        return pa.schema([f for f in schema if f.name not in hidden]) if hidden else schema
 
     @property
     def schema(self) -> pa.Schema:

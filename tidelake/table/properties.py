@@ -127,6 +127,20 @@ class NameProperty(TableProperty[str]):
 
 
 @dataclass(frozen=True)
+class NamesProperty(TableProperty[tuple[str, ...]]):
+    """A comma-separated list of column names (empty: none)."""
+
+    def parse(self, text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+        if any("\n" in n for n in names):
+            raise self._refuse(text)
+        return names
+
+    def expected(self) -> str:
+        return "a comma-separated list of column names (or empty)"
+
+
+@dataclass(frozen=True)
 class ChoicesProperty(TableProperty[tuple[str, ...]]):
     """A comma-separated set of words out of ``choices`` (empty: none)."""
     choices: tuple[str, ...] = ()
@@ -193,6 +207,9 @@ AGGREGATE_FUNCTION = ChoiceProperty(
 DELETION_VECTORS_ENABLED = BoolProperty(
     "deletion-vectors.enabled", "false", "data commits record the rows they supersede in older files by position "
     "(deletion_vectors.py), so reads between compactions filter files instead of merging them by key")
+HIDDEN_COLUMNS = NamesProperty(
+    "columns.hidden", "", "columns every reader leaves out unless it asks for them (include_hidden): an aggregate "
+    "sink's state, read only by the pipeline that maintains it")
 VIEW_FORMATS = ChoicesProperty("view.formats", "", "publish the read-optimized view after each compaction in these "
                                "open formats", ("delta", "iceberg"))
 
@@ -202,7 +219,7 @@ TABLE_PROPERTIES: dict[str, TableProperty] = {p.name: p for p in (
     CLUSTERING_L0_NUM, CLUSTERING_L1_NUM, CLUSTERING_KEEP_EVERY_ROW, CLUSTERING_MAX_FILE_BYTES,
     CLUSTERING_MAX_TIME_SPAN_HOURS, COMPACTION_DELTA_NUM, COMPACTION_COMMIT_NUM, COMPACTION_PARALLELISM,
     CHECKPOINT_INTERVAL, MAINTENANCE_MODE, CHANGELOG_PRODUCER, CHANGELOG_LOOKUP_CACHE_BYTES, VIEW_FORMATS,
-    MERGE_ENGINE, SEQUENCE_FIELD, AGGREGATION_REMOVE_RECORD_ON_DELETE, DELETION_VECTORS_ENABLED)}
+    MERGE_ENGINE, SEQUENCE_FIELD, AGGREGATION_REMOVE_RECORD_ON_DELETE, DELETION_VECTORS_ENABLED, HIDDEN_COLUMNS)}
 
 #: what a new table starts with (every property but view.formats, whose default is "none")
 CREATION_DEFAULTS: dict[str, str] = {p.name: p.default for p in TABLE_PROPERTIES.values() if p.default}

@@ -39,6 +39,11 @@ class Snapshot:
         return self.metadata.schema_at(self.version)
 
     @property
+    def visible_schema(self) -> pa.Schema:
+        """The schema without the ``columns.hidden`` columns."""
+        return self.metadata.visible_schema_at(self.version)
+
+    @property
     def primary_key(self) -> list[str]:
         return list(self.metadata.primary_key)
 
@@ -52,12 +57,16 @@ class Snapshot:
         return file_plans([fe for p in plans for fe in p.files])
 
     def scan(self, filter: Any = None, columns: Sequence[str] | None = None,
-             buckets: set[int] | None = None) -> pa.Table:
+             buckets: set[int] | None = None, include_hidden: bool = False) -> pa.Table:
         """The rows of this version (one per key); ``buckets`` reads only those buckets (a Spark task
-        reading its partition). ``filter`` as in ``Table.scan``."""
+        reading its partition). ``filter`` as in ``Table.scan``; the ``columns.hidden`` columns only when
+        named in ``columns`` or ``include_hidden``."""
         f = ScanFilter.parse(filter)
         schema = self.schema
-        wanted = list(columns) if columns is not None else schema.names
+        if columns is not None:
+            wanted = list(columns)
+        else:
+            wanted = (schema if include_hidden else self.visible_schema).names
         for c in wanted:
             if c not in schema.names:
                 raise SchemaError(f"no column {c!r} (columns: {schema.names})")

@@ -27,6 +27,7 @@ from .engine_commit import EngineCommit, engine_of
 from .errors import SchemaError, TableExists, TableNotFound, VersionNotFound
 from .files import (COMMIT_TIME, COMMIT_VERSION, OP_DELETE, OP_UPSERT, DataFile, FilePlan, bucket_ids, check_keys,
                     conform, last_wins, to_arrow)
+from .key_lookup import rows_with_keys
 from .log import CurrentMetadata, MetadataLog
 from .maintenance import Maintenance
 from .merge_engine import MergeEngine
@@ -168,6 +169,11 @@ class Table:
         """The table schema as of a version (columns added later are absent)."""
         return self._current.get().schema_at(version)
 
+    def visible_schema_at(self, version: int | None = None) -> pa.Schema:
+        """The schema as a reader sees it (default: latest): without the ``columns.hidden`` columns."""
+        md = self._current.get()
+        return md.visible_schema_at(md.version if version is None else version)
+
     @property
     def primary_key(self) -> list[str]:
         return list(self._current.get().primary_key)
@@ -247,8 +253,10 @@ class Table:
         return file_plans([fe for p in ScanPlanner(md).snapshot(v, f) for fe in p.files])
 
     def scan(self, version: int | None = None, timestamp: int | None = None, filter: Any = None,
-             columns: Sequence[str] | None = None, *, buckets: set[int] | None = None) -> pa.Table:
-        """The table at a version (default latest) or timestamp (ms): one row per key.
+             columns: Sequence[str] | None = None, *, buckets: set[int] | None = None,
+             include_hidden: bool = False) -> pa.Table:
+        """The table at a version (default latest) or timestamp (ms): one row per key; the ``columns.hidden``
+        columns only when named in ``columns`` or ``include_hidden`` (the pipeline maintaining them).
 
         ``filter``: a pyarrow compute Expression, a dict {column: value}, or a list of
         (column, op, value) tuples ANDed together; tuples on the primary key drive bucket pruning
@@ -256,12 +264,12 @@ class Table:
         only these buckets (one Spark partition per bucket)."""
         md = self._current.get()
         v = self._resolver(md).snapshot(version, timestamp)
-        return Snapshot(self.storage, md, v).scan(filter, columns, buckets)
+        return Snapshot(self.storage, md, v).scan(filter, columns, buckets, include_hidden)
 
     def changes(self, start_version: int | None = None, end_version: int | None = None, *,
                 start_timestamp: int | None = None, end_timestamp: int | None = None,
                 filter: Any = None, columns: Sequence[str] | None = None, before_images: bool = False,
-                buckets: set[int] | None = None) -> pa.Table:
+                buckets: set[int] | None = None, include_hidden: bool = False) -> pa.Table:
         """Incremental read over (start, end] (left-open, right-closed), by version or by commit
         timestamp (ms): every change with ``_op`` ('upsert'/'delete'), ``_commit_version`` and
         ``_commit_time``, ordered by commit, then key. Reads only delta files written by data
@@ -273,12 +281,15 @@ class Table:
         The images come from the change files of versions committed with ``changelog.producer=lookup``,
         else from the table as of the range start, looked up by key (that version must still be
         within acid.data.retain.hours). ``buckets``: only the changes of those buckets (one
-        Spark partition per bucket)."""
+        Spark partition per bucket). The ``columns.hidden`` columns as in ``scan``."""
         f = ScanFilter.parse(filter)
         md = self._current.get()
         s, e = self._resolver(md).range(start_version, end_version, start_timestamp, end_timestamp)
         schema = md.schema_at(e)
-        wanted = list(columns) if columns is not None else schema.names
+        if columns is not None:
+            wanted = list(columns)
+        else:
+            wanted = (schema if include_hidden else md.visible_schema_at(e)).names
         if before_images:
             return ChangeFeed(self.storage, md, self.reader, int(self._clock())).read(s, e, f, wanted, buckets)
         return self.reader.read_changes(ScanPlanner(md).incremental(s, e, f, buckets), schema, wanted, f.expression,
@@ -392,8 +403,8 @@ class Table:
         """Rows live at v whose key is in ``keys`` (reads only the buckets those keys hash to)."""
         pk = self.primary_key
         buckets = set(bucket_ids(keys, pk, self.bucket_num).tolist())
-        cur = self.scan(version=v, columns=columns, buckets=buckets)
-        return cur.join(keys.select(pk), keys=pk, join_type="left semi")
+        cur = self.scan(version=v, columns=columns, buckets=buckets, include_hidden=True)
+        return rows_with_keys(cur, keys, pk)
 
     def update(self, data: Any = None, *, where: Any = None, set: dict[str, Any] | None = None) -> int:
         """UPDATE. Either ``data`` (key columns + the columns to change; rows whose key does not
@@ -410,7 +421,7 @@ class Table:
         else:
             if not set:
                 raise ValueError("update needs data, or where= and set=")
-            new = self.scan(version=rv, filter=where)
+            new = self.scan(version=rv, filter=where, include_hidden=True)
             for col, value in set.items():
                 if col in pk:
                     raise SchemaError("cannot update primary key columns")
@@ -458,8 +469,8 @@ class Table:
         rv = md.version
         target = self._resolver(md).snapshot(version)
         schema = md.schema
-        old = conform(Snapshot(self.storage, md, target).scan(), schema)
-        diff = changes_between(old, self.scan(version=rv), self.primary_key, schema)
+        old = conform(Snapshot(self.storage, md, target).scan(include_hidden=True), schema)
+        diff = changes_between(old, self.scan(version=rv, include_hidden=True), self.primary_key, schema)
         readd = [fe.file for fe in md.live_files(target)]
         v = self.committer.commit("restore", adds=readd + self.writer.stage(diff), read_version=rv,
                                   removes=_all_live, restore_of=target)
