@@ -98,9 +98,9 @@ class Streams:
         out["active"], out["error"] = q.isActive, (str(exc).splitlines()[0] if exc else None)
         return out
 
-    def wait(self, name: str, rows: int, timeout_s: float) -> dict:
-        """Until the query has seen ``rows`` rows, has stopped, or ``timeout_s`` (a last guard) has passed."""
-        deadline = time.monotonic() + timeout_s
+    def wait(self, name: str, rows: int, wait_s: float) -> dict:
+        """Until the query has seen ``rows`` rows, has stopped, or ``wait_s`` (a last guard) has passed."""
+        deadline = time.monotonic() + wait_s
         while True:
             out = self.seen(name)
             if len(out["rows"]) >= rows or not out["active"] or time.monotonic() > deadline:

@@ -9,7 +9,7 @@ import json
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from peer_fixtures import BrokerProcess, peer  # noqa: F401  (the module's peer Spark)
+from spark_peer.peer_fixtures import BrokerProcess, peer  # noqa: F401  (the module's peer Spark)
 from txn_helpers import create_topics
 
 pytestmark = pytest.mark.spark
@@ -132,12 +132,12 @@ def test_a_streaming_query_goes_on_across_a_broker_restart(peer, broker, tmp_pat
     peer.call("stream_start", name="restart", options=opts, checkpoint=str(tmp_path / "ck"),
               trigger={"processingTime": "200 milliseconds"})
     try:
-        seen = peer.call("stream_wait", name="restart", rows=20, timeout_s=120)
+        seen = peer.call("stream_wait", name="restart", rows=20, wait_s=120)
         assert len(seen["rows"]) == 20 and seen["error"] is None, seen["error"]
         broker.stop()
         broker.start()
         produce(broker.bootstrap, "restart", [(i % 2, f"after-{i}", None) for i in range(20)])
-        seen = peer.call("stream_wait", name="restart", rows=40, timeout_s=300)
+        seen = peer.call("stream_wait", name="restart", rows=40, wait_s=300)
         assert seen["error"] is None and seen["active"], seen["error"]
         values = [r["value"] for r in seen["rows"]]
         assert sorted(values) == sorted([f"before-{i}" for i in range(20)] + [f"after-{i}" for i in range(20)])
