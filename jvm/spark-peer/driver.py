@@ -160,6 +160,9 @@ def serve(spark) -> None:
             first = next((ln for ln in text.splitlines() if ln.strip()), type(e).__name__)
             out = {"ok": False, "error": f"{op}: {type(e).__name__}: {first}"}
         answer(out)
+    for q in spark.streams.active:   # stdin closed: the caller is done (or gone)
+        q.stop()
+    spark.stop()
 
 
 def answer(obj: dict) -> None:
