@@ -49,11 +49,32 @@ $(NODE_STAMP): $(NODE_DIR)/package-lock.json
 
 node-deps: $(NODE_STAMP)
 
+# The Spark peers of tests/spark_peer/ and benchmarks/spark_peers.py: a second venv with the PySpark of
+# jvm/spark-peer/requirements.txt (not the project's 4.3.0: that file says why) and the jars of
+# jvm/spark-peer/pom.xml in jvm/spark-peer/target/jars/, each reused while its pin file is unchanged.
+PEER_VENV := .venv-peer
+PEER_DIR := jvm/spark-peer
+PEER_STAMP := $(PEER_VENV)/.peer-installed
+PEER_JARS_STAMP := $(PEER_DIR)/target/.jars-copied
+
+$(PEER_STAMP): $(PEER_DIR)/requirements.txt
+	@test -x $(PEER_VENV)/bin/python || $(PYTHON) -m venv $(PEER_VENV)
+	$(PEER_VENV)/bin/python -m pip install -q -r $(PEER_DIR)/requirements.txt
+	@touch $@
+
+$(PEER_JARS_STAMP): $(PEER_DIR)/pom.xml
+	rm -rf $(PEER_DIR)/target/jars
+	cd $(PEER_DIR) && mvn -q -B dependency:copy-dependencies -DoutputDirectory=target/jars -DincludeScope=runtime
+	@touch $@
+
+.PHONY: peer-venv
+peer-venv: $(PEER_STAMP) $(PEER_JARS_STAMP)
+
 # Two test workers, whole files each (a module's fixtures start once): the suite mostly waits on brokers, JVMs
 # and Spark, so two at a time nearly halve it on two cores. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) system-deps node-deps
+test: $(STAMP) system-deps node-deps peer-venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
