@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from tidelake.spark.ddl_schema import DdlError, parse_ddl_schema
 from tidelake.spark.offset_modes import MODES
 from tidelake.spark.offset_range import parse_duration
 from tidelake.spark.registered_schemas import SchemaRegistryConfig
@@ -190,6 +191,11 @@ class PipelineConfig:
             raise PipelineConfigError("sink.primary_key is required", ("sink",))
         if sink.format not in REGISTRY_FORMATS and not sink.schema:
             raise PipelineConfigError(f"sink.schema is required for format {sink.format}", ("sink",))
+        if sink.schema:
+            try:  # Spark's DDL, checked here so that a typo is not a ParseException once Spark has started
+                parse_ddl_schema(sink.schema)
+            except DdlError as e:
+                raise PipelineConfigError(f"sink.schema: {e}", ("sink", "schema")) from None
         if sink.format.startswith("debezium-") and sink.mode != "upsert":
             raise PipelineConfigError(f"{sink.format} needs sink.mode upsert", ("sink", "mode"))
         unknown = sorted(set(sink.storage_options) - set(S3_OPTIONS))

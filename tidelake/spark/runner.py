@@ -34,6 +34,7 @@ import pyarrow as pa
 from tidelake.observability.pipeline_stats import PipelineStats
 from tidelake.observability.server import parse_listen
 from tidelake.spark.changes import changes_schema
+from tidelake.spark.ddl_schema import parse_ddl_schema
 from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
 from tidelake.spark.decode_errors import BadChangeEvent, RegistryUnavailable
 from tidelake.spark.kafka_batch_tasks import (LIBRDKAFKA_LOG, TIMESTAMP_COLUMN, StagedBatch, batch_task, parse_task,
@@ -207,14 +208,8 @@ class Pipeline:
         return self._spark
 
     def arrow_schema(self) -> pa.Schema:
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType, _parse_datatype_string
-
-        self.spark()  # the DDL parser needs a running SparkContext
-        struct = _parse_datatype_string(self.config.sink.schema)
-        if not isinstance(struct, StructType):
-            raise PipelineConfigError(f"sink.schema is not a list of columns: {self.config.sink.schema!r}")
-        return to_arrow_schema(struct)
+        """``sink.schema``'s columns (checked when the config was loaded: ddl_schema.py, Spark's DDL)."""
+        return parse_ddl_schema(self.config.sink.schema)
 
     def open_table(self) -> Table:
         """Open the sink table, creating it if absent (sink_table.py)."""
