@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -217,5 +218,27 @@ def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     finally:
         run.kill()
     assert not any("Traceback" in line or "\tat " in line for line in run.lines), "".join(run.lines)
+    run_once_to_the_end(config)
+    _table_equals_source(tmp_path)
+
+
+def test_a_second_instance_is_refused_and_a_kill_9_does_not_leave_the_lock_held(broker, tmp_path):
+    """issue 35: a second `pipeline run` of a running config ran, logging batches the first had committed. Now a
+    second run, or a serve of the config's directory, is refused in one line naming the first (pid, host);
+    after a kill -9 of the first, a new run starts and completes the table."""
+    config = topic_and_pipeline(broker, tmp_path, "locked")
+    first = PipelineProcess(config)
+    try:
+        first.wait_batches(1)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        for command in (["run", str(config), "--once"], ["serve", str(tmp_path)]):
+            second = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "pipeline", *command],
+                                    capture_output=True, text=True, env=env, timeout=120)
+            assert second.returncode == 1, second.stderr
+            (line,) = second.stderr.strip().splitlines()
+            assert line.startswith(f"tidelake: error: locked.yaml: a pipeline writing {tmp_path / 'table'} is "
+                                   f"already running (pid {first.proc.pid} on {socket.gethostname()}; lock "), line
+    finally:
+        first.kill()   # SIGKILL
     run_once_to_the_end(config)
     _table_equals_source(tmp_path)

@@ -36,6 +36,15 @@ def _load(config: str):
     return load_pipeline_yaml(config)  # its PipelineConfigError (a ValueError) is one line: file:line: ...
 
 
+def _hold_lock(cfg, config_file: str):
+    """This process becomes the one running the pipeline, or one error line naming the one that is."""
+    from tidelake.spark.pipeline_lock import PipelineLock, PipelineRunning
+    try:
+        return PipelineLock(cfg, config_file).acquire()
+    except PipelineRunning as e:
+        raise CliError(str(e)) from None
+
+
 def _connection(cfg, timeout: float) -> BrokerConnection:
     return BrokerConnection(cfg.source.bootstrap_servers, timeout, debug_enabled())
 
@@ -69,7 +78,6 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
         timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
     from tidelake.observability.server import parse_listen
-    from tidelake.spark.runner import Pipeline, TaskFailed, install_signal_handlers
 
     cfg = _load(config)
     if metrics_listen is not None:
@@ -79,9 +87,15 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
             raise click.BadParameter(str(e).removeprefix("--metrics-listen: "), param_hint="--metrics-listen")
         cfg.metrics.listen = metrics_listen
     _logging(quiet)
-    if cfg.is_table_source:
-        _run_table_pipeline(cfg, once, max_batches)
-        return
+    with _hold_lock(cfg, config):
+        if cfg.is_table_source:
+            _run_table_pipeline(cfg, once, max_batches)
+        else:
+            _run_kafka_pipeline(cfg, once, max_batches, timeout)
+
+
+def _run_kafka_pipeline(cfg, once: bool, max_batches: int | None, timeout: float) -> None:
+    from tidelake.spark.runner import Pipeline, TaskFailed, install_signal_handlers
     _check_broker(cfg, timeout)
     p = Pipeline(cfg, task_failure_logs=debug_enabled())
     install_signal_handlers(p)
@@ -172,10 +186,20 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
     """Run every pipeline in DIRECTORY in one process sharing one Spark session, each stage in a thread of its
     own: a Kafka stage continuously, a table stage as soon as its upstream commits. SIGTERM/SIGINT stop every
     stage after its current batch."""
+    import contextlib
+    import os
+
     from tidelake.spark.pipeline_graph import PipelineGraph
+    graph = PipelineGraph.load(directory)
+    with contextlib.ExitStack() as locks:
+        for stage in graph.stages:
+            locks.enter_context(_hold_lock(stage.config, os.path.join(directory, stage.file)))
+        _serve(graph, quiet, metrics_listen, max_passes)
+
+
+def _serve(graph, quiet: bool, metrics_listen: str | None, max_passes: int | None) -> None:
     from tidelake.spark.pipeline_server import PipelineServer
     from tidelake.spark.runner import install_signal_handlers
-    graph = PipelineGraph.load(directory)
     for stage in graph.stages:
         if not stage.config.is_table_source:
             _check_broker(stage.config, DEFAULT_TIMEOUT_S)
