@@ -19,7 +19,8 @@ def test_second_holder_is_refused_naming_the_pid(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
-        with pytest.raises(DataDirLocked, match=rf"in use by another process \(pid {proc.pid} on {socket.gethostname()}\)"):
+        holder = rf"\(pid {proc.pid} on {socket.gethostname()}\)"
+        with pytest.raises(DataDirLocked, match=rf"in use by another process {holder}"):
             DataDirLock(tmp_path).acquire()
     finally:
         proc.send_signal(signal.SIGKILL)

@@ -39,11 +39,12 @@ def debezium_create(i: int) -> bytes:
 
 
 class PipelineProcess:
-    """``tidelake pipeline run`` in a subprocess; its stderr is collected by a thread (bounded waits)."""
+    """``tidelake pipeline run`` (or ``serve`` of a directory) in a subprocess; its stderr is collected by a thread
+    (bounded waits)."""
 
-    def __init__(self, config: Path, *args: str, new_session: bool = False):
+    def __init__(self, config: Path, *args: str, new_session: bool = False, command: str = "run"):
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "pipeline", "run", str(config),
+        self.proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "pipeline", command, str(config),
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                      start_new_session=new_session)
         self.lines: list[str] = []
@@ -161,6 +162,26 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     run.wait_batches(1)
     run.proc.send_signal(signal.SIGTERM)
     assert_stopped_after_the_current_batch(run, tmp_path / "table", "pipeline:graceful:graceful")
+
+
+def test_sigterm_stops_serve_after_the_current_batch(broker, tmp_path):
+    """`pipeline serve` takes SIGTERM as Ctrl-C (cli/signals.py): each stage finishes its batch, exit 0, no trace,
+    and the stage's lock is free for the next start."""
+    from tidelake.spark.pipeline_lock import PipelineLock
+    from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+    config = topic_and_pipeline(broker, tmp_path, "served")
+    serve = PipelineProcess(tmp_path, command="serve")
+    serve.wait_batches(1)
+    serve.proc.send_signal(signal.SIGTERM)
+    try:
+        assert serve.wait(120) == 0, "".join(serve.lines[-30:])
+    finally:
+        serve.kill()
+    assert "(signal)" in serve.proc.stdout.read()
+    assert not any("Traceback" in line for line in serve.lines), "".join(serve.lines)
+    state = Table.open(str(tmp_path / "table")).app_state("pipeline:served:served")
+    assert state["batch_id"] == serve.batches_done() - 1
+    PipelineLock(load_pipeline_yaml(config), config).acquire().release()
 
 
 def assert_stopped_after_the_current_batch(run: PipelineProcess, table: Path, state_key: str) -> None:

@@ -22,6 +22,7 @@ from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
 from tidelake.cli.output import json_option, print_json, print_rows
 from tidelake.cli.progress import ProgressBar, stderr_is_terminal
+from tidelake.cli.signals import on_stop_signals
 from tidelake.cli.values import TimestampMs
 
 config_argument = click.argument("config", type=click.Path(exists=True, dir_okay=False))
@@ -95,10 +96,10 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
 
 
 def _run_kafka_pipeline(cfg, once: bool, max_batches: int | None, timeout: float) -> None:
-    from tidelake.spark.runner import Pipeline, TaskFailed, install_signal_handlers
+    from tidelake.spark.runner import Pipeline, TaskFailed
     _check_broker(cfg, timeout)
     p = Pipeline(cfg, task_failure_logs=debug_enabled())
-    install_signal_handlers(p)
+    _stop_on_signals(p)
     with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
         try:
             summary = p.run(once=once, max_batches=max_batches,
@@ -121,12 +122,21 @@ def _logging(quiet: bool) -> None:
         logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
 
 
+def _stop_on_signals(pipeline) -> None:
+    """SIGTERM/SIGINT (cli/signals.py): the first stops ``pipeline`` (a Pipeline, TablePipeline or
+    PipelineServer) after its current batch, a second aborts it. Spark is started first: creating a SparkContext
+    installs pyspark's own SIGINT handler (cancel every job, raise KeyboardInterrupt), which would otherwise
+    replace this one."""
+    from tidelake.spark.runner import abort
+    spark = pipeline.spark()
+    on_stop_signals(pipeline.stop, lambda: abort(spark), stopping="stopping after the current batch")
+
+
 def _run_table_pipeline(cfg, once: bool, max_batches: int | None) -> None:
-    from tidelake.spark.runner import install_signal_handlers
     from tidelake.spark.table_pipeline import TablePipeline
     p = TablePipeline(cfg)
     p.plan()   # a transform that cannot be incremental is refused before Spark starts
-    install_signal_handlers(p)
+    _stop_on_signals(p)
     summary = p.run(once=once, max_batches=max_batches)
     last = summary.steps[-1] if summary.steps else None
     click.echo(f"{cfg.name}: {len(summary.steps)} steps" + (f", upstream version {last.to_version} -> sink version "
@@ -199,7 +209,6 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
 
 def _serve(graph, quiet: bool, metrics_listen: str | None, max_passes: int | None) -> None:
     from tidelake.spark.pipeline_server import PipelineServer
-    from tidelake.spark.runner import install_signal_handlers
     for stage in graph.stages:
         if not stage.config.is_table_source:
             _check_broker(stage.config, DEFAULT_TIMEOUT_S)
@@ -209,7 +218,7 @@ def _serve(graph, quiet: bool, metrics_listen: str | None, max_passes: int | Non
         runner = server.runner(stage) if stage.config.is_table_source else None
         if runner is not None and runner.upstream_exists():
             runner.plan()
-    install_signal_handlers(server)
+    _stop_on_signals(server)
     observer = None
     if metrics_listen is not None:
         from prometheus_client import CollectorRegistry

@@ -4,12 +4,14 @@
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 
 import click
 
 from tidelake.cli.errors import CliError
+from tidelake.cli.signals import on_stop_signals
 from tidelake.listen_socket import ListenError, bind_listener
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 
@@ -59,6 +61,7 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
     from tidelake.console.app import ConsoleSettings, create_app
     from tidelake.security.client_config import kafka_python_config
 
+    on_stop_signals()   # until it serves: as Ctrl-C (exit 130); then the server's own stop, below
     for option, url in (("--metrics-url", metrics_url), ("--schema-registry-url", schema_registry_url)):
         if url is not None and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"{url!r}: expected an http:// or https:// URL", param_hint=option)
@@ -81,4 +84,13 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
                             lifespan="on", timeout_graceful_shutdown=5)
     logging.basicConfig(level=logging.DEBUG if conn.debug else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    uvicorn.Server(config).run(sockets=[sock])
+
+    class ConsoleServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # cli/signals.py's rule, not uvicorn's (which re-raises the signal once drained: a SIGTERM'd console
+            # died by it): the first SIGTERM/SIGINT drains and exits 0, a second stops at once
+            on_stop_signals(lambda: setattr(self, "should_exit", True), lambda: setattr(self, "force_exit", True))
+            yield
+
+    ConsoleServer(config).run(sockets=[sock])
