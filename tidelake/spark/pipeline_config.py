@@ -73,6 +73,9 @@ class SinkConfig:
     # an s3:// table: endpoint, region, access_key_id, secret_access_key, session_token, allow_http
     # (else AWS's environment variables)
     storage_options: dict[str, str] = field(default_factory=dict)
+    # a Kafka tombstone (a null value): "ignore" (no change) or "delete" (the row its record key names, the key
+    # decoded as the table's primary key, as Kafka Connect's JDBC sink's delete.enabled)
+    tombstones: str = "ignore"
 
 
 @dataclass
@@ -100,6 +103,7 @@ class SparkConfig:
 
 
 REFRESH_MODES = ("incremental", "full")
+TOMBSTONES = ("ignore", "delete")
 
 
 @dataclass
@@ -175,6 +179,10 @@ class PipelineConfig:
             raise PipelineConfigError("sink.mode must be upsert or append", ("sink", "mode"))
         if sink.schema_evolution not in ("none", "add-columns"):
             raise PipelineConfigError("sink.schema_evolution must be none or add-columns", ("sink", "schema_evolution"))
+        if sink.tombstones not in TOMBSTONES:
+            raise PipelineConfigError(f"sink.tombstones must be {' or '.join(TOMBSTONES)}", ("sink", "tombstones"))
+        if sink.tombstones == "delete" and sink.mode != "upsert":
+            raise PipelineConfigError("sink.tombstones: delete needs sink.mode upsert", ("sink", "tombstones"))
         registry = None
         if raw.get("schema_registry") is not None:
             try:
