@@ -4,14 +4,12 @@
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import socket
 
 import click
 
 from tidelake.cli.errors import CliError
-from tidelake.cli.signals import on_stop_signals
 from tidelake.listen_socket import ListenError, bind_listener
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 
@@ -61,7 +59,6 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
     from tidelake.console.app import ConsoleSettings, create_app
     from tidelake.security.client_config import kafka_python_config
 
-    on_stop_signals()   # until it serves: as Ctrl-C (exit 130); then the server's own stop, below
     for option, url in (("--metrics-url", metrics_url), ("--schema-registry-url", schema_registry_url)):
         if url is not None and not url.startswith(("http://", "https://")):
             raise click.BadParameter(f"{url!r}: expected an http:// or https:// URL", param_hint=option)
@@ -76,6 +73,8 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
                                schema_registry_user_info=schema_registry_user_info)
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
+    from tidelake.cli.signals import on_stop_signals
+    on_stop_signals()   # from here until it serves: as Ctrl-C (exit 130); then the server's own stop, below
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     click.echo(f"tidelake console on http://{shown}:{bound_port}/ (broker {conn.bootstrap}; "
                f"{'actions allowed' if allow_actions else 'read-only'})", err=False)
@@ -84,6 +83,7 @@ def console(conn: BrokerConnection, listen: str, tables_dir: str | None, pipelin
                             lifespan="on", timeout_graceful_shutdown=5)
     logging.basicConfig(level=logging.DEBUG if conn.debug else logging.WARNING,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    import contextlib
 
     class ConsoleServer(uvicorn.Server):
         @contextlib.contextmanager
