@@ -33,7 +33,7 @@ LAYERS: dict[str, set[str]] = {
     "cli": {"broker", "lakeview", "spark", "console", "schema_registry", "demo"},
 }
 # modules every part may import (the document's last line), and the package itself ("": its version)
-SHARED = {"errors", "fsutil", "tasks", "clock", "listen_socket", ""}
+SHARED = {"errors", "fsutil", "tasks", "clock", "listen_socket", "process_lock", ""}
 
 
 class Import(NamedTuple):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -18,7 +19,8 @@ def test_second_holder_is_refused_naming_the_pid(tmp_path):
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "held"
-        with pytest.raises(DataDirLocked, match=rf"in use by another process \(pid {proc.pid}\)"):
+        holder = rf"\(pid {proc.pid} on {socket.gethostname()}\)"
+        with pytest.raises(DataDirLocked, match=rf"in use by another process {holder}"):
             DataDirLock(tmp_path).acquire()
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -26,7 +28,7 @@ def test_second_holder_is_refused_naming_the_pid(tmp_path):
     # The kernel released the flock with the process: a restart after kill -9 is not blocked.
     with DataDirLock(tmp_path) as lock:
         assert lock.held
-        assert (tmp_path / ".lock").read_text().strip() == str(os.getpid())
+        assert (tmp_path / ".lock").read_text().split() == [str(os.getpid()), socket.gethostname()]
 
 
 def test_same_process_second_lock_is_refused_until_release(tmp_path):

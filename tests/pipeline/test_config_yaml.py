@@ -92,6 +92,33 @@ def test_cli_prints_one_line(tmp_path):
     assert "orders.yaml:13: sink.buckets: expected an integer >= 1, got 'four'" in lines[0]
 
 
+@pytest.mark.parametrize("command", ["validate", "run"])
+def test_a_schema_type_typo_is_one_line_before_spark_starts(tmp_path, command):
+    """issue 35: `region strng` passed validate and failed 15 s later in Spark's parser."""
+    from pyspark import SparkContext
+
+    from tidelake.spark.ddl_schema import VALID_TYPES
+    path = _write(tmp_path, GOOD.replace("id long, amount long", "id long, region strng"))
+    result = CliRunner().invoke(cli, ["pipeline", command, str(path)])
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.startswith(f"tidelake: error: orders.yaml:12: sink.schema: column region: unknown type 'strng' "
+                           f"(valid types: {VALID_TYPES})")
+    assert SparkContext._active_spark_context is None
+
+
+@pytest.mark.parametrize("schema, message", [
+    ("id long, amount decimal(40,2)", "column amount: decimal(40, 2): precision must be 1 to 38"),
+    ("id long, tags array<strin>", "column tags: unknown type 'strin'"),
+    ("id long, m map<string>", "column m: expected ',' after map<KEY, got '>'"),
+    ("id long, s struct<a: int, b: bool>", "column s: column b in struct<...>: unknown type 'bool'"),
+])
+def test_nested_and_decimal_types_are_checked(tmp_path, schema, message):
+    with pytest.raises(PipelineConfigError) as e:
+        load_pipeline_yaml(_write(tmp_path, GOOD.replace("id long, amount long", f'"{schema}"')))
+    assert str(e.value).startswith(f"orders.yaml:12: sink.schema: {message}")
+
+
 def test_example_passes_the_checks(tmp_path):
     result = CliRunner().invoke(cli, ["pipeline", "example"])
     assert result.exit_code == 0

@@ -6,6 +6,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,11 +39,12 @@ def debezium_create(i: int) -> bytes:
 
 
 class PipelineProcess:
-    """``tidelake pipeline run`` in a subprocess; its stderr is collected by a thread (bounded waits)."""
+    """``tidelake pipeline run`` (or ``serve`` of a directory) in a subprocess; its stderr is collected by a thread
+    (bounded waits)."""
 
-    def __init__(self, config: Path, *args: str, new_session: bool = False):
+    def __init__(self, config: Path, *args: str, new_session: bool = False, command: str = "run"):
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-        self.proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "pipeline", "run", str(config),
+        self.proc = subprocess.Popen([sys.executable, "-m", "tidelake.cli.main", "pipeline", command, str(config),
                                       *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                                      start_new_session=new_session)
         self.lines: list[str] = []
@@ -162,6 +164,26 @@ def test_sigterm_stops_after_the_current_batch(broker, tmp_path):
     assert_stopped_after_the_current_batch(run, tmp_path / "table", "pipeline:graceful:graceful")
 
 
+def test_sigterm_stops_serve_after_the_current_batch(broker, tmp_path):
+    """`pipeline serve` takes SIGTERM as Ctrl-C (cli/signals.py): each stage finishes its batch, exit 0, no trace,
+    and the stage's lock is free for the next start."""
+    from tidelake.spark.pipeline_lock import PipelineLock
+    from tidelake.spark.pipeline_yaml import load_pipeline_yaml
+    config = topic_and_pipeline(broker, tmp_path, "served")
+    serve = PipelineProcess(tmp_path, command="serve")
+    serve.wait_batches(1)
+    serve.proc.send_signal(signal.SIGTERM)
+    try:
+        assert serve.wait(120) == 0, "".join(serve.lines[-30:])
+    finally:
+        serve.kill()
+    assert "(signal)" in serve.proc.stdout.read()
+    assert not any("Traceback" in line for line in serve.lines), "".join(serve.lines)
+    state = Table.open(str(tmp_path / "table")).app_state("pipeline:served:served")
+    assert state["batch_id"] == serve.batches_done() - 1
+    PipelineLock(load_pipeline_yaml(config), config).acquire().release()
+
+
 def assert_stopped_after_the_current_batch(run: PipelineProcess, table: Path, state_key: str) -> None:
     """The signalled run finished and committed the batch in progress, then exited 0: every batch it logged is
     committed, none half-done (50 records/s a partition, 500 ms batches: 25 a partition each)."""
@@ -217,5 +239,27 @@ def test_second_ctrl_c_aborts_and_loses_nothing(broker, tmp_path):
     finally:
         run.kill()
     assert not any("Traceback" in line or "\tat " in line for line in run.lines), "".join(run.lines)
+    run_once_to_the_end(config)
+    _table_equals_source(tmp_path)
+
+
+def test_a_second_instance_is_refused_and_a_kill_9_does_not_leave_the_lock_held(broker, tmp_path):
+    """issue 35: a second `pipeline run` of a running config ran, logging batches the first had committed. Now a
+    second run, or a serve of the config's directory, is refused in one line naming the first (pid, host);
+    after a kill -9 of the first, a new run starts and completes the table."""
+    config = topic_and_pipeline(broker, tmp_path, "locked")
+    first = PipelineProcess(config)
+    try:
+        first.wait_batches(1)
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        for command in (["run", str(config), "--once"], ["serve", str(tmp_path)]):
+            second = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "pipeline", *command],
+                                    capture_output=True, text=True, env=env, timeout=120)
+            assert second.returncode == 1, second.stderr
+            (line,) = second.stderr.strip().splitlines()
+            assert line.startswith(f"tidelake: error: locked.yaml: a pipeline writing {tmp_path / 'table'} is "
+                                   f"already running (pid {first.proc.pid} on {socket.gethostname()}; lock "), line
+    finally:
+        first.kill()   # SIGKILL
     run_once_to_the_end(config)
     _table_equals_source(tmp_path)

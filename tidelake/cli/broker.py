@@ -4,13 +4,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import signal
 import sys
 
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
 from tidelake.cli.health import live_option, report_health, url_option
+from tidelake.cli.signals import on_stop_signals
 from tidelake.cli.values import parse_pairs
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -35,7 +35,8 @@ def broker() -> None:
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="INFO", show_default=True)
 def start(data_dir: str | None, listen: str, advertised: str | None, config_file: str | None, overrides: tuple[str, ...],
           broker_id: int | None, zookeeper: str | None, log_level: str) -> None:
-    """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0.
+    """Start a broker in the foreground; SIGTERM/SIGINT flush and close the logs, then exit 0 (a second one:
+    exit 130 at once, as a crash the next start recovers from).
 
     With --zookeeper (or zookeeper.connect) the broker is one of a replicated cluster: each broker
     needs its own --broker-id, port and data directory."""
@@ -78,8 +79,8 @@ def start(data_dir: str | None, listen: str, advertised: str | None, config_file
         gc.freeze()
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
+        # (from a signal handler: call_soon_threadsafe wakes the loop through its self-pipe)
+        on_stop_signals(lambda: loop.call_soon_threadsafe(stop.set))
         print(f"tidelake broker listening on {b.host}:{b.port}", file=sys.stderr, flush=True)
         if b.metrics_url:
             print(f"tidelake broker metrics on {b.metrics_url}/metrics", file=sys.stderr, flush=True)

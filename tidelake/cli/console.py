@@ -24,6 +24,7 @@ import click
 from tidelake.cli.errors import CliError
 from tidelake.cli.kafka_client import BrokerConnection, broker_options
 from tidelake.cli.progress import ProgressBar, stderr_is_terminal, stdout_is_terminal
+from tidelake.cli.signals import on_stop_signals
 from tidelake.cli.values import parse_pairs
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -115,7 +116,9 @@ class LineReader:
 def produce(conn: BrokerConnection, topic: str, key_separator: str | None, partition: int | None, codec: str,
             acks: str, headers: tuple[str, ...], properties: tuple[str, ...],
             producer_properties: tuple[str, ...]) -> None:
-    """Write each line of stdin to TOPIC as one record (a value equal to null.marker: a tombstone)."""
+    """Write each line of stdin to TOPIC as one record (a value equal to null.marker: a tombstone). SIGTERM/SIGINT
+    stop reading; the records read so far are delivered (a second signal: exit 130 at once)."""
+    on_stop_signals()
     reader = LineReader.from_properties(parse_pairs(properties, "--property"), key_separator)
     fixed_headers = [(k, v.encode()) for k, v in parse_pairs(headers, "--header").items()]
     producer = conn.producer({
@@ -141,21 +144,24 @@ def produce(conn: BrokerConnection, topic: str, key_separator: str | None, parti
     kwargs = {"partition": partition} if partition is not None else {}
     size = _input_size(sys.stdin)  # a file given as stdin (< big.txt): progress in bytes of it
     with ProgressBar(f"producing to {topic}", size, unit="bytes" if size is not None else "records") as bar:
-        for raw in sys.stdin.buffer:
-            line = raw[:-1] if raw.endswith(b"\n") else raw
-            line = line[:-1] if line.endswith(b"\r") else line
-            line_headers, key, value = reader.read(line)
-            record_headers = fixed_headers + line_headers
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, headers=record_headers or None,
-                                     on_delivery=on_delivery, **kwargs)
-                    break
-                except BufferError:  # local queue full: let deliveries drain, then retry this record
-                    producer.poll(0.1)
-            sent += 1
-            bar.advance(len(raw) if size is not None else 1)
-            producer.poll(0)
+        try:
+            for raw in sys.stdin.buffer:
+                line = raw[:-1] if raw.endswith(b"\n") else raw
+                line = line[:-1] if line.endswith(b"\r") else line
+                line_headers, key, value = reader.read(line)
+                record_headers = fixed_headers + line_headers
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=key, headers=record_headers or None,
+                                         on_delivery=on_delivery, **kwargs)
+                        break
+                    except BufferError:  # local queue full: let deliveries drain, then retry this record
+                        producer.poll(0.1)
+                sent += 1
+                bar.advance(len(raw) if size is not None else 1)
+                producer.poll(0)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: stop reading, deliver what was read (Kafka's close())
+            pass
     remaining = producer.flush(conn.timeout + 1)
     if remaining or failures:
         # confluent-kafka passes on only the error's name: each refused record's reason (KIP-467) is in the broker's log
@@ -318,7 +324,9 @@ def consume(conn: BrokerConnection, topic: str, from_beginning: bool, partition:
             formatter: str, properties: tuple[str, ...], consumer_properties: tuple[str, ...], print_key: bool,
             print_partition: bool, print_offset: bool, print_timestamp: bool, print_headers: bool,
             separator: str | None) -> None:
-    """Print the records of TOPIC, one per line."""
+    """Print the records of TOPIC, one per line. SIGTERM/SIGINT: close (with --group: commit and leave the group at
+    once), print the count, exit 0."""
+    on_stop_signals()
     from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, TopicPartition
     fmt = RecordFormatter.from_options(
         formatter, parse_pairs(properties, "--property"),

@@ -22,6 +22,7 @@ from tidelake.cli.health import live_option, report_health, url_option
 from tidelake.cli.kafka_client import DEFAULT_TIMEOUT_S, BrokerConnection, debug_enabled
 from tidelake.cli.output import json_option, print_json, print_rows
 from tidelake.cli.progress import ProgressBar, stderr_is_terminal
+from tidelake.cli.signals import on_stop_signals
 from tidelake.cli.values import TimestampMs
 
 config_argument = click.argument("config", type=click.Path(exists=True, dir_okay=False))
@@ -34,6 +35,15 @@ def _load(config: str):
     """The validated config (a malformed file or value is one error line naming the file)."""
     from tidelake.spark.pipeline_yaml import load_pipeline_yaml
     return load_pipeline_yaml(config)  # its PipelineConfigError (a ValueError) is one line: file:line: ...
+
+
+def _hold_lock(cfg, config_file: str):
+    """This process becomes the one running the pipeline, or one error line naming the one that is."""
+    from tidelake.spark.pipeline_lock import PipelineLock, PipelineRunning
+    try:
+        return PipelineLock(cfg, config_file).acquire()
+    except PipelineRunning as e:
+        raise CliError(str(e)) from None
 
 
 def _connection(cfg, timeout: float) -> BrokerConnection:
@@ -69,7 +79,6 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
         timeout: float) -> None:
     """Run the pipeline described by CONFIG (YAML). SIGTERM/SIGINT stop it after the current batch."""
     from tidelake.observability.server import parse_listen
-    from tidelake.spark.runner import Pipeline, TaskFailed, install_signal_handlers
 
     cfg = _load(config)
     if metrics_listen is not None:
@@ -79,12 +88,18 @@ def run(config: str, once: bool, max_batches: int | None, quiet: bool, metrics_l
             raise click.BadParameter(str(e).removeprefix("--metrics-listen: "), param_hint="--metrics-listen")
         cfg.metrics.listen = metrics_listen
     _logging(quiet)
-    if cfg.is_table_source:
-        _run_table_pipeline(cfg, once, max_batches)
-        return
+    with _hold_lock(cfg, config):
+        if cfg.is_table_source:
+            _run_table_pipeline(cfg, once, max_batches)
+        else:
+            _run_kafka_pipeline(cfg, once, max_batches, timeout)
+
+
+def _run_kafka_pipeline(cfg, once: bool, max_batches: int | None, timeout: float) -> None:
+    from tidelake.spark.runner import Pipeline, TaskFailed
     _check_broker(cfg, timeout)
     p = Pipeline(cfg, task_failure_logs=debug_enabled())
-    install_signal_handlers(p)
+    _stop_on_signals(p)
     with ProgressBar(f"{cfg.source.topic} -> table", 0, enabled=once and stderr_is_terminal()) as bar:
         try:
             summary = p.run(once=once, max_batches=max_batches,
@@ -107,12 +122,21 @@ def _logging(quiet: bool) -> None:
         logging.DEBUG if debug_enabled() else logging.CRITICAL + 1)
 
 
+def _stop_on_signals(pipeline) -> None:
+    """SIGTERM/SIGINT (cli/signals.py): the first stops ``pipeline`` (a Pipeline, TablePipeline or
+    PipelineServer) after its current batch, a second aborts it. Spark is started first: creating a SparkContext
+    installs pyspark's own SIGINT handler (cancel every job, raise KeyboardInterrupt), which would otherwise
+    replace this one."""
+    from tidelake.spark.runner import abort
+    spark = pipeline.spark()
+    on_stop_signals(pipeline.stop, lambda: abort(spark), stopping="stopping after the current batch")
+
+
 def _run_table_pipeline(cfg, once: bool, max_batches: int | None) -> None:
-    from tidelake.spark.runner import install_signal_handlers
     from tidelake.spark.table_pipeline import TablePipeline
     p = TablePipeline(cfg)
     p.plan()   # a transform that cannot be incremental is refused before Spark starts
-    install_signal_handlers(p)
+    _stop_on_signals(p)
     summary = p.run(once=once, max_batches=max_batches)
     last = summary.steps[-1] if summary.steps else None
     click.echo(f"{cfg.name}: {len(summary.steps)} steps" + (f", upstream version {last.to_version} -> sink version "
@@ -176,10 +200,19 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
     """Run every pipeline in DIRECTORY in one process sharing one Spark session, each stage in a thread of its
     own: a Kafka stage continuously, a table stage as soon as its upstream commits. SIGTERM/SIGINT stop every
     stage after its current batch."""
+    import contextlib
+    import os
+
     from tidelake.spark.pipeline_graph import PipelineGraph
-    from tidelake.spark.pipeline_server import PipelineServer
-    from tidelake.spark.runner import install_signal_handlers
     graph = PipelineGraph.load(directory)
+    with contextlib.ExitStack() as locks:
+        for stage in graph.stages:
+            locks.enter_context(_hold_lock(stage.config, os.path.join(directory, stage.file)))
+        _serve(graph, quiet, metrics_listen, max_passes)
+
+
+def _serve(graph, quiet: bool, metrics_listen: str | None, max_passes: int | None) -> None:
+    from tidelake.spark.pipeline_server import PipelineServer
     for stage in graph.stages:
         if not stage.config.is_table_source:
             _check_broker(stage.config, DEFAULT_TIMEOUT_S)
@@ -189,7 +222,7 @@ def serve(directory: str, quiet: bool, metrics_listen: str | None, max_passes: i
         runner = server.runner(stage) if stage.config.is_table_source else None
         if runner is not None and runner.upstream_exists():
             runner.plan()
-    install_signal_handlers(server)
+    _stop_on_signals(server)
     observer = None
     if metrics_listen is not None:
         from prometheus_client import CollectorRegistry

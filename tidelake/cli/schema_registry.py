@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import gc
 import logging
-import signal
 import sys
 import threading
 
 import click
 
 from tidelake.cli.errors import CliError, CommandGroup
+from tidelake.cli.signals import on_stop_signals
 from tidelake.cli.values import parse_pairs
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -57,8 +57,7 @@ def start(config_file: str | None, bootstrap_server: str | None, listen: str | N
     # so collections stay short (lookup tail latency), as `broker start` does after loading
     gc.freeze()
     stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    on_stop_signals(stop.set)
     click.echo(f"tidelake schema registry on {server.url} (topic {settings.get('kafkastore.topic')} at "
                f"{settings.get('kafkastore.bootstrap.servers')})", err=True)
     try:

@@ -173,6 +173,8 @@ def console(ctx: click.Context, conn: BrokerConnection, listen: str, tables_dir:
         raise CliError(str(e)) from None
     sock = _bind(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
+    from tidelake.cli.signals import on_stop_signals
+    on_stop_signals()   # from here until it serves: as Ctrl-C (exit 130); then the server's own stop, below
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     login = " and ".join(w for w, on in (("basic", users_file), ("OIDC bearer", oidc),
                                          ("OIDC browser", oidc and oidc.client_id)) if on) or "no"
@@ -187,7 +189,17 @@ def console(ctx: click.Context, conn: BrokerConnection, listen: str, tables_dir:
     app = create_app(settings, web)
     config = uvicorn.Config(app, log_level="debug" if conn.debug else "warning", access_log=conn.debug,
                             lifespan="on", timeout_graceful_shutdown=5, ssl_certfile=tls_cert, ssl_keyfile=tls_key)
-    uvicorn.Server(config).run(sockets=[sock])
+    import contextlib
+
+    class ConsoleServer(uvicorn.Server):
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # cli/signals.py's rule, not uvicorn's (which re-raises the signal once drained: a SIGTERM'd console
+            # died by it): the first SIGTERM/SIGINT drains and exits 0, a second stops at once
+            on_stop_signals(lambda: setattr(self, "should_exit", True), lambda: setattr(self, "force_exit", True))
+            yield
+
+    ConsoleServer(config).run(sockets=[sock])
 
 
 @console.group(cls=CommandGroup)

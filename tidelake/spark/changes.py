@@ -4,7 +4,8 @@ A batch of values is decoded at once by the format's decoder (one interface, val
 or Confluent-framed Avro / Protobuf / JSON with their registered schemas) into the envelope's read schema,
 then the envelope (envelopes.py: the value is the row, or a Debezium change event) is resolved with Arrow
 compute: no Python work per record. A null value (a tombstone, e.g. after a Debezium delete, for log
-compaction) carries no change. The result has the table's columns (fields the table lacks are dropped,
+compaction) carries no change, unless ``sink.tombstones: delete`` (``ValueFormat.tombstone_key``): then it
+deletes the row its record key names, the key decoded as the table's primary key. The result has the table's columns (fields the table lacks are dropped,
 missing ones are null), the change operation ``_op`` in the table's own encoding (int8: 0 upsert, 1 delete)
 and the record's Kafka partition and offset, which order the changes: the table keeps the last change per
 key in that order.
@@ -43,6 +44,11 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     to ``schema_ids``."""
     out_schema = changes_schema(schema)
     rows = pa.table(kafka_rows).select(list(fmt.kafka_columns))
+    if fmt.tombstone_key and rows.column("value").null_count:
+        values = parse_changes(rows.filter(rows.column("value").is_valid()), schema, fmt, truncates, schema_ids)
+        deletes = _tombstone_deletes(rows.filter(rows.column("value").is_null()), schema, fmt, out_schema)
+        # (one order for both: the table keeps the last change of a key in Kafka order)
+        return pa.concat_tables([values, deletes]).sort_by([(c, "ascending") for c in ORDER_COLUMNS])
     rows = rows.filter(rows.column("value").is_valid())  # tombstones carry no change
     if rows.num_rows == 0:
         return out_schema.empty_table()
@@ -58,7 +64,7 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     resolved = fmt.envelope.resolve(parsed, schema)
     columns = resolved.columns
     if fmt.key_columns:
-        columns = {**columns, **_record_key_columns(rows.column("key"), schema, fmt)}
+        columns = {**columns, **_record_key_columns(rows.column("key"), schema, fmt, fmt.key_columns)}
     if resolved.is_truncate is not None and pc.any(resolved.is_truncate).as_py():
         if truncates is None:
             raise BadChangeEvent("Debezium truncate (op 't') cannot be applied here")
@@ -77,14 +83,35 @@ def parse_changes(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt:
     return changes if resolved.keep is None else changes.filter(resolved.keep)
 
 
-def _record_key_columns(keys: pa.ChunkedArray, schema: pa.Schema, fmt: ValueFormat) -> dict[str, pa.Array]:
-    """The table's key columns that come from the record key, decoded by the format's decoder."""
+def _record_key_columns(keys: pa.ChunkedArray, schema: pa.Schema, fmt: ValueFormat,
+                        columns: tuple[str, ...]) -> dict[str, pa.Array]:
+    """The table's key ``columns`` that come from the record key, decoded by the format's decoder (a JSON key in
+    the JSON converter's ``{"schema": ..., "payload": {...}}`` wrapper too)."""
     if keys.null_count:
-        raise BadChangeEvent(f"record without a key: the table's key ({', '.join(fmt.key_columns)}) comes from "
+        raise BadChangeEvent(f"record without a key: the table's key ({', '.join(columns)}) comes from "
                              f"the record key")
-    read = pa.schema([schema.field(k).with_nullable(True) for k in fmt.key_columns])
+    fields = [schema.field(k).with_nullable(True) for k in columns]
+    read = pa.schema(fields + [pa.field("payload", pa.struct(fields))])
     decoded = fmt.decoder.decode(keys.combine_chunks(), read).table
-    return {k: decoded.column(k) for k in fmt.key_columns}
+    payload = decoded.column("payload")
+    return {k: pc.coalesce(decoded.column(k), pc.struct_field(payload, k)) if payload.null_count < len(payload)
+            else decoded.column(k) for k in columns}
+
+
+def _tombstone_deletes(rows: pa.Table, schema: pa.Schema, fmt: ValueFormat, out_schema: pa.Schema) -> pa.Table:
+    """Tombstones as deletes of the rows their record keys name (``sink.tombstones: delete``)."""
+    try:
+        key = _record_key_columns(rows.column("key"), schema, fmt, fmt.tombstone_key)
+    except BadChangeEvent as e:
+        raise BadChangeEvent(f"tombstone (sink.tombstones: delete): {e}") from None
+    n = rows.num_rows
+    try:
+        arrays = [pc.cast(key[f.name], f.type) if f.name in key else pa.nulls(n, f.type) for f in schema]
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise BadChangeEvent(f"tombstone key does not fit the table's key: {str(e).splitlines()[0]}") from None
+    arrays += [pa.array(np.full(n, OP_DELETE, np.int8)), rows.column("partition").cast(pa.int32()),
+               rows.column("offset").cast(pa.int64())]
+    return pa.Table.from_arrays(arrays, schema=out_schema)
 
 
 def parse_changes_located(kafka_rows: pa.RecordBatch | pa.Table, schema: pa.Schema, fmt: ValueFormat,

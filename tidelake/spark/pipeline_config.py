@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
+from tidelake.spark.ddl_schema import DdlError, parse_ddl_schema
 from tidelake.spark.offset_modes import MODES
 from tidelake.spark.offset_range import parse_duration
 from tidelake.spark.registered_schemas import SchemaRegistryConfig
@@ -72,6 +73,9 @@ class SinkConfig:
     # an s3:// table: endpoint, region, access_key_id, secret_access_key, session_token, allow_http
     # (else AWS's environment variables)
     storage_options: dict[str, str] = field(default_factory=dict)
+    # a Kafka tombstone (a null value): "ignore" (no change) or "delete" (the row its record key names, the key
+    # decoded as the table's primary key, as Kafka Connect's JDBC sink's delete.enabled)
+    tombstones: str = "ignore"
 
 
 @dataclass
@@ -99,6 +103,7 @@ class SparkConfig:
 
 
 REFRESH_MODES = ("incremental", "full")
+TOMBSTONES = ("ignore", "delete")
 
 
 @dataclass
@@ -189,6 +194,10 @@ class PipelineConfig:
             raise PipelineConfigError("sink.mode must be upsert or append", ("sink", "mode"))
         if sink.schema_evolution not in ("none", "add-columns"):
             raise PipelineConfigError("sink.schema_evolution must be none or add-columns", ("sink", "schema_evolution"))
+        if sink.tombstones not in TOMBSTONES:
+            raise PipelineConfigError(f"sink.tombstones must be {' or '.join(TOMBSTONES)}", ("sink", "tombstones"))
+        if sink.tombstones == "delete" and sink.mode != "upsert":
+            raise PipelineConfigError("sink.tombstones: delete needs sink.mode upsert", ("sink", "tombstones"))
         registry = None
         if raw.get("schema_registry") is not None:
             try:
@@ -205,6 +214,11 @@ class PipelineConfig:
             raise PipelineConfigError("sink.primary_key is required", ("sink",))
         if sink.format not in REGISTRY_FORMATS and not sink.schema:
             raise PipelineConfigError(f"sink.schema is required for format {sink.format}", ("sink",))
+        if sink.schema:
+            try:  # Spark's DDL, checked here so that a typo is not a ParseException once Spark has started
+                parse_ddl_schema(sink.schema)
+            except DdlError as e:
+                raise PipelineConfigError(f"sink.schema: {e}", ("sink", "schema")) from None
         if sink.format.startswith("debezium-") and sink.mode != "upsert":
             raise PipelineConfigError(f"{sink.format} needs sink.mode upsert", ("sink", "mode"))
         unknown = sorted(set(sink.storage_options) - set(S3_OPTIONS))

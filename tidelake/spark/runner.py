@@ -22,18 +22,18 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NoReturn
 
 import pyarrow as pa
 
 from tidelake.observability.pipeline_stats import PipelineStats
 from tidelake.observability.server import parse_listen
 from tidelake.spark.changes import changes_schema
+from tidelake.spark.ddl_schema import parse_ddl_schema
 from tidelake.spark.dead_letter import BadRecord, DeadLetterQueue
 from tidelake.spark.decode_errors import BadChangeEvent, RegistryUnavailable
 from tidelake.spark.kafka_batch_tasks import (LIBRDKAFKA_LOG, TIMESTAMP_COLUMN, StagedBatch, batch_task, parse_task,
@@ -56,7 +56,7 @@ from tidelake.table.table import with_columns
 log = logging.getLogger("tidelake.pipeline")
 
 __all__ = ["Pipeline", "PipelineConfig", "PipelineConfigError", "BatchResult", "RunSummary", "PoisonRecord",
-           "TaskFailed", "install_signal_handlers"]
+           "TaskFailed", "abort"]
 
 ONE_TASK_MAX_RECORDS = 20_000  # a batch this small is read, parsed and staged by one task
 
@@ -207,14 +207,8 @@ class Pipeline:
         return self._spark
 
     def arrow_schema(self) -> pa.Schema:
-        from pyspark.sql.pandas.types import to_arrow_schema
-        from pyspark.sql.types import StructType, _parse_datatype_string
-
-        self.spark()  # the DDL parser needs a running SparkContext
-        struct = _parse_datatype_string(self.config.sink.schema)
-        if not isinstance(struct, StructType):
-            raise PipelineConfigError(f"sink.schema is not a list of columns: {self.config.sink.schema!r}")
-        return to_arrow_schema(struct)
+        """``sink.schema``'s columns (checked when the config was loaded: ddl_schema.py, Spark's DDL)."""
+        return parse_ddl_schema(self.config.sink.schema)
 
     def open_table(self) -> Table:
         """Open the sink table, creating it if absent (sink_table.py)."""
@@ -510,18 +504,14 @@ class Pipeline:
         return summary
 
 
-def install_signal_handlers(pipeline: Pipeline) -> None:
-    """SIGTERM/SIGINT: graceful stop after the current batch; a second signal stops at once (exit 130).
+def abort(spark) -> NoReturn:
+    """A second SIGTERM/SIGINT (cli/signals.py): the pipeline stops at once, exit 130.
 
-    Starts Spark first: creating a SparkContext installs pyspark's own SIGINT handler (cancel every job, raise
-    KeyboardInterrupt), which would otherwise replace this one. The second signal ends the process with
     ``os._exit``: an exception raised inside a Py4J call makes Py4J log its traces, and nothing needs
     unwinding: the batch in progress is not committed (table commits are atomic) and the next run reads it
     again; the JVM, whose stdin is our pipe, exits with us. Its logging is switched off first: its shutdown
     races the tasks still reporting and would print their rejected status updates as Java stack traces, and its
     error stream is closed for threads that die uncaught as their Python peer goes."""
-    spark = pipeline.spark()
-
     def silence_jvm() -> None:
         try:
             spark.sparkContext.setLogLevel("OFF")
@@ -532,19 +522,12 @@ def install_signal_handlers(pipeline: Pipeline) -> None:
         except Exception:  # the JVM may already be gone; the abort goes on regardless
             pass
 
-    def handler(signum, _frame):
-        if pipeline.stopping:
-            # bounded: a wedged JVM must not hold up the abort the user asked for
-            quiet = threading.Thread(target=silence_jvm, daemon=True)
-            quiet.start()
-            quiet.join(2.0)
-            sys.stdout.flush()
-            sys.stderr.write("tidelake: pipeline aborted; the batch in progress was not committed and a "
-                             "restart reads it again\n")
-            sys.stderr.flush()
-            os._exit(130)
-        log.warning("signal %d: stopping after the current batch", signum)
-        pipeline.stop()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    # bounded: a wedged JVM must not hold up the abort the user asked for
+    quiet = threading.Thread(target=silence_jvm, daemon=True)
+    quiet.start()
+    quiet.join(2.0)
+    sys.stdout.flush()
+    sys.stderr.write("tidelake: pipeline aborted; the batch in progress was not committed and a "
+                     "restart reads it again\n")
+    sys.stderr.flush()
+    os._exit(130)

@@ -92,7 +92,10 @@ class SinkTable:
         return self.config.sink.format.startswith("debezium-")
 
     def with_record_key(self, fmt: ValueFormat, table: Table) -> ValueFormat:
-        """``fmt`` reading the table's key columns that the registered value schema lacks from the record key."""
+        """``fmt`` reading from the record key what it must: the table's key columns that the registered value schema
+        lacks, and with ``sink.tombstones: delete`` the key a tombstone deletes."""
+        if self.config.sink.tombstones == "delete":
+            fmt = replace(fmt, tombstone_key=tuple(table.primary_key))
         if self.registered is None or self.format_is_debezium():
             return fmt
         value = self.registered.latest_row_schema()

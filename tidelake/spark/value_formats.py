@@ -32,11 +32,15 @@ class ValueFormat:
     # table key columns the value lacks, decoded from the record key (a registered key schema's record fields,
     # as Kafka Connect's JDBC sink's pk.mode=record_key); set once the sink table is known
     key_columns: tuple[str, ...] = ()
+    # sink.tombstones: delete: the table's primary key, which a tombstone's record key is decoded as to delete
+    # that row; empty (ignore, the default): a tombstone is no change
+    tombstone_key: tuple[str, ...] = ()
 
     @property
     def kafka_columns(self) -> tuple[str, ...]:
         """The Kafka row columns parsing needs."""
-        return ("key", "value", "partition", "offset") if self.key_columns else ("value", "partition", "offset")
+        keyed = self.key_columns or self.tombstone_key
+        return ("key", "value", "partition", "offset") if keyed else ("value", "partition", "offset")
 
     @property
     def registry_decoder(self) -> RegistryDecoder | None:
