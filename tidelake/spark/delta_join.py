@@ -1,21 +1,21 @@
 """The upstream joined with tables read by name, maintained from the changes of both sides (SPEC T13, issue 34).
 
 A transform ``... FROM source o [LEFT] JOIN dim d ON o.x = d.y ...`` (each table of ``source.tables`` joined to
-``source`` directly, by an equality of columns) changes between two steps by
+``source`` directly, by an equality of columns) changes between two steps by A_new⋈B_new − A_old⋈B_old, which is
 
-    Δ(A⋈B) = (A_new − A_old)⋈B_new + A_old⋈(B_new − B_old)
+- for the upstream's changed keys: their before-images joined with the dimension at its old version, retracted,
+  and their after-images joined with it at its new version, added;
+- for the unchanged upstream rows: only those whose join value is among the dimension's changed values (its net
+  change's before- and after-images, ``changed_values``) can join differently — read from the upstream at the
+  consumed version with a filter on the join column, they are retracted through the old version and added
+  through the new one. Rows with other values meet the same dimension rows at both versions, whether the join is
+  inner or left (a left join's NULL-joined row depends only on the dimension rows with its value).
 
-- the first term: the upstream's before-images retracted and after-images added, both joined with the dimension
-  at its new version (what an increment of the upstream alone always did);
-- the second: only the upstream rows whose join value is among the dimension's changed values (its net change's
-  before- and after-images, ``changed_values``) can join differently, so exactly those rows, read from the
-  upstream at the consumed version (``A_old``), are joined with the dimension's old version and retracted, and
-  with its new version and added. Rows with other values meet the same dimension rows at both versions, whether
-  the join is inner or left (a left join's NULL-joined row depends only on the dimension rows with its value).
-
-Several dimensions telescope: the term of dimension ``i`` joins the dimensions before it at their old version and
-the ones after it at their new version. Everything is a list of :class:`SignedRows` — upstream rows signed -1
-(retract) or +1 (add), and the dimension versions they join with — that the state query (Spark) or the Arrow
+This is the textbook (A_new − A_old)⋈B_new + A_old⋈(B_new − B_old) with the upstream split by key, so that no
+joined row is both retracted and added: a min/max state cannot cancel such a pair (a value retracted and added
+again into a new group would stay its extreme). Several dimensions: the rows with a changed value in any of them,
+once, through all old versions and all new ones. Everything is two :class:`SignedRows` — upstream rows signed
+-1 (retract) or +1 (add), and the dimension versions they join with — that the state query (Spark) or the Arrow
 join (arrow_join.py) turns into per-group state.
 
 What is not maintained this way (a change of such a dimension refreshes from the snapshots, ``JoinShape.reason``):
@@ -149,46 +149,50 @@ class JoinDelta:
     rejoined: int  # upstream rows read because their join value changed in a table read by name
 
 
-def join_delta(shape: JoinShape, upstream: Table, net: NetChange, lookups: dict[str, Table], old: dict[str, int],
-               new: dict[str, int]) -> JoinDelta:
-    """Δ(A⋈B...) as signed upstream rows: the upstream's net change joined with every table at its new version,
-    then for each table read by name that changed (``old`` -> ``new``), the upstream rows at ``net.start`` with its
-    changed join values, retracted through its old version and added through its new one."""
-    inputs = [SignedRows(pa.concat_tables([signed(net.before, -1), signed(net.after, +1)]), dict(new))]
-    changes, rejoined = net.changes, 0
-    schema = net.after.schema
-    for i, lk in enumerate(shape.lookups):
+def _each_key_once(rows: pa.Table, key: list[str]) -> pa.Table:
+    numbered = rows.append_column("__n", pa.array(range(rows.num_rows), pa.int64()))
+    return rows.take(numbered.group_by(key, use_threads=False).aggregate([("__n", "min")]).column("__n_min"))
+
+
+def _rejoined(shape: JoinShape, upstream: Table, version: int, lookups: dict[str, Table], old: dict[str, int],
+              new: dict[str, int], schema: pa.Schema) -> tuple[pa.Table, int]:
+    """The upstream rows at ``version`` whose join value changed in some table read by name (each key once), and
+    the change rows of those tables read."""
+    parts, changes = [], 0
+    for lk in shape.lookups:
         if old[lk.name] == new[lk.name]:
             continue
         values, read = changed_values(lookups[lk.name], lk.column, old[lk.name], new[lk.name])
         changes += read
-        rows = rows_with_values(upstream, net.start, lk.source_column, values, schema)
-        rejoined += rows.num_rows
-        if rows.num_rows == 0:
-            continue
-        earlier = {o.name: old[o.name] for o in shape.lookups[:i]}
-        later = {o.name: new[o.name] for o in shape.lookups[i + 1:]}
-        inputs.append(SignedRows(signed(rows, -1), {**earlier, lk.name: old[lk.name], **later}))
-        inputs.append(SignedRows(signed(rows, +1), {**earlier, lk.name: new[lk.name], **later}))
-    return JoinDelta([s for s in inputs if s.rows.num_rows], changes, rejoined)
+        parts.append(rows_with_values(upstream, version, lk.source_column, values, schema))
+    rows = pa.concat_tables(parts) if parts else schema.empty_table()
+    return (_each_key_once(rows, upstream.primary_key) if len(parts) > 1 else rows), changes
+
+
+def join_delta(shape: JoinShape, upstream: Table, net: NetChange, lookups: dict[str, Table], old: dict[str, int],
+               new: dict[str, int]) -> JoinDelta:
+    """A_new⋈B_new − A_old⋈B_old as two signed terms: the changed keys' before-images and the unchanged rows whose
+    join value changed, retracted through every table at its ``old`` version; the after-images and the same
+    unchanged rows added through the ``new`` versions. (Not (A_new − A_old)⋈B_new + A_old⋈ΔB: its terms retract
+    and add the same joined row where both sides changed, and a min/max cannot cancel such a pair.)"""
+    key = upstream.primary_key
+    rows, changes = _rejoined(shape, upstream, net.start, lookups, old, new, net.after.schema)
+    if rows.num_rows and net.keys.num_rows:
+        rows = rows.join(net.keys, keys=key, join_type="left anti", use_threads=False)
+    retract = pa.concat_tables([net.before, rows])
+    add = pa.concat_tables([net.after, rows])
+    inputs = [SignedRows(signed(retract, -1), dict(old)), SignedRows(signed(add, +1), dict(new))]
+    return JoinDelta([s for s in inputs if s.rows.num_rows], net.changes + changes, rows.num_rows)
 
 
 def rows_to_rejoin(shape: JoinShape, upstream: Table, net: NetChange, lookups: dict[str, Table],
                    old: dict[str, int], new: dict[str, int]) -> JoinDelta:
     """A row-wise transform: the upstream rows at ``net.end`` to run it over again — the changed keys' after-images
     and the rows whose join value changed in a table read by name (each key once) — as one term of signed +1."""
-    key = upstream.primary_key
-    parts, changes = [net.after], net.changes
-    for lk in shape.lookups:
-        if old[lk.name] == new[lk.name]:
-            continue
-        values, read = changed_values(lookups[lk.name], lk.column, old[lk.name], new[lk.name])
-        changes += read
-        parts.append(rows_with_values(upstream, net.end, lk.source_column, values, net.after.schema))
-    rejoined = sum(p.num_rows for p in parts[1:])
-    rows = pa.concat_tables(parts)
-    if len(parts) > 1:   # a key both changed and rejoined: its one row at ``end`` once
-        numbered = rows.append_column("__n", pa.array(range(rows.num_rows), pa.int64()))
-        first = numbered.group_by(key, use_threads=False).aggregate([("__n", "min")]).column("__n_min")
-        rows = rows.take(first)
-    return JoinDelta([SignedRows(rows, dict(new))], changes, rejoined)
+    rows, changes = _rejoined(shape, upstream, net.end, lookups, old, new, net.after.schema)
+    rejoined = rows.num_rows
+    if rows.num_rows:
+        rows = _each_key_once(pa.concat_tables([net.after, rows]), upstream.primary_key)
+    else:
+        rows = net.after
+    return JoinDelta([SignedRows(rows, dict(new))], net.changes + changes, rejoined)

@@ -477,7 +477,9 @@ class TablePipeline:
         states = dict(merged.states)
         if merged.recompute:
             with self._phase("recompute"):
-                states.update(self._recompute(merged.recompute, end, self._lookup_views(lookups)))
+                states.update(self._arrow_join_recompute(join, merged.recompute, end, tables, lookups)
+                              if join is not None else self._recompute(merged.recompute, end,
+                                                                       self._lookup_views(lookups)))
         key = [names[p] for p in plan.group_positions]
         deleted = pa.Table.from_pylist([dict(zip(key, k)) for k in merged.deleted],
                                        schema=pa.schema([self._sink_schema.field(k) for k in key]))
@@ -498,6 +500,24 @@ class TablePipeline:
         rows = input_rows(join, inputs, tables, self._dimensions)
         sign = rows.column(SIGN_COLUMN)
         return (input_states(plan, rows.filter(pc.less(sign, 0))), input_states(plan, rows.filter(pc.greater(sign, 0))))
+
+    def _arrow_join_recompute(self, join: ArrowJoin, groups: list[tuple], end: int, tables: dict[str, Table],
+                              versions: dict[str, int]):
+        """``_recompute`` of a join the Arrow join computes: the upstream at ``end`` (the columns it needs; only
+        the groups' rows where the first group key is an upstream column) joined in Arrow."""
+        plan, shape = self.plan(), join.shape
+        columns = list(dict.fromkeys([lk.source_column for lk in shape.lookups] + [
+            c for a, c in join.columns.values() if a == shape.source_alias]))
+        first = join.columns["__g0"]
+        values = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
+        restrict = first[0] == shape.source_alias and len(values) == len(groups)
+        rows = self.upstream().scan(version=end, columns=columns,
+                                    filter=[(first[1], "in", values)] if restrict else None)
+        inputs = input_rows(join, [SignedRows(signed(rows, +1), dict(versions))], tables, self._dimensions)
+        names = [f"__g{j}" for j in range(len(plan.group_sql))]
+        wanted = pa.Table.from_pylist([dict(zip(names, g)) for g in groups],
+                                      schema=pa.schema([inputs.schema.field(n) for n in names]))
+        return input_states(plan, inputs.join(wanted, keys=names, join_type="left semi", use_threads=False))
 
     def _spark_states(self, inputs: list[SignedRows], lookups: dict[str, int]):
         """The retracted and the added rows' states per group, by the state query over one relation of all the
