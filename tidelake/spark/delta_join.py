@@ -178,7 +178,7 @@ def join_delta(shape: JoinShape, upstream: Table, net: NetChange, lookups: dict[
     key = upstream.primary_key
     rows, changes = _rejoined(shape, upstream, net.start, lookups, old, new, net.after.schema)
     if rows.num_rows and net.keys.num_rows:
-        rows = rows.join(net.keys, keys=key, join_type="left anti", use_threads=False)
+        rows = conform(rows.join(net.keys, keys=key, join_type="left anti", use_threads=False), net.after.schema)
     retract = pa.concat_tables([net.before, rows])
     add = pa.concat_tables([net.after, rows])
     inputs = [SignedRows(signed(retract, -1), dict(old)), SignedRows(signed(add, +1), dict(new))]
