@@ -171,7 +171,8 @@ def measure(size: int, fractions: list[float], args, spark, workdir: str) -> lis
             step = pipelines[(stage, False)].step()
             incremental = time.perf_counter() - t0
             t0 = time.perf_counter()
-            pipelines[(stage, True)].step()
+            if pipelines[(stage, True)].step() is None:
+                raise SystemExit(f"{size} rows, {stage}, {label}: the full refresh did not run")
             full = time.perf_counter() - t0
             got = _tuples(pipelines[(stage, False)].results(), stage)
             if not _same(got, _tuples(pipelines[(stage, True)].results(), stage)):

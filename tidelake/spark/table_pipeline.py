@@ -335,7 +335,7 @@ class TablePipeline:
             end = upstream.refresh()
             plan = self.plan()
             lookups = {name: self.lookup(name).refresh() for name in plan.tables}
-        moved = lookups != position.lookups and plan.kind in ("aggregate", "rows")
+        moved = lookups != position.lookups and plan.kind in ("aggregate", "rows", "full")   # (changes: reads no snapshot)
         if position.version is not None and end <= position.version and not moved:
             return None
         with self._phase("describe"):
