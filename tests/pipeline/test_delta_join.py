@@ -215,3 +215,19 @@ def test_the_arrow_join_equals_the_spark_state_query(tmp_path, spark, outer):
     for s in (-1, 1):
         mine = input_states(plan, inputs.filter(pa.array([x == s for x in sign])))
         assert mine == states_from_state_rows([r for r in want if r["__sign"] == s], plan), s
+
+
+def test_a_refresh_full_stage_follows_a_change_of_a_table_read_by_name_alone(tmp_path, spark):
+    """(It used to see nothing to do: only aggregate and row-wise stages looked at the tables read by name.)"""
+    orders, regions = _tables(tmp_path)
+    orders.upsert(pa.table({"id": [1, 2, 3], "region": ["a", "b", "c"], "cust": [0, 0, 1], "amount": [5, 6, 7]},
+                           schema=ORDERS))
+    cfg = PipelineConfig.from_dict({"source": {"table": "orders", "tables": {"regions": "regions"}},
+                                    "transform": STAGES["zone_arrow"][0], "refresh": "full",
+                                    "sink": {"table": "full", "primary_key": ["zone"]}}, base_dir=tmp_path)
+    p = TablePipeline(cfg, spark=spark)
+    assert p.step().kind == "full"
+    regions.upsert(pa.table({"region": ["a"], "zone": ["w"]}))
+    result = p.step()
+    assert result is not None and result.kind == "full"
+    _check(p, orders, ["zone"], 1)
