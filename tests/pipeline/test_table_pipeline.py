@@ -109,8 +109,8 @@ def test_row_wise_and_changes_transforms_follow_the_upstream(tmp_path, spark):
         even = orders.scan(filter=[("id", "in", list(range(0, 30, 2)))]).select(["id", "amount"])
         assert _rows(events.results(), ["id"]) == _rows(even, ["id"])
         _change(orders, rng, 30)
-    regions.upsert(pa.table({"region": ["a"], "zone": ["w"]}))   # a table read by name changed: a refresh
-    assert rows.step().kind == "recompute"
+    regions.upsert(pa.table({"region": ["a"], "zone": ["w"]}))   # a table read by name changed: rows rejoined
+    assert rows.step().kind == "incremental"
     _check(rows, orders, ["id"])
 
 

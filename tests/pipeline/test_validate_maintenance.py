@@ -14,6 +14,9 @@ STAGES = {
     "zones.yaml": "source: {table: ../orders, tables: {regions: ../regions}}\n"
                   "transform: \"SELECT r.zone, sum(o.amount) AS total FROM source o JOIN regions r "
                   "ON o.region = r.region GROUP BY r.zone\"\nsink: {table: ../zones}\n",
+    "crossed.yaml": "source: {table: ../orders, tables: {regions: ../regions}}\n"
+                     "transform: \"SELECT o.region, count(*) AS n FROM source o CROSS JOIN regions r "
+                     "GROUP BY o.region\"\nsink: {table: ../crossed}\n",
     "paid.yaml": "source: {table: ../orders}\ntransform: \"SELECT * FROM source WHERE amount > 0\"\n"
                  "sink: {table: ../paid}\n",
     "top.yaml": "source: {table: ../by_region}\ntransform: \"SELECT region, total FROM source ORDER BY total DESC "
@@ -43,8 +46,12 @@ def test_validate_says_how_each_table_stage_is_maintained(tmp_path):
         "columns of the sink)",
         "recomputes: a group whose min/max list was truncated (more than 64 distinct values) and is emptied by "
         "retractions refills it from the upstream's snapshot (that group only)"]
-    assert stages["zones.yaml"][2] == ("recomputes: a change of regions (read by name) refreshes the whole result "
-                                       "from the snapshots once")
+    assert stages["zones.yaml"][2:] == [
+        "recomputes: never: every change is answered from the state",
+        "joins: a change of regions rejoins only the upstream rows whose join value it changed (retracted through "
+        "its old version, added through its new one)"]
+    assert stages["crossed.yaml"][2].startswith("recomputes: a change of regions (read by name) refreshes the whole "
+                                                "result from the snapshots once (")
     assert stages["paid.yaml"][0].startswith("maintained: incremental rows")
     assert stages["top.yaml"] == [
         "maintained: full refresh: every step re-runs the transform over the upstream's snapshot and overwrites the "

@@ -23,19 +23,29 @@ def _comparable(t: pa.DataType) -> bool:
             or pa.types.is_boolean(t) or pa.types.is_date(t))
 
 
+def exact_group_key(t: pa.DataType) -> bool:
+    """Whether pyarrow groups values of ``t`` exactly as Spark does."""
+    return _comparable(t)
+
+
+def exact_argument(function: str, t: pa.DataType) -> bool:
+    """Whether pyarrow's ``function`` (sum/avg/count/min/max) of values of ``t`` is Spark's. (A decimal's sum:
+    the same exact value; Spark's decimal(p+10, s) is the sink's type.)"""
+    if function in ("sum", "avg"):
+        return pa.types.is_integer(t) or pa.types.is_decimal128(t)
+    return _comparable(t) or pa.types.is_decimal128(t)
+
+
 def arrow_computable(plan: TransformPlan, schema: pa.Schema) -> bool:
     """Whether :func:`arrow_states` computes this plan's state over rows of ``schema`` exactly as Spark would."""
     if plan.kind != "aggregate" or not plan.group_columns:
         return False
-    if not all(c in schema.names and _comparable(schema.field(c).type) for c in plan.group_columns):
+    if not all(c in schema.names and exact_group_key(schema.field(c).type) for c in plan.group_columns):
         return False
     for a in plan.aggregates:
         if a.argument is None:
             continue
-        if a.column not in schema.names:
-            return False
-        t = schema.field(a.column).type
-        if not (pa.types.is_integer(t) if a.function in ("sum", "avg") else _comparable(t)):
+        if a.column not in schema.names or not exact_argument(a.function, schema.field(a.column).type):
             return False
     return True
 
@@ -43,8 +53,17 @@ def arrow_computable(plan: TransformPlan, schema: pa.Schema) -> bool:
 def arrow_states(plan: TransformPlan, rows: pa.Table, kept: int | None = None) -> dict[Key, GroupState]:
     """The state per group of ``rows`` (``arrow_computable`` must hold); ``kept``: how many values each min/max
     list keeps (None: all, an increment's)."""
-    groups = [f"__g{j}" for j in range(len(plan.group_columns))]
-    columns = {g: rows.column(c) for g, c in zip(groups, plan.group_columns)}
+    columns = {f"__g{j}": rows.column(c) for j, c in enumerate(plan.group_columns)}
+    columns.update({f"__a{i}": rows.column(a.column) for i, a in enumerate(plan.aggregates) if a.argument is not None})
+    return input_states(plan, pa.table(columns), kept)
+
+
+def input_states(plan: TransformPlan, inputs: pa.Table, kept: int | None = None) -> dict[Key, GroupState]:
+    """The state per group of the aggregation's input rows (``__g<j>``, ``__a<i>``, as ``TransformPlan.input_sql``
+    names them), whose types :func:`exact_group_key` / :func:`exact_argument` accept; ``kept`` as in
+    :func:`arrow_states`."""
+    groups = [f"__g{j}" for j in range(len(plan.group_sql))]
+    columns = {g: inputs.column(g) for g in groups}
     aggregations = [(groups[0], "count", pc.CountOptions(mode="all"))]
     renames = {f"{groups[0]}_count": ROWS_COLUMN}
     lists = []
@@ -52,7 +71,7 @@ def arrow_states(plan: TransformPlan, rows: pa.Table, kept: int | None = None) -
         if a.argument is None:
             continue
         arg = f"__a{i}"
-        columns[arg] = rows.column(a.column)
+        columns[arg] = inputs.column(arg)
         aggregations.append((arg, "count", pc.CountOptions(mode="only_valid")))
         renames[f"{arg}_count"] = count_column(i)
         if a.function in ("sum", "avg"):

@@ -2,6 +2,7 @@
 and what makes it read the upstream's snapshot again (SPEC T13). No pyspark imports."""
 from __future__ import annotations
 
+from tidelake.spark.delta_join import join_shape
 from tidelake.spark.transform_plan import TransformPlan
 
 
@@ -22,8 +23,21 @@ def _state(plan: TransformPlan, kept: int) -> str:
 
 
 def _lookups(plan: TransformPlan) -> str:
+    """What a change of a table read by name costs: "" where it is a maintained join (delta_join.py)."""
+    if not plan.tables:
+        return ""
+    shape = join_shape(plan.sql, plan.tables)
+    if shape.maintained:
+        return ""
     return (f"a change of {', '.join(plan.tables)} (read by name) refreshes the whole result from the snapshots "
-            f"once" if plan.tables else "")
+            f"once ({shape.reason or shape.wrong})")
+
+
+def _joins(plan: TransformPlan) -> list[tuple[str, str]]:
+    if not plan.tables or not join_shape(plan.sql, plan.tables).maintained:
+        return []
+    return [("joins", f"a change of {', '.join(plan.tables)} rejoins only the upstream rows whose join value it "
+                      f"changed (retracted through its old version, added through its new one)")]
 
 
 def describe_maintenance(plan: TransformPlan, refresh: str, kept: int) -> list[tuple[str, str]]:
@@ -41,12 +55,13 @@ def describe_maintenance(plan: TransformPlan, refresh: str, kept: int) -> list[t
         return [("maintained", "incremental aggregate: each step retracts the changed rows' before-images from "
                                "their groups' state and adds their after-images"),
                 ("state", _state(plan, kept) + " (hidden columns of the sink)"),
-                ("recomputes", "; ".join(recompute) or "never: every change is answered from the state")]
+                ("recomputes", "; ".join(recompute) or "never: every change is answered from the state"),
+                *_joins(plan)]
     if plan.kind == "rows":
         return [("maintained", "incremental rows: each step re-runs the transform over the changed keys' "
                                "after-images; keys that leave the output are deleted"),
                 ("state", "none (the sink is keyed by the upstream's key)"),
-                ("recomputes", lookups or "never")]
+                ("recomputes", lookups or "never"), *_joins(plan)]
     return [("maintained", "incremental changes: each step runs the transform over the increment's change rows "
                            "and upserts (or, by _op, deletes) the result"),
             ("state", "none"), ("recomputes", "never")]

@@ -7,11 +7,13 @@ A restart resumes from that record, so a kill -9 at any point loses and duplicat
 holds the step's result and its range or neither (and a second instance's commit of the same batch id is
 dropped by the table).
 
-- First step (no record yet), and after another table read by name changed: a refresh from the snapshots
-  (``backfill`` / ``recompute``); then increments.
-- ``changes``: the transform over the increment's rows; ``rows``: over the changed keys' after-images;
-  ``aggregate``: per-group state merged (aggregate_state.py); ``full`` (``refresh: full``): over the snapshot,
-  the sink overwritten.
+- First step (no record yet): a refresh from the snapshots (``backfill``); then increments. A change of a table
+  read by name is an increment too where the join is maintained (delta_join.py: the upstream rows with the
+  changed join values rejoined); where it is not (``JoinShape.reason``), a refresh (``recompute``).
+- ``changes``: the transform over the increment's rows; ``rows``: over the changed keys' after-images (and the
+  rejoined rows); ``aggregate``: per-group state merged (aggregate_state.py), the state of the increment's rows
+  computed with Arrow where that is exact (arrow_state.py, arrow_join.py), else by Spark; ``full``
+  (``refresh: full``): over the snapshot, the sink overwritten.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import itertools
 import logging
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -27,8 +30,10 @@ import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import (hidden_fields, merge, sink_rows, states_from_sink_rows,
                                             states_from_state_rows)
-from tidelake.spark.arrow_state import arrow_computable, arrow_states
-from tidelake.spark.increment import NetChange, net_change
+from tidelake.spark.arrow_join import ArrowJoin, DimensionCache, arrow_join, input_rows
+from tidelake.spark.arrow_state import arrow_computable, arrow_states, input_states
+from tidelake.spark.delta_join import JoinShape, SignedRows, join_delta, join_shape, rows_to_rejoin, signed
+from tidelake.spark.increment import net_change
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
@@ -67,6 +72,8 @@ class StepResult:
     seconds: float
     upstream_committed_ms: int
     committed_at_ms: int
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per part of the step (``TablePipeline._phase``)
+    rejoined: int = 0  # upstream rows read again because their join value changed in a table read by name
 
 
 @dataclass
@@ -102,6 +109,11 @@ class TablePipeline:
         self._lookups: dict[str, Table] = {}
         self._sink: Table | None = None
         self._plan: TransformPlan | None = None
+        self._shape: JoinShape | None = None
+        self._arrow_join: ArrowJoin | None | bool = False  # False: not decided yet
+        self._dimensions = DimensionCache()
+        self._phases: dict[str, float] = {}
+        self._rejoined = 0
         self._prefix = f"__tl{next(_VIEW_NUMBERS)}"
         self._output: pa.Schema | None = None  # the transform's columns
         self._sink_schema: pa.Schema | None = None
@@ -153,6 +165,10 @@ class TablePipeline:
                 plan = plan_transform(self.config.transform, self.upstream().primary_key)
             except TransformError as e:
                 raise PipelineConfigError(str(e), ("transform",)) from None
+            if plan.kind in ("aggregate", "rows") and plan.tables:
+                self._shape = join_shape(plan.sql, plan.tables)
+                if self._shape.wrong:
+                    plan = TransformPlan(plan.sql, "full", self._shape.wrong, plan.tables)
             if self.config.refresh == "full":
                 plan = TransformPlan(plan.sql, "full", plan.reason or "refresh: full", plan.tables)
             elif not plan.incremental:
@@ -200,7 +216,7 @@ class TablePipeline:
     def _lookup_views(self, versions: dict[str, int]) -> dict[str, str]:
         views = {}
         for name, version in versions.items():
-            view = self._view(f"t_{name}")
+            view = self._view(f"t_{name}_v{version}")
             self._snapshot_frame(self.config.source.tables[name], version).createOrReplaceTempView(view)
             views[name.lower()] = view
         return views
@@ -291,39 +307,59 @@ class TablePipeline:
         return table
 
     # -- steps
-    def step(self) -> StepResult | None:
-        """Run one step if the upstream (or a table read by name, for a refresh) has new versions."""
+    @contextmanager
+    def _phase(self, name: str):
+        """Time a part of the step into ``StepResult.phases`` (where a step's time goes)."""
         began = time.monotonic()
-        upstream = self.upstream()
-        sink = self._open_sink_if_exists()
-        if sink is not None:  # the step's one look at the sink's log (its position: what was committed last)
-            sink.refresh()
-        position = self.position()
-        end = upstream.refresh()
-        plan = self.plan()
-        lookups = {name: self.lookup(name).refresh() for name in plan.tables}
-        moved = lookups != position.lookups and plan.kind in ("aggregate", "rows")
+        try:
+            yield
+        finally:
+            self._phases[name] = self._phases.get(name, 0.0) + time.monotonic() - began
+
+    def _maintains_lookup_changes(self, position: Position) -> bool:
+        """Whether a change of the tables read by name is an increment (else a refresh from the snapshots)."""
+        shape = self._shape
+        return shape is not None and shape.maintained and all(n in position.lookups for n in self.plan().tables)
+
+    def step(self) -> StepResult | None:
+        """Run one step if the upstream (or a table read by name) has new versions."""
+        began = time.monotonic()
+        self._phases, self._rejoined = {}, 0
+        with self._phase("open"):
+            upstream = self.upstream()
+            sink = self._open_sink_if_exists()
+            if sink is not None:  # the step's one look at the sink's log (its position: what was committed last)
+                sink.refresh()
+            position = self.position()
+            end = upstream.refresh()
+            plan = self.plan()
+            lookups = {name: self.lookup(name).refresh() for name in plan.tables}
+        moved = lookups != position.lookups and plan.kind in ("aggregate", "rows", "full")   # (changes: reads no snapshot)
         if position.version is not None and end <= position.version and not moved:
             return None
-        sink = self.sink(end, lookups)
+        with self._phase("describe"):
+            sink = self.sink(end, lookups)
         if plan.kind == "full":
             kind, written = "full", self._refresh(sink, end, lookups)
-        elif position.version is None or moved:
+        elif position.version is None or (moved and not self._maintains_lookup_changes(position)):
             kind = "backfill" if position.version is None else "recompute"
             written = self._refresh(sink, end, lookups)
         else:
-            kind, written = "incremental", self._incremental(sink, position.version, end, lookups)
+            old = {name: position.lookups[name] for name in plan.tables}
+            kind, written = "incremental", self._incremental(sink, position.version, end, lookups, old)
         data, staged, changes, recomputed = written
         batch_id = position.batch_id + 1
         upstream_ms = upstream.metadata.timestamps.get(end, 0)
         extra = {"upstream": self.config.source.table, "from_version": position.version, "to_version": end,
                  "lookups": lookups, "kind": kind, "upstream_committed_ms": upstream_ms}
         if staged is None:
-            staged = [StagedFiles(files=[f.to_dict() for f in sink.stage_files(data, op="changes")],
-                                  rows=data.num_rows)] if data.num_rows else []
+            with self._phase("stage"):
+                staged = [StagedFiles(files=[f.to_dict() for f in sink.stage_files(data, op="changes")],
+                                      rows=data.num_rows)] if data.num_rows else []
         operation = "overwrite" if kind != "incremental" else "upsert"
-        version = publish(sink, staged, operation=operation, app_id=self.config.app_id, batch_id=batch_id,
-                          app_extra=extra)
+        with self._phase("commit"):
+            version = publish(sink, staged, operation=operation, app_id=self.config.app_id, batch_id=batch_id,
+                              app_extra=extra)
         upserts = deletes = 0
         if data is not None and data.num_rows:
             deletes = pc.sum(data.column(OP_COLUMN)).as_py() or 0
@@ -332,7 +368,8 @@ class TablePipeline:
             upserts = sum(m.rows for m in staged)
         self.last_run = time.monotonic()
         result = StepResult(batch_id, kind, position.version, end, version, changes, upserts, deletes, recomputed,
-                            time.monotonic() - began, upstream_ms, int(time.time() * 1000))
+                            time.monotonic() - began, upstream_ms, int(time.time() * 1000), dict(self._phases),
+                            self._rejoined)
         log.info("%s: %s (%s, %s] -> sink version %s: %d upserts, %d deletes%s in %.2fs", self.name, kind,
                  position.version, end, version, upserts, deletes,
                  f", {recomputed} groups recomputed" if recomputed else "", result.seconds)
@@ -382,10 +419,11 @@ class TablePipeline:
     def _changes_frame(self, changes: pa.Table):
         return self._arrow_frame(changes)
 
-    def _incremental(self, sink: Table, start: int, end: int, lookups: dict[str, int]):
+    def _incremental(self, sink: Table, start: int, end: int, lookups: dict[str, int], old: dict[str, int]):
+        """The step over (start, end] of the upstream and ``old`` -> ``lookups`` of the tables read by name."""
         plan, spark = self.plan(), self.spark()
-        views = self._lookup_views(lookups)
         if plan.kind == "changes":
+            views = self._lookup_views(lookups)
             changes = self.upstream().changes(start_version=start, end_version=end)
             views[CHANGES] = self._bind("changes", self._changes_frame(changes))
             out = spark.sql(plan.bound(views)).toArrow()
@@ -396,39 +434,108 @@ class TablePipeline:
             else:
                 data = self._with_ops(out)
             return data, None, changes.num_rows, 0
-        net = net_change(self.upstream(), start, end)
+        with self._phase("increment"):
+            net = net_change(self.upstream(), start, end)
+        tables = {name: self.lookup(name) for name in plan.tables}
         if plan.kind == "rows":
-            views[SOURCE] = self._bind("after", self._arrow_frame(net.after))
-            out = spark.sql(plan.bound(views)).toArrow()
+            with self._phase("dimension"):
+                rows, changes = net.after, net.changes
+                if self._shape is not None:
+                    delta = rows_to_rejoin(self._shape, self.upstream(), net, tables, old, lookups)
+                    rows, changes, self._rejoined = delta.inputs[0].rows, delta.changes, delta.rejoined
             key = list(plan.key_columns)
-            gone = net.keys.join(out.select(key), keys=key, join_type="left anti")
-            return self._with_ops(out, gone), None, net.changes, 0
+            with self._phase("spark_plan"):
+                views = {**self._lookup_views(lookups), SOURCE: self._bind("after", self._arrow_frame(rows))}
+                frame = spark.sql(plan.bound(views))
+            with self._phase("spark_job"):
+                out = frame.toArrow()
+            keys = pa.concat_tables([net.keys, rows.select(key)]).group_by(key, use_threads=False).aggregate([])
+            gone = keys.join(out.select(key), keys=key, join_type="left anti")
+            return self._with_ops(out, gone), None, changes, 0
         # aggregate
-        if arrow_computable(plan, net.after.schema):   # no Spark job: the same state, computed in this process
-            retract, add = arrow_states(plan, net.before), arrow_states(plan, net.after)
+        with self._phase("dimension"):
+            if self._shape is not None:
+                delta = join_delta(self._shape, self.upstream(), net, tables, old, lookups)
+                inputs, changes, self._rejoined = delta.inputs, delta.changes, delta.rejoined
+            else:
+                inputs, changes = [], net.changes
+        join = self._arrow_join_of(net.after.schema, tables, lookups)
+        if self._shape is None and arrow_computable(plan, net.after.schema):   # no Spark job (arrow_state.py)
+            with self._phase("arrow_state"):
+                retract, add = arrow_states(plan, net.before), arrow_states(plan, net.after)
+        elif join is not None:   # no Spark job either: the join in Arrow (arrow_join.py)
+            with self._phase("arrow_state"):
+                retract, add = self._arrow_join_states(join, inputs, tables)
         else:
-            retract, add = self._spark_states(net, views)
+            if self._shape is None:
+                inputs = [SignedRows(pa.concat_tables([signed(net.before, -1), signed(net.after, +1)]), {})]
+            retract, add = self._spark_states(inputs, lookups)
         names = self._output.names
-        old = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
-        merged = merge(old, retract, add, plan, self.config.state.extremes.kept)
+        with self._phase("sink_read"):
+            old_states = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
+        merged = merge(old_states, retract, add, plan, self.config.state.extremes.kept)
         states = dict(merged.states)
         if merged.recompute:
-            states.update(self._recompute(merged.recompute, end, views))
+            with self._phase("recompute"):
+                states.update(self._arrow_join_recompute(join, merged.recompute, end, tables, lookups)
+                              if join is not None else self._recompute(merged.recompute, end,
+                                                                       self._lookup_views(lookups)))
         key = [names[p] for p in plan.group_positions]
         deleted = pa.Table.from_pylist([dict(zip(key, k)) for k in merged.deleted],
                                        schema=pa.schema([self._sink_schema.field(k) for k in key]))
         data = self._with_ops(sink_rows(states, plan, names, self._sink_schema), deleted)
-        return data, None, net.changes, len(merged.recompute)
+        return data, None, changes, len(merged.recompute)
 
-    def _spark_states(self, net: NetChange, views: dict[str, str]):
-        """The before-images' and after-images' states per group, by the state query over one relation of
-        both, signed (one Spark job)."""
+    def _arrow_join_of(self, source: pa.Schema, tables: dict[str, Table], versions: dict[str, int]
+                       ) -> ArrowJoin | None:
+        if self._arrow_join is False:
+            self._arrow_join = None if self._shape is None else arrow_join(
+                self.plan(), self._shape, source, {n: t.schema_at(versions[n]) for n, t in tables.items()})
+        return self._arrow_join
+
+    def _arrow_join_states(self, join: ArrowJoin, inputs: list[SignedRows], tables: dict[str, Table]):
         plan = self.plan()
-        signed = pa.concat_tables([
-            net.before.append_column(SIGN_COLUMN, pa.array([-1] * net.before.num_rows, pa.int8())),
-            net.after.append_column(SIGN_COLUMN, pa.array([1] * net.after.num_rows, pa.int8()))])
-        source = {**views, SOURCE: self._bind("increment", self._arrow_frame(signed))}
-        rows = self.spark().sql(plan.state_sql(plan.input_sql(source, signed=True), by_sign=True)).toArrow().to_pylist()
+        if not inputs:
+            return {}, {}
+        rows = input_rows(join, inputs, tables, self._dimensions)
+        sign = rows.column(SIGN_COLUMN)
+        return (input_states(plan, rows.filter(pc.less(sign, 0))), input_states(plan, rows.filter(pc.greater(sign, 0))))
+
+    def _arrow_join_recompute(self, join: ArrowJoin, groups: list[tuple], end: int, tables: dict[str, Table],
+                              versions: dict[str, int]):
+        """``_recompute`` of a join the Arrow join computes: the upstream at ``end`` (the columns it needs; only
+        the groups' rows where the first group key is an upstream column) joined in Arrow."""
+        plan, shape = self.plan(), join.shape
+        columns = list(dict.fromkeys([lk.source_column for lk in shape.lookups] + [
+            c for a, c in join.columns.values() if a == shape.source_alias]))
+        first = join.columns["__g0"]
+        values = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
+        restrict = first[0] == shape.source_alias and len(values) == len(groups)
+        rows = self.upstream().scan(version=end, columns=columns,
+                                    filter=[(first[1], "in", values)] if restrict else None)
+        inputs = input_rows(join, [SignedRows(signed(rows, +1), dict(versions))], tables, self._dimensions)
+        names = [f"__g{j}" for j in range(len(plan.group_sql))]
+        wanted = pa.Table.from_pylist([dict(zip(names, g)) for g in groups],
+                                      schema=pa.schema([inputs.schema.field(n) for n in names]))
+        return input_states(plan, inputs.join(wanted, keys=names, join_type="left semi", use_threads=False),
+                            self.config.state.extremes.kept)
+
+    def _spark_states(self, inputs: list[SignedRows], lookups: dict[str, int]):
+        """The retracted and the added rows' states per group, by the state query over one relation of all the
+        signed terms (one Spark job)."""
+        plan = self.plan()
+        if not inputs:
+            return {}, {}
+        with self._phase("spark_plan"):
+            parts = []
+            for n, term in enumerate(inputs):
+                views = {**self._lookup_views({**lookups, **term.versions}),
+                         SOURCE: self._bind(f"increment{n}", self._arrow_frame(term.rows))}
+                parts.append(plan.input_sql(views, signed=True))
+            union = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts)
+            frame = self.spark().sql(plan.state_sql(union, by_sign=True))
+        with self._phase("spark_job"):
+            rows = frame.toArrow().to_pylist()
         return (states_from_state_rows([r for r in rows if r["__sign"] < 0], plan),
                 states_from_state_rows([r for r in rows if r["__sign"] > 0], plan))
 
