@@ -49,11 +49,37 @@ $(NODE_STAMP): $(NODE_DIR)/package-lock.json
 
 node-deps: $(NODE_STAMP)
 
+# Apache Kafka's own software (jvm/kafka/pom.xml): Kafka 4.4's broker (the peer of tests/kafka_peer.py), clients,
+# tools and Streams, a Connect 4.3.1 worker with connect-file and MirrorMaker 2, and Debezium's PostgreSQL connector,
+# copied by Maven into build/jvm/kafka/lib/<profile>/, one classpath per profile of the pom (reused while the pom is
+# unchanged); then the Java test programs of tests/java/ compiled against the Kafka 4.4 classpath into
+# build/jvm/kafka/test-classes/ (again while neither changes).
+JVM_KAFKA := build/jvm/kafka
+JVM_KAFKA_PROFILES := kafka connect-4.3 debezium
+JVM_KAFKA_STAMP := $(JVM_KAFKA)/lib/.copied
+JAVA_TEST_SOURCES := $(wildcard tests/java/*.java)
+JAVA_TEST_STAMP := $(JVM_KAFKA)/test-classes/.compiled
+
+$(JVM_KAFKA_STAMP): jvm/kafka/pom.xml
+	rm -rf $(JVM_KAFKA)/lib
+	for p in $(JVM_KAFKA_PROFILES); do \
+	  mvn -q -B -Dstyle.color=never -f jvm/kafka/pom.xml -P $$p dependency:copy-dependencies -DoutputDirectory=$(abspath $(JVM_KAFKA))/lib/$$p \
+	    || exit 1; done
+	@touch $@
+
+$(JAVA_TEST_STAMP): $(JVM_KAFKA_STAMP) $(JAVA_TEST_SOURCES)
+	rm -rf $(JVM_KAFKA)/test-classes && mkdir -p $(JVM_KAFKA)/test-classes
+	javac -nowarn -cp '$(JVM_KAFKA)/lib/kafka/*' -d $(JVM_KAFKA)/test-classes $(JAVA_TEST_SOURCES)
+	@touch $@
+
+.PHONY: jvm-deps
+jvm-deps: $(JAVA_TEST_STAMP)
+
 # Two test workers, whole files each (a module's fixtures start once): the suite mostly waits on brokers, JVMs
 # and Spark, so two at a time nearly halve it on two cores. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) system-deps node-deps
+test: $(STAMP) system-deps node-deps jvm-deps
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:
