@@ -8,8 +8,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clients import java_build
-from conftest import java_classpath
+from kafka_peer import java_command
 from txn_helpers import create_topics, read_all
 from tidelake.broker.embedded import EmbeddedBroker
 
@@ -32,8 +31,7 @@ def produce_plain(bootstrap: str, topic: str, values: list[str], partitions: int
 
 def run_java(bootstrap: str, script: list[list[str]], timeout: float = 300) -> list[list[list[str]]]:
     """Run TxnClient with one command per entry; returns each command's output lines (split by TAB)."""
-    classes = java_build()
-    proc = subprocess.run(["java", "-cp", f"{classes}:{java_classpath()}", "TxnClient", bootstrap],
+    proc = subprocess.run(java_command("TxnClient", bootstrap),
                           input="".join("\t".join(c) + "\n" for c in script), capture_output=True, text=True,
                           timeout=timeout)
     outputs, current = [], []
