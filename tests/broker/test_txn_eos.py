@@ -71,6 +71,14 @@ def test_java_transactions_commit_abort_fence_and_consume_transform_produce(brok
     all_values = sorted(r[3] for r in out[2] if r[0] == "rec")
     assert all_values == sorted(expected + [f"java-tx/t1/{i}" for i in range(3)] + [f"java-tx/t3/{i}" for i in range(2)])
 
+    # Transactions v2 (the 4.4 client's default on a broker finalizing transaction.version 2): every EndTxn, commit
+    # or abort, bumps the producer's epoch, with one producer id throughout.
+    txns = [r for r in out[0] if r[0] == "txn"]
+    assert [(r[2], r[4]) for r in txns] == [("commit", "true"), ("abort", "true"), ("commit", "true"), ("abort", "true")]
+    assert len({r[5] for r in txns}) == 1
+    epochs = [int(r[6]) for r in txns]
+    assert epochs == list(range(epochs[0], epochs[0] + 4)), epochs
+
     fence_lines = out[3]
     assert fence_lines[0][0] == "fenced"
     assert fence_lines[0][1] == "org.apache.kafka.common.errors.ProducerFencedException"
