@@ -61,6 +61,9 @@ JAVA_TEST_SOURCES := $(wildcard tests/java/*.java)
 JAVA_TEST_STAMP := $(JVM_KAFKA)/test-classes/.compiled
 
 $(JVM_KAFKA_STAMP): jvm/kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q maven openjdk-17-jdk-headless; \
+	  else echo "missing: maven and a JDK 17 for jvm/kafka -- run: sudo apt-get install -y maven openjdk-17-jdk-headless"; exit 1; fi; }
 	rm -rf $(JVM_KAFKA)/lib
 	for p in $(JVM_KAFKA_PROFILES); do \
 	  mvn -q -B -Dstyle.color=never -f jvm/kafka/pom.xml -P $$p dependency:copy-dependencies -DoutputDirectory=$(abspath $(JVM_KAFKA))/lib/$$p \
