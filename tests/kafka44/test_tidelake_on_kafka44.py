@@ -1,6 +1,7 @@
 """tidelake's own parts with a real Apache Kafka 4.4 broker in the place of tidelake's (issue 37, item 2):
 `tidelake pipeline run` exactly-once into a table, killed with -9 mid-run and run again to the end (nothing lost,
-nothing doubled), and the broker-side CLI commands with their output checked. One Kafka broker for the module.
+nothing doubled), two schema registry processes with `_schemas` on Kafka (the primary stopped: the other takes
+over, ids go on), and the broker-side CLI commands with their output checked. One Kafka broker for the module.
 
 What Kafka answers differently from tidelake's broker, as these commands show it:
 - a KRaft cluster formatted by Kafka 4.4 holds the cluster-wide dynamic default min.insync.replicas=1, so
@@ -20,7 +21,10 @@ from collections import Counter
 
 import pytest
 
+from conftest import stop_process
 from pipeline.test_kill import PARTITIONS, PER_PARTITION, TOTAL, PipelineProcess, run_once_to_the_end, topic_and_pipeline
+from schema_registry_fixtures import registry_process
+from schema_registry_rest import Rest, record
 from tidelake.table import Table
 
 pytestmark = pytest.mark.java
@@ -114,3 +118,22 @@ def test_pipeline_exactly_once_survives_kill_9(kafka44, tmp_path):
         {"id": i, "amount": i * 3} for i in range(TOTAL)]
     assert table.app_state("pipeline:k44-eo:k44-orders")["extra"]["offsets"] == {
         str(p): PER_PARTITION for p in range(PARTITIONS)}
+
+
+def test_schema_registry_processes_on_kafka_fail_over(kafka44):
+    bs = kafka44.bootstrap_servers
+    with registry_process(bs) as (url_a, proc_a), registry_process(bs) as (url_b, proc_b):
+        first = [Rest(url).register(f"k44-{i}", record(f"K{i}", ("a", "int"))).body["id"]
+                 for i, url in enumerate([url_a, url_b])]
+        assert sorted(first) == [1, 2]
+        primary_a = "tidelake_schema_registry_primary 1.0" in Rest(url_a).get("/metrics").body
+        assert primary_a != ("tidelake_schema_registry_primary 1.0" in Rest(url_b).get("/metrics").body)
+        stop_process(proc_a if primary_a else proc_b)      # the primary goes: the other is elected
+        survivor = url_b if primary_a else url_a
+        deadline = time.monotonic() + 60    # a last guard: the wait ends when the survivor says it is primary
+        while "tidelake_schema_registry_primary 1.0" not in Rest(survivor).get("/metrics").body:
+            assert time.monotonic() < deadline, "the surviving registry was not elected"
+            time.sleep(0.2)
+        answer = Rest(survivor).register("k44-after", record("KA", ("a", "int")))
+        assert answer.status == 200 and answer.body["id"] == 3, answer
+        assert Rest(survivor).get("/subjects").body == ["k44-0", "k44-1", "k44-after"]
