@@ -12,7 +12,7 @@ import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
  * args: BOOTSTRAP GROUP TOPIC PRODUCE WANT MODE (explicit|implicit|crash)
- * Sets the group's share.auto.offset.reset to earliest and share.record.lock.duration.ms to 2 s, writes PRODUCE
+ * Sets the group's share.auto.offset.reset to earliest (crash: and share.record.lock.duration.ms to 2 s), writes PRODUCE
  * records "v<i>" to TOPIC (partition 0), then reads in GROUP until WANT records are settled.
  *   explicit: each record's first delivery is RELEASEd when i % 3 == 0 (so it comes back with delivery count 2)
  *             and REJECTed when i % 5 == 1; everything else is ACCEPTed; commitSync after each poll.
@@ -29,10 +29,11 @@ public class ShareClient {
         base.put("bootstrap.servers", bootstrap);
         try (Admin admin = Admin.create(base)) {
             ConfigResource res = new ConfigResource(ConfigResource.Type.GROUP, group);
-            admin.incrementalAlterConfigs(Map.of(res, List.of(
-                    new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET),
-                    new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "2000"), AlterConfigOp.OpType.SET)
-            ))).all().get();
+            List<AlterConfigOp> ops = new ArrayList<>(List.of(
+                    new AlterConfigOp(new ConfigEntry("share.auto.offset.reset", "earliest"), AlterConfigOp.OpType.SET)));
+            if (mode.equals("crash"))   // the held records come back after 2 s, not Kafka's default 30 s
+                ops.add(new AlterConfigOp(new ConfigEntry("share.record.lock.duration.ms", "2000"), AlterConfigOp.OpType.SET));
+            admin.incrementalAlterConfigs(Map.of(res, ops)).all().get();
         }
         Properties pp = new Properties(); pp.putAll(base);
         pp.put("key.serializer", StringSerializer.class.getName());
@@ -53,7 +54,7 @@ public class ShareClient {
             while (settled.size() < n && System.currentTimeMillis() < deadline) {
                 ConsumerRecords<String, String> recs = c.poll(Duration.ofMillis(500));
                 for (ConsumerRecord<String, String> r : recs) {
-                    int i = Integer.parseInt(r.value().substring(1));
+                    int i = mode.equals("explicit") ? Integer.parseInt(r.value().substring(1)) : -1;
                     short count = r.deliveryCount().orElse((short) -1);
                     AcknowledgeType ack = AcknowledgeType.ACCEPT;
                     if (mode.equals("explicit")) {

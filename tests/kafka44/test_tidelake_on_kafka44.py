@@ -1,6 +1,7 @@
 """tidelake's own parts with a real Apache Kafka 4.4 broker in the place of tidelake's (issue 37, item 2):
 `tidelake pipeline run` exactly-once into a table, killed with -9 mid-run and run again to the end (nothing lost,
-nothing doubled), two schema registry processes with `_schemas` on Kafka (the primary stopped: the other takes
+nothing doubled), the web console's topic, message and group pages (a consumer group and a share group of
+Kafka 4.4's KafkaShareConsumer), two schema registry processes with `_schemas` on Kafka (the primary stopped: the other takes
 over, ids go on), and the broker-side CLI commands with their output checked. One Kafka broker for the module.
 
 What Kafka answers differently from tidelake's broker, as these commands show it:
@@ -8,10 +9,13 @@ What Kafka answers differently from tidelake's broker, as these commands show it
   `topics describe` and `configs describe --entity-type topics` list it among the configs "set on the topic"
   (source DYNAMIC_DEFAULT_BROKER_CONFIG);
 - `topics list` names Kafka's internal __consumer_offsets once a group has committed;
-- `acls list` on a broker without an authorizer is refused with SECURITY_DISABLED."""
+- `acls list` on a broker without an authorizer is refused with SECURITY_DISABLED;
+- a share group's share.record.lock.duration.ms must lie in 15000..60000 on Kafka (its brokers'
+  group.share.min/max.record.lock.duration.ms); tidelake's broker takes 2000 (tests/broker/test_java_share_consumer.py)."""
 from __future__ import annotations
 
 import json
+import urllib.request
 import random
 import signal
 import subprocess
@@ -21,7 +25,12 @@ from collections import Counter
 
 import pytest
 
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from console_fixtures import ConsoleProcess
 from conftest import stop_process
+from kafka_peer import java_command
 from pipeline.test_kill import PARTITIONS, PER_PARTITION, TOTAL, PipelineProcess, run_once_to_the_end, topic_and_pipeline
 from schema_registry_fixtures import registry_process
 from schema_registry_rest import Rest, record
@@ -137,3 +146,50 @@ def test_schema_registry_processes_on_kafka_fail_over(kafka44):
         answer = Rest(survivor).register("k44-after", record("KA", ("a", "int")))
         assert answer.status == 200 and answer.body["id"] == 3, answer
         assert Rest(survivor).get("/subjects").body == ["k44-0", "k44-1", "k44-after"]
+
+
+def test_console_pages_on_kafka(kafka44, tmp_path):
+    bs = kafka44.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic("k44-console", 2, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(20):
+        p.produce("k44-console", json.dumps({"id": i, "note": f"note-{i}"}).encode(), key=b"id-%d" % i,
+                  partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": "k44-console-app", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["k44-console"])
+    read = 0
+    for _ in range(240):   # a last guard; the loop ends on the count
+        if read >= 20:
+            break
+        m = c.poll(0.5)
+        read += m is not None and m.error() is None
+    c.commit(asynchronous=False)
+    c.close()
+    # a share group on Kafka's own share coordinator, read to the end by Kafka 4.4's share consumer
+    share = subprocess.run(java_command("ShareClient", bs, "k44-console-share", "k44-console", "0", "20", "implicit"),
+                           capture_output=True, text=True, timeout=180)
+    assert share.returncode == 0, share.stdout[-2000:] + share.stderr[-3000:]
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    console = ConsoleProcess(["-b", bs, "--tables", str(tmp_path / "tables"), "--pipelines", str(tmp_path / "pipelines")])
+    try:
+        def page(path: str) -> str:
+            with urllib.request.urlopen(console.url + path, timeout=60) as answer:
+                assert answer.status == 200, path
+                return answer.read().decode()
+
+        assert "k44-console" in page("/topics")
+        assert "k44-console" in page("/topics/k44-console")
+        assert "note-0" in page("/topics/k44-console/messages?partition=0")
+        groups = page("/groups")
+        assert "k44-console-app" in groups and "k44-console-share" in groups
+        assert "k44-console" in page("/groups/k44-console-app")
+        assert "k44-console" in page("/groups/k44-console-share")
+    finally:
+        stderr = console.stop()
+    assert "Traceback" not in stderr, stderr
