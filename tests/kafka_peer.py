@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import fcntl
+import functools
 import os
 import socket
 import subprocess
@@ -47,9 +48,10 @@ logger.state.level = WARN
 """
 
 
+@functools.cache
 def jvm_deps() -> None:
-    """`make jvm-deps` (the pinned jars and the compiled tests/java), once at a time across test workers: make
-    reuses both while the pom and the sources are unchanged, so this is cheap after the first call."""
+    """`make jvm-deps` (the pinned jars and the compiled tests/java), once per process and one process at a time
+    across test workers: make reuses both while the pom and the sources are unchanged."""
     JVM_KAFKA.mkdir(parents=True, exist_ok=True)
     with open(JVM_KAFKA.parent / ".make-jvm-deps.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

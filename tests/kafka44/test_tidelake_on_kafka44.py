@@ -1,30 +1,30 @@
 """tidelake's own parts with a real Apache Kafka 4.4 broker in the place of tidelake's (issue 37, item 2):
 `tidelake pipeline run` exactly-once into a table, killed with -9 mid-run and run again to the end (nothing lost,
 nothing doubled), the web console's topic, message and group pages (a consumer group and a share group of
-Kafka 4.4's KafkaShareConsumer), two schema registry processes with `_schemas` on Kafka (the primary stopped: the other takes
-over, ids go on), and the broker-side CLI commands with their output checked. One Kafka broker for the module.
+Kafka 4.4's KafkaShareConsumer), two schema registry processes with `_schemas` on Kafka (the primary stopped: the
+other takes over, ids go on), and the broker-side CLI commands with their output checked. One Kafka broker for the
+module.
 
-What Kafka answers differently from tidelake's broker, as these commands show it:
+What Kafka answers differently from tidelake's broker, as these commands show it (`topics list` naming
+__consumer_offsets once a group committed, and `acls list` refused with SECURITY_DISABLED without an authorizer,
+are the same on both):
 - a KRaft cluster formatted by Kafka 4.4 holds the cluster-wide dynamic default min.insync.replicas=1, so
   `topics describe` and `configs describe --entity-type topics` list it among the configs "set on the topic"
   (source DYNAMIC_DEFAULT_BROKER_CONFIG);
-- `topics list` names Kafka's internal __consumer_offsets once a group has committed;
-- `acls list` on a broker without an authorizer is refused with SECURITY_DISABLED;
 - a share group's share.record.lock.duration.ms must lie in 15000..60000 on Kafka (its brokers'
   group.share.min/max.record.lock.duration.ms); tidelake's broker takes 2000 (tests/broker/test_java_share_consumer.py)."""
 from __future__ import annotations
 
 import json
-import urllib.request
 import random
 import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 
 import pytest
-
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
