@@ -70,11 +70,40 @@ $(PEER_JARS_STAMP): $(PEER_DIR)/pom.xml
 .PHONY: peer-venv
 peer-venv: $(PEER_STAMP) $(PEER_JARS_STAMP)
 
+# Apache Kafka's own software (jvm/kafka/pom.xml): Kafka 4.4's broker (the peer of tests/kafka_peer.py), clients,
+# tools and Streams, a Connect 4.3.1 worker with connect-file and MirrorMaker 2, and Debezium's PostgreSQL connector,
+# copied by Maven into build/jvm/kafka/lib/<profile>/, one classpath per profile of the pom (reused while the pom is
+# unchanged); then the Java test programs of tests/java/ compiled against the Kafka 4.4 classpath into
+# build/jvm/kafka/test-classes/ (again while neither changes).
+JVM_KAFKA := build/jvm/kafka
+JVM_KAFKA_PROFILES := kafka connect-4.3 debezium
+JVM_KAFKA_STAMP := $(JVM_KAFKA)/lib/.copied
+JAVA_TEST_SOURCES := $(wildcard tests/java/*.java)
+JAVA_TEST_STAMP := $(JVM_KAFKA)/test-classes/.compiled
+
+$(JVM_KAFKA_STAMP): jvm/kafka/pom.xml
+	@command -v mvn >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && apt-get install -y -q maven openjdk-17-jdk-headless; \
+	  else echo "missing: maven and a JDK 17 for jvm/kafka -- run: sudo apt-get install -y maven openjdk-17-jdk-headless"; exit 1; fi; }
+	rm -rf $(JVM_KAFKA)/lib
+	for p in $(JVM_KAFKA_PROFILES); do \
+	  mvn -q -B -Dstyle.color=never -f jvm/kafka/pom.xml -P $$p dependency:copy-dependencies -DoutputDirectory=$(abspath $(JVM_KAFKA))/lib/$$p \
+	    || exit 1; done
+	@touch $@
+
+$(JAVA_TEST_STAMP): $(JVM_KAFKA_STAMP) $(JAVA_TEST_SOURCES)
+	rm -rf $(JVM_KAFKA)/test-classes && mkdir -p $(JVM_KAFKA)/test-classes
+	javac -nowarn -cp '$(JVM_KAFKA)/lib/kafka/*' -d $(JVM_KAFKA)/test-classes $(JAVA_TEST_SOURCES)
+	@touch $@
+
+.PHONY: jvm-deps
+jvm-deps: $(JAVA_TEST_STAMP)
+
 # Two test workers, whole files each (a module's fixtures start once): the suite mostly waits on brokers, JVMs
 # and Spark, so two at a time nearly halve it on two cores. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 
-test: $(STAMP) system-deps node-deps peer-venv
+test: $(STAMP) system-deps node-deps jvm-deps peer-venv
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 clean:

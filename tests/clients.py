@@ -2,23 +2,21 @@
 
 Every client here produces a list of `Rec` and reads back `Rec`s with offsets, so tests can compare
 what one client wrote with what another read, field by field. The reference Java client runs as one
-JVM per script (tests/java/InteropClient.java), compiled once per source hash into build/java/<hash>/.
+JVM per script (tests/java/InteropClient.java on kafka-clients 4.4.0), compiled by `make jvm-deps`.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
-from conftest import ROOT, java_classpath, tansu_broker  # noqa: F401 (re-exported)
+from conftest import ROOT, tansu_broker  # noqa: F401 (re-exported)
+from kafka_peer import java_command
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 PY_CLIENTS = ("confluent", "kafka-python", "aiokafka")
@@ -303,25 +301,6 @@ def consume_aiokafka(bootstrap: str, want: Want, timeout: float = 60) -> dict[tu
 # Reference Java client
 
 
-def java_build() -> Path:
-    """Compile tests/java/*.java once per (source, classpath) hash; returns the classes directory."""
-    sources = sorted((ROOT / "tests" / "java").glob("*.java"))
-    digest = hashlib.sha256(java_classpath().encode())
-    for s in sources:
-        digest.update(s.name.encode() + b"\0" + s.read_bytes())
-    out = ROOT / "build" / "java" / digest.hexdigest()[:16]
-    if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(dir=out.parent))
-        subprocess.run(["javac", "-nowarn", "-cp", java_classpath(), "-d", str(tmp), *map(str, sources)],
-                       check=True, timeout=300, capture_output=True)
-        try:
-            tmp.rename(out)  # atomic: a concurrent build either wins or finds ours
-        except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
-    return out
-
-
 def _hex(b: bytes | None) -> str:
     return "-" if b is None else b.hex()
 
@@ -383,10 +362,8 @@ class JavaScript:
         return self._cmd("offsets_for_times", topic, partition, ts)
 
     def run(self, bootstrap: str, timeout: float = 240) -> "JavaResult":
-        classes = java_build()
         proc = subprocess.run(
-            ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-             "-cp", os.pathsep.join([str(classes), java_classpath()]), "InteropClient", bootstrap],
+            java_command("InteropClient", bootstrap),
             input="\n".join(self.lines) + "\n", capture_output=True, text=True, timeout=timeout)
         lines = [ln.split("\t") for ln in proc.stdout.splitlines()]
         assert proc.returncode == 0 and lines and lines[-1] == ["done"], (

@@ -1,4 +1,4 @@
-"""Shared fixtures: free ports, peer brokers (Tansu), the reference Java client's classpath."""
+"""Shared fixtures: free ports, peer brokers (Tansu, Apache Kafka 4.4), the reference Java client's classpath."""
 from __future__ import annotations
 
 import contextlib
@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+import kafka_peer
 
 ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -39,10 +41,27 @@ def tansu_binary() -> Path:
 
 
 def java_classpath() -> str:
-    import pyflink
-    lib = Path(list(pyflink.__path__)[0]) / "lib"  # pyflink is a namespace package (__file__ is None)
-    jars = ["kafka-clients.jar", "lz4-java.jar", "snappy-java.jar", "zstd-jni.jar", "slf4j-api.jar"]
-    return os.pathsep.join(str(lib / j) for j in jars)
+    """The reference Java client's classpath: Kafka 4.4.0's jars, pinned by jvm/kafka/pom.xml."""
+    return kafka_peer.classpath("kafka")
+
+
+def java_classes() -> Path:
+    """tests/java/*.java, compiled against java_classpath() by `make jvm-deps`."""
+    return kafka_peer.java_test_classes()
+
+
+@pytest.fixture(scope="module")
+def kafka44(tmp_path_factory):
+    """A real Apache Kafka 4.4 broker (one KRaft node), started once per module that asks for it."""
+    with kafka_peer.KafkaCluster(tmp_path_factory.mktemp("kafka44"), nodes=1) as kafka:
+        yield kafka
+
+
+@pytest.fixture(scope="module")
+def kafka44_cluster(tmp_path_factory):
+    """A real Apache Kafka 4.4 cluster: three KRaft nodes, each broker and controller, once per module."""
+    with kafka_peer.KafkaCluster(tmp_path_factory.mktemp("kafka44-cluster"), nodes=3) as kafka:
+        yield kafka
 
 
 @contextlib.contextmanager

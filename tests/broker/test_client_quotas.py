@@ -4,12 +4,11 @@ DESCRIBE_CONFIGS on the cluster."""
 from __future__ import annotations
 
 import subprocess
-import textwrap
 
 import pytest
 from kafka.protocol.admin import DescribeClientQuotasRequest as DCQ
 
-from conftest import java_classpath
+from kafka_peer import java_command
 from tidelake.broker import EmbeddedBroker
 from tidelake.protocol.wire_client import WireClient
 
@@ -49,30 +48,11 @@ def test_a_filter_kafka_refuses_is_an_invalid_request(broker, components, reason
     assert r.error_code == INVALID_REQUEST and reason in r.error_message and r.entries is None
 
 
-JAVA = textwrap.dedent("""
-    import org.apache.kafka.clients.admin.*;
-    import org.apache.kafka.common.quota.*;
-    import java.util.*;
-    public class Quotas {
-      public static void main(String[] a) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", a[0]);
-        try (Admin ad = Admin.create(p)) {
-          System.out.println("ALL " + ad.describeClientQuotas(ClientQuotaFilter.all()).entities().get());
-          System.out.println("ALICE " + ad.describeClientQuotas(ClientQuotaFilter.containsOnly(
-              List.of(ClientQuotaFilterComponent.ofEntity("user", "alice")))).entities().get());
-        }
-      }
-    }
-""")
 
 
 @pytest.mark.java
 def test_java_admin_describes_client_quotas(broker, tmp_path):
-    (tmp_path / "Quotas.java").write_text(JAVA)
-    cp = java_classpath()
-    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(tmp_path / "Quotas.java")], check=True, timeout=180)
-    r = subprocess.run(["java", "-cp", f"{cp}:{tmp_path}", "Quotas", broker.bootstrap_servers],
+    r = subprocess.run(java_command("Quotas", broker.bootstrap_servers),  # tests/java/Quotas.java
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.split() == ["ALL", "{}", "ALICE", "{}"]

@@ -7,13 +7,12 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import java_classpath
+from kafka_peer import java_command
 from tidelake.broker.embedded import EmbeddedBroker
 
 PARTITIONS = 4
@@ -163,58 +162,11 @@ def test_aiokafka_group_commit_and_resume(broker):
     assert sorted(asyncio.run(consume_until(second))) == sorted(second)
 
 
-JAVA_SOURCE = r"""
-import org.apache.kafka.clients.consumer.*;
-import org.apache.kafka.common.serialization.StringDeserializer;
-import java.time.Duration;
-import java.util.*;
-
-public class GroupConsumer {
-  // args: bootstrap group protocol(classic|consumer) topic want [remoteAssignor]
-  public static void main(String[] a) {
-    Properties p = new Properties();
-    p.put("bootstrap.servers", a[0]);
-    p.put("group.id", a[1]);
-    p.put("group.protocol", a[2]);
-    p.put("key.deserializer", StringDeserializer.class.getName());
-    p.put("value.deserializer", StringDeserializer.class.getName());
-    p.put("auto.offset.reset", "earliest");
-    p.put("enable.auto.commit", "false");
-    if (a[2].equals("classic")) {
-      p.put("session.timeout.ms", "6000");
-      p.put("heartbeat.interval.ms", "500");
-    } else if (a.length > 5) {
-      p.put("group.remote.assignor", a[5]);
-    }
-    int want = Integer.parseInt(a[4]);
-    try (KafkaConsumer<String, String> c = new KafkaConsumer<>(p)) {
-      c.subscribe(List.of(a[3]));
-      List<String> got = new ArrayList<>();
-      long deadline = System.currentTimeMillis() + 60000;
-      while (got.size() < want && System.currentTimeMillis() < deadline) {
-        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) got.add(r.value());
-      }
-      c.commitSync();
-      System.out.println("ASSIGNED " + c.assignment().size());
-      for (String v : got) System.out.println("VALUE " + v);
-    }
-  }
-}
-"""
 
 
-@pytest.fixture(scope="module")
-def java_classes(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("java")
-    (out / "GroupConsumer.java").write_text(JAVA_SOURCE)
-    subprocess.run(["javac", "-nowarn", "-cp", java_classpath(), "-d", str(out), str(out / "GroupConsumer.java")],
-                   check=True, timeout=300, capture_output=True)
-    return out
-
-
-def run_java(classes: Path, *args: str) -> list[bytes]:
-    import os
-    proc = subprocess.run(["java", "-cp", os.pathsep.join([str(classes), java_classpath()]), "GroupConsumer", *args],
+def run_java(*args: str) -> list[bytes]:
+    """tests/java/GroupConsumer.java: consume `want` records in a group, commit, print them."""
+    proc = subprocess.run(java_command("GroupConsumer", *args),
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"ASSIGNED {PARTITIONS}" in proc.stdout, proc.stdout[-2000:] + proc.stderr[-3000:]
@@ -222,13 +174,13 @@ def run_java(classes: Path, *args: str) -> list[bytes]:
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
-def test_java_group_commit_and_resume(broker, java_classes, protocol):
+def test_java_group_commit_and_resume(broker, protocol):
     bs = broker.bootstrap_servers
     create_topic(bs, "t")
     first = produce(bs, "t", "first", 20)
-    assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "20", "range")) == sorted(first)
+    assert sorted(run_java(bs, "jg", protocol, "t", "20", "range")) == sorted(first)
     second = produce(bs, "t", "second", 8)
-    assert sorted(run_java(java_classes, bs, "jg", protocol, "t", "8", "range")) == sorted(second)
+    assert sorted(run_java(bs, "jg", protocol, "t", "8", "range")) == sorted(second)
     group = broker.broker.context.groups.groups["jg"]
     assert group.protocol_kind == protocol
 

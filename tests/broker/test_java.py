@@ -1,73 +1,22 @@
-"""The reference Java client (kafka-clients 3.9.1) against the broker: admin create/describe
+"""The reference Java client (kafka-clients 4.4.0, tests/java/BrokerSmoke.java) against the broker: admin create/describe
 (DescribeTopicPartitions), the producer's defaults (idempotent, acks=all), a read_committed consumer
 with fetch sessions, offsetsForTimes."""
 from __future__ import annotations
 
 import subprocess
-import textwrap
 
 import pytest
 
-from conftest import java_classpath
+from kafka_peer import java_command
 from tidelake.broker import EmbeddedBroker
 
 pytestmark = pytest.mark.java
 
-JAVA = textwrap.dedent("""
-    import org.apache.kafka.clients.producer.*;
-    import org.apache.kafka.clients.consumer.*;
-    import org.apache.kafka.clients.admin.*;
-    import org.apache.kafka.common.TopicPartition;
-    import java.util.*;
-    import java.time.Duration;
-    public class BrokerSmoke {
-      public static void main(String[] a) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", a[0]);
-        p.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-        p.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-        try (Admin ad = Admin.create(p)) {
-          ad.createTopics(List.of(new NewTopic("jt", 3, (short) 1))).all().get();
-          TopicDescription d = ad.describeTopics(List.of("jt")).allTopicNames().get().get("jt");
-          System.out.println("PARTITIONS " + d.partitions().size() + " LEADER " + d.partitions().get(0).leader().id());
-        }
-        long t0 = System.currentTimeMillis();
-        try (KafkaProducer<String, String> pr = new KafkaProducer<>(p)) {  // defaults: idempotent, acks=all
-          for (int i = 0; i < 1000; i++) pr.send(new ProducerRecord<>("jt", 0, t0 + i, "k" + i, "v" + i));
-          pr.flush();
-          System.out.println("LAST " + pr.send(new ProducerRecord<>("jt", 0, t0 + 1000, "k", "last")).get().offset());
-        }
-        Properties c = new Properties();
-        c.put("bootstrap.servers", a[0]);
-        c.put("key.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
-        c.put("value.deserializer", "org.apache.kafka.common.serialization.StringDeserializer");
-        c.put("isolation.level", "read_committed");
-        c.put("max.partition.fetch.bytes", "4096");  // many fetches: exercises incremental fetch sessions
-        try (KafkaConsumer<String, String> co = new KafkaConsumer<>(c)) {
-          TopicPartition tp = new TopicPartition("jt", 0);
-          co.assign(List.of(tp));
-          co.seekToBeginning(List.of(tp));
-          int n = 0; long end = System.currentTimeMillis() + 30000; long expect = 0; boolean ordered = true;
-          while (n < 1001 && System.currentTimeMillis() < end) {
-            for (ConsumerRecord<String, String> r : co.poll(Duration.ofMillis(200))) {
-              ordered &= r.offset() == expect++; n++;
-            }
-          }
-          System.out.println("CONSUMED " + n + " ORDERED " + ordered);
-          System.out.println("TIMES " + co.offsetsForTimes(Map.of(tp, t0 + 500)).get(tp).offset());
-        }
-      }
-    }
-""")
 
 
 def test_java_admin_producer_defaults_and_read_committed_consumer(tmp_path):
-    src = tmp_path / "BrokerSmoke.java"
-    src.write_text(JAVA)
-    cp = java_classpath()
-    subprocess.run(["javac", "-cp", cp, "-d", str(tmp_path), str(src)], check=True, timeout=180)
     with EmbeddedBroker(tmp_path / "data") as b:
-        r = subprocess.run(["java", "-cp", f"{cp}:{tmp_path}", "BrokerSmoke", b.bootstrap_servers],
+        r = subprocess.run(java_command("BrokerSmoke", b.bootstrap_servers),
                            capture_output=True, text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-3000:]
     lines = dict(line.split(" ", 1) for line in r.stdout.splitlines() if " " in line)

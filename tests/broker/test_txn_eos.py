@@ -8,8 +8,7 @@ import time
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from clients import java_build
-from conftest import java_classpath
+from kafka_peer import java_command
 from txn_helpers import create_topics, read_all
 from tidelake.broker.embedded import EmbeddedBroker
 
@@ -32,8 +31,7 @@ def produce_plain(bootstrap: str, topic: str, values: list[str], partitions: int
 
 def run_java(bootstrap: str, script: list[list[str]], timeout: float = 300) -> list[list[list[str]]]:
     """Run TxnClient with one command per entry; returns each command's output lines (split by TAB)."""
-    classes = java_build()
-    proc = subprocess.run(["java", "-cp", f"{classes}:{java_classpath()}", "TxnClient", bootstrap],
+    proc = subprocess.run(java_command("TxnClient", bootstrap),
                           input="".join("\t".join(c) + "\n" for c in script), capture_output=True, text=True,
                           timeout=timeout)
     outputs, current = [], []
@@ -72,6 +70,14 @@ def test_java_transactions_commit_abort_fence_and_consume_transform_produce(brok
     assert committed_values == expected
     all_values = sorted(r[3] for r in out[2] if r[0] == "rec")
     assert all_values == sorted(expected + [f"java-tx/t1/{i}" for i in range(3)] + [f"java-tx/t3/{i}" for i in range(2)])
+
+    # Transactions v2 (the 4.4 client's default on a broker finalizing transaction.version 2): every EndTxn, commit
+    # or abort, bumps the producer's epoch, with one producer id throughout.
+    txns = [r for r in out[0] if r[0] == "txn"]
+    assert [(r[2], r[4]) for r in txns] == [("commit", "true"), ("abort", "true"), ("commit", "true"), ("abort", "true")]
+    assert len({r[5] for r in txns}) == 1
+    epochs = [int(r[6]) for r in txns]
+    assert epochs == list(range(epochs[0], epochs[0] + 4)), epochs
 
     fence_lines = out[3]
     assert fence_lines[0][0] == "fenced"

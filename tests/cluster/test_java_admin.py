@@ -1,4 +1,4 @@
-"""The reference Java client (kafka-clients 3.9.1) against a three-broker cluster: its Admin describes replicas and
+"""The reference Java client (kafka-clients 4.4.0, tests/java/ClusterClient.java) against a three-broker cluster: its Admin describes replicas and
 ISR, creates a topic with RF=3, reassigns a partition (alter/listPartitionReassignments) and runs a preferred
 election; and producers ride through leader changes — librdkafka's (confluent-kafka) and Java's idempotent acks=all
 producers write while the leader moves (preferred election, reassignment away from the leader; controlled shutdown
@@ -6,7 +6,6 @@ and kill -9 of the leader): no delivery fails and every record is stored once.""
 from __future__ import annotations
 
 import subprocess
-import textwrap
 import threading
 from pathlib import Path
 from typing import Callable
@@ -17,138 +16,22 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ElectLeadersRequest
 
 from cluster_fixtures import consume_all, metadata, start_cluster, wait_until
-from conftest import java_classpath
+from kafka_peer import java_command
 from tidelake import errors
 from tidelake.protocol.wire_client import WireClient
 
 pytestmark = pytest.mark.java
 
-JAVA = textwrap.dedent("""
-    import org.apache.kafka.clients.admin.*;
-    import org.apache.kafka.clients.producer.*;
-    import org.apache.kafka.common.*;
-    import java.nio.file.*;
-    import java.util.*;
-    import java.util.concurrent.atomic.*;
-    import java.util.stream.*;
-
-    public class ClusterClient {
-      static String ids(List<Node> nodes) {
-        return nodes.stream().map(n -> String.valueOf(n.id())).collect(Collectors.joining(","));
-      }
-      static void describe(Admin ad, String topic) throws Exception {
-        TopicDescription d = ad.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
-        for (TopicPartitionInfo p : d.partitions())
-          System.out.println("DESCRIBE " + topic + "-" + p.partition() + " leader=" + p.leader().id()
-              + " replicas=" + ids(p.replicas()) + " isr=" + ids(p.isr()));
-      }
-      static TopicPartitionInfo partition0(Admin ad, String topic) throws Exception {
-        return ad.describeTopics(List.of(topic)).allTopicNames().get().get(topic).partitions().get(0);
-      }
-      static void waitFor(Admin ad, String topic, List<Integer> replicas) throws Exception {
-        long end = System.currentTimeMillis() + 60000;
-        while (System.currentTimeMillis() < end) {
-          TopicPartitionInfo p = partition0(ad, topic);
-          List<Integer> r = p.replicas().stream().map(Node::id).collect(Collectors.toList());
-          List<Integer> isr = p.isr().stream().map(Node::id).sorted().collect(Collectors.toList());
-          if (r.equals(replicas) && isr.equals(replicas.stream().sorted().collect(Collectors.toList()))
-              && ad.listPartitionReassignments().reassignments().get().isEmpty()) return;
-          Thread.sleep(100);
-        }
-        throw new IllegalStateException(topic + " did not reach replicas " + replicas);
-      }
-
-      static void admin(String bootstrap) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        try (Admin ad = Admin.create(p)) {
-          ad.createTopics(List.of(new NewTopic("jadmin", 3, (short) 3))).all().get();
-          Thread.sleep(500);
-          describe(ad, "jadmin");
-          ad.createTopics(List.of(new NewTopic("jmove", Map.of(0, List.of(1, 2))))).all().get();
-          TopicPartition tp = new TopicPartition("jmove", 0);
-          Optional<Throwable> e = ad.electLeaders(ElectionType.PREFERRED, Set.of(tp)).partitions().get().get(tp);
-          System.out.println("ELECT_FIRST " + e.map(x -> x.getClass().getSimpleName()).orElse("NONE"));
-          ad.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(2, 3)))))
-              .all().get();
-          waitFor(ad, "jmove", List.of(2, 3));
-          describe(ad, "jmove");
-          // the same replicas in another order: a new preferred replica (3), still led by 2
-          ad.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(3, 2)))))
-              .all().get();
-          waitFor(ad, "jmove", List.of(3, 2));
-          System.out.println("LEADER_BEFORE " + partition0(ad, "jmove").leader().id());
-          e = ad.electLeaders(ElectionType.PREFERRED, Set.of(tp)).partitions().get().get(tp);
-          System.out.println("ELECT_PREFERRED " + e.map(x -> x.getClass().getSimpleName()).orElse("NONE"));
-          long end = System.currentTimeMillis() + 30000;
-          while (partition0(ad, "jmove").leader().id() != 3 && System.currentTimeMillis() < end) Thread.sleep(100);
-          System.out.println("LEADER_AFTER " + partition0(ad, "jmove").leader().id());
-          try {
-            ad.alterPartitionReassignments(Map.of(tp, Optional.empty())).all().get();
-            System.out.println("CANCEL NONE");
-          } catch (java.util.concurrent.ExecutionException x) {
-            System.out.println("CANCEL " + x.getCause().getClass().getSimpleName());
-          }
-          try {
-            ad.alterPartitionReassignments(Map.of(tp, Optional.of(new NewPartitionReassignment(List.of(3, 42)))))
-                .all().get();
-            System.out.println("BAD_TARGET NONE");
-          } catch (java.util.concurrent.ExecutionException x) {
-            System.out.println("BAD_TARGET " + x.getCause().getClass().getSimpleName());
-          }
-        }
-      }
-
-      // an idempotent acks=all producer (3.x defaults) writing to partition 0 until STOPFILE exists
-      static void produce(String bootstrap, String topic, String stopFile) throws Exception {
-        Properties p = new Properties();
-        p.put("bootstrap.servers", bootstrap);
-        p.put("key.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-        p.put("value.serializer", "org.apache.kafka.common.serialization.StringSerializer");
-        p.put("linger.ms", "2");
-        AtomicInteger failed = new AtomicInteger();
-        List<String> firstErrors = Collections.synchronizedList(new ArrayList<>());
-        int sent = 0;
-        try (KafkaProducer<String, String> pr = new KafkaProducer<>(p)) {
-          while (!Files.exists(Paths.get(stopFile)) || sent < 1000) {
-            pr.send(new ProducerRecord<>(topic, 0, null, String.format("j-%07d", sent)), (md, ex) -> {
-              if (ex != null) { failed.incrementAndGet(); if (firstErrors.size() < 3) firstErrors.add(ex.toString()); }
-            });
-            sent++;
-            if (sent % 200 == 0) pr.flush();
-          }
-          pr.flush();
-        }
-        for (String x : firstErrors) System.out.println("ERROR " + x);
-        System.out.println("SENT " + sent);
-        System.out.println("FAILED " + failed.get());
-      }
-
-      public static void main(String[] a) throws Exception {
-        if (a[0].equals("admin")) admin(a[1]); else produce(a[1], a[2], a[3]);
-      }
-    }
-""")
-
-
-@pytest.fixture(scope="module")
-def java_classes(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("java-cluster-client")
-    (out / "ClusterClient.java").write_text(JAVA)
-    cp = java_classpath()
-    subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(out), str(out / "ClusterClient.java")], check=True,
-                   timeout=240)
-    return f"{cp}:{out}"
 
 
 def _lines(stdout: str) -> dict[str, str]:
     return dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
 
 
-def test_java_admin_describes_creates_reassigns_and_elects(tmp_path, java_classes):
+def test_java_admin_describes_creates_reassigns_and_elects(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3)
     try:
-        r = subprocess.run(["java", "-cp", java_classes, "ClusterClient", "admin", cluster.bootstrap_servers],
+        r = subprocess.run(java_command("ClusterClient", "admin", cluster.bootstrap_servers),
                            capture_output=True, text=True, timeout=180)
         assert r.returncode == 0, r.stderr[-3000:]
         described = [line.split(" ", 2) for line in r.stdout.splitlines() if line.startswith("DESCRIBE jadmin")]
@@ -197,12 +80,12 @@ def _leader(cluster, topic: str, via: int) -> int:
     return metadata(cluster.brokers[via], [topic]).topics[0].partitions[0].leader_id
 
 
-def _ride_through(cluster, tmp_path: Path, java_classes: str, move: Callable[[], None]) -> None:
+def _ride_through(cluster, tmp_path: Path, move: Callable[[], None]) -> None:
     """librdkafka and Java idempotent acks=all producers write (to `ride-c` and `ride-j`, both led by broker 1)
     while ``move`` changes the leader; then every record each sent is read back once."""
     stop_file = tmp_path / "stop"
-    java = subprocess.Popen(["java", "-cp", java_classes, "ClusterClient", "produce", cluster.bootstrap_servers,
-                             "ride-j", str(stop_file)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    java = subprocess.Popen(java_command("ClusterClient", "produce", cluster.bootstrap_servers, "ride-j",
+                                          str(stop_file)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stop = threading.Event()
     sent, failures = [0], []
 
@@ -272,7 +155,7 @@ def _reorder(cluster, topics: list[str], replicas: list[int]) -> None:
     assert all(p.error_code == errors.NONE for t in r.responses for p in t.partitions), r
 
 
-def test_producers_ride_through_a_preferred_leader_election(tmp_path, java_classes):
+def test_producers_ride_through_a_preferred_leader_election(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3)
     try:
         topics = ["ride-c", "ride-j"]
@@ -285,12 +168,12 @@ def test_producers_ride_through_a_preferred_leader_election(tmp_path, java_class
                 for b in cluster.brokers.values()))
             _elect_preferred_of(cluster, 1, topics)
             wait_until("broker 2 to lead", lambda: all(_leader(cluster, t, 3) == 2 for t in topics))
-        _ride_through(cluster, tmp_path, java_classes, move)
+        _ride_through(cluster, tmp_path, move)
     finally:
         cluster.stop()
 
 
-def test_producers_ride_through_a_reassignment_away_from_the_leader(tmp_path, java_classes):
+def test_producers_ride_through_a_reassignment_away_from_the_leader(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3)
     try:
         topics = ["ride-c", "ride-j"]
@@ -301,13 +184,13 @@ def test_producers_ride_through_a_reassignment_away_from_the_leader(tmp_path, ja
             wait_until("broker 3 to lead two replicas", lambda: all(
                 (p := metadata(b, topics).topics[0].partitions[0]).leader_id == 3 and list(p.replica_nodes) == [3, 2]
                 for b in cluster.brokers.values()), 60)
-        _ride_through(cluster, tmp_path, java_classes, move)
+        _ride_through(cluster, tmp_path, move)
     finally:
         cluster.stop()
 
 
 @pytest.mark.slow_faults
-def test_producers_ride_through_a_controlled_shutdown_of_the_leader(tmp_path, java_classes):
+def test_producers_ride_through_a_controlled_shutdown_of_the_leader(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3)
     try:
         topics = ["ride-c", "ride-j"]
@@ -316,13 +199,13 @@ def test_producers_ride_through_a_controlled_shutdown_of_the_leader(tmp_path, ja
         def move() -> None:
             cluster.stop_broker(1)  # SIGTERM: controlled shutdown moves the leaderships first
             wait_until("a new leader", lambda: all(_leader(cluster, t, 2) in (2, 3) for t in topics))
-        _ride_through(cluster, tmp_path, java_classes, move)
+        _ride_through(cluster, tmp_path, move)
     finally:
         cluster.stop()
 
 
 @pytest.mark.slow_faults
-def test_producers_ride_through_a_kill_9_of_the_leader(tmp_path, java_classes):
+def test_producers_ride_through_a_kill_9_of_the_leader(tmp_path):
     cluster = start_cluster(tmp_path / "c", 3)
     try:
         topics = ["ride-c", "ride-j"]
@@ -331,6 +214,6 @@ def test_producers_ride_through_a_kill_9_of_the_leader(tmp_path, java_classes):
         def move() -> None:
             cluster.kill_broker(1)  # the controller notices when its ZooKeeper session expires
             wait_until("a new leader", lambda: all(_leader(cluster, t, 2) in (2, 3) for t in topics), 60)
-        _ride_through(cluster, tmp_path, java_classes, move)
+        _ride_through(cluster, tmp_path, move)
     finally:
         cluster.stop()

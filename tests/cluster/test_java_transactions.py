@@ -12,9 +12,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.client import KazooClient
 
-from clients import java_build
 from cluster_fixtures import create_topic, find_coordinator, start_cluster, wait_until
-from conftest import java_classpath
+from kafka_peer import java_command
 from tidelake.coordinator.record_codec import partition_for
 
 pytestmark = [pytest.mark.java, pytest.mark.slow_faults]
@@ -80,8 +79,8 @@ def test_java_consume_transform_produce_survives_the_kill_of_its_coordinator(tmp
         inputs = [f"record-{i:05d}" for i in range(600)]
         _produce(c.bootstrap_servers, "in", inputs[:100])
 
-        java = subprocess.Popen(["java", "-cp", f"{java_build()}:{java_classpath()}", "ClusterCtpClient",
-                                 c.bootstrap_servers, "in", "out", group, TXN_ID, str(len(inputs)), "100000"],
+        java = subprocess.Popen(java_command("ClusterCtpClient", c.bootstrap_servers, "in", "out", group, TXN_ID,
+                                              str(len(inputs)), "100000"),
                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         lines: list[list[str]] = []
         reader = threading.Thread(target=lambda: lines.extend(line.rstrip("\n").split("\t") for line in java.stdout),

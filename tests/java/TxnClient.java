@@ -32,7 +32,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
  *
  *   produce_txn TXN_ID TOPIC SPEC   SPEC = comma list of c:N (commit N records) / a:N (abort N);
  *                                   record values "TXN_ID/t<txn>/<i>", partition i % partitions.
- *                                   prints "txn INDEX commit|abort N" per transaction
+ *                                   prints "txn INDEX commit|abort N TV2 PRODUCER_ID EPOCH" per transaction,
+ *                                   the producer's state after it ended (TV2 true|false: transactions v2)
  *   read TOPIC ISOLATION TIMEOUT_MS read_committed|read_uncommitted: read every partition from the
  *                                   beginning to its end offset (the LSO for read_committed);
  *                                   prints "rec P OFFSET VALUE" per record, "count N"
@@ -109,7 +110,21 @@ public class TxnClient {
         return tps;
     }
 
-    static void produceTxn(String txnId, String topic, String spec) {
+    /** "TV2 PRODUCER_ID EPOCH" from the producer's transaction manager (no public API tells the epoch, and the
+     *  epoch bump at every EndTxn is what transactions v2 promise). */
+    static String producerState(KafkaProducer<?, ?> p) throws ReflectiveOperationException {
+        java.lang.reflect.Field f = KafkaProducer.class.getDeclaredField("transactionManager");
+        f.setAccessible(true);
+        org.apache.kafka.clients.producer.internals.TransactionManager tm =
+                (org.apache.kafka.clients.producer.internals.TransactionManager) f.get(p);
+        java.lang.reflect.Method m = tm.getClass().getDeclaredMethod("producerIdAndEpoch");
+        m.setAccessible(true);
+        org.apache.kafka.common.utils.internals.ProducerIdAndEpoch pe =
+                (org.apache.kafka.common.utils.internals.ProducerIdAndEpoch) m.invoke(tm);
+        return tm.isTransactionV2Enabled() + "\t" + pe.producerId + "\t" + pe.epoch;
+    }
+
+    static void produceTxn(String txnId, String topic, String spec) throws ReflectiveOperationException {
         try (KafkaProducer<String, String> p = new KafkaProducer<>(producerProps(txnId))) {
             p.initTransactions();
             int partitions = p.partitionsFor(topic).size();
@@ -124,7 +139,8 @@ public class TxnClient {
                 }
                 p.flush();  // the records are in the log before the outcome is decided
                 if (kv[0].equals("c")) p.commitTransaction(); else p.abortTransaction();
-                System.out.println("txn\t" + t + "\t" + (kv[0].equals("c") ? "commit" : "abort") + "\t" + n);
+                System.out.println("txn\t" + t + "\t" + (kv[0].equals("c") ? "commit" : "abort") + "\t" + n + "\t"
+                        + producerState(p));
             }
         }
     }

@@ -1,0 +1,195 @@
+"""tidelake's own parts with a real Apache Kafka 4.4 broker in the place of tidelake's (issue 37, item 2):
+`tidelake pipeline run` exactly-once into a table, killed with -9 mid-run and run again to the end (nothing lost,
+nothing doubled), the web console's topic, message and group pages (a consumer group and a share group of
+Kafka 4.4's KafkaShareConsumer), two schema registry processes with `_schemas` on Kafka (the primary stopped: the
+other takes over, ids go on), and the broker-side CLI commands with their output checked. One Kafka broker for the
+module.
+
+What Kafka answers differently from tidelake's broker, as these commands show it (`topics list` naming
+__consumer_offsets once a group committed, and `acls list` refused with SECURITY_DISABLED without an authorizer,
+are the same on both):
+- a KRaft cluster formatted by Kafka 4.4 holds the cluster-wide dynamic default min.insync.replicas=1, so
+  `topics describe` and `configs describe --entity-type topics` list it among the configs "set on the topic"
+  (source DYNAMIC_DEFAULT_BROKER_CONFIG);
+- a share group's share.record.lock.duration.ms must lie in 15000..60000 on Kafka (its brokers'
+  group.share.min/max.record.lock.duration.ms); tidelake's broker takes 2000 (tests/broker/test_java_share_consumer.py)."""
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from console_fixtures import ConsoleProcess
+from conftest import stop_process
+from kafka_peer import java_command
+from pipeline.test_kill import PARTITIONS, PER_PARTITION, TOTAL, PipelineProcess, run_once_to_the_end, topic_and_pipeline
+from schema_registry_fixtures import registry_process
+from schema_registry_rest import Rest, record
+from tidelake.table import Table
+
+pytestmark = pytest.mark.java
+
+
+def cli(bootstrap: str, *args: str, stdin: str | None = None) -> str:
+    """One `tidelake` command against the broker; its stdout (it must exit 0)."""
+    r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", *args, "-b", bootstrap], input=stdin,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"tidelake {' '.join(args)} exited {r.returncode}:\n{r.stdout}\n{r.stderr}"
+    return r.stdout
+
+
+def cli_error(bootstrap: str, *args: str) -> str:
+    """A `tidelake` command the broker refuses: its one error line (exit 1, no trace)."""
+    r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", *args, "-b", bootstrap],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    return r.stderr.strip()
+
+
+def rows(table_output: str) -> list[list[str]]:
+    return [line.split() for line in table_output.splitlines() if line.strip()]
+
+
+def test_cli_topics_produce_consume_groups_and_configs(kafka44):
+    bs = kafka44.bootstrap_servers
+    assert cli(bs, "topics", "create", "cli-t", "--partitions", "3", "--config", "retention.ms=3600000") == \
+        "Created topic cli-t.\n"
+    assert "cli-t" in cli(bs, "topics", "list").split()
+
+    [described] = json.loads(cli(bs, "topics", "describe", "cli-t", "--json"))
+    assert [(p["partition"], p["leader"], p["replicas"], p["isr"]) for p in described["partitions"]] == [
+        (i, 1, [1], [1]) for i in range(3)]
+    configs = {c["name"]: (c["value"], c["source"]) for c in described["configs"]}
+    assert configs["retention.ms"] == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    assert configs.get("min.insync.replicas") == ("1", "DYNAMIC_DEFAULT_BROKER_CONFIG")   # Kafka's KRaft default
+
+    lines = [f"k{i}:v{i}" for i in range(30)]
+    cli(bs, "produce", "cli-t", "--key-separator", ":", stdin="\n".join(lines) + "\n")
+    consumed = cli(bs, "consume", "cli-t", "--from-beginning", "--max-messages", "30", "--group", "cli-g")
+    assert sorted(consumed.split()) == sorted(f"v{i}" for i in range(30))
+
+    assert ["cli-g", "Empty", "classic", "consumer"] in rows(cli(bs, "groups", "list"))
+    group = json.loads(cli(bs, "groups", "describe", "cli-g", "--json"))
+    assert (group["group"], group["state"], group["type"], group["members"]) == ("cli-g", "EMPTY", "classic", 0)
+    committed = {p["partition"]: (p["current_offset"], p["log_end_offset"], p["lag"]) for p in group["partitions"]}
+    assert sum(cur for cur, _, _ in committed.values()) == 30 and all(
+        cur == end and lag == 0 for cur, end, lag in committed.values()), group
+    assert ["cli-g", "cli-t"] in [r[:2] for r in rows(cli(bs, "groups", "describe", "cli-g"))]
+
+    topic_configs = rows(cli(bs, "configs", "describe", "--entity-type", "topics", "--entity-name", "cli-t"))
+    assert ["retention.ms", "3600000", "DYNAMIC_TOPIC_CONFIG", "no", "no"] in topic_configs
+    broker_configs = {r[0]: r[1:] for r in rows(cli(bs, "configs", "describe", "--entity-type", "brokers",
+                                                    "--entity-name", "1"))}
+    assert broker_configs["node.id"] == ["1", "STATIC_BROKER_CONFIG", "yes", "no"]
+    assert broker_configs["advertised.listeners"][0] == f"PLAINTEXT://{bs}"
+
+    assert cli_error(bs, "groups", "describe", "nope") == \
+        "tidelake: error: consumer group nope does not exist (tidelake groups describe)"
+    assert cli_error(bs, "topics", "describe", "nope") == \
+        "tidelake: error: unknown topic(s): nope (tidelake topics describe)"
+    assert "SECURITY_DISABLED" in cli_error(bs, "acls", "list")
+
+    assert cli(bs, "groups", "delete", "cli-g") == "deleted group cli-g\n"
+    assert cli(bs, "topics", "delete", "cli-t") == "Deleted topic cli-t.\n"
+    assert "cli-t" not in cli(bs, "topics", "list").split()
+
+
+@pytest.mark.spark
+def test_pipeline_exactly_once_survives_kill_9(kafka44, tmp_path):
+    """test_kill's scenario with Kafka 4.4 as the source: killed after its first batch, then `--once`."""
+    config = topic_and_pipeline(kafka44.bootstrap_servers, tmp_path, "k44-orders", group_id="k44-eo",
+                                max_rate_per_partition=100, keyed=True)
+    run = PipelineProcess(config)
+    run.wait_batches(1)
+    time.sleep(random.uniform(0.0, 1.5))   # anywhere in the next batch (read, stage, commit) or between
+    run.kill()
+    assert run.proc.returncode == -signal.SIGKILL
+    table = Table.open(str(tmp_path / "table"))
+    before = table.app_state("pipeline:k44-eo:k44-orders")
+    assert before is not None and sum(before["extra"]["offsets"].values()) < TOTAL   # the kill left work to do
+
+    run_once_to_the_end(config)
+
+    table.refresh()
+    ids = table.changes(start_version=0).column("id").to_pylist()
+    assert len(Counter(ids)) == TOTAL, f"lost {TOTAL - len(Counter(ids))}"
+    assert len(ids) == TOTAL, f"duplicated {len(ids) - TOTAL}"
+    assert sorted(table.scan().to_pylist(), key=lambda r: r["id"]) == [
+        {"id": i, "amount": i * 3} for i in range(TOTAL)]
+    assert table.app_state("pipeline:k44-eo:k44-orders")["extra"]["offsets"] == {
+        str(p): PER_PARTITION for p in range(PARTITIONS)}
+
+
+def test_schema_registry_processes_on_kafka_fail_over(kafka44):
+    bs = kafka44.bootstrap_servers
+    with registry_process(bs) as (url_a, proc_a), registry_process(bs) as (url_b, proc_b):
+        first = [Rest(url).register(f"k44-{i}", record(f"K{i}", ("a", "int"))).body["id"]
+                 for i, url in enumerate([url_a, url_b])]
+        assert sorted(first) == [1, 2]
+        primary_a = "tidelake_schema_registry_primary 1.0" in Rest(url_a).get("/metrics").body
+        assert primary_a != ("tidelake_schema_registry_primary 1.0" in Rest(url_b).get("/metrics").body)
+        stop_process(proc_a if primary_a else proc_b)      # the primary goes: the other is elected
+        survivor = url_b if primary_a else url_a
+        deadline = time.monotonic() + 60    # a last guard: the wait ends when the survivor says it is primary
+        while "tidelake_schema_registry_primary 1.0" not in Rest(survivor).get("/metrics").body:
+            assert time.monotonic() < deadline, "the surviving registry was not elected"
+            time.sleep(0.2)
+        answer = Rest(survivor).register("k44-after", record("KA", ("a", "int")))
+        assert answer.status == 200 and answer.body["id"] == 3, answer
+        assert Rest(survivor).get("/subjects").body == ["k44-0", "k44-1", "k44-after"]
+
+
+def test_console_pages_on_kafka(kafka44, tmp_path):
+    bs = kafka44.bootstrap_servers
+    admin = AdminClient({"bootstrap.servers": bs})
+    for f in admin.create_topics([NewTopic("k44-console", 2, 1)]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bs})
+    for i in range(20):
+        p.produce("k44-console", json.dumps({"id": i, "note": f"note-{i}"}).encode(), key=b"id-%d" % i,
+                  partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bs, "group.id": "k44-console-app", "auto.offset.reset": "earliest",
+                  "enable.auto.commit": False})
+    c.subscribe(["k44-console"])
+    read = 0
+    for _ in range(240):   # a last guard; the loop ends on the count
+        if read >= 20:
+            break
+        m = c.poll(0.5)
+        read += m is not None and m.error() is None
+    c.commit(asynchronous=False)
+    c.close()
+    # a share group on Kafka's own share coordinator, read to the end by Kafka 4.4's share consumer
+    share = subprocess.run(java_command("ShareClient", bs, "k44-console-share", "k44-console", "0", "20", "implicit"),
+                           capture_output=True, text=True, timeout=180)
+    assert share.returncode == 0, share.stdout[-2000:] + share.stderr[-3000:]
+
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "pipelines").mkdir()
+    console = ConsoleProcess(["-b", bs, "--tables", str(tmp_path / "tables"), "--pipelines", str(tmp_path / "pipelines")])
+    try:
+        def page(path: str) -> str:
+            with urllib.request.urlopen(console.url + path, timeout=60) as answer:
+                assert answer.status == 200, path
+                return answer.read().decode()
+
+        assert "k44-console" in page("/topics")
+        assert "k44-console" in page("/topics/k44-console")
+        assert "note-0" in page("/topics/k44-console/messages?partition=0")
+        groups = page("/groups")
+        assert "k44-console-app" in groups and "k44-console-share" in groups
+        assert "k44-console" in page("/groups/k44-console-app")
+        assert "k44-console" in page("/groups/k44-console-share")
+    finally:
+        stderr = console.stop()
+    assert "Traceback" not in stderr, stderr
