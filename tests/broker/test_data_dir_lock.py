@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -27,4 +28,4 @@ def test_cli_broker_start_on_a_held_dir_is_one_line(tmp_path):
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
-    assert f"is in use by another process (pid {os.getpid()})" in lines[0]
+    assert f"is in use by another process (pid {os.getpid()} on {socket.gethostname()})" in lines[0]
