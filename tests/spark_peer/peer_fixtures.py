@@ -23,7 +23,8 @@ def peer(tmp_path_factory):
     """One peer SparkSession for the module (its log in the module's temporary folder)."""
     why = missing()
     if why:
-        pytest.skip(f"no Spark peer environment: {why}")
+        # make test builds it (make peer-venv): a missing one is a broken set-up, never a skip counted as a pass
+        pytest.fail(f"no Spark peer environment: {why} (run: make peer-venv)", pytrace=False)
     log = tmp_path_factory.mktemp("peer") / "peer-spark.log"
     with PeerSpark(log_path=log) as p:
         yield p
