@@ -11,8 +11,7 @@ dropped by the table).
   read by name is an increment too where the join is maintained (delta_join.py: the upstream rows with the
   changed join values rejoined); where it is not (``JoinShape.reason``), a refresh (``recompute``).
 - ``changes``: the transform over the increment's rows; ``rows``: over the changed keys' after-images (and the
-  rejoined rows); ``aggregate``: per-group state merged (aggregate_state.py), the state of the increment's rows
-  computed with Arrow where that is exact (arrow_state.py, arrow_join.py), else by Spark; ``full``
+  rejoined rows); ``aggregate``: per-group state merged (aggregate_step.py); ``full``
   (``refresh: full``): over the snapshot, the sink overwritten.
 """
 from __future__ import annotations
@@ -28,16 +27,14 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.aggregate_state import (hidden_fields, merge, sink_rows, states_from_sink_rows,
-                                            states_from_state_rows)
-from tidelake.spark.arrow_join import ArrowJoin, DimensionCache, arrow_join, input_rows
-from tidelake.spark.arrow_state import arrow_computable, arrow_states, input_states
-from tidelake.spark.delta_join import JoinShape, SignedRows, join_delta, join_shape, rows_to_rejoin, signed
+from tidelake.spark.aggregate_state import hidden_fields, sink_rows, states_from_state_rows
+from tidelake.spark.aggregate_step import AggregateStep
+from tidelake.spark.delta_join import JoinShape, join_delta, join_shape, rows_to_rejoin
 from tidelake.spark.increment import net_change
 from tidelake.spark.pipeline_config import PipelineConfig, PipelineConfigError
 from tidelake.spark.session import spark_session
 from tidelake.spark.table_source import StagedFiles, publish, stage
-from tidelake.spark.transform_plan import (CHANGES, SIGN_COLUMN, SOURCE, TransformError, TransformPlan,
+from tidelake.spark.transform_plan import (CHANGES, SOURCE, TransformError, TransformPlan,
                                            plan_transform, sum_column)
 from tidelake.table import Table, TableExists, TableNotFound
 from tidelake.table.properties import BUCKET_NUM, HIDDEN_COLUMNS
@@ -110,8 +107,7 @@ class TablePipeline:
         self._sink: Table | None = None
         self._plan: TransformPlan | None = None
         self._shape: JoinShape | None = None
-        self._arrow_join: ArrowJoin | None | bool = False  # False: not decided yet
-        self._dimensions = DimensionCache()
+        self._aggregate = AggregateStep(self)
         self._phases: dict[str, float] = {}
         self._rejoined = 0
         self._prefix = f"__tl{next(_VIEW_NUMBERS)}"
@@ -452,130 +448,14 @@ class TablePipeline:
             keys = pa.concat_tables([net.keys, rows.select(key)]).group_by(key, use_threads=False).aggregate([])
             gone = keys.join(out.select(key), keys=key, join_type="left anti")
             return self._with_ops(out, gone), None, changes, 0
-        # aggregate
         with self._phase("dimension"):
             if self._shape is not None:
                 delta = join_delta(self._shape, self.upstream(), net, tables, old, lookups)
                 inputs, changes, self._rejoined = delta.inputs, delta.changes, delta.rejoined
             else:
                 inputs, changes = [], net.changes
-        join = self._arrow_join_of(net.after.schema, tables, lookups)
-        if self._shape is None and arrow_computable(plan, net.after.schema):   # no Spark job (arrow_state.py)
-            with self._phase("arrow_state"):
-                retract, add = arrow_states(plan, net.before), arrow_states(plan, net.after)
-        elif join is not None:   # no Spark job either: the join in Arrow (arrow_join.py)
-            with self._phase("arrow_state"):
-                retract, add = self._arrow_join_states(join, inputs, tables)
-        else:
-            if self._shape is None:
-                inputs = [SignedRows(pa.concat_tables([signed(net.before, -1), signed(net.after, +1)]), {})]
-            retract, add = self._spark_states(inputs, lookups)
-        names = self._output.names
-        with self._phase("sink_read"):
-            old_states = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
-        merged = merge(old_states, retract, add, plan, self.config.state.extremes.kept)
-        states = dict(merged.states)
-        if merged.recompute:
-            with self._phase("recompute"):
-                states.update(self._arrow_join_recompute(join, merged.recompute, end, tables, lookups)
-                              if join is not None else self._recompute(merged.recompute, end,
-                                                                       self._lookup_views(lookups)))
-        key = [names[p] for p in plan.group_positions]
-        deleted = pa.Table.from_pylist([dict(zip(key, k)) for k in merged.deleted],
-                                       schema=pa.schema([self._sink_schema.field(k) for k in key]))
-        data = self._with_ops(sink_rows(states, plan, names, self._sink_schema), deleted)
-        return data, None, changes, len(merged.recompute)
-
-    def _arrow_join_of(self, source: pa.Schema, tables: dict[str, Table], versions: dict[str, int]
-                       ) -> ArrowJoin | None:
-        if self._arrow_join is False:
-            self._arrow_join = None if self._shape is None else arrow_join(
-                self.plan(), self._shape, source, {n: t.schema_at(versions[n]) for n, t in tables.items()})
-        return self._arrow_join
-
-    def _arrow_join_states(self, join: ArrowJoin, inputs: list[SignedRows], tables: dict[str, Table]):
-        plan = self.plan()
-        if not inputs:
-            return {}, {}
-        rows = input_rows(join, inputs, tables, self._dimensions)
-        sign = rows.column(SIGN_COLUMN)
-        return (input_states(plan, rows.filter(pc.less(sign, 0))), input_states(plan, rows.filter(pc.greater(sign, 0))))
-
-    def _arrow_join_recompute(self, join: ArrowJoin, groups: list[tuple], end: int, tables: dict[str, Table],
-                              versions: dict[str, int]):
-        """``_recompute`` of a join the Arrow join computes: the upstream at ``end`` (the columns it needs; only
-        the groups' rows where the first group key is an upstream column) joined in Arrow."""
-        plan, shape = self.plan(), join.shape
-        columns = list(dict.fromkeys([lk.source_column for lk in shape.lookups] + [
-            c for a, c in join.columns.values() if a == shape.source_alias]))
-        first = join.columns["__g0"]
-        values = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
-        restrict = first[0] == shape.source_alias and len(values) == len(groups)
-        rows = self.upstream().scan(version=end, columns=columns,
-                                    filter=[(first[1], "in", values)] if restrict else None)
-        inputs = input_rows(join, [SignedRows(signed(rows, +1), dict(versions))], tables, self._dimensions)
-        names = [f"__g{j}" for j in range(len(plan.group_sql))]
-        wanted = pa.Table.from_pylist([dict(zip(names, g)) for g in groups],
-                                      schema=pa.schema([inputs.schema.field(n) for n in names]))
-        return input_states(plan, inputs.join(wanted, keys=names, join_type="left semi", use_threads=False),
-                            self.config.state.extremes.kept)
-
-    def _spark_states(self, inputs: list[SignedRows], lookups: dict[str, int]):
-        """The retracted and the added rows' states per group, by the state query over one relation of all the
-        signed terms (one Spark job)."""
-        plan = self.plan()
-        if not inputs:
-            return {}, {}
-        with self._phase("spark_plan"):
-            parts = []
-            for n, term in enumerate(inputs):
-                views = {**self._lookup_views({**lookups, **term.versions}),
-                         SOURCE: self._bind(f"increment{n}", self._arrow_frame(term.rows))}
-                parts.append(plan.input_sql(views, signed=True))
-            union = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts)
-            frame = self.spark().sql(plan.state_sql(union, by_sign=True))
-        with self._phase("spark_job"):
-            rows = frame.toArrow().to_pylist()
-        return (states_from_state_rows([r for r in rows if r["__sign"] < 0], plan),
-                states_from_state_rows([r for r in rows if r["__sign"] > 0], plan))
-
-    def _sink_rows(self, sink: Table, groups: set[tuple]) -> list[dict]:
-        if not groups:
-            return []
-        key = sink.primary_key
-        first = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
-        rows = sink.scan(filter=[(key[0], "in", first)] if first and len(first) == len(groups) else None,
-                         include_hidden=True)
-        return [r for r in rows.to_pylist() if tuple(r[k] for k in key) in groups]
-
-    def _recompute(self, groups: list[tuple], end: int, views: dict[str, str]):
-        """The state of these groups from the snapshot at ``end`` (a truncated min/max list emptied)."""
-        plan, kept = self.plan(), self.config.state.extremes.kept
-        if arrow_computable(plan, self.upstream().schema_at(end)):   # (no Spark job: as in the increment's state)
-            return self._arrow_recompute(groups, end)
-        names = [f"__g{j}" for j in range(len(plan.group_sql))]
-        schema = self.spark().sql(plan.input_sql({**views, SOURCE: self._view("snapshot")})).schema
-        self._bind("snapshot", self._snapshot_frame(self.config.source.table, end))
-        keys = self.spark().createDataFrame([list(g) for g in groups],
-                                            schema=", ".join(f"{n} {schema[n].dataType.simpleString()}"
-                                                             for n in names))
-        keys_view = self._bind("groups", keys)
-        condition = " AND ".join(f"i.{n} <=> g.{n}" for n in names)
-        subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._view('snapshot')})}) AS i "
-                  f"LEFT SEMI JOIN {keys_view} AS g ON {condition}")
-        return states_from_state_rows(self.spark().sql(plan.state_sql(subset, kept=kept)).toArrow().to_pylist(),
-                                      plan, kept)
-
-    def _arrow_recompute(self, groups: list[tuple], end: int):
-        plan = self.plan()
-        columns = list(dict.fromkeys([*plan.group_columns, *(a.column for a in plan.aggregates if a.column)]))
-        first = {g[0] for g in groups}
-        rows = self.upstream().scan(version=end, columns=columns,
-                                    filter=[(plan.group_columns[0], "in", list(first))] if None not in first else None)
-        wanted = pa.Table.from_pylist([dict(zip(plan.group_columns, g)) for g in groups],
-                                      schema=pa.schema([rows.schema.field(c) for c in plan.group_columns]))
-        return arrow_states(plan, rows.join(wanted, keys=list(plan.group_columns), join_type="left semi"),
-                            self.config.state.extremes.kept)
+        data, recomputed = self._aggregate.increment(sink, net, inputs, end, tables, lookups)
+        return data, None, changes, recomputed
 
     # -- full recompute (tests, the demo, benchmarks): the transform over the snapshot at ``version``
     def recompute(self, version: int) -> pa.Table:
