@@ -143,7 +143,14 @@ class AggregateStep:
         first = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
         rows = sink.scan(filter=[(key[0], "in", first)] if first and len(first) == len(groups) else None,
                          include_hidden=True)
-        return [r for r in rows.to_pylist() if tuple(r[k] for k in key) in groups]
+        # the groups' rows picked by a hash join on the key, so only they become Python values (a sink's key, its
+        # group columns, holds no NULL: the join's NULL-matches-nothing loses no row); the join carries row numbers,
+        # not the rows (it takes no list column, as the min/max state is)
+        ordered = list(groups)
+        wanted = pa.table({k: pa.array([g[j] for g in ordered], rows.schema.field(k).type) for j, k in enumerate(key)})
+        numbered = rows.select(key).append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
+        found = numbered.join(wanted, keys=key, join_type="left semi", use_threads=False).column("__row")
+        return rows.take(found).to_pylist()
 
     def _recompute(self, groups: list[tuple], end: int, views: dict[str, str]):
         """The state of these groups from the snapshot at ``end`` (a truncated min/max list emptied)."""
