@@ -27,6 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def iceberg_name(path: str) -> str:
+    return f"{Path(path).parent.name}_{Path(path).name}"
+
+
 def ops(spark) -> dict:
     """Spark's engines, run inside the peer driver (driver.py)."""
     from pyspark.sql import functions as F
@@ -45,8 +49,9 @@ def ops(spark) -> dict:
             return f"delta.`{path}`"
         spark.conf.set("spark.sql.catalog.ice", "org.apache.iceberg.spark.SparkCatalog")
         spark.conf.set("spark.sql.catalog.ice.type", "hadoop")
-        spark.conf.set("spark.sql.catalog.ice.warehouse", str(Path(path).parent))
-        return f"ice.bench.`{Path(path).name}`"
+        # a catalog reads its settings once, at first use: one warehouse per run, one table per path
+        spark.conf.set("spark.sql.catalog.ice.warehouse", str(Path(path).parents[1] / "iceberg-warehouse"))
+        return f"ice.bench.`{iceberg_name(path)}`"
 
     def load(engine: str, source: str, path: str) -> dict:
         name = table_of(engine, path)
@@ -83,7 +88,7 @@ def ops(spark) -> dict:
         prev, last = snaps[-2]["snapshot_id"], snaps[-1]["snapshot_id"]
 
         def run():
-            view = spark.sql(f"CALL ice.system.create_changelog_view(table => 'bench.`{Path(path).name}`', "
+            view = spark.sql(f"CALL ice.system.create_changelog_view(table => 'bench.`{iceberg_name(path)}`', "
                              f"options => map('start-snapshot-id', '{prev}', 'end-snapshot-id', '{last}'), "
                              "compute_updates => true, identifier_columns => array('id'))").collect()[0][0]
             return summary(spark.table(view).where("_change_type != 'UPDATE_BEFORE'"))
