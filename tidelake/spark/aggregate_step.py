@@ -27,20 +27,20 @@ from tidelake.table import Table
 class StepHost(Protocol):
     """What an aggregate step uses of its pipeline (``TablePipeline``)."""
     config: PipelineConfig
-    _shape: JoinShape | None
-    _output: pa.Schema | None
-    _sink_schema: pa.Schema | None
+    shape: JoinShape | None
+    output: pa.Schema | None
+    sink_schema: pa.Schema | None
 
     def plan(self) -> TransformPlan: ...
     def spark(self) -> Any: ...
     def upstream(self) -> Table: ...
-    def _phase(self, name: str) -> Any: ...
-    def _view(self, role: str) -> str: ...
-    def _bind(self, role: str, frame) -> str: ...
-    def _lookup_views(self, versions: dict[str, int]) -> dict[str, str]: ...
-    def _snapshot_frame(self, path: str, version: int) -> Any: ...
-    def _arrow_frame(self, data: pa.Table) -> Any: ...
-    def _with_ops(self, upserts: pa.Table, deletes: pa.Table | None = None) -> pa.Table: ...
+    def phase(self, name: str) -> Any: ...
+    def view(self, role: str) -> str: ...
+    def bind(self, role: str, frame) -> str: ...
+    def lookup_views(self, versions: dict[str, int]) -> dict[str, str]: ...
+    def snapshot_frame(self, path: str, version: int) -> Any: ...
+    def arrow_frame(self, data: pa.Table) -> Any: ...
+    def with_ops(self, upserts: pa.Table, deletes: pa.Table | None = None) -> pa.Table: ...
 
 
 class AggregateStep:
@@ -57,37 +57,37 @@ class AggregateStep:
         join's signed terms (delta_join.py), else empty."""
         plan = self._host.plan()
         join = self._arrow_join_of(net.after.schema, tables, lookups)
-        if self._host._shape is None and arrow_computable(plan, net.after.schema):   # no Spark job (arrow_state.py)
-            with self._host._phase("arrow_state"):
+        if self._host.shape is None and arrow_computable(plan, net.after.schema):   # no Spark job (arrow_state.py)
+            with self._host.phase("arrow_state"):
                 retract, add = arrow_states(plan, net.before), arrow_states(plan, net.after)
         elif join is not None:   # no Spark job either: the join in Arrow (arrow_join.py)
-            with self._host._phase("arrow_state"):
+            with self._host.phase("arrow_state"):
                 retract, add = self._arrow_join_states(join, inputs, tables)
         else:
-            if self._host._shape is None:
+            if self._host.shape is None:
                 inputs = [SignedRows(pa.concat_tables([signed(net.before, -1), signed(net.after, +1)]), {})]
             retract, add = self._spark_states(inputs, lookups)
-        names = self._host._output.names
-        with self._host._phase("sink_read"):
+        names = self._host.output.names
+        with self._host.phase("sink_read"):
             old_states = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
         merged = merge(old_states, retract, add, plan, self._host.config.state.extremes.kept)
         states = dict(merged.states)
         if merged.recompute:
-            with self._host._phase("recompute"):
+            with self._host.phase("recompute"):
                 states.update(self._arrow_join_recompute(join, merged.recompute, end, tables, lookups)
                               if join is not None else self._recompute(merged.recompute, end,
-                                                                       self._host._lookup_views(lookups)))
+                                                                       self._host.lookup_views(lookups)))
         key = [names[p] for p in plan.group_positions]
         deleted = pa.Table.from_pylist([dict(zip(key, k)) for k in merged.deleted],
-                                       schema=pa.schema([self._host._sink_schema.field(k) for k in key]))
-        data = self._host._with_ops(sink_rows(states, plan, names, self._host._sink_schema), deleted)
+                                       schema=pa.schema([self._host.sink_schema.field(k) for k in key]))
+        data = self._host.with_ops(sink_rows(states, plan, names, self._host.sink_schema), deleted)
         return data, len(merged.recompute)
 
     def _arrow_join_of(self, source: pa.Schema, tables: dict[str, Table], versions: dict[str, int]
                        ) -> ArrowJoin | None:
         if self._arrow_join is False:
-            self._arrow_join = None if self._host._shape is None else arrow_join(
-                self._host.plan(), self._host._shape, source, {n: t.schema_at(versions[n]) for n, t in tables.items()})
+            self._arrow_join = None if self._host.shape is None else arrow_join(
+                self._host.plan(), self._host.shape, source, {n: t.schema_at(versions[n]) for n, t in tables.items()})
         return self._arrow_join
 
     def _arrow_join_states(self, join: ArrowJoin, inputs: list[SignedRows], tables: dict[str, Table]):
@@ -123,15 +123,15 @@ class AggregateStep:
         plan = self._host.plan()
         if not inputs:
             return {}, {}
-        with self._host._phase("spark_plan"):
+        with self._host.phase("spark_plan"):
             parts = []
             for n, term in enumerate(inputs):
-                views = {**self._host._lookup_views({**lookups, **term.versions}),
-                         SOURCE: self._host._bind(f"increment{n}", self._host._arrow_frame(term.rows))}
+                views = {**self._host.lookup_views({**lookups, **term.versions}),
+                         SOURCE: self._host.bind(f"increment{n}", self._host.arrow_frame(term.rows))}
                 parts.append(plan.input_sql(views, signed=True))
             union = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts)
             frame = self._host.spark().sql(plan.state_sql(union, by_sign=True))
-        with self._host._phase("spark_job"):
+        with self._host.phase("spark_job"):
             rows = frame.toArrow().to_pylist()
         return (states_from_state_rows([r for r in rows if r["__sign"] < 0], plan),
                 states_from_state_rows([r for r in rows if r["__sign"] > 0], plan))
@@ -158,14 +158,14 @@ class AggregateStep:
         if arrow_computable(plan, self._host.upstream().schema_at(end)):   # (no Spark job: as in the increment's state)
             return self._arrow_recompute(groups, end)
         names = [f"__g{j}" for j in range(len(plan.group_sql))]
-        schema = self._host.spark().sql(plan.input_sql({**views, SOURCE: self._host._view("snapshot")})).schema
-        self._host._bind("snapshot", self._host._snapshot_frame(self._host.config.source.table, end))
+        schema = self._host.spark().sql(plan.input_sql({**views, SOURCE: self._host.view("snapshot")})).schema
+        self._host.bind("snapshot", self._host.snapshot_frame(self._host.config.source.table, end))
         keys = self._host.spark().createDataFrame([list(g) for g in groups],
                                             schema=", ".join(f"{n} {schema[n].dataType.simpleString()}"
                                                              for n in names))
-        keys_view = self._host._bind("groups", keys)
+        keys_view = self._host.bind("groups", keys)
         condition = " AND ".join(f"i.{n} <=> g.{n}" for n in names)
-        subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._host._view('snapshot')})}) AS i "
+        subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._host.view('snapshot')})}) AS i "
                   f"LEFT SEMI JOIN {keys_view} AS g ON {condition}")
         return states_from_state_rows(self._host.spark().sql(plan.state_sql(subset, kept=kept)).toArrow().to_pylist(),
                                       plan, kept)

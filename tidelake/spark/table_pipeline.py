@@ -69,7 +69,7 @@ class StepResult:
     seconds: float
     upstream_committed_ms: int
     committed_at_ms: int
-    phases: dict[str, float] = field(default_factory=dict)  # seconds per part of the step (``TablePipeline._phase``)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per part of the step (``TablePipeline.phase``)
     rejoined: int = 0  # upstream rows read again because their join value changed in a table read by name
 
 
@@ -106,13 +106,13 @@ class TablePipeline:
         self._lookups: dict[str, Table] = {}
         self._sink: Table | None = None
         self._plan: TransformPlan | None = None
-        self._shape: JoinShape | None = None
+        self.shape: JoinShape | None = None
         self._aggregate = AggregateStep(self)
         self._phases: dict[str, float] = {}
         self._rejoined = 0
         self._prefix = f"__tl{next(_VIEW_NUMBERS)}"
-        self._output: pa.Schema | None = None  # the transform's columns
-        self._sink_schema: pa.Schema | None = None
+        self.output: pa.Schema | None = None  # the transform's columns
+        self.sink_schema: pa.Schema | None = None
         self.last_run = 0.0  # time.monotonic() of the last step that ran
 
     @property
@@ -162,9 +162,9 @@ class TablePipeline:
             except TransformError as e:
                 raise PipelineConfigError(str(e), ("transform",)) from None
             if plan.kind in ("aggregate", "rows") and plan.tables:
-                self._shape = join_shape(plan.sql, plan.tables)
-                if self._shape.wrong:
-                    plan = TransformPlan(plan.sql, "full", self._shape.wrong, plan.tables)
+                self.shape = join_shape(plan.sql, plan.tables)
+                if self.shape.wrong:
+                    plan = TransformPlan(plan.sql, "full", self.shape.wrong, plan.tables)
             if self.config.refresh == "full":
                 plan = TransformPlan(plan.sql, "full", plan.reason or "refresh: full", plan.tables)
             elif not plan.incremental:
@@ -197,28 +197,28 @@ class TablePipeline:
         return max(0, latest - position.version)
 
     # -- spark views
-    def _view(self, role: str) -> str:
+    def view(self, role: str) -> str:
         return f"{self._prefix}_{role}"
 
-    def _snapshot_frame(self, path: str, version: int):
+    def snapshot_frame(self, path: str, version: int):
         return self.spark().read.format("tidelake").option("versionAsOf", str(version)).load(path)
 
-    def _arrow_frame(self, data: pa.Table):
+    def arrow_frame(self, data: pa.Table):
         from pyspark.sql.pandas.types import from_arrow_schema
         # one chunk: pyspark 4.3's createDataFrame(pa.Table) stops at the first empty chunk (a filtered scan
         # has them), silently dropping the rows after it
         return self.spark().createDataFrame(data.combine_chunks(), schema=from_arrow_schema(data.schema))
 
-    def _lookup_views(self, versions: dict[str, int]) -> dict[str, str]:
+    def lookup_views(self, versions: dict[str, int]) -> dict[str, str]:
         views = {}
         for name, version in versions.items():
-            view = self._view(f"t_{name}_v{version}")
-            self._snapshot_frame(self.config.source.tables[name], version).createOrReplaceTempView(view)
+            view = self.view(f"t_{name}_v{version}")
+            self.snapshot_frame(self.config.source.tables[name], version).createOrReplaceTempView(view)
             views[name.lower()] = view
         return views
 
-    def _bind(self, role: str, frame) -> str:
-        view = self._view(role)
+    def bind(self, role: str, frame) -> str:
+        view = self.view(role)
         frame.createOrReplaceTempView(view)
         return view
 
@@ -233,13 +233,13 @@ class TablePipeline:
 
     def _describe(self, version: int, lookups: dict[str, int]) -> None:
         """The transform's output columns and the sink's schema (Spark's analysis only, no job)."""
-        if self._sink_schema is not None:
+        if self.sink_schema is not None:
             return
         plan, spark = self.plan(), self.spark()
-        views = {**self._lookup_views(lookups), SOURCE: self._bind("snapshot", self._snapshot_frame(
+        views = {**self.lookup_views(lookups), SOURCE: self.bind("snapshot", self.snapshot_frame(
             self.config.source.table, version))}
         if plan.kind == "changes":
-            views[CHANGES] = self._bind("changes", self._changes_frame(pa.Table.from_pylist([], self._changes_schema())))
+            views[CHANGES] = self.bind("changes", self._changes_frame(pa.Table.from_pylist([], self._changes_schema())))
         from pyspark.sql.pandas.types import to_arrow_schema
         try:
             output = _nullable(to_arrow_schema(spark.sql(plan.bound(views)).schema))
@@ -247,19 +247,19 @@ class TablePipeline:
             raise PipelineConfigError(f"transform: {str(e).splitlines()[0]}", ("transform",)) from None
         if len(set(output.names)) != len(output.names):
             raise PipelineConfigError("transform: output columns must have distinct names (use AS)", ("transform",))
-        self._output = output
+        self.output = output
         schema = pa.schema([f for f in output if f.name != OP_COLUMN])   # _op says upsert or delete
         if plan.kind == "aggregate":
             state = to_arrow_schema(spark.sql(plan.state_sql(plan.input_sql(views))).schema)
             sums = {i: state.field(sum_column(i)).type for i, a in enumerate(plan.aggregates)
                     if a.function in ("sum", "avg") and a.argument is not None}
             schema = pa.schema(list(output) + hidden_fields(plan, output, sums))
-        self._sink_schema = schema
+        self.sink_schema = schema
 
     def _key(self) -> list[str]:
         plan, given = self.plan(), list(self.config.sink.primary_key)
         if plan.kind == "aggregate":
-            key = [self._output.names[p] for p in plan.group_positions]
+            key = [self.output.names[p] for p in plan.group_positions]
             if given and given != key:
                 raise PipelineConfigError(f"sink.primary_key of an aggregate is its GROUP BY columns ({', '.join(key)})",
                                           ("sink", "primary_key"))
@@ -272,7 +272,7 @@ class TablePipeline:
             return key
         if not given:
             raise PipelineConfigError("sink.primary_key is required (the transform's key columns)", ("sink",))
-        missing = [k for k in given if k not in self._output.names]
+        missing = [k for k in given if k not in self.output.names]
         if missing:
             raise PipelineConfigError(f"sink.primary_key: the transform has no column {', '.join(missing)}",
                                       ("sink", "primary_key"))
@@ -285,16 +285,16 @@ class TablePipeline:
         table = self._open_sink_if_exists()
         if table is None:
             properties = {BUCKET_NUM.name: str(self.config.sink.buckets), **self.config.sink.properties}
-            hidden = self._sink_schema.names[len(self._output.names):]   # an aggregate's state: for this pipeline only
+            hidden = self.sink_schema.names[len(self.output.names):]   # an aggregate's state: for this pipeline only
             if hidden:
                 properties[HIDDEN_COLUMNS.name] = ",".join(hidden)
             try:
-                table = Table.create(self.config.sink.table, self._sink_schema, key, properties)
+                table = Table.create(self.config.sink.table, self.sink_schema, key, properties)
             except TableExists:
                 table = Table.open(self.config.sink.table)
             self._sink = table
         have = [(f.name, f.type) for f in table.schema]
-        want = [(f.name, f.type) for f in self._sink_schema]
+        want = [(f.name, f.type) for f in self.sink_schema]
         if have != want or table.primary_key != key:
             raise PipelineConfigError(
                 f"sink table {self.config.sink.table} does not match the transform: it has "
@@ -304,7 +304,7 @@ class TablePipeline:
 
     # -- steps
     @contextmanager
-    def _phase(self, name: str):
+    def phase(self, name: str):
         """Time a part of the step into ``StepResult.phases`` (where a step's time goes)."""
         began = time.monotonic()
         try:
@@ -314,14 +314,14 @@ class TablePipeline:
 
     def _maintains_lookup_changes(self, position: Position) -> bool:
         """Whether a change of the tables read by name is an increment (else a refresh from the snapshots)."""
-        shape = self._shape
+        shape = self.shape
         return shape is not None and shape.maintained and all(n in position.lookups for n in self.plan().tables)
 
     def step(self) -> StepResult | None:
         """Run one step if the upstream (or a table read by name) has new versions."""
         began = time.monotonic()
         self._phases, self._rejoined = {}, 0
-        with self._phase("open"):
+        with self.phase("open"):
             upstream = self.upstream()
             sink = self._open_sink_if_exists()
             if sink is not None:  # the step's one look at the sink's log (its position: what was committed last)
@@ -333,7 +333,7 @@ class TablePipeline:
         moved = lookups != position.lookups and plan.kind in ("aggregate", "rows", "full")   # (changes: reads no snapshot)
         if position.version is not None and end <= position.version and not moved:
             return None
-        with self._phase("describe"):
+        with self.phase("describe"):
             sink = self.sink(end, lookups)
         if plan.kind == "full":
             kind, written = "full", self._refresh(sink, end, lookups)
@@ -349,11 +349,11 @@ class TablePipeline:
         extra = {"upstream": self.config.source.table, "from_version": position.version, "to_version": end,
                  "lookups": lookups, "kind": kind, "upstream_committed_ms": upstream_ms}
         if staged is None:
-            with self._phase("stage"):
+            with self.phase("stage"):
                 staged = [StagedFiles(files=[f.to_dict() for f in sink.stage_files(data, op="changes")],
                                       rows=data.num_rows)] if data.num_rows else []
         operation = "overwrite" if kind != "incremental" else "upsert"
-        with self._phase("commit"):
+        with self.phase("commit"):
             version = publish(sink, staged, operation=operation, app_id=self.config.app_id, batch_id=batch_id,
                               app_extra=extra)
         upserts = deletes = 0
@@ -371,9 +371,9 @@ class TablePipeline:
                  f", {recomputed} groups recomputed" if recomputed else "", result.seconds)
         return result
 
-    def _with_ops(self, upserts: pa.Table, deletes: pa.Table | None = None) -> pa.Table:
+    def with_ops(self, upserts: pa.Table, deletes: pa.Table | None = None) -> pa.Table:
         """Rows for ``stage_files(op="changes")``: upserts, then deletes (key columns, rest null)."""
-        schema = self._sink_schema
+        schema = self.sink_schema
         parts = [upserts.select(schema.names).cast(schema).append_column(OP_COLUMN,
                                                                          pa.array([0] * upserts.num_rows, pa.int8()))]
         if deletes is not None and deletes.num_rows:
@@ -386,13 +386,13 @@ class TablePipeline:
     def _refresh(self, sink: Table, end: int, lookups: dict[str, int]):
         """The transform over the snapshot at ``end``: (rows or None, staged files or None, rows, groups)."""
         plan, spark = self.plan(), self.spark()
-        views = {**self._lookup_views(lookups), SOURCE: self._bind("snapshot", self._snapshot_frame(
+        views = {**self.lookup_views(lookups), SOURCE: self.bind("snapshot", self.snapshot_frame(
             self.config.source.table, end))}
         if plan.kind == "aggregate":
             kept = self.config.state.extremes.kept
             rows = spark.sql(plan.state_sql(plan.input_sql(views), kept=kept)).toArrow().to_pylist()
             states = states_from_state_rows(rows, plan, kept)
-            data = self._with_ops(sink_rows(states, plan, self._output.names, self._sink_schema))
+            data = self.with_ops(sink_rows(states, plan, self.output.names, self.sink_schema))
             return data, None, len(rows), 0
         if plan.kind == "changes":
             snapshot = spark.table(views[SOURCE])
@@ -400,12 +400,12 @@ class TablePipeline:
             frame = (snapshot.withColumn("_op", F.lit("upsert")).withColumn("_commit_version", F.lit(end))
                      .withColumn("_commit_time", F.lit(self.upstream().metadata.timestamps.get(end, 0))
                                  .cast("long").cast("timestamp")))
-            views = {**views, CHANGES: self._bind("changes", frame)}
+            views = {**views, CHANGES: self.bind("changes", frame)}
         out = spark.sql(plan.bound(views))
         key = sink.primary_key
         out = out.repartition(spark.sparkContext.defaultParallelism, *key)
         staged = [StagedFiles.from_row(r) for r in
-                  out.mapInArrow(_stage_task(sink, self._sink_schema), StagedFiles.DDL).collect()]
+                  out.mapInArrow(_stage_task(sink, self.sink_schema), StagedFiles.DDL).collect()]
         return None, staged, sum(m.rows for m in staged), 0
 
     def _changes_schema(self) -> pa.Schema:
@@ -413,44 +413,44 @@ class TablePipeline:
                                        ).schema
 
     def _changes_frame(self, changes: pa.Table):
-        return self._arrow_frame(changes)
+        return self.arrow_frame(changes)
 
     def _incremental(self, sink: Table, start: int, end: int, lookups: dict[str, int], old: dict[str, int]):
         """The step over (start, end] of the upstream and ``old`` -> ``lookups`` of the tables read by name."""
         plan, spark = self.plan(), self.spark()
         if plan.kind == "changes":
-            views = self._lookup_views(lookups)
+            views = self.lookup_views(lookups)
             changes = self.upstream().changes(start_version=start, end_version=end)
-            views[CHANGES] = self._bind("changes", self._changes_frame(changes))
+            views[CHANGES] = self.bind("changes", self._changes_frame(changes))
             out = spark.sql(plan.bound(views)).toArrow()
             if OP_COLUMN in out.column_names:   # each row keeps its place: the last change of a key wins
                 ops = pc.if_else(pc.equal(out.column(OP_COLUMN), "delete"), 1, 0).cast(pa.int8())
-                data = (out.select(self._sink_schema.names).cast(self._sink_schema)
+                data = (out.select(self.sink_schema.names).cast(self.sink_schema)
                         .append_column(OP_COLUMN, pc.fill_null(ops, 0)))
             else:
-                data = self._with_ops(out)
+                data = self.with_ops(out)
             return data, None, changes.num_rows, 0
-        with self._phase("increment"):
+        with self.phase("increment"):
             net = net_change(self.upstream(), start, end)
         tables = {name: self.lookup(name) for name in plan.tables}
         if plan.kind == "rows":
-            with self._phase("dimension"):
+            with self.phase("dimension"):
                 rows, changes = net.after, net.changes
-                if self._shape is not None:
-                    delta = rows_to_rejoin(self._shape, self.upstream(), net, tables, old, lookups)
+                if self.shape is not None:
+                    delta = rows_to_rejoin(self.shape, self.upstream(), net, tables, old, lookups)
                     rows, changes, self._rejoined = delta.inputs[0].rows, delta.changes, delta.rejoined
             key = list(plan.key_columns)
-            with self._phase("spark_plan"):
-                views = {**self._lookup_views(lookups), SOURCE: self._bind("after", self._arrow_frame(rows))}
+            with self.phase("spark_plan"):
+                views = {**self.lookup_views(lookups), SOURCE: self.bind("after", self.arrow_frame(rows))}
                 frame = spark.sql(plan.bound(views))
-            with self._phase("spark_job"):
+            with self.phase("spark_job"):
                 out = frame.toArrow()
             keys = pa.concat_tables([net.keys, rows.select(key)]).group_by(key, use_threads=False).aggregate([])
             gone = keys.join(out.select(key), keys=key, join_type="left anti")
-            return self._with_ops(out, gone), None, changes, 0
-        with self._phase("dimension"):
-            if self._shape is not None:
-                delta = join_delta(self._shape, self.upstream(), net, tables, old, lookups)
+            return self.with_ops(out, gone), None, changes, 0
+        with self.phase("dimension"):
+            if self.shape is not None:
+                delta = join_delta(self.shape, self.upstream(), net, tables, old, lookups)
                 inputs, changes, self._rejoined = delta.inputs, delta.changes, delta.rejoined
             else:
                 inputs, changes = [], net.changes
@@ -461,8 +461,8 @@ class TablePipeline:
     def recompute(self, version: int) -> pa.Table:
         plan = self.plan()
         lookups = {name: self.lookup(name).refresh() for name in plan.tables}
-        views = {**self._lookup_views(lookups),
-                 SOURCE: self._bind("check", self._snapshot_frame(self.config.source.table, version))}
+        views = {**self.lookup_views(lookups),
+                 SOURCE: self.bind("check", self.snapshot_frame(self.config.source.table, version))}
         if plan.kind == "changes":
             raise ValueError("a transform over changes has no full recompute")
         return self.spark().sql(plan.bound(views)).toArrow()
