@@ -1,7 +1,7 @@
 """MirrorMaker 2 both ways between tidelake and a real Kafka 4.4 broker (issue 37 item 3): Connect 4.3.1's
 connect-mirror (jvm/kafka's connect-4.3 classpath), one dedicated-mode MirrorMaker process for both flows,
 tidelake -> Kafka (`tl.<topic>` on Kafka) and Kafka -> tidelake (`k44.<topic>` on tidelake). Each flow moves a
-topic's records and a consumer group's committed offsets (checkpoints, `sync.group.offsets.enabled`): a group that
+topic's records, its configs and a consumer group's committed offsets (checkpoints, `sync.group.offsets.enabled`): a group that
 read its topic to the end and stopped on one side resumes on the other at exactly the next record — nothing lost,
 nothing read twice — and reads the records produced on the old side after it stopped.
 
@@ -17,7 +17,7 @@ import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from conftest import stop_process
 from kafka_peer import LOG4J2, TEST_JVM_OPTIONS, classpath
@@ -85,10 +85,19 @@ def clusters(kafka44, tmp_path_factory):
             mm2.stop()
 
 
+RETENTION_MS = "86400000"   # a topic config set on the source, copied to the remote topic by MirrorMaker
+
+
 def create(bootstrap: str, topic: str):
     admin = AdminClient({"bootstrap.servers": bootstrap})   # kept alive until its futures are done
-    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
+    for f in admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": RETENTION_MS})]).values():
         f.result(60)
+
+
+def topic_config(bootstrap: str, topic: str, name: str) -> str:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    return admin.describe_configs([resource])[resource].result(30)[name].value
 
 
 def produce(bootstrap: str, topic: str, first: int, count: int):
@@ -148,6 +157,7 @@ def test_a_group_moves_with_its_topic_and_resumes_at_the_next_record(clusters, d
     # Checkpoints only move forward; the wait ends once the target holds the group where it stopped (one past
     # would never end it: the test fails).
     mm2.wait_for(f"{group}'s offsets on the target", lambda: committed(target, remote, group) == at_the_end)
+    assert topic_config(target, remote, "retention.ms") == RETENTION_MS
 
     produce(source, topic, BEFORE, AFTER)   # the old side goes on after the group left it
     assert read(target, remote, group, AFTER) == expected(BEFORE, AFTER)
