@@ -13,6 +13,7 @@ from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.group import DEAD, EMPTY, NONE, ClassicGroup
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_resource_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, consumer_group_value
+from tidelake.coordinator.streams_group import StreamsGroup
 from tidelake.coordinator.offsets import (ConsumerGroupRecords, OffsetStore, consumer_group_records,
                                           group_metadata_key, group_metadata_value, offset_commit_key,
                                           offset_records, partition_for)
@@ -36,7 +37,7 @@ class GroupCoordinator:
         self.topic_id_of = topic_id_of or (lambda name: uuid.uuid5(_TOPIC_ID_NAMESPACE, name))
         self.topic_name_of = topic_name_of or self._name_of_derived_id
         self.offsets = OffsetStore()  # committed offsets; the broker also applies transactional ones here
-        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
+        self.groups: dict[str, ClassicGroup | ConsumerGroup | StreamsGroup] = {}
         self._next_retention_check_ms = 0
         # rebalances completed per group since this coordinator started (the broker's metrics read it)
         self.rebalances: collections.Counter[str] = collections.Counter()
@@ -152,6 +153,8 @@ class GroupCoordinator:
                 raise errors.UnknownMemberId(f"group {group_id} does not exist")
             g = self._new_classic(group_id, now_ms)
             self.groups[group_id] = g
+        if isinstance(g, StreamsGroup):
+            raise errors.InconsistentGroupProtocol(f"group {group_id} is a streams group")
         if not isinstance(g, ClassicGroup):
             if g.is_empty():  # an empty consumer group may be taken over by the classic protocol
                 g.dead = True
@@ -166,6 +169,8 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if isinstance(g, ConsumerGroup) and not g.dead:
             return g
+        if isinstance(g, StreamsGroup) and not g.dead:
+            raise errors.GroupIdNotFound(f"Group {group_id} is not a consumer group.")
         if g is not None and isinstance(g, ClassicGroup) and not g.is_empty() and g.state != DEAD:
             raise errors.GroupIdNotFound(f"group {group_id} is a classic group with members")
         if not create:
@@ -176,6 +181,34 @@ class GroupCoordinator:
         g = ConsumerGroup(group_id, **self._consumer_group_settings(group_id))
         self.groups[group_id] = g
         return g
+
+    def streams_group(self, group_id: str, *, create: bool) -> StreamsGroup:
+        """The KIP-1071 group ``group_id`` (``create``: a new one when there is none, or only an empty classic
+        group: offsets committed without a group, e.g. reset by an admin before the application first ran)."""
+        g = self.groups.get(group_id)
+        if isinstance(g, StreamsGroup) and not g.dead:
+            return g
+        if g is not None and not (isinstance(g, ClassicGroup) and (g.is_empty() or g.state == DEAD)) and \
+                not (isinstance(g, ConsumerGroup) and g.dead):
+            raise errors.GroupIdNotFound(f"Group {group_id} is not a streams group.")
+        if not create:
+            raise errors.UnknownMemberId(f"group {group_id} does not exist")
+        if group_id in self.offsets.groups:  # an empty classic group's record goes
+            self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
+            self.offsets.apply_record(group_metadata_key(group_id), None)
+        g = StreamsGroup(group_id, **self._streams_group_settings())
+        self.groups[group_id] = g
+        return g
+
+    def _streams_group_settings(self) -> dict:
+        return dict(session_timeout_ms=self.config.streams_session_timeout_ms,
+                    heartbeat_interval_ms=self.config.streams_heartbeat_interval_ms,
+                    num_standby_replicas=self.config.streams_num_standby_replicas, partitions_of=self.partitions_of,
+                    persist=self._persist_streams, on_rebalance=self._rebalanced)
+
+    def _persist_streams(self, g: StreamsGroup) -> None:
+        """Streams groups are not persisted yet: a broker restart forgets them (their members rejoin with epoch 0
+        after UNKNOWN_MEMBER_ID; their committed offsets are kept as any group's)."""
 
     def known_group_ids(self) -> set[str]:
         live = {gid for gid, g in self.groups.items() if g.state != DEAD}
@@ -188,7 +221,7 @@ class GroupCoordinator:
             return EMPTY, "consumer" if self.offsets.has_offsets(group_id) else "", "classic"
         if isinstance(g, ClassicGroup):
             return g.state, g.protocol_type or "", "classic"
-        return g.state, "consumer", "consumer"
+        return g.state, g.protocol_kind, g.protocol_kind
 
     # ---- offsets -----------------------------------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,
