@@ -174,8 +174,8 @@ def _heartbeat_response(result: StreamsHeartbeatResult):
         E = R.EndpointToPartitions
 
         def tps(parts: dict[str, list[int]]) -> list:
-            return [R.TopicPartition(topic=t, partitions=ps) for t, ps in parts.items()]
-        by_endpoint = [E(user_endpoint=R.Endpoint(host=host, port=port), active_partitions=tps(active),
+            return [E.TopicPartition(topic=t, partitions=ps) for t, ps in parts.items()]
+        by_endpoint = [E(user_endpoint=E.Endpoint(host=host, port=port), active_partitions=tps(active),
                          standby_partitions=tps(standby))
                        for (host, port), active, standby in result.partitions_by_endpoint]
     return R(throttle_time_ms=0, error_code=0, error_message=None, member_id=result.member_id,
@@ -231,11 +231,11 @@ def _described_topology(group: StreamsGroup):
     configured = group.configured
     if configured is None or not configured.ready:
         return T(epoch=group.topology.epoch, subtopologies=None)
-    R = StreamsGroupDescribeResponse
+    I = T.Subtopology.TopicInfo  # (kafka-python nests a common struct where the spec first uses it)
 
     def info(t: TopicInfo, partitions: int):
-        return R.TopicInfo(name=t.name, partitions=partitions, replication_factor=t.replication_factor,
-                           topic_configs=[R.KeyValue(key=k, value=val) for k, val in t.configs])
+        return I(name=t.name, partitions=partitions, replication_factor=t.replication_factor,
+                 topic_configs=[I.KeyValue(key=k, value=val) for k, val in t.configs])
     counts = configured.partition_counts
     return T(epoch=group.topology.epoch, subtopologies=[
         T.Subtopology(subtopology_id=s.subtopology_id, source_topics=list(s.source_topics),
@@ -247,23 +247,22 @@ def _described_topology(group: StreamsGroup):
 
 
 def _described_members(group: StreamsGroup) -> list:
-    R = StreamsGroupDescribeResponse
-    M = R.DescribedGroup.Member
+    M = StreamsGroupDescribeResponse.DescribedGroup.Member  # (where kafka-python nests the common structs)
+    A = M.Assignment
 
     def assignment(tasks: Tasks):
-        return R.Assignment(active_tasks=_task_ids(R.TaskIds, tasks.active),
-                            standby_tasks=_task_ids(R.TaskIds, tasks.standby),
-                            warmup_tasks=_task_ids(R.TaskIds, tasks.warmup))
+        return A(active_tasks=_task_ids(A.TaskIds, tasks.active), standby_tasks=_task_ids(A.TaskIds, tasks.standby),
+                 warmup_tasks=_task_ids(A.TaskIds, tasks.warmup))
 
     def offsets(by_task: dict) -> list:
-        return [R.TaskOffset(subtopology_id=sid, partition=p, offset=o) for (sid, p), o in sorted(by_task.items())]
+        return [M.TaskOffset(subtopology_id=sid, partition=p, offset=o) for (sid, p), o in sorted(by_task.items())]
     out = []
     for m in group.members.values():
-        endpoint = R.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]) if m.user_endpoint else None
+        endpoint = M.Endpoint(host=m.user_endpoint[0], port=m.user_endpoint[1]) if m.user_endpoint else None
         out.append(M(member_id=m.member_id, member_epoch=m.epoch, instance_id=m.instance_id, rack_id=m.rack_id,
                      client_id=m.client_id, client_host=m.client_host, topology_epoch=m.topology_epoch,
                      process_id=m.process_id, user_endpoint=endpoint,
-                     client_tags=[R.KeyValue(key=k, value=val) for k, val in sorted(m.client_tags.items())],
+                     client_tags=[M.KeyValue(key=k, value=val) for k, val in sorted(m.client_tags.items())],
                      task_offsets=offsets(m.task_offsets), task_end_offsets=offsets(m.task_end_offsets),
                      assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, Tasks())),
                      is_classic=False))
