@@ -14,6 +14,8 @@ from tidelake.coordinator.group import DEAD, EMPTY, NONE, ClassicGroup
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_resource_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, consumer_group_value
 from tidelake.coordinator.streams_group import StreamsGroup
+from tidelake.coordinator.streams_group_records import changes, is_streams_record, key_of, rebuild
+from tidelake.coordinator.streams_group_records import records as streams_group_records
 from tidelake.coordinator.offsets import (ConsumerGroupRecords, OffsetStore, consumer_group_records,
                                           group_metadata_key, group_metadata_value, offset_commit_key,
                                           offset_records, partition_for)
@@ -41,6 +43,9 @@ class GroupCoordinator:
         self._next_retention_check_ms = 0
         # rebalances completed per group since this coordinator started (the broker's metrics read it)
         self.rebalances: collections.Counter[str] = collections.Counter()
+        # the StreamsGroup* records of each streams group as written or replayed ({key: value}), what the next
+        # write is the difference from
+        self._streams_records: dict[str, dict[bytes, bytes]] = {}
         # each group's configs set on its GROUP resource (KIP-848's consumer.* ones apply here)
         self.group_configs: dict[str, dict[str, str]] = {}
 
@@ -75,6 +80,10 @@ class GroupCoordinator:
         groups are rebuilt; the others keep their live state."""
         n = 0
         for key, value in records:
+            if key is not None and is_streams_record(key):
+                self._apply_streams_record(key, value)
+                n += 1
+                continue
             try:
                 self.offsets.apply_record(key, value)
                 n += 1
@@ -96,15 +105,33 @@ class GroupCoordinator:
             self.groups[group_id] = ConsumerGroup.from_records(
                 group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms,
                 **self._consumer_group_settings(group_id))
+        for group_id, recs in self._streams_records.items():
+            if partition is not None and self.partition_for(group_id) != partition:
+                continue
+            streams = rebuild(group_id, recs, now_ms, **self._streams_group_settings())
+            if streams is not None:
+                self.groups[group_id] = streams
         return n
+
+    def _apply_streams_record(self, key: bytes, value: bytes | None) -> None:
+        group_id = key_of(key)[1]
+        recs = self._streams_records.setdefault(group_id, {})
+        if value is None:
+            recs.pop(key, None)
+            if not recs:
+                del self._streams_records[group_id]
+        else:
+            recs[key] = value
 
     def unload_partition(self, partition: int) -> list[str]:
         """Forget the groups (and their offsets) of one __consumer_offsets partition: in a cluster,
         another broker now leads it and coordinates them. Returns their ids."""
         gone = sorted(g for g in self.known_group_ids() | set(self.groups) if self.partition_for(g) == partition)
+        gone = sorted(set(gone) | {g for g in self._streams_records if self.partition_for(g) == partition})
         for group_id in gone:
             self.offsets.delete_group(group_id)
             self.groups.pop(group_id, None)
+            self._streams_records.pop(group_id, None)
         return gone
 
     def _consumer_group_settings(self, group_id: str) -> dict:
@@ -138,10 +165,12 @@ class GroupCoordinator:
                 self.offsets.apply_record(key, value)
 
     def _group_tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
-        """Tombstones for every record of a group: offsets, classic metadata, KIP-848 records."""
+        """Tombstones for every record of a group: offsets, classic metadata, KIP-848 and KIP-1071 records (the
+        caller writes them: the streams records are forgotten here)."""
         records = [(k, None) for k, _ in self._offset_keys(group_id)]
         records += consumer_group_records(group_id, self.offsets.consumer_group_records(group_id),
                                           ConsumerGroupRecords())
+        records += changes(self._streams_records.pop(group_id, {}), {})
         records.append((group_metadata_key(group_id), None))
         return records
 
@@ -207,8 +236,15 @@ class GroupCoordinator:
                     persist=self._persist_streams, on_rebalance=self._rebalanced)
 
     def _persist_streams(self, g: StreamsGroup) -> None:
-        """Streams groups are not persisted yet: a broker restart forgets them (their members rejoin with epoch 0
-        after UNKNOWN_MEMBER_ID; their committed offsets are kept as any group's)."""
+        """Write the group's StreamsGroup* records that changed since the last ones (tombstones for what is gone)."""
+        new = streams_group_records(g)
+        written = changes(self._streams_records.get(g.group_id, {}), new)
+        if written:
+            self.write(self.partition_for(g.group_id), written)
+        if new:
+            self._streams_records[g.group_id] = new
+        else:
+            self._streams_records.pop(g.group_id, None)
 
     def known_group_ids(self) -> set[str]:
         live = {gid for gid, g in self.groups.items() if g.state != DEAD}

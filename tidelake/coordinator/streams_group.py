@@ -354,21 +354,30 @@ class StreamsGroup:
             self.shutdown_requested_by = None
 
     # ---- topology and assignment -------------------------------------------------------------------
+    def topic_names(self) -> list[str]:
+        """Every topic the topology names: the partition counts its configuration depends on."""
+        if self.topology is None:
+            return []
+        return sorted({t for s in self.topology.subtopologies
+                       for t in [*s.source_topics, *(i.name for i in s.repartition_source_topics),
+                                 *(i.name for i in s.state_changelog_topics)]})
+
     def _configure(self) -> None:
         """Configure the topology again when the counts of the topics it names changed (or it did): a new group
         epoch, so a new assignment."""
         if self.topology is None:
             return
-        names = {t for s in self.topology.subtopologies
-                 for t in [*s.source_topics, *(i.name for i in s.repartition_source_topics),
-                           *(i.name for i in s.state_changelog_topics)]}
-        snapshot = {t: self.partitions_of(t) for t in sorted(names)}
+        snapshot = {t: self.partitions_of(t) for t in self.topic_names()}
         if self.configured is not None and self._configured_for is self.topology and snapshot == self.metadata_snapshot:
             return
+        self.configure_with(snapshot)
+        self.group_epoch += 1
+
+    def configure_with(self, snapshot: dict[str, int | None]) -> None:
+        """The topology configured against these partition counts (by topic name; None: no such topic)."""
         self.metadata_snapshot = snapshot
         self._configured_for = self.topology
         self.configured = configure(self.topology, lambda t: snapshot.get(t))
-        self.group_epoch += 1
 
     def _refresh_target(self) -> None:
         if self.group_epoch == self.assignment_epoch:

@@ -17,6 +17,7 @@ from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, w
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
+from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.streams_group import (DEAD, STATIC_LEAVE_EPOCH, STREAMS_INVALID_TOPOLOGY, StreamsGroup,
                                                 StreamsHeartbeat, StreamsHeartbeatResult, Tasks)
 from tidelake.coordinator.streams_topology import CopartitionGroup, Subtopology, TopicInfo, Topology
@@ -146,8 +147,25 @@ async def streams_group_heartbeat(broker: BrokerContext, ctx: RequestContext, re
         client_host="/" + ctx.client_host), broker.clock_ms())
     if result.error:
         return _heartbeat_error(result.error, result.error_message)
+    try:
+        await _records_replicated(broker, req.group_id)
+    except errors.KafkaApiError as e:
+        return _heartbeat_error(e.code, str(e))
     await _create_internal_topics(broker, req.group_id, result)
     return _heartbeat_response(result)
+
+
+async def _records_replicated(broker: BrokerContext, group_id: str) -> None:
+    """Answer once the in-sync replicas of the group's __consumer_offsets partition have its records, as Kafka's
+    coordinator answers once they are committed (a new coordinator then has what the members were told)."""
+    code = await broker.partition_service.log_end_replicated(
+        OFFSETS_TOPIC, broker.groups.partition_for(group_id), broker.config.get_int("offsets.commit.timeout.ms"))
+    if code == errors.NotLeaderOrFollower.code:
+        raise errors.NotCoordinator(f"streams group {group_id}: this broker no longer leads its {OFFSETS_TOPIC} "
+                                    "partition")
+    if code:
+        raise errors.CoordinatorNotAvailable(f"streams group {group_id}: its records were not replicated "
+                                             f"(error {code})")
 
 
 async def _create_internal_topics(broker: BrokerContext, group_id: str, result: StreamsHeartbeatResult) -> None:
