@@ -1,7 +1,8 @@
 """Streams groups (KIP-1071) on one broker: Kafka Streams 4.4 with group.protocol=streams (tests/java/StreamsCount.java,
 a word count with exactly_once_v2, a repartition topic and a RocksDB store with its changelog), two instances; one
 killed with -9 and restarted from its state directory: the last count of every word equals a recount of the input.
-The group as the broker's StreamsGroupDescribe / ListGroups / DeleteGroups show it, and ApiVersions' streams.version."""
+The group as the broker's StreamsGroupDescribe / ListGroups / DeleteGroups show it, ApiVersions' streams.version, and
+the group kept across a broker restart (its records in __consumer_offsets)."""
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ from kafka.protocol.metadata import ApiVersionsRequest
 from conftest import stop_process
 from kafka_peer import java_command
 from tidelake.broker import EmbeddedBroker
-from tidelake.protocol.messages import StreamsGroupDescribeRequest
+from tidelake.protocol.messages import StreamsGroupDescribeRequest, StreamsGroupHeartbeatRequest
 from txn_helpers import create_topics, raw_request
 
 pytestmark = pytest.mark.java
@@ -139,3 +140,45 @@ def test_two_instances_with_exactly_once_v2_one_killed_and_restarted(broker, tmp
     r = raw_request(broker, DeleteGroupsRequest(groups_names=[APP]), 2)
     assert [(x.group_id, x.error_code) for x in r.results] == [(APP, 0)]
     assert describe(broker).error_code == 69   # GROUP_ID_NOT_FOUND
+
+
+def test_a_broker_restart_keeps_the_group(tmp_path):
+    """A member joined over the wire (as Kafka Streams' heartbeat does) goes on with its epoch and tasks after the
+    broker restarts: the group came back from its StreamsGroup* records in __consumer_offsets."""
+    H = StreamsGroupHeartbeatRequest
+    S = H.Topology.Subtopology
+    topology = H.Topology(epoch=0, subtopologies=[
+        S(subtopology_id="0", source_topics=["in"], source_topic_regex=[], repartition_sink_topics=[],
+          repartition_source_topics=[], copartition_groups=[],
+          state_changelog_topics=[S.TopicInfo(name="app-store-changelog", partitions=0, replication_factor=0,
+                                              topic_configs=[])])])
+
+    def heartbeat(bs: str, epoch: int, **fields):
+        return raw_request(bs, H(group_id="restart-app", member_id="m1", member_epoch=epoch,
+                                 endpoint_information_epoch=0, instance_id=None, rack_id=None,
+                                 rebalance_timeout_ms=fields.pop("rebalance_timeout_ms", -1),
+                                 topology=fields.pop("topology", None), process_id=fields.pop("process_id", None),
+                                 user_endpoint=None, client_tags=fields.pop("client_tags", None), task_offsets=None,
+                                 task_end_offsets=None, shutdown_application=False, **fields), 0)
+
+    data = tmp_path / "data"
+    with EmbeddedBroker(data) as b:
+        create_topics(b.bootstrap_servers, {"in": 3})
+        r = heartbeat(b.bootstrap_servers, 0, rebalance_timeout_ms=30000, topology=topology, process_id="p1",
+                      client_tags=[], active_tasks=[], standby_tasks=[], warmup_tasks=[])
+        assert r.error_code == 0 and [s.status_code for s in r.status] == [3]   # MISSING_INTERNAL_TOPICS: created
+        r = heartbeat(b.bootstrap_servers, r.member_epoch, active_tasks=[], standby_tasks=[], warmup_tasks=[])
+        assert r.error_code == 0 and r.status == [] and [(t.subtopology_id, t.partitions) for t in r.active_tasks] \
+            == [("0", [0, 1, 2])]
+        epoch = r.member_epoch
+    with EmbeddedBroker(data) as b:
+        g = raw_request(b.bootstrap_servers, StreamsGroupDescribeRequest(group_ids=["restart-app"],
+                                                                         include_authorized_operations=False), 0).groups[0]
+        assert (g.error_code, g.group_state, [(m.member_id, m.member_epoch) for m in g.members]) == \
+            (0, "Stable", [("m1", epoch)])
+        T = H.TaskIds
+        r = heartbeat(b.bootstrap_servers, epoch, active_tasks=[T(subtopology_id="0", partitions=[0, 1, 2])],
+                      standby_tasks=[], warmup_tasks=[])
+        # nothing moved (the new coordinator answers the member's tasks once again: the same)
+        assert (r.error_code, r.member_epoch, [(t.subtopology_id, t.partitions) for t in r.active_tasks]) == \
+            (0, epoch, [("0", [0, 1, 2])])
