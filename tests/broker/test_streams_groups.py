@@ -36,7 +36,8 @@ SESSION_TIMEOUT_MS = 8000
 def broker(tmp_path_factory):
     with EmbeddedBroker(tmp_path_factory.mktemp("streams-groups") / "data",
                         config={"group.streams.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-                                "group.streams.heartbeat.interval.ms": "500"}) as b:
+                                "group.streams.heartbeat.interval.ms": "500",
+                                "group.streams.num.standby.replicas": "1"}) as b:
         yield b.bootstrap_servers
 
 
@@ -113,8 +114,13 @@ def test_two_instances_with_exactly_once_v2_one_killed_and_restarted(broker, tmp
     try:
         assert committed_counts(broker, dict(Counter(first)), apps) == dict(Counter(first))
         g = wait_for_members(broker, 2, apps)
-        # two subtopologies (words -> repartition, repartition -> count), 4 tasks each, split 4 and 4
+        # two subtopologies (words -> repartition, repartition -> count), 4 tasks each, split 4 and 4; a standby of
+        # each stateful task (the count's) on the other instance
         assert sorted(len([p for t in m.assignment.active_tasks for p in t.partitions]) for m in g.members) == [4, 4]
+        for m, other in (g.members, g.members[::-1]):
+            assert {(t.subtopology_id, p) for t in m.assignment.standby_tasks for p in t.partitions} == \
+                {(t.subtopology_id, p) for t in other.assignment.active_tasks for p in t.partitions
+                 if t.subtopology_id == "1"}
         subtopologies = {s.subtopology_id: s for s in g.topology.subtopologies}
         assert len(subtopologies) == 2
         changelogs = [t for s in subtopologies.values() for t in s.state_changelog_topics]

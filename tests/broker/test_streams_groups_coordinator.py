@@ -135,6 +135,9 @@ def test_assignor_is_sticky_balanced_and_keeps_standbys_off_the_active_process()
     # one process, two threads: no standby (it would sit on the same state directory)
     same = assign({"a": AssignmentMember("p"), "b": AssignmentMember("p")}, tasks, num_standby=1)
     assert all(not x.standby for x in same.values())
+    # only stateful tasks (subtopology 1 keeps the counts) get standbys
+    counted = assign({"a": AssignmentMember("p1"), "b": AssignmentMember("p2")}, tasks, num_standby=1, stateful={"1"})
+    assert {t[0] for x in counted.values() for t in x.standby} == {"1"}
 
 
 def test_records_in_consumer_offsets_rebuild_the_group():

@@ -4,7 +4,9 @@ sticky, then ``num_standby`` standby replicas of each task on other processes.
 Balance: with T tasks and M members every member gets T // M active tasks, T % M of them one more. Stickiness: a
 member keeps the active tasks it had in the previous target, up to its share, before the rest are dealt to the
 least-loaded members; a task whose previous owner left goes first to another member of the same process (a Streams
-instance restarted, or another of its threads: its state is there). A standby is never placed on the process that
+instance restarted, or another of its threads: its state is there). Only stateful tasks (of subtopologies with
+changelog topics) get standbys, as Kafka's: a stateless task has nothing to keep warm. A standby is never placed on
+the process that
 runs the task's active copy nor twice on one process (its state would be the same disk); it stays where it was when
 it can, else goes to the least-loaded member that qualifies. No warm-up tasks (Kafka's assignor moves an active task
 to a caught-up standby first; this one moves it at once).
@@ -33,8 +35,10 @@ class TaskAssignment:
 
 
 def assign(members: dict[str, AssignmentMember], tasks: list[Task], num_standby: int = 0,
-           previous_process: dict[Task, str] | None = None) -> dict[str, TaskAssignment]:
-    """``previous_process``: where each task last ran actively, for tasks whose member is gone."""
+           previous_process: dict[Task, str] | None = None,
+           stateful: set[str] | None = None) -> dict[str, TaskAssignment]:
+    """``previous_process``: where each task last ran actively, for tasks whose member is gone; ``stateful``: the
+    subtopologies whose tasks get standbys (None: all)."""
     if not members:
         return {}
     ids = sorted(members)
@@ -79,6 +83,8 @@ def assign(members: dict[str, AssignmentMember], tasks: list[Task], num_standby:
     if num_standby > 0:
         owner = {t: m for m, ts in active.items() for t in ts}
         for t in sorted(tasks):
+            if stateful is not None and t[0] not in stateful:
+                continue
             processes = {members[owner[t]].process_id}
             for _ in range(num_standby):
                 candidates = [m for m in ids if members[m].process_id not in processes]

@@ -389,7 +389,8 @@ class StreamsGroup:
             specs = {mid: AssignmentMember(m.process_id, self.target.get(mid, NO_TASKS).active,
                                            self.target.get(mid, NO_TASKS).standby)
                      for mid, m in self.members.items()}
-            result = assign(specs, configured.task_ids(), self.num_standby_replicas, self.last_active_process)
+            stateful = {s.subtopology_id for s in self.topology.subtopologies if s.state_changelog_topics}
+            result = assign(specs, configured.task_ids(), self.num_standby_replicas, self.last_active_process, stateful)
             self.target = {mid: Tasks(a.active, a.standby, a.warmup) for mid, a in result.items()}
         self.assignment_epoch = self.group_epoch
         self.endpoint_information_epoch += 1
