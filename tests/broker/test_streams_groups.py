@@ -97,6 +97,33 @@ def wait_for_members(bs: str, n: int, apps: list[StreamsApp], timeout: float = 1
         time.sleep(0.3)
 
 
+def streams_groups_tool(bs: str, *commands: list[str]) -> list[tuple[int, str]]:
+    """Kafka 4.4's kafka-streams-groups, each command's (exit code, output), all in one JVM
+    (tests/java/StreamsGroupsTool.java)."""
+    args = [bs]
+    for c in commands:
+        args += [*c, ";"]
+    r = subprocess.run(java_command("StreamsGroupsTool", *args[:-1]), capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out, current = [], []
+    for line in r.stdout.splitlines():
+        if line.startswith("== exit "):
+            out.append((int(line.removeprefix("== exit ")), "\n".join(current)))
+        elif line.startswith("== "):
+            current = []
+        else:
+            current.append(line)
+    assert len(out) == len(commands), r.stdout + r.stderr
+    if any(code for code, _ in out):
+        out = [(code, text + ("\n" + r.stderr if code else "")) for code, text in out]
+    return out
+
+
+def rows(output: str) -> list[list[str]]:
+    """A tool's table without its header, split into columns."""
+    return [line.split() for line in output.splitlines() if line.strip()][1:]
+
+
 def test_api_versions_serve_streams_groups(broker):
     r = raw_request(broker, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
     served = {k.api_key: (k.min_version, k.max_version) for k in r.api_keys}
@@ -129,6 +156,14 @@ def test_two_instances_with_exactly_once_v2_one_killed_and_restarted(broker, tmp
         assert len(repartitions) == 1 and repartitions[0].partitions == 4   # the coordinator created both
         listed = raw_request(broker, ListGroupsRequest(states_filter=[], types_filter=["streams"]), 5).groups
         assert [(x.group_id, x.group_type, x.protocol_type) for x in listed] == [(APP, "streams", "streams")]
+        # Kafka's own tool reads the group so too
+        (c1, listing), (c2, members), (c3, state) = streams_groups_tool(
+            broker, ["--list", "--state"], ["--describe", "--group", APP, "--members"],
+            ["--describe", "--group", APP, "--state"])
+        assert (c1, c2, c3) == (0, 0, 0)
+        assert rows(listing) == [[APP, "Stable"]]
+        assert [r[0] for r in rows(members)] == [APP, APP] and all("ACTIVE:" in r for r in rows(members))
+        assert rows(state)[0][0] == APP and rows(state)[0][-3:] == ["sticky", "Stable", "2"]
 
         os.kill(apps[0].proc.pid, signal.SIGKILL)          # perhaps inside a transaction
         apps[0].proc.wait(30)
@@ -141,11 +176,18 @@ def test_two_instances_with_exactly_once_v2_one_killed_and_restarted(broker, tmp
     finally:
         for app in apps:
             stop_process(app.proc)
-    # both left (close() sends epoch -1): the group is empty and can be deleted
+    # both left (close() sends epoch -1): the group is empty; Kafka's tool resets its offsets and deletes it
     assert describe(broker).group_state == "Empty"
-    r = raw_request(broker, DeleteGroupsRequest(groups_names=[APP]), 2)
-    assert [(x.group_id, x.error_code) for x in r.results] == [(APP, 0)]
+    (c1, reset), (c2, deleted), (c3, listing) = streams_groups_tool(
+        broker, ["--reset-offsets", "--group", APP, "--all-input-topics", "--to-earliest", "--execute"],
+        ["--delete", "--group", APP], ["--list"])
+    assert (c1, c2, c3) == (0, 0, 0), (reset, deleted, listing)
+    assert sorted(r[1:] for r in rows(reset)) == [["words", "0", "0"], ["words", "1", "0"], ["words", "2", "0"],
+                                                  ["words", "3", "0"]]
+    assert "was successful" in deleted and listing.strip() == ""
     assert describe(broker).error_code == 69   # GROUP_ID_NOT_FOUND
+    r = raw_request(broker, DeleteGroupsRequest(groups_names=[APP]), 2)
+    assert [(x.group_id, x.error_code) for x in r.results] == [(APP, 69)]
 
 
 def test_a_broker_restart_keeps_the_group(tmp_path):
