@@ -43,8 +43,8 @@ def broker(tmp_path_factory):
 
 class StreamsApp:
     def __init__(self, bs: str, state_dir) -> None:
-        self.proc = subprocess.Popen(java_command("StreamsCount", bs, APP, "words", "counts", str(state_dir), "streams"),
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        command = java_command("StreamsCount", bs, APP, "words", "counts", str(state_dir), "streams")
+        self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
 
@@ -80,7 +80,12 @@ def committed_counts(bs: str, until: dict[str, int], apps: list[StreamsApp], tim
 
 
 def describe(bs: str):
-    return raw_request(bs, StreamsGroupDescribeRequest(group_ids=[APP], include_authorized_operations=False), 0).groups[0]
+    return describe_group(bs, APP)
+
+
+def describe_group(bs: str, group_id: str):
+    request = StreamsGroupDescribeRequest(group_ids=[group_id], include_authorized_operations=False)
+    return raw_request(bs, request, 0).groups[0]
 
 
 def wait_for_members(bs: str, n: int, apps: list[StreamsApp], timeout: float = 120):
@@ -220,8 +225,7 @@ def test_a_broker_restart_keeps_the_group(tmp_path):
             == [("0", [0, 1, 2])]
         epoch = r.member_epoch
     with EmbeddedBroker(data) as b:
-        g = raw_request(b.bootstrap_servers, StreamsGroupDescribeRequest(group_ids=["restart-app"],
-                                                                         include_authorized_operations=False), 0).groups[0]
+        g = describe_group(b.bootstrap_servers, "restart-app")
         assert (g.error_code, g.group_state, [(m.member_id, m.member_epoch) for m in g.members]) == \
             (0, "Stable", [("m1", epoch)])
         T = H.TaskIds

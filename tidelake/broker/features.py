@@ -1,7 +1,8 @@
 """The feature flags a broker advertises in ApiVersions v3+ (KIP-584), as a Kafka 4.x broker does for the
 features tidelake implements: ``transaction.version`` (KIP-890), supported 0-2 and finalized at the
 broker config ``transaction.version`` (2, Kafka 4.0's level for a new cluster: transactions v2; 1 pins
-the v1 protocol, whose clients never see the epoch bump or the implicit AddPartitions)."""
+the v1 protocol, whose clients never see the epoch bump or the implicit AddPartitions); ``streams.version``
+(KIP-1071's streams groups), supported 0-1 and finalized at 1."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,8 +43,9 @@ class Features:
                                                         max_version=STREAMS_VERSION_SUPPORTED[1])]
 
     def finalized(self) -> list:
-        streams = ApiVersionsResponse.FinalizedFeatureKey(name=STREAMS_VERSION, max_version_level=STREAMS_VERSION_FINALIZED,
-                                                          min_version_level=STREAMS_VERSION_FINALIZED)
+        level = STREAMS_VERSION_FINALIZED
+        streams = ApiVersionsResponse.FinalizedFeatureKey(name=STREAMS_VERSION, max_version_level=level,
+                                                          min_version_level=level)
         # a feature at level 0 is not finalized (Kafka lists none then)
         if self.transaction_version == 0:
             return [streams]

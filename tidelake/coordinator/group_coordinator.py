@@ -1,5 +1,5 @@
-"""The group coordinator: every group of this broker (classic and KIP-848), their committed offsets,
-and the records written to __consumer_offsets. Still no network: ``write(partition, records)``
+"""The group coordinator: every group of this broker (classic, KIP-848 and KIP-1071 streams groups), their
+committed offsets, and the records written to __consumer_offsets. Still no network: ``write(partition, records)``
 appends (key, value) records to a __consumer_offsets partition; ``partitions_of(topic)`` reads
 topic metadata."""
 from __future__ import annotations

@@ -36,7 +36,8 @@ TASK_OFFSET_INTERVAL_MS = 60000  # Kafka's group.streams.task.offset.interval.ms
 
 
 def _source_topics(req) -> list[str]:
-    return sorted({t for s in (req.topology.subtopologies if req.topology is not None else ()) for t in s.source_topics})
+    subtopologies = req.topology.subtopologies if req.topology is not None else ()
+    return sorted({t for s in subtopologies for t in s.source_topics})
 
 
 class _Invalid(Exception):
@@ -87,7 +88,8 @@ def _topology(wire) -> Topology:
                          tuple((c.key, c.value) for c in t.topic_configs or ()))
     return Topology(wire.epoch, tuple(
         Subtopology(s.subtopology_id, tuple(s.source_topics), tuple(s.repartition_sink_topics),
-                    tuple(info(t) for t in s.state_changelog_topics), tuple(info(t) for t in s.repartition_source_topics),
+                    tuple(info(t) for t in s.state_changelog_topics),
+                    tuple(info(t) for t in s.repartition_source_topics),
                     tuple(CopartitionGroup(tuple(g.source_topics), tuple(g.repartition_source_topics))
                           for g in s.copartition_groups))
         for s in wire.subtopologies))
@@ -136,7 +138,8 @@ async def streams_group_heartbeat(broker: BrokerContext, ctx: RequestContext, re
         return _heartbeat_error(e.code, str(e))
     endpoint = (req.user_endpoint.host, req.user_endpoint.port) if req.user_endpoint is not None else None
     result = group.heartbeat(StreamsHeartbeat(
-        member_id=req.member_id, member_epoch=req.member_epoch, endpoint_information_epoch=req.endpoint_information_epoch,
+        member_id=req.member_id, member_epoch=req.member_epoch,
+        endpoint_information_epoch=req.endpoint_information_epoch,
         instance_id=req.instance_id, rack_id=req.rack_id, rebalance_timeout_ms=req.rebalance_timeout_ms,
         topology=_topology(req.topology) if req.topology is not None else None,
         owned=_tasks(req.active_tasks, req.standby_tasks, req.warmup_tasks), process_id=req.process_id,
@@ -282,6 +285,7 @@ def _described_members(group: StreamsGroup) -> list:
                      process_id=m.process_id, user_endpoint=endpoint,
                      client_tags=[M.KeyValue(key=k, value=val) for k, val in sorted(m.client_tags.items())],
                      task_offsets=offsets(m.task_offsets), task_end_offsets=offsets(m.task_end_offsets),
-                     assignment=assignment(m.assigned), target_assignment=assignment(group.target.get(m.member_id, Tasks())),
+                     assignment=assignment(m.assigned),
+                     target_assignment=assignment(group.target.get(m.member_id, Tasks())),
                      is_classic=False))
     return out
