@@ -12,7 +12,9 @@ from tidelake.coordinator.streams_group import (STALE_MEMBER_EPOCH, UNRELEASED_T
 from tidelake.coordinator.streams_group_records import is_streams_record
 from tidelake.coordinator.streams_topology import (INCORRECTLY_PARTITIONED_TOPICS, MISSING_INTERNAL_TOPICS,
                                                    MISSING_SOURCE_TOPICS, Subtopology, TopicInfo, Topology, configure)
-from tidelake.errors import FencedMemberEpoch, UnknownMemberId
+import pytest
+
+from tidelake.errors import FencedMemberEpoch, GroupIdNotFound, InconsistentGroupProtocol, UnknownMemberId
 
 REPARTITION = "app-count-repartition"
 CHANGELOG = "app-count-changelog"
@@ -87,6 +89,23 @@ def test_members_get_tasks_once_internal_topics_exist_then_share_them_after_revo
     # an epoch the member does not have is fenced; an unknown member is told so
     assert beat(g, "a", epoch_a - 1, 700).error == FencedMemberEpoch.code
     assert beat(g, "z", 1, 700).error == UnknownMemberId.code
+
+
+def test_the_other_protocols_cannot_take_a_streams_group():
+    gc = coordinator(Topics(words=4))
+    join(gc.streams_group("app", create=True), "a", 0)
+    with pytest.raises(GroupIdNotFound, match="not a consumer group"):
+        gc.consumer_group("app", create=True)         # ConsumerGroupHeartbeat
+    with pytest.raises(InconsistentGroupProtocol):
+        gc.classic_group("app", create=True, now_ms=0)  # JoinGroup
+    gc.commit("offsets-only", [("words", 0, None)], 0)  # an empty classic group (offsets committed alone) ...
+    assert gc.streams_group("offsets-only", create=True).state == "Empty"   # ... becomes a streams group
+    with pytest.raises(GroupIdNotFound, match="not a streams group"):
+        gc.consumer_group("kip848", create=True).heartbeat(
+            member_id="", member_epoch=0, instance_id=None, rack_id=None, rebalance_timeout_ms=30000,
+            subscribed_topic_names=["words"], subscribed_topic_regex=None, server_assignor=None, owned=None,
+            client_id="c", client_host="h", now_ms=0)
+        gc.streams_group("kip848", create=True)
 
 
 def test_session_timeout_hands_the_tasks_over_and_commits_check_the_epoch():

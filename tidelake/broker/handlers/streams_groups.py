@@ -13,14 +13,15 @@ from __future__ import annotations
 import logging
 
 from tidelake import errors
-from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Need, per_item, whole
+from tidelake.broker.access import GROUP, GROUP_DENIED, TOPIC, Access, HandlerCheck, Need, per_item
 from tidelake.broker.context import BrokerContext, RequestContext
 from tidelake.broker.handlers.common import authorized_operations, bit_set
 from tidelake.broker.registry import api
 from tidelake.coordinator.offsets import OFFSETS_TOPIC
 from tidelake.coordinator.streams_group import (DEAD, STATIC_LEAVE_EPOCH, STREAMS_INVALID_TOPOLOGY, StreamsGroup,
                                                 StreamsHeartbeat, StreamsHeartbeatResult, Tasks)
-from tidelake.coordinator.streams_topology import CopartitionGroup, Subtopology, TopicInfo, Topology
+from tidelake.coordinator.streams_topology import (MISSING_INTERNAL_TOPICS, CopartitionGroup, Subtopology, TopicInfo,
+                                                   Topology)
 from tidelake.protocol.messages import (StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
                                         StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse)
 from tidelake.security.acl.model import Operation, ResourceType
@@ -33,6 +34,10 @@ NOT_STORED = 1  # StreamsGroupDescribe v1 TopologyDescriptionStatus: no descript
 NOT_REQUESTED = 0
 ACCEPTABLE_RECOVERY_LAG = 10000  # Kafka's group.streams.acceptable.recovery.lag default
 TASK_OFFSET_INTERVAL_MS = 60000  # Kafka's group.streams.task.offset.interval.ms default
+
+
+# creating an internal topic needs CREATE on the cluster or on that topic, as Kafka's KafkaApis checks it
+CREATE_TOPIC = HandlerCheck(O.CREATE, TOPIC, cluster_suffices=True)
 
 
 def _source_topics(req) -> list[str]:
@@ -124,8 +129,9 @@ def _heartbeat_error(code: int, message: str | None):
 
 
 # a topology reading a topic the member may not describe fails whole with TOPIC_AUTHORIZATION_FAILED, as Kafka's
-@api(StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse, 0, 1, access=whole(
-    lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.DESCRIBE, TOPIC, t) for t in _source_topics(r)]))
+@api(StreamsGroupHeartbeatRequest, StreamsGroupHeartbeatResponse, 0, 1, access=Access(
+    whole=lambda r, _v: [Need(O.READ, GROUP, r.group_id)] + [Need(O.DESCRIBE, TOPIC, t) for t in _source_topics(r)],
+    in_handler=frozenset({CREATE_TOPIC})))
 async def streams_group_heartbeat(broker: BrokerContext, ctx: RequestContext, req):
     try:
         _validate(req)
@@ -154,7 +160,7 @@ async def streams_group_heartbeat(broker: BrokerContext, ctx: RequestContext, re
         await _records_replicated(broker, req.group_id)
     except errors.KafkaApiError as e:
         return _heartbeat_error(e.code, str(e))
-    await _create_internal_topics(broker, req.group_id, result)
+    await _create_internal_topics(broker, ctx, req.group_id, result)
     return _heartbeat_response(result)
 
 
@@ -171,10 +177,17 @@ async def _records_replicated(broker: BrokerContext, group_id: str) -> None:
                                              f"(error {code})")
 
 
-async def _create_internal_topics(broker: BrokerContext, group_id: str, result: StreamsHeartbeatResult) -> None:
+async def _create_internal_topics(broker: BrokerContext, ctx: RequestContext, group_id: str,
+                                  result: StreamsHeartbeatResult) -> None:
     """Create the internal topics the group found missing (as Kafka does after the heartbeat: the members are told
-    MISSING_INTERNAL_TOPICS now, and get their tasks once a later heartbeat finds the topics)."""
+    MISSING_INTERNAL_TOPICS now, and get their tasks once a later heartbeat finds the topics); those the member may
+    not create are named in the status instead, as Kafka's."""
+    refused = sorted(t.name for t in result.to_create if not ctx.grants.permits(CREATE_TOPIC, t.name))
+    if refused:
+        result.status.append((MISSING_INTERNAL_TOPICS, f"Unauthorized to CREATE on topics {', '.join(refused)}."))
     for t in result.to_create:
+        if t.name in refused:
+            continue
         try:
             await broker.topic_admin.create_topic(t.name, t.partitions, t.replication_factor, dict(t.configs), None,
                                                   validate_only=False,
