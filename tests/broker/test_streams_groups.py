@@ -15,7 +15,8 @@ from collections import Counter
 
 import pytest
 from confluent_kafka import Consumer, Producer
-from kafka.protocol.admin import DeleteGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import OffsetCommitRequest
 from kafka.protocol.metadata import ApiVersionsRequest
 
 from conftest import stop_process
@@ -234,3 +235,17 @@ def test_a_broker_restart_keeps_the_group(tmp_path):
         # nothing moved (the new coordinator answers the member's tasks once again: the same)
         assert (r.error_code, r.member_epoch, [(t.subtopology_id, t.partitions) for t in r.active_tasks]) == \
             (0, epoch, [("0", [0, 1, 2])])
+        # the member commits with its epoch, on OffsetCommit v9+ as Kafka's streams groups require
+        C = OffsetCommitRequest
+        T = C.OffsetCommitRequestTopic
+
+        def commit(version: int, member_epoch: int) -> int:
+            request = C(group_id="restart-app", generation_id_or_member_epoch=member_epoch, member_id="m1",
+                        group_instance_id=None, topics=[T(name="in", partitions=[T.OffsetCommitRequestPartition(
+                            partition_index=0, committed_offset=5, committed_leader_epoch=-1, committed_metadata="")])])
+            return raw_request(b.bootstrap_servers, request, version).topics[0].partitions[0].error_code
+        assert (commit(8, epoch), commit(9, epoch - 1), commit(9, epoch)) == (35, 113, 0)   # UNSUPPORTED_VERSION,
+        # STALE_MEMBER_EPOCH; and DescribeGroups, the classic groups' API, does not describe it (as Kafka 4.x's)
+        d = raw_request(b.bootstrap_servers, DescribeGroupsRequest(groups=["restart-app"],
+                                                                   include_authorized_operations=False), 6).groups[0]
+        assert (d.error_code, d.group_state) == (69, "Dead")

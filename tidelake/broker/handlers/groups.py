@@ -188,6 +188,9 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
             group_code = gc.validate_commit(req.group_id, req.member_id or "",
                                             req.group_instance_id if v >= 7 else None,
                                             req.generation_id_or_member_epoch, now)
+            if not group_code and v < 9 and isinstance(gc.groups.get(req.group_id), StreamsGroup) and \
+                    req.generation_id_or_member_epoch >= 0:  # as Kafka's StreamsGroup: members commit with v9+
+                group_code = errors.UnsupportedVersion.code
     except errors.KafkaApiError as e:
         group_code = e.code
     per_partition: dict[tuple[str, int], int] = {}
