@@ -2,7 +2,7 @@
 ``tidelake.broker.registry.REGISTRY``."""
 from tidelake.broker.handlers import (acls, admin, client_quotas, cluster, configs, data_plane, groups, metadata,
                                      sasl, share_fetch, share_groups, share_state,
-                                     transactions)
+                                     streams_groups, transactions)
 
 __all__ = ["acls", "admin", "client_quotas", "cluster", "configs", "data_plane", "groups", "metadata", "sasl",
-           "share_fetch", "share_groups", "share_state", "transactions"]
+           "share_fetch", "share_groups", "share_state", "streams_groups", "transactions"]
