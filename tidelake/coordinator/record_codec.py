@@ -93,6 +93,34 @@ def decode_value(cls: type, value: bytes):
     return _decode(cls, bytes(value[2:]), version)
 
 
+def decode_value_or_legacy(cls: type, legacy: type, value: bytes):
+    """The value in Kafka's layout (``cls``), or, when the bytes are not exactly that layout, in the layout an
+    older tidelake wrote at the same version number (``legacy``, a ``Legacy<Name>`` spec): the version prefix
+    cannot tell the two apart, so the one whose decoding re-encodes to the very bytes read wins (Kafka's first)."""
+    try:
+        kafka = decode_value(cls, value)
+    except ValueError:
+        kafka = None
+    if kafka is not None and _round_trips(kafka, value):
+        return kafka
+    try:
+        old = decode_value(legacy, value)
+    except ValueError:
+        old = None
+    if old is not None and _round_trips(old, value):
+        return old
+    if kafka is not None:
+        return kafka
+    raise ValueError(f"{cls.__name__}: neither Kafka's layout nor tidelake's legacy one")
+
+
+def _round_trips(body: ApiData, value: bytes) -> bool:
+    try:
+        return bytes(body.encode()) == bytes(value)
+    except _DECODE_ERRORS:
+        return False
+
+
 def _decode(cls: type, body: bytes, version: int):
     try:
         return cls.decode(body, version=version, header=False)

@@ -21,8 +21,8 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from tidelake.coordinator.record_codec import (decode_key, decode_value, encode_key, encode_value, record_class,
-                                               record_type)
+from tidelake.coordinator.record_codec import (decode_key, decode_value, decode_value_or_legacy, encode_key,
+                                               encode_value, record_class, record_type)
 
 SHARE_GROUP_MEMBER_METADATA = 10
 SHARE_GROUP_METADATA = 11
@@ -41,10 +41,11 @@ _RECORD_NAMES = {
 }
 _KEY_CLASSES = {t: record_class(n + "Key") for t, n in _RECORD_NAMES.items()}
 _VALUE_CLASSES = {t: record_class(n + "Value") for t, n in _RECORD_NAMES.items()}
+# ShareGroupStatePartitionMetadataValue as tidelake wrote it before Kafka 4.4's layout (a CreateTimestamp per topic)
+_LEGACY_PARTITIONS_VALUE = record_class("LegacyShareGroupStatePartitionMetadataValue")
 _MEMBER_KEYED = (SHARE_GROUP_MEMBER_METADATA, SHARE_GROUP_TARGET_ASSIGNMENT_MEMBER,
                  SHARE_GROUP_CURRENT_MEMBER_ASSIGNMENT)
 MEMBER_STATE_STABLE = 0  # Kafka's MemberState: a share-group member is always stable (nothing to revoke)
-UNKNOWN_TIMESTAMP = -1  # an initializing topic's CreateTimestamp: not kept (a new coordinator retries them all)
 
 PartitionsById = dict[uuid.UUID, tuple[int, ...]]  # {topic id: (partition, ...) sorted}
 
@@ -103,7 +104,8 @@ class ShareGroupRecords:
             else:
                 self._per_member(t).pop(mid, None)
             return
-        v = decode_value(_VALUE_CLASSES[t], value)
+        v = (decode_value_or_legacy(_VALUE_CLASSES[t], _LEGACY_PARTITIONS_VALUE, value)
+             if t == SHARE_GROUP_STATE_PARTITION_METADATA else decode_value(_VALUE_CLASSES[t], value))
         if t == SHARE_GROUP_METADATA:
             self.epoch = v.epoch
         elif t == SHARE_GROUP_TARGET_ASSIGNMENT_METADATA:
@@ -168,7 +170,7 @@ def share_group_value(record_type: int, state: object) -> bytes:
         Info = V.TopicPartitionsInfo
 
         def infos(topics: dict) -> list:
-            return [Info(topic_id=tid, topic_name=name, partitions=list(parts), create_timestamp=UNKNOWN_TIMESTAMP)
+            return [Info(topic_id=tid, topic_name=name, partitions=list(parts))
                     for tid, (name, parts) in sorted(topics.items(), key=lambda kv: str(kv[0]))]
         v = V(version=0, initializing_topics=infos(p.initializing), initialized_topics=infos(p.initialized),
               deleting_topics=[])

@@ -13,8 +13,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Iterable
 
-from tidelake.coordinator.record_codec import (decode_key, decode_value, encode_key, encode_value, partition_for,
-                                               record_class, record_type)
+from tidelake.clock import wall_ms
+from tidelake.coordinator.record_codec import (decode_key, decode_value, decode_value_or_legacy, encode_key,
+                                               encode_value, partition_for, record_class, record_type)
 from tidelake.coordinator.share_config import ShareGroupConfig
 from tidelake.coordinator.share_partition import SharePartition, StateBatch
 
@@ -23,6 +24,7 @@ SNAPSHOT, UPDATE = 0, 1  # record types
 
 _SnapshotKey = record_class("ShareSnapshotKey")
 _SnapshotValue = record_class("ShareSnapshotValue")
+_LegacySnapshotValue = record_class("LegacyShareSnapshotValue")  # what tidelake wrote before Kafka 4.4's layout
 _UpdateKey = record_class("ShareUpdateKey")
 _UpdateValue = record_class("ShareUpdateValue")
 
@@ -48,14 +50,18 @@ def state_partition(key: ShareStateKey, partitions: int) -> int:
     return partition_for(f"{key.group_id}:{key.topic_id}:{key.partition}", partitions)
 
 
-def snapshot_record(key: ShareStateKey, sp: SharePartition, leader_epoch: int) -> tuple[bytes, bytes]:
-    """The ShareSnapshot (key, value) of a share-partition's current state."""
+def snapshot_record(key: ShareStateKey, sp: SharePartition, leader_epoch: int,
+                    now_ms: int | None = None) -> tuple[bytes, bytes]:
+    """The ShareSnapshot (key, value) of a share-partition's current state, in Kafka 4.4's layout. Create and write
+    timestamps are both the time of this snapshot: the state's first creation time is not kept (nothing reads it
+    back), and Kafka's readers take any value. DeliveryCompleteCount (KIP-1226) is left unset (-1, "unknown")."""
+    now = wall_ms() if now_ms is None else now_ms
     k = encode_key(SNAPSHOT, _SnapshotKey(version=0, group_id=key.group_id, topic_id=key.topic_id,
                                           partition=key.partition))
     B = _SnapshotValue.StateBatch
     v = encode_value(_SnapshotValue(
         version=0, snapshot_epoch=0, state_epoch=sp.state_epoch, leader_epoch=leader_epoch,
-        start_offset=sp.start_offset,
+        start_offset=sp.start_offset, delivery_complete_count=-1, create_timestamp=now, write_timestamp=now,
         state_batches=[B(first_offset=b.first_offset, last_offset=b.last_offset, delivery_state=b.state,
                          delivery_count=b.delivery_count) for b in sp.state_batches()]))
     return k, v
@@ -77,7 +83,8 @@ def decode_record(key: bytes, value: bytes | None) -> ShareStateRecord | None:
     if value is None:
         return None
     kind = record_type(key)
-    v = decode_value(_SnapshotValue if kind == SNAPSHOT else _UpdateValue, value)
+    v = (decode_value_or_legacy(_SnapshotValue, _LegacySnapshotValue, value) if kind == SNAPSHOT
+         else decode_value(_UpdateValue, value))
     batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
                     for b in v.state_batches)
     return ShareStateRecord(state_key, kind == SNAPSHOT, v.start_offset,
