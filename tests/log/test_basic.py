@@ -142,14 +142,17 @@ def _batch_of_size(base_count: int, target: int) -> bytes:
 
 def test_seed_004_lookup_of_offset_170417(tmp_path: Path):
     """Seed 004: segments 0, 170410, 239430; offset 170417 is in segment 170410; 170417-170410 = 7;
-    the index entry <= 7 is [4, 476]; scanning the .log from byte 476 finds 170417."""
+    the index entry <= 7 is [4, 476]; scanning the .log from byte 476 finds 170417. (An entry names the LAST
+    offset of the batch at its position, as Kafka's: the seed's message 170414 is a batch of one record here.)"""
     cfg = LogConfig(max_message_bytes=1 << 22, index_interval_bytes=476)
     log = PartitionLog.open(tmp_path / "topic-0", cfg)
     log.append(batch(170410, value=None), now_ms=NOW)  # offsets 0..170409
     log.roll(NOW)
     first = _batch_of_size(4, 476)  # offsets 170410..170413, bytes [0, 476)
     assert log.append(first, now_ms=NOW).base_offset == 170410
-    assert log.append(batch(7), now_ms=NOW).base_offset == 170414  # 170414..170420 at byte 476
+    single = batch(1)
+    assert log.append(single, now_ms=NOW).base_offset == 170414  # 170414 at byte 476
+    assert log.append(batch(6), now_ms=NOW).base_offset == 170415  # 170415..170420 after it
     log.append(batch(239430 - 170421, value=None), now_ms=NOW)
     log.roll(NOW)
     log.append(batch(5), now_ms=NOW)
@@ -162,7 +165,7 @@ def test_seed_004_lookup_of_offset_170417(tmp_path: Path):
     found = log.locate(170417)
     assert found.segment_base_offset == 170410
     assert found.index_entry == (4, 476)
-    assert found.position == 476 and found.batch_base_offset == 170414
+    assert found.position == 476 + len(single) and found.batch_base_offset == 170415   # scanned from 476
     assert 170417 in offsets_in(log.read(170417, 4096).data)
     # the same answer after reopening from the files
     log.close()

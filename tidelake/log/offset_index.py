@@ -1,9 +1,12 @@
 """OffsetIndex: a segment's sparse ``.index`` (relative offset -> file position).
 
 File format (big-endian, as Kafka's): entries of (relativeOffset int32, position int32), one per
-index.interval.bytes of log data. The relative offset is the BASE offset of the batch starting at
-``position``, minus the segment's base offset (seed 004's [4, 476] means "the batch with offset base+4
-starts at byte 476").
+index.interval.bytes of log data. The relative offset is the LAST offset of the batch starting at
+``position``, minus the segment's base offset, as Kafka writes it (kafka-dump-log --verify-index-only
+checks that the batch at each position ends at the entry's offset). A lookup of the last entry at or below
+an offset gives a batch that ends at or before it, so a forward scan from there finds the offset's batch;
+an older tidelake's entries (batch BASE offsets) give a batch that starts at or before it: the same scan
+works, and such a file is rebuilt when its last entry shows it (Segment.load_indexes).
 
 The entries are mirrored in memory (two ``array``s searched with ``bisect``) and written to the file
 lazily (``flush``: at log flush, roll and close); after an unclean shutdown the index of a recovered
@@ -32,7 +35,7 @@ class OffsetIndex(IndexFile):
         return self._columns[1]
 
     def append(self, offset: int, position: int) -> None:
-        """Index the batch with base ``offset`` at ``position`` (ignored unless past the last entry)."""
+        """Index the batch with last offset ``offset`` at ``position`` (ignored unless past the last entry)."""
         rel = offset - self.base_offset
         offsets = self._columns[0]
         if not offsets or rel > offsets[-1]:

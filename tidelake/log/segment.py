@@ -141,13 +141,14 @@ class Segment:
         counted in bytes_since_index, as Kafka does)."""
         if self.next_offset == self.base_offset and self.first_batch_timestamp < 0:
             self.first_batch_timestamp = max_ts
+        # both indexes name a batch by its LAST offset, as Kafka's (kafka-dump-log --verify-index-only checks it)
         if self.bytes_since_index >= self.index_interval_bytes and position > 0:
-            self.offset_index.append(base, position)
+            self.offset_index.append(last, position)
             self.bytes_since_index = 0
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
             self.offset_of_max_timestamp = base
-            self.time_index.append(max_ts, base)
+            self.time_index.append(max_ts, last)
         self.next_offset = last + 1
 
     def write_indexes(self) -> None:
@@ -241,10 +242,21 @@ class Segment:
         Returns False if they are missing or inconsistent (the caller then rebuilds by scanning)."""
         if not (self.offset_index.load(self.size) and self.time_index.load()):
             return False
+        # The last entry of each must name the last offset of a batch: what this version writes and Kafka's tools
+        # verify. An index of an older tidelake (its entries named a batch by its base offset, which still finds the
+        # right batches) fails this unless its last batch held one record, and is rebuilt from the .log then.
         if self.offset_index:  # the last indexed position must hold the batch the index says
             rel, pos = self.offset_index.relative_offsets[-1], self.offset_index.positions[-1]
             try:
-                if self.header_at(pos).base_offset != self.base_offset + rel:
+                if self.header_at(pos).last_offset != self.base_offset + rel:
+                    return False
+            except CorruptRecordError:
+                return False
+        last = self.time_index.last_entry
+        if last is not None:
+            found = self.find_batch(last[1])
+            try:
+                if found is None or self.header_at(found[0]).last_offset != last[1]:
                     return False
             except CorruptRecordError:
                 return False

@@ -1,8 +1,9 @@
 """TimeIndex: a segment's ``.timeindex`` (timestamp -> relative offset).
 
 File format (big-endian, as Kafka's): entries of (timestamp int64, relativeOffset int32): the largest
-timestamp seen so far in the segment and the base offset (relative to the segment's) of the batch that
-first reached it. Timestamps strictly increase, so a lookup is a binary search; one entry per new
+timestamp seen so far in the segment and the LAST offset (relative to the segment's) of the batch that
+first reached it, as Kafka writes it (an older tidelake wrote the batch's base offset: either finds the same
+batch, see OffsetIndex). Timestamps strictly increase, so a lookup is a binary search; one entry per new
 maximum keeps lookups exact at a few bytes per entry.
 
 Mirrored in memory and written lazily, like OffsetIndex.
@@ -30,14 +31,14 @@ class TimeIndex(IndexFile):
         return self._columns[1]
 
     def append(self, timestamp: int, offset: int) -> None:
-        """Record that the batch with base ``offset`` reached ``timestamp`` (ignored unless it is a new
+        """Record that the batch with last ``offset`` reached ``timestamp`` (ignored unless it is a new
         maximum)."""
         timestamps = self._columns[0]
         if not timestamps or timestamp > timestamps[-1]:
             self._append(timestamp, offset - self.base_offset)
 
     def lookup(self, timestamp: int) -> int | None:
-        """Base offset of the batch that first reached the largest indexed timestamp below
+        """An offset of the batch that first reached the largest indexed timestamp below
         ``timestamp``: every batch before it holds only smaller timestamps. None if no entry is below."""
         timestamps, offsets = self._columns
         i = bisect_right(timestamps, timestamp - 1)
