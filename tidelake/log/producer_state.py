@@ -2,24 +2,22 @@
 
 Per producer id: the epoch, the last 5 batches' (first_seq, last_seq, first_offset, last_offset), the
 coordinator epoch of its last marker and the first offset of its open transaction (for the LSO).
-Persisted as ``<offset>.snapshot`` files (JSON with a CRC-32C) at segment roll and close; on open the
-newest snapshot at or below the log end is loaded and the log after it is replayed (headers only).
+Persisted as ``<offset>.snapshot`` files in Kafka's format (``producer_snapshot``) at segment roll and close; on
+open the newest snapshot at or below the log end is loaded and the log after it is replayed (headers only).
 """
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import crc32c
 
 from tidelake.errors import (
     InvalidProducerEpoch,
     OutOfOrderSequenceNumber,
     TransactionCoordinatorFenced,
 )
+from tidelake.log import producer_snapshot
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
 
@@ -57,19 +55,40 @@ class ProducerEntry:
                 return b
         return None
 
-    def to_json(self) -> dict:
-        return {"pid": self.producer_id, "epoch": self.epoch, "coordinator_epoch": self.coordinator_epoch,
-                "txn_first_offset": self.current_txn_first_offset, "last_timestamp": self.last_timestamp,
-                "batches": [[b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp]
-                            for b in self.batches]}
 
-    @classmethod
-    def from_json(cls, d: dict) -> "ProducerEntry":
-        e = cls(d["pid"], d["epoch"], coordinator_epoch=d["coordinator_epoch"],
-                current_txn_first_offset=d["txn_first_offset"], last_timestamp=d["last_timestamp"])
-        for b in d["batches"]:
-            e.batches.append(BatchMetadata(*b))
-        return e
+def _snapshot_entries(e: ProducerEntry) -> list[producer_snapshot.SnapshotEntry]:
+    """A producer's snapshot entries: one per remembered batch, oldest first (one with no batch if none); the last
+    carries the producer's last timestamp, as Kafka's one entry does."""
+    txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
+    if not e.batches:
+        return [producer_snapshot.SnapshotEntry(e.producer_id, e.epoch, NO_SEQUENCE, producer_snapshot.NO_OFFSET, 0,
+                                                e.last_timestamp, e.coordinator_epoch, txn)]
+    n = len(e.batches)
+    return [producer_snapshot.SnapshotEntry(e.producer_id, e.epoch, b.last_seq, b.last_offset,
+                                            b.last_offset - b.first_offset, e.last_timestamp if i == n - 1 else b.timestamp,
+                                            e.coordinator_epoch, txn)
+            for i, b in enumerate(e.batches)]
+
+
+def _producers_of(entries: list[producer_snapshot.SnapshotEntry]) -> dict[int, ProducerEntry]:
+    """The producers of a snapshot's entries: a producer's last entry gives its epoch, coordinator epoch, open
+    transaction and last timestamp (as Kafka reads it), each entry with a batch one remembered batch."""
+    out: dict[int, ProducerEntry] = {}
+    for s in entries:
+        e = out.get(s.producer_id)
+        if e is None:
+            e = out[s.producer_id] = ProducerEntry(s.producer_id)
+        e.epoch, e.coordinator_epoch, e.last_timestamp = s.epoch, s.coordinator_epoch, s.timestamp
+        e.current_txn_first_offset = None if s.current_txn_first_offset < 0 else s.current_txn_first_offset
+        if s.last_offset >= 0:
+            e.batches.append(BatchMetadata(_decrement_sequence(s.last_sequence, s.offset_delta), s.last_sequence,
+                                           s.last_offset - s.offset_delta, s.last_offset, s.timestamp))
+    return out
+
+
+def _decrement_sequence(sequence: int, decrement: int) -> int:
+    """Kafka's DefaultRecordBatch.decrementSequence: sequences wrap at Integer.MAX_VALUE to 0."""
+    return 0x7FFFFFFF - (decrement - sequence) + 1 if sequence < decrement else sequence - decrement
 
 
 # the transaction version (KIP-890 part 2) from which a marker's epoch is one past its transaction's records
@@ -262,10 +281,7 @@ class ProducerStateManager:
         in ``retain`` (the segments' base offsets: as in Kafka, each segment's snapshot lives as long
         as the segment, so a truncation into any segment finds the state at its start) and drop the
         rest (e.g. earlier clean-shutdown snapshots inside the active segment)."""
-        body = json.dumps({"version": 1, "offset": self.map_end_offset,
-                           "producers": [e.to_json() for e in self.producers.values()]},
-                          separators=(",", ":")).encode()
-        data = f"{crc32c.crc32c(body):08x}\n".encode() + body
+        data = producer_snapshot.encode([row for e in self.producers.values() for row in _snapshot_entries(e)])
         path = self.snapshot_path(self.map_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         # no fsync: a snapshot lost or torn by a power failure fails its CRC and the state is
@@ -296,21 +312,15 @@ class ProducerStateManager:
             if off > max_offset:
                 continue
             try:
-                raw = self.snapshot_path(off).read_bytes()
-                crc_hex, body = raw.split(b"\n", 1)
-                if int(crc_hex, 16) != crc32c.crc32c(body):
-                    raise ValueError("snapshot CRC mismatch")
-                doc = json.loads(body)
+                entries = producer_snapshot.decode(self.snapshot_path(off).read_bytes())
             except (OSError, ValueError):
                 self.snapshot_path(off).unlink(missing_ok=True)  # corrupt: fall back to an older one
                 continue
-            for d in doc["producers"]:
-                e = ProducerEntry.from_json(d)
-                self.producers[e.producer_id] = e
+            self.producers = _producers_of(entries)
             for e in sorted(self.producers.values(), key=lambda e: e.current_txn_first_offset or 0):
                 if e.current_txn_first_offset is not None:
                     self.ongoing[e.current_txn_first_offset] = e.producer_id
             self.ongoing = dict(sorted(self.ongoing.items()))
-            self.map_end_offset = doc["offset"]
+            self.map_end_offset = off
             return off
         return None
