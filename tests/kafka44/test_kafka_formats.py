@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import json
 import re
+import struct
 import subprocess
+import sys
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_peer import java_command
@@ -241,3 +244,57 @@ def test_segments_indexes_and_snapshots_pass_kafkas_checks(formats):
     assert len(entries) >= BATCHES - 1   # plain-0 indexes every batch but the first
     producer = [line for line in formats.dumps["snapshots"] if "producerId:" in line]
     assert any(f"lastSequence: {BATCHES * PER_BATCH - 1} " in line for line in producer), producer
+
+
+# A data directory the tidelake before Kafka's formats wrote (main at 1e7db57), running this module's scenario
+# without the Java transaction: create_topics, idempotent_batches, librdkafka_transactions, consume_and_commit of both
+# groups and ShareClient explicit on "share"; its non-empty partitions and tidelake-metadata.json kept. Its files are
+# the old ones: JSON producer snapshots, indexes naming base offsets, ShareSnapshot and StatePartitionMetadata values
+# in the old layouts.
+OLD_DATA_DIR = Path(__file__).with_name("tidelake_data_before_kafka_formats.tar.gz")
+
+
+def test_a_data_directory_of_the_older_tidelake_loads_and_is_rewritten_in_kafkas_formats(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    with tarfile.open(OLD_DATA_DIR) as tar:
+        tar.extractall(data, filter="data")
+    assert (data / "plain-0" / "00000000000000000100.snapshot").read_bytes()[8:9] == b"\n"   # the old JSON
+    with EmbeddedBroker(data) as broker:
+        bs = broker.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": bs})
+        for group in ("g-classic", "g-848"):
+            [result] = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)]).values()
+            assert [(tp.topic, tp.partition, tp.offset) for tp in result.result(30).topic_partitions] == \
+                [("plain", 0, BATCHES * PER_BATCH)]
+        r = subprocess.run([sys.executable, "-m", "tidelake.cli.main", "share-groups", "describe", "g-share",
+                            "--json", "-b", bs], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert [(p["topic"], p["partition"], p["start_offset"]) for p in json.loads(r.stdout)["partitions"]] == \
+            [("share", 0, SHARE_RECORDS)]   # the old ShareSnapshot and StatePartitionMetadata records replayed
+        c = Consumer({"bootstrap.servers": bs, "group.id": "reader", "auto.offset.reset": "earliest",
+                      "isolation.level": "read_committed", "enable.auto.commit": False})
+        c.subscribe(["txn"])
+        values = []
+        while len(values) < 5:
+            m = c.poll(1)
+            if m is not None and not m.error():
+                values.append(m.value().decode())
+        c.close()
+        assert values == [f"c{i}" for i in range(5)]
+    files = [data / d / f"00000000000000000000{ext}" for d in ("plain-0", "txn-0") for ext in (".index", ".timeindex")]
+    verify, sanity, snapshot = kafka_tools("-", [
+        ["dump", "--files", ",".join(map(str, files)), "--verify-index-only"],
+        ["dump", "--files", ",".join(map(str, files)), "--index-sanity-check"],
+        ["dump", "--files", str(data / "plain-0" / "00000000000000000100.snapshot")]])
+    for lines in (verify, sanity, snapshot):
+        assert not failures(lines), failures(lines)
+    assert sum(line.endswith(("passed sanity check.", " is empty.")) for line in sanity) == len(files)
+    # the old .index (an entry per batch at its base offset: 5, 10, ...) was rebuilt from the .log, with the batches'
+    # last offsets (at the default index.interval.bytes: a log loaded at start-up is rebuilt before the broker
+    # hands it its topic's configs)
+    rebuilt = [rel for rel, _pos in struct.iter_unpack(">ii", (data / "plain-0" / "00000000000000000000.index").read_bytes())]
+    assert all(rel % PER_BATCH == PER_BATCH - 1 for rel in rebuilt), rebuilt
+    times = [rel for _ts, rel in struct.iter_unpack(">qi", (data / "plain-0" / "00000000000000000000.timeindex").read_bytes())]
+    assert times and all(rel % PER_BATCH == PER_BATCH - 1 for rel in times), times
+    assert any(f"lastSequence: {BATCHES * PER_BATCH - 1} " in line for line in snapshot), snapshot
