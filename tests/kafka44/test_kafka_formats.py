@@ -293,8 +293,9 @@ def test_a_data_directory_of_the_older_tidelake_loads_and_is_rewritten_in_kafkas
     # the old .index (an entry per batch at its base offset: 5, 10, ...) was rebuilt from the .log, with the batches'
     # last offsets (at the default index.interval.bytes: a log loaded at start-up is rebuilt before the broker
     # hands it its topic's configs)
-    rebuilt = [rel for rel, _pos in struct.iter_unpack(">ii", (data / "plain-0" / "00000000000000000000.index").read_bytes())]
+    segment = data / "plain-0" / "00000000000000000000"
+    rebuilt = [rel for rel, _pos in struct.iter_unpack(">ii", segment.with_suffix(".index").read_bytes())]
     assert all(rel % PER_BATCH == PER_BATCH - 1 for rel in rebuilt), rebuilt
-    times = [rel for _ts, rel in struct.iter_unpack(">qi", (data / "plain-0" / "00000000000000000000.timeindex").read_bytes())]
+    times = [rel for _ts, rel in struct.iter_unpack(">qi", segment.with_suffix(".timeindex").read_bytes())]
     assert times and all(rel % PER_BATCH == PER_BATCH - 1 for rel in times), times
     assert any(f"lastSequence: {BATCHES * PER_BATCH - 1} " in line for line in snapshot), snapshot

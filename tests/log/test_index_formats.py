@@ -30,7 +30,7 @@ def test_entries_name_each_batch_by_its_last_offset(tmp_path: Path):
     d = tmp_path / "t-0"
     batches = write_segment(d)
     index = list(struct.iter_unpack(">ii", (d / "00000000000000000000.index").read_bytes()))
-    assert index == [(last, pos) for pos, _base, last, _ts in batches[1:]]   # the first batch (position 0) is not indexed
+    assert index == [(last, pos) for pos, _base, last, _ts in batches[1:]]   # the batch at position 0: no entry
     times = list(struct.iter_unpack(">qi", (d / "00000000000000000000.timeindex").read_bytes()))
     assert times == [(ts, last) for _pos, _base, last, ts in batches]
 

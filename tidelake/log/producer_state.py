@@ -65,8 +65,8 @@ def _snapshot_entries(e: ProducerEntry) -> list[producer_snapshot.SnapshotEntry]
                                                 e.last_timestamp, e.coordinator_epoch, txn)]
     n = len(e.batches)
     return [producer_snapshot.SnapshotEntry(e.producer_id, e.epoch, b.last_seq, b.last_offset,
-                                            b.last_offset - b.first_offset, e.last_timestamp if i == n - 1 else b.timestamp,
-                                            e.coordinator_epoch, txn)
+                                            b.last_offset - b.first_offset,
+                                            e.last_timestamp if i == n - 1 else b.timestamp, e.coordinator_epoch, txn)
             for i, b in enumerate(e.batches)]
 
 
