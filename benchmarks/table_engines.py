@@ -24,8 +24,10 @@ Each result is checked against the one computed from the generated rows (numpy, 
 checksum of every read, change feed and lookup, for every engine. Peers: Delta on Spark (delta-spark 4.3.1,
 MERGE INTO, change data feed on), Iceberg on Spark (iceberg-spark-runtime-4.1 1.12.0, Hadoop catalog, format 2,
 MERGE INTO, create_changelog_view), delta-rs (``deltalake`` in the project's venv). Paimon on Spark: Maven
-Central (as this machine reaches it) serves no paimon-spark jar (jvm/spark-peer/pom.xml says which were tried),
-so not measured.
+Central as this machine reaches it serves no paimon-spark jar (2026-12-02, ``mvn dependency:get``, "Could not
+find artifact": org.apache.paimon:paimon-spark-4.1_2.13:1.4.2, paimon-spark-4.1:1.4.2, paimon-spark-4.0_2.13:1.4.2,
+paimon-spark-4.0:1.4.2, paimon-spark-4.0:1.3.2; /work/.library/env/packages/maven-partial.tsv lists no Paimon
+artifact), so jvm/spark-peer/pom.xml has none and Paimon is not measured.
 
 Every engine runs in a process of its own, one after the other, each first given the same steps on a small
 table (warm-up: JIT, classes, catalogs, imports): Spark (local[2], one SparkSession per engine, driver memory
@@ -54,7 +56,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 STEPS = ("load", "read", "upsert", "changes", "changes_before", "delete", "point", "read_after")
 SPARK_ENGINES = {"delta on Spark": "delta", "iceberg on Spark": "iceberg"}
-LOCAL_ENGINES = ("tidelake", "delta-rs")
+LOCAL_ENGINES = ("tidelake", "tidelake-lookup", "delta-rs")
+#: tidelake's table properties per variant: "tidelake-lookup" writes its before-images at commit
+#: (changelog.producer=lookup), as Delta with its change data feed on writes _change_data files in a MERGE
+TIDELAKE_PROPERTIES = {"tidelake": {"write.bucket.num": "16"},
+                       "tidelake-lookup": {"write.bucket.num": "16", "changelog.producer": "lookup"}}
 ANSWER = "ANSWER "
 BUCKETS = "16"
 
@@ -171,7 +177,7 @@ def local_steps(engine: str):
     def summary(t) -> dict:
         return {"rows": t.num_rows, "checksum": (pc.sum(t["id"]).as_py() or 0) + (pc.sum(t["amount"]).as_py() or 0)}
 
-    if engine == "tidelake":
+    if engine in TIDELAKE_PROPERTIES:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from table_bench import SCHEMA
 
@@ -187,7 +193,7 @@ def local_steps(engine: str):
 
         def step(step: str, path: str, source: str | None = None, key: int | None = None) -> dict:
             if step == "load":
-                t = tables[path] = Table.create(path, SCHEMA, ["id"], {"write.bucket.num": BUCKETS})
+                t = tables[path] = Table.create(path, SCHEMA, ["id"], TIDELAKE_PROPERTIES[engine])
                 return written(t, lambda: t.insert_into(pq.read_table(source)) and None)
             t = tables[path]
             if step in ("read", "read_after"):
@@ -237,10 +243,27 @@ def local_steps(engine: str):
     return step
 
 
-def serve(engine: str) -> None:
-    """The --serve child: one JSON request a line on stdin, one ``ANSWER`` line on stdout each."""
+def serve(engine: str, profile: set[str], profile_dir: str | None) -> None:
+    """The --serve child: one JSON request a line on stdin, one ``ANSWER`` line on stdout each. A step named
+    in ``profile`` runs under cProfile; its statistics go to PROFILE_DIR/ENGINE-STEP.txt (the last call's:
+    the measured table's, after the warm-up's)."""
     sys.path.insert(0, str(ROOT))
-    step = local_steps(engine)
+    steps = local_steps(engine)
+
+    def step(**req) -> dict:
+        if req["step"] not in profile:
+            return steps(**req)
+        import cProfile
+        import io
+        import pstats
+        prof = cProfile.Profile()
+        out = prof.runcall(steps, **req)
+        text = io.StringIO()
+        st = pstats.Stats(prof, stream=text)
+        st.sort_stats("cumulative").print_stats(35)
+        st.sort_stats("tottime").print_stats(25)
+        Path(profile_dir, f"{engine}-{req['step']}.txt").write_text(text.getvalue())
+        return out
     print(ANSWER + json.dumps({"ok": True, "ready": True}), flush=True)
     for line in sys.stdin:
         if not line.strip():
@@ -258,10 +281,10 @@ def serve(engine: str) -> None:
 class LocalEngine:
     """A --serve child of this file, called like the peer driver (``call(op, **args)``)."""
 
-    def __init__(self, engine: str, log_path: Path):
+    def __init__(self, engine: str, log_path: Path, profile: tuple = ()):
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", engine],
+            self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", engine, *profile],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                          text=True)
         self.log_path = log_path
@@ -346,10 +369,13 @@ def main() -> None:
                     help="comma-separated: tidelake, delta-rs, delta on Spark, iceberg on Spark")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds one step may take")
     ap.add_argument("--json", help="write every result (and the expected ones) to this file")
+    ap.add_argument("--profile", default="", help="comma-separated steps to run under cProfile (local engines;"
+                    " their times then include the profiler's overhead)")
+    ap.add_argument("--profile-dir", default="/tmp", help="where the profiles go (ENGINE-STEP.txt)")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, set(filter(None, args.profile.split(","))), args.profile_dir)
         return
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -392,7 +418,8 @@ def main() -> None:
                                  env={"PEER_OPS_MODULE": str(Path(__file__).resolve()), "PEER_DRIVER_MEMORY": "3g"})
             else:
                 engine = name
-                proc = LocalEngine(name, work / f"{name}.log")
+                proc = LocalEngine(name, work / f"{name}.log",
+                                   ("--profile", args.profile, "--profile-dir", args.profile_dir) if args.profile else ())
             with proc:
                 tag = engine.replace(" ", "-")
                 run_steps(proc, engine, work / "warm" / tag, warm, int(batch["id"][0].as_py()), args.timeout)
