@@ -101,7 +101,8 @@ def measured(fn, pids: tuple = ("self",)) -> dict:
 
 # ---------------------------------------------------------------- Spark's engines (in the peer venv)
 def iceberg_name(path: str) -> str:
-    return f"{Path(path).parent.name}_{Path(path).name}"
+    """One name per table path, a plain identifier (a changelog view's name is not quoted)."""
+    return "".join(c if c.isalnum() else "_" for c in f"{Path(path).parent.name}_{Path(path).name}")
 
 
 def ops(spark) -> dict:
