@@ -1,9 +1,11 @@
 """The table against Spark's own table engines (issue 38.3b): same rows, same machine, same run.
 
-UNFINISHED: not yet run end to end; no figure of it is in RESULTS.md.
-
-    .venv/bin/python benchmarks/table_engines.py [--rows 2500000]     # --rows 20000 for a quick run
+    .venv/bin/python benchmarks/table_engines.py [--rows 2500000] [--repeats 3]   # --rows 20000 for a quick run
     .venv/bin/python benchmarks/table_engines.py --rows 20000 --engines tidelake,delta-rs   # a subset
+    .venv/bin/python benchmarks/table_engines.py --engines tidelake --profile load,changes_before --profile-dir D
+
+Ran end to end at 20,000 and 2,500,000 rows (RESULTS.md, "The table vs Spark's own engines"); 50,000,000 rows
+not yet run.
 
 Steps, in this order, each timed on tidelake and on every peer (the same Parquet files are the input of all):
 
@@ -30,9 +32,13 @@ paimon-spark-4.0:1.4.2, paimon-spark-4.0:1.3.2; /work/.library/env/packages/mave
 artifact), so jvm/spark-peer/pom.xml has none and Paimon is not measured.
 
 Every engine runs in a process of its own, one after the other, each first given the same steps on a small
-table (warm-up: JIT, classes, catalogs, imports): Spark (local[2], one SparkSession per engine, driver memory
-3 GB) in the peer driver (jvm/spark-peer/driver.py), tidelake and delta-rs in a child of the project's venv
-(``--serve``). Peak RSS is per step: the process's high-water mark is reset before the step (Linux
+table (warm-up: JIT, classes, catalogs, imports), then the steps on new tables: ``--repeats`` times for tidelake
+and delta-rs (the median per step is reported), once for Spark's engines. Wall seconds and CPU seconds (the
+process's, every thread, from /proc/PID/stat: on a shared machine the steadier figure) per step. Spark
+(local[2], one SparkSession per engine, driver memory 3 GB) in the peer driver (jvm/spark-peer/driver.py),
+tidelake and delta-rs in a child of the project's venv (``--serve``). tidelake runs twice: with its creation
+defaults (``tidelake``, the one the ratios are of) and with ``changelog.producer=lookup`` (``tidelake-lookup``:
+the before-images written at commit, as Delta with its change data feed on writes ``_change_data`` in a MERGE). Peak RSS is per step: the process's high-water mark is reset before the step (Linux
 ``/proc/PID/clear_refs``) and read after it; for Spark it is the JVM's plus the driver's Python (a JVM keeps
 the heap it has grown, so its figure is at least what the steps before left resident). Spark's reads aggregate
 inside Spark (count and sums); tidelake's and delta-rs's read into Arrow and sum there. tidelake's automatic
