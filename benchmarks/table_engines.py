@@ -38,8 +38,9 @@ process's, every thread, from /proc/PID/stat: on a shared machine the steadier f
 (local[2], one SparkSession per engine, driver memory 3 GB) in the peer driver (jvm/spark-peer/driver.py),
 tidelake and delta-rs in a child of the project's venv (``--serve``). tidelake runs twice: with its creation
 defaults (``tidelake``, the one the ratios are of) and with ``changelog.producer=lookup`` (``tidelake-lookup``:
-the before-images written at commit, as Delta with its change data feed on writes ``_change_data`` in a MERGE). Peak RSS is per step: the process's high-water mark is reset before the step (Linux
-``/proc/PID/clear_refs``) and read after it; for Spark it is the JVM's plus the driver's Python (a JVM keeps
+the before-images written at commit, as Delta with its change data feed on writes ``_change_data`` in a MERGE).
+Peak RSS is per step: the process's high-water mark is reset before the step (Linux ``/proc/PID/clear_refs``)
+and read after it; for Spark it is the JVM's plus the driver's Python (a JVM keeps
 the heap it has grown, so its figure is at least what the steps before left resident). Spark's reads aggregate
 inside Spark (count and sums); tidelake's and delta-rs's read into Arrow and sum there. tidelake's automatic
 maintenance (a background thread) is waited for after each write, outside the step's time, and reported.
@@ -452,8 +453,8 @@ def main() -> None:
                                  env={"PEER_OPS_MODULE": str(Path(__file__).resolve()), "PEER_DRIVER_MEMORY": "3g"})
             else:
                 engine = name
-                proc = LocalEngine(name, work / f"{name}.log",
-                                   ("--profile", args.profile, "--profile-dir", args.profile_dir) if args.profile else ())
+                profile = ("--profile", args.profile, "--profile-dir", args.profile_dir) if args.profile else ()
+                proc = LocalEngine(name, work / f"{name}.log", profile)
             with proc:
                 tag = engine.replace(" ", "-")
                 run_steps(proc, engine, work / "warm" / tag, warm, int(batch["id"][0].as_py()), args.timeout)
