@@ -347,28 +347,37 @@ def load_avg() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip().split("load average:")[-1].strip()
 
 
-def run_steps(engine_proc, engine: str, table: Path, files: dict, key: int, timeout_s: float) -> dict:
+READ_STEPS = ("read", "changes", "changes_before", "point", "read_after")   # steps that change nothing
+
+
+def run_steps(engine_proc, engine: str, table: Path, files: dict, key: int, timeout_s: float,
+              read_repeats: int = 1) -> dict:
+    """The steps on one new table; a read-only step ``read_repeats`` times in a row (its median kept)."""
     out = {}
     for step in STEPS:
         source = files.get(step)
-        out[step] = engine_proc.call("engine_step", timeout_s=timeout_s, engine=engine, step=step, path=str(table),
-                                     source=str(source) if source else None, key=key)
+        calls = [engine_proc.call("engine_step", timeout_s=timeout_s, engine=engine, step=step, path=str(table),
+                                  source=str(source) if source else None, key=key)
+                 for _ in range(read_repeats if step in READ_STEPS else 1)]
+        out[step] = median_of(calls)
+    return out
+
+
+def median_of(got: list[dict]) -> dict:
+    """The median of the calls' wall seconds, CPU seconds and peak RSS (each on its own), the rest of the first
+    call's answer (rows and checksum: None unless every call answered the same), every call's wall seconds."""
+    import statistics
+    out = {**got[0], **{m: statistics.median(g[m] for g in got) for m in ("seconds", "cpu_s", "peak_rss_mb")},
+           "all_seconds": [s for g in got for s in g.get("all_seconds", [round(g["seconds"], 3)])]}
+    for g in got[1:]:
+        if (g.get("rows"), g.get("checksum")) != (got[0].get("rows"), got[0].get("checksum")):
+            out["rows"] = out["checksum"] = None
     return out
 
 
 def median_steps(runs: list[dict]) -> dict:
-    """Per step, the median of the runs' wall seconds, CPU seconds and peak RSS (each on its own), the rest
-    of the first run's answer, and every run's wall seconds."""
-    import statistics
-    out = {}
-    for step in STEPS:
-        got = [r[step] for r in runs]
-        out[step] = {**got[0], **{m: statistics.median(g[m] for g in got) for m in ("seconds", "cpu_s", "peak_rss_mb")},
-                     "all_seconds": [round(g["seconds"], 3) for g in got]}
-        for g in got[1:]:   # every run must have answered the same
-            if (g.get("rows"), g.get("checksum")) != (got[0].get("rows"), got[0].get("checksum")):
-                out[step]["rows"] = out[step]["checksum"] = None
-    return out
+    """Per step, the median over the runs (``median_of``)."""
+    return {step: median_of([r[step] for r in runs]) for step in STEPS}
 
 
 def expected_results(base, batch, gone_ids, key: int) -> dict:
@@ -403,6 +412,8 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=3600, help="seconds one step may take")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the steps on tidelake and delta-rs, each on "
                     "new tables (the median per step is reported; Spark's engines run once)")
+    ap.add_argument("--read-repeats", type=int, default=1, help="calls of each read-only step in a row on "
+                    "tidelake and delta-rs (their median is the run's figure)")
     ap.add_argument("--json", help="write every result (and the expected ones) to this file")
     ap.add_argument("--profile", default="", help="comma-separated steps to run under cProfile (local engines;"
                     " their times then include the profiler's overhead)")
@@ -458,8 +469,10 @@ def main() -> None:
             with proc:
                 tag = engine.replace(" ", "-")
                 run_steps(proc, engine, work / "warm" / tag, warm, int(batch["id"][0].as_py()), args.timeout)
-                runs = [run_steps(proc, engine, work / f"tables-{r}" / tag, files, key, args.timeout)
-                        for r in range(1 if name in SPARK_ENGINES else args.repeats)]
+                local = name not in SPARK_ENGINES
+                runs = [run_steps(proc, engine, work / f"tables-{r}" / tag, files, key, args.timeout,
+                                  args.read_repeats if local else 1)
+                        for r in range(args.repeats if local else 1)]
                 results[name] = median_steps(runs)
             loads[f"after {name}"] = load_avg()
             print(name, json.dumps(results[name]), flush=True)
@@ -481,7 +494,8 @@ def ratio(theirs: float, ours: float, ticks: bool) -> str:
 def report(args, n: int, k: int, d: int, results: dict, expected: dict, loads: dict, began: str) -> None:
     ours = results.get("tidelake")
     peers = [p for p in results if p != "tidelake"]
-    print(f"\nCommand: `nice -n 10 .venv/bin/python benchmarks/table_engines.py --rows {n} --repeats {args.repeats}`"
+    print(f"\nCommand: `nice -n 10 .venv/bin/python benchmarks/table_engines.py --rows {n} --repeats {args.repeats}"
+          f" --read-repeats {args.read_repeats}`"
           f" ({began}; upsert {k:,} rows, delete {d:,} keys)")
     for title, metric in (("wall seconds (peak RSS MB)", "seconds"), ("CPU seconds, all threads", "cpu_s")):
         print(f"\n{title}\n")
