@@ -183,11 +183,13 @@ def freshness(bootstrap: str, work: Path, spark, seconds: float, rate: int) -> d
     table = Table.open(str(work / "fresh-table"))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # until every record is visible
+        table.refresh()   # (a Table reads what it last refreshed: the pipeline commits from another handle)
         if table.changes(start_version=0, columns=["id"]).num_rows >= produced:
             break
         time.sleep(0.5)
     pipeline.stop()
     runner.join(120)
+    table.refresh()
     changes = table.changes(start_version=0, columns=["ts_ms"])
     import pyarrow.compute as pc
     commit_ms = changes.column("_commit_time").cast(pa.timestamp("ms")).cast(pa.int64())
