@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -57,12 +58,16 @@ def small_tmpfs(mount_point: Path, size: str):
 
 
 def produce_until_refused(bootstrap: str, topic: str) -> tuple[int, str]:
-    """Produce LINES until a produce fails: (records delivered before, the failure's error line)."""
+    """Produce LINES until a produce fails: (records delivered, the failure's error line). The failing command may
+    still have delivered its first batches (the producer sends 200 lines in as many requests as its linger makes):
+    its line says how many of them were not."""
     delivered = 0
     for _ in range(40):
         r = tidelake("produce", topic, "-b", bootstrap, stdin=LINES)
         if r.returncode != 0:
-            return delivered, r.stderr
+            refused = re.search(r"(\d+) of 200 records not delivered", r.stderr)
+            assert refused, r.stderr
+            return delivered + 200 - int(refused.group(1)), r.stderr
         delivered += 200
     raise AssertionError("the log was never refused")
 
