@@ -1,5 +1,5 @@
 """Cluster metadata kept by the (single) broker: topics, their partitions and config overrides,
-dynamic broker configs and the producer-id block — persisted as one JSON file, written atomically
+dynamic broker configs, client quotas and the producer-id block — persisted as one JSON file, written atomically
 (temp file + fsync + rename + directory fsync), so a crash leaves the old or the new state.
 
 ``save()`` writes at once (and blocks for the fsyncs). An asyncio caller that must not stall its loop
@@ -67,6 +67,8 @@ class MetadataStore:
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
         self.group_configs: dict[str, dict[str, str]] = {}  # per group id: configs set on its GROUP resource
+        # AlterClientQuotas' table: entity ((type, name or None), ...) -> quota key -> value (client_quota_rules)
+        self.client_quotas: dict[tuple, dict[str, float]] = {}
         self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
         self._next_producer_id = 0  # next id to hand out
         self._producer_id_limit = 0  # ids below this are reserved on disk
@@ -78,6 +80,8 @@ class MetadataStore:
                 self.topics_by_id[info.topic_id] = info
             self.dynamic_broker_configs = dict(d.get("dynamic_broker_configs", {}))
             self.group_configs = {g: dict(c) for g, c in d.get("group_configs", {}).items()}
+            self.client_quotas = {tuple((t, n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+                                  for q in d.get("client_quotas", [])}
             self.cluster_id = d.get("cluster_id", self.cluster_id)
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
@@ -93,6 +97,8 @@ class MetadataStore:
                 "topics": [t.to_json() for t in self.topics.values()],
                 "dynamic_broker_configs": self.dynamic_broker_configs,
                 "group_configs": self.group_configs,
+                "client_quotas": [{"entity": [list(pair) for pair in entity], "values": values}
+                                  for entity, values in sorted(self.client_quotas.items(), key=lambda q: repr(q[0]))],
                 "cluster_id": self.cluster_id,
                 "producer_id_limit": self._producer_id_limit,
             }, indent=1, sort_keys=True).encode()
@@ -118,6 +124,12 @@ class MetadataStore:
         with self._lock:
             self.group_configs = {g: dict(c) for g, c in group_configs.items()}
         self.save()
+
+    def set_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
+        """The whole client-quota table (AlterClientQuotas); the caller persists it (``save_async``) before
+        answering."""
+        with self._lock:
+            self.client_quotas = {entity: dict(values) for entity, values in quotas.items()}
 
     def add_topic(self, info: TopicInfo, *, save: bool = True) -> None:
         """Add ``info``; with ``save=False`` the caller persists it (``save_async``) before acknowledging."""
