@@ -271,25 +271,28 @@ class BrokerConfig:
 
     # -- topic defaults ------------------------------------------------------------------------
     def _synonym_chain(self, topic_name: str) -> list[tuple[str, str | None, int]]:
-        """Broker-level values backing a topic config, highest precedence first, converted to the
-        topic config's unit (e.g. ``log.retention.hours`` -> ms)."""
+        """Broker-level values backing a topic config, highest precedence first, each in its own name's unit
+        (``log.retention.hours=168``, as Kafka lists synonyms; ``topic_default`` converts)."""
         chain = []
         for broker_name in TOPIC_SYNONYMS.get(topic_name, ()):
             for store, source in ((self.dynamic, SOURCE_DYNAMIC_BROKER), (self.static, SOURCE_STATIC_BROKER)):
                 if broker_name in store:
-                    chain.append((broker_name, _to_topic_unit(broker_name, store[broker_name]), source))
+                    chain.append((broker_name, store[broker_name], source))
         # Kafka's defaults for the broker synonyms, e.g. log.retention.hours=168
         for broker_name in TOPIC_SYNONYMS.get(topic_name, ()):
             defn = BROKER_CONFIGS.get(broker_name)
             if defn is not None and defn.default is not None:
-                chain.append((broker_name, _to_topic_unit(broker_name, defn.default), SOURCE_DEFAULT))
+                chain.append((broker_name, defn.default, SOURCE_DEFAULT))
                 break
         return chain
 
     def topic_default(self, topic_name: str) -> tuple[str | None, int]:
-        for _name, value, source in self._synonym_chain(topic_name):
+        """A topic config's value and source when the topic does not set it: the first broker synonym set,
+        converted to the topic config's unit (``log.retention.hours`` -> ms), else the topic default."""
+        for name, value, source in self._synonym_chain(topic_name):
             if source != SOURCE_DEFAULT:
-                return value, SOURCE_DYNAMIC_BROKER if source == SOURCE_DYNAMIC_BROKER else SOURCE_STATIC_BROKER
+                return _to_topic_unit(name, value), \
+                    SOURCE_DYNAMIC_BROKER if source == SOURCE_DYNAMIC_BROKER else SOURCE_STATIC_BROKER
         defn = TOPIC_CONFIGS[topic_name]
         return defn.default, SOURCE_DEFAULT
 
