@@ -63,6 +63,7 @@ class MetadataStore:
         self._write_lock = threading.Lock()  # one file write at a time (loop thread or worker thread)
         self._version = 0  # bumped by every serialisation of the state
         self._written_version = 0  # newest version on disk
+        self._offset_base = 0  # states written before this process (``metadata_offset``)
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
@@ -83,8 +84,15 @@ class MetadataStore:
             self.client_quotas = {tuple((t, n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
                                   for q in d.get("client_quotas", [])}
             self.cluster_id = d.get("cluster_id", self.cluster_id)
+            self._offset_base = int(d.get("metadata_offset", 0))
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
+
+    @property
+    def metadata_offset(self) -> int:
+        """How many states of the metadata have been written, across restarts: what DescribeQuorum reports as the
+        high watermark of a broker alone, whose metadata log this file is."""
+        return self._offset_base + self._written_version
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """The id of the cluster this broker joined (ZooKeeper's, or ours when we were first): kept from now on."""
@@ -101,6 +109,7 @@ class MetadataStore:
                                   for entity, values in sorted(self.client_quotas.items(), key=lambda q: repr(q[0]))],
                 "cluster_id": self.cluster_id,
                 "producer_id_limit": self._producer_id_limit,
+                "metadata_offset": self._offset_base + self._version,
             }, indent=1, sort_keys=True).encode()
 
     def _write(self, version: int, payload: bytes) -> None:

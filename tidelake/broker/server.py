@@ -131,7 +131,7 @@ class Broker:
                                                                  metadata.allocate_producer_id)
             service: PartitionService = LocalPartitions(logs, partitions, topics, transactions, schemas)
             controller: ControllerRequests = SingleBrokerController(node_id, logs, metadata)
-            cluster_view: ClusterView = SingleBrokerView(node_id, logs)
+            cluster_view: ClusterView = SingleBrokerView(node_id, logs, metadata)
             coordination: Coordination = SingleBrokerCoordination(metadata, transactions)
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
             share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for)
