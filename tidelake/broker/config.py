@@ -233,6 +233,12 @@ class BrokerConfig:
         else:
             self.dynamic[name] = normalised
 
+    def set_feature_level(self, name: str, level: int) -> None:
+        """UpdateFeatures' finalized level of a feature kept as a broker config (``transaction.version``): its
+        dynamic value, which the config APIs may not alter (read-only to them: a feature level moves by
+        UpdateFeatures only) and the broker's metadata file keeps."""
+        self.dynamic[name] = str(level)
+
     def validate_dynamic(self, name: str, value: str | None) -> str | None:
         """The value to store for a dynamic update of ``name`` (normalised). Raises InvalidConfig for a
         static (read-only) config or a bad value; a name Kafka does not know is kept as given."""

@@ -31,7 +31,9 @@ CREATE_TOPIC = HandlerCheck(Operation.CREATE, TOPIC, cluster_suffices=True)  # a
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 4, access=open_to_all("asked before authenticating"))
 async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
-    return api_versions_response(ctx.api_version, features=Features.of(broker.config))
+    # the features' epoch is the metadata file's offset, as Kafka's is its metadata log's: UpdateFeatures moves it
+    return api_versions_response(ctx.api_version, features=Features.of(broker.config),
+                                 features_epoch=broker.metadata.metadata_offset)
 
 
 _MR = MetadataResponse
