@@ -79,7 +79,9 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
         topics = []
         for t in request.topics:
             name = t.name
-            if name is None and version >= 10 and t.topic_id not in (None, ZERO_UUID):
+            # a topic named by id is looked up by it, whatever its name field holds: Java's Admin leaves it "" (the
+            # field's default, not null) in describeTopics(TopicCollection.ofTopicIds), as Kafka's KafkaApis reads it
+            if version >= 10 and t.topic_id not in (None, ZERO_UUID):
                 info = topics_mgr.by_id(t.topic_id)
                 if info is None:
                     topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
