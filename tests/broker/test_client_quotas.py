@@ -151,7 +151,8 @@ def test_a_filter_kafka_refuses_is_refused(broker, components, code, reason):
 
 def test_quotas_survive_a_restart(tmp_path):
     with EmbeddedBroker(tmp_path / "data") as b:
-        alter(b, ((("user", "erin"),), [("consumer_byte_rate", 77.0)]), ((("ip", None),), [("connection_creation_rate", 9.0)]))
+        alter(b, ((("user", "erin"),), [("consumer_byte_rate", 77.0)]),
+              ((("ip", None),), [("connection_creation_rate", 9.0)]))
     with EmbeddedBroker(tmp_path / "data") as b:
         assert entries(describe(b, [])) == {(("user", "erin"),): {"consumer_byte_rate": 77.0},
                                             (("ip", None),): {"connection_creation_rate": 9.0}}
@@ -164,7 +165,8 @@ def test_java_admin_describes_client_quotas(tmp_path):
                            capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
         assert r.stdout.split() == ["ALL", "{}", "ALICE", "{}"]
-        alter(b, ((("user", "alice"),), [("producer_byte_rate", 1024.0)]), ((("user", "bob"),), [("producer_byte_rate", 8.0)]))
+        alter(b, ((("user", "alice"),), [("producer_byte_rate", 1024.0)]),
+              ((("user", "bob"),), [("producer_byte_rate", 8.0)]))
         r = subprocess.run(java_command("Quotas", b.bootstrap_servers), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     all_line, alice_line = r.stdout.splitlines()

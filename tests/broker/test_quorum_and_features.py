@@ -5,7 +5,7 @@ kafka-metadata-quorum and kafka-features against both brokers: tests/kafka44/tes
 from __future__ import annotations
 
 import pytest
-from kafka.protocol.admin import CreateTopicsRequest
+from kafka.protocol.admin import CreateTopicsRequest, DescribeConfigsRequest
 from kafka.protocol.admin import DescribeQuorumRequest as DQ
 from kafka.protocol.admin import UpdateFeaturesRequest as UF
 from kafka.protocol.metadata import ApiVersionsRequest
@@ -107,6 +107,12 @@ def test_transaction_version_downgraded_and_upgraded_across_a_restart(tmp_path):
         assert (r.error_code, [(x.feature, x.error_code) for x in r.results]) == (0, [("transaction.version", 0)])
         _, finalized, new_epoch = features(b.bootstrap_servers)
         assert finalized["transaction.version"] == 1 and new_epoch > epoch   # clients keep the newest epoch's
+        # a feature level is no config: the transaction.version config still reads its default (as on Kafka)
+        config_of_broker_1 = DescribeConfigsRequest.DescribeConfigsResource(
+            resource_type=4, resource_name="1", configuration_keys=["transaction.version"])
+        [described] = request(b.bootstrap_servers, DescribeConfigsRequest(resources=[config_of_broker_1],
+                                                                          include_synonyms=False), 1).results
+        assert [(c.name, c.value, c.config_source) for c in described.configs] == [("transaction.version", "2", 5)]
         assert update(b.bootstrap_servers, "transaction.version", 3).error_code == INVALID_UPDATE_VERSION
     with EmbeddedBroker(tmp_path / "data") as b:
         assert features(b.bootstrap_servers)[1]["transaction.version"] == 1

@@ -78,6 +78,9 @@ class BrokerConfig:
         self.dynamic: dict[str, str] = dict(dynamic or {})
         # the cluster-wide dynamic defaults (Kafka's <default> broker entity), below this broker's dynamic values
         self.dynamic_default: dict[str, str] = {}
+        # feature levels UpdateFeatures finalized (the broker's metadata file keeps them): not configs, so the
+        # config APIs neither show nor alter them, as Kafka's do not
+        self.finalized_features: dict[str, int] = {}
         for name, value in self.static.items():
             defn = broker_definition(name)
             if defn is not None:
@@ -241,11 +244,10 @@ class BrokerConfig:
         else:
             layer[name] = normalised
 
-    def set_feature_level(self, name: str, level: int) -> None:
-        """UpdateFeatures' finalized level of a feature kept as a broker config (``transaction.version``): its
-        dynamic value, which the config APIs may not alter (read-only to them: a feature level moves by
-        UpdateFeatures only) and the broker's metadata file keeps."""
-        self.dynamic[name] = str(level)
+    def feature_level(self, name: str) -> int:
+        """A feature's level whose config (``transaction.version``) sets it at the first start: the level
+        UpdateFeatures finalized since, else the config's (Kafka's format-time level, then its metadata log's)."""
+        return self.finalized_features.get(name, self.get_int(name))
 
     def validate_dynamic(self, name: str, value: str | None) -> str | None:
         """The value to store for a dynamic update of ``name`` (normalised). Raises InvalidConfig for a

@@ -2,7 +2,7 @@
 features tidelake implements: ``transaction.version`` (KIP-890), supported 0-2 and finalized at the
 broker config ``transaction.version`` (2, Kafka 4.0's level for a new cluster: transactions v2; 1 pins
 the v1 protocol, whose clients never see the epoch bump or the implicit AddPartitions; UpdateFeatures on a broker
-alone finalizes another level, kept as the config's dynamic value in the metadata file); ``group.version`` and
+alone finalizes another level, kept in the metadata file and winning over the config); ``group.version`` and
 ``share.version`` at 1 (below)."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class Features:
 
     @classmethod
     def of(cls, config: BrokerConfig) -> "Features":
-        return cls(config.get_int(TRANSACTION_VERSION))
+        return cls(config.feature_level(TRANSACTION_VERSION))
 
     @property
     def transactions_v2(self) -> bool:

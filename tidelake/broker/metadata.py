@@ -68,6 +68,7 @@ class MetadataStore:
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
         self.dynamic_default_broker_configs: dict[str, str] = {}  # the broker resource "" (--entity-default)
+        self.finalized_features: dict[str, int] = {}  # feature levels UpdateFeatures finalized
         self.group_configs: dict[str, dict[str, str]] = {}  # per group id: configs set on its GROUP resource
         # AlterClientQuotas' table: entity ((type, name or None), ...) -> quota key -> value (client_quota_rules)
         self.client_quotas: dict[tuple, dict[str, float]] = {}
@@ -82,6 +83,7 @@ class MetadataStore:
                 self.topics_by_id[info.topic_id] = info
             self.dynamic_broker_configs = dict(d.get("dynamic_broker_configs", {}))
             self.dynamic_default_broker_configs = dict(d.get("dynamic_default_broker_configs", {}))
+            self.finalized_features = {k: int(v) for k, v in d.get("finalized_features", {}).items()}
             self.group_configs = {g: dict(c) for g, c in d.get("group_configs", {}).items()}
             self.client_quotas = {tuple((t, n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
                                   for q in d.get("client_quotas", [])}
@@ -107,6 +109,7 @@ class MetadataStore:
                 "topics": [t.to_json() for t in self.topics.values()],
                 "dynamic_broker_configs": self.dynamic_broker_configs,
                 "dynamic_default_broker_configs": self.dynamic_default_broker_configs,
+                "finalized_features": self.finalized_features,
                 "group_configs": self.group_configs,
                 "client_quotas": [{"entity": [list(pair) for pair in entity], "values": values}
                                   for entity, values in sorted(self.client_quotas.items(), key=lambda q: repr(q[0]))],

@@ -108,6 +108,7 @@ class Broker:
         metadata = MetadataStore(data_dir, cluster_id=None)
         config.dynamic.update(metadata.dynamic_broker_configs)
         config.dynamic_default.update(metadata.dynamic_default_broker_configs)
+        config.finalized_features.update(metadata.finalized_features)
         metrics_listen = config.get("metrics.listen") or None
         try:
             self._metrics_address = parse_listen(metrics_listen, "metrics.listen") if metrics_listen else None

@@ -5,8 +5,9 @@ asked as a downgrade are INVALID_UPDATE_VERSION with Kafka's message, and the fi
 whole request; validate_only checks and changes nothing.
 
 The levels are ``tidelake.broker.features``'s: ``transaction.version`` (0-2) is the one a broker alone can move,
-kept as its broker config's dynamic value in the metadata file (so it survives a restart and wins over the static
-config, as Kafka's finalized level in the metadata log wins over the format-time one); ``group.version`` and
+kept in the metadata file (``MetadataStore.finalized_features``: it survives a restart and wins over the
+``transaction.version`` config, as Kafka's finalized level in the metadata log wins over the format-time one; the
+config APIs do not show it, as Kafka's do not show feature levels); ``group.version`` and
 ``share.version`` run at 1 only. In a cluster (ZooKeeper mode) the level is each broker's own config, and
 brokers at different transaction versions would disagree on the protocol, so a change is refused there
 (INVALID_UPDATE_VERSION naming the config to set on every broker)."""
@@ -66,8 +67,8 @@ async def update_features(broker: BrokerContext, ctx: RequestContext, request):
     if changed and not validate_only:
         for name, level in changed.items():   # only transaction.version can differ here (the others: 1-1)
             assert name == TRANSACTION_VERSION, name
-            broker.config.set_feature_level(name, level)
-        broker.metadata.dynamic_broker_configs = dict(broker.config.dynamic)
+            broker.config.finalized_features[name] = level
+        broker.metadata.finalized_features = dict(broker.config.finalized_features)
         await broker.metadata.save_async()
     results = [UpdateFeaturesResponse.UpdatableFeatureResult(feature=name, error_code=errors.NONE, error_message=None)
                for name, _, _ in updates] if version <= 1 else []
