@@ -66,7 +66,10 @@ def api_versions_response(version: int, error_code: int = 0, features: Features 
         return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[],
                                    zk_migration_ready=False)
+    # below v4 a feature supported from level 0 is left out, as Kafka does (KAFKA-17492: older clients cannot read
+    # a minimum of 0)
+    supported = [f for f in features.supported() if version >= 4 or f.min_version != 0]
     return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
-                               supported_features=features.supported(),
+                               supported_features=supported,
                                finalized_features_epoch=features_epoch,
                                finalized_features=features.finalized(), zk_migration_ready=False)
