@@ -36,7 +36,7 @@ import urllib.request
 from collections import Counter
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicCollection
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from console_fixtures import ConsoleProcess
@@ -280,7 +280,11 @@ def test_metadata_quorum_and_features_described_as_on_kafka(kafka44, tidelake_bo
                 (FEATURES, "upgrade", "--feature", "transaction.version=1"),
                 (FEATURES, "upgrade", "--feature", "no.such.version=1"),
                 (FEATURES, "downgrade", "--feature", "transaction.version=1", "--dry-run")]
-    runs = run_on_both(kafka44.bootstrap_servers, tidelake_bootstrap, commands)
+    # tidelake alone is then downgraded and upgraded back (the module's Kafka keeps transactions v2)
+    tidelake_only = [(FEATURES, "downgrade", "--feature", "transaction.version=1"), (FEATURES, "describe"),
+                     (FEATURES, "upgrade", "--feature", "transaction.version=2")]
+    batches = run_batches({kafka44.bootstrap_servers: commands, tidelake_bootstrap: commands + tidelake_only})
+    runs = list(zip(batches[kafka44.bootstrap_servers], batches[tidelake_bootstrap]))
     (status_k, status_t), (replication_k, replication_t), (features_k, features_t) = runs[:3]
 
     def fields(out: str) -> dict[str, str]:
@@ -313,10 +317,7 @@ def test_metadata_quorum_and_features_described_as_on_kafka(kafka44, tidelake_bo
     assert "Can't downgrade the version of this feature without setting the upgrade type" in runs[3][1].out
     assert runs[5][1].out == "transaction.version can be downgraded to 1.\n"
 
-    # tidelake alone is downgraded and upgraded back (the module's Kafka keeps transactions v2)
-    down, listed_down, up = run_batches({tidelake_bootstrap: [
-        (FEATURES, "downgrade", "--feature", "transaction.version=1"), (FEATURES, "describe"),
-        (FEATURES, "upgrade", "--feature", "transaction.version=2")]})[tidelake_bootstrap]
+    down, listed_down, up = batches[tidelake_bootstrap][len(commands):]
     assert (down.code, down.out, up.code, up.out) == (0, "transaction.version was downgraded to 1.\n",
                                                       0, "transaction.version was upgraded to 2.\n")
     assert "FinalizedVersionLevel: 1" in [line for line in listed_down.out.splitlines()
@@ -324,13 +325,13 @@ def test_metadata_quorum_and_features_described_as_on_kafka(kafka44, tidelake_bo
 
 
 def test_topic_by_id_broker_defaults_and_synonyms_as_on_kafka(kafka44, tidelake_bootstrap):
-    first = run_on_both(kafka44.bootstrap_servers, tidelake_bootstrap, [
-        (TOPICS, "--create", "--topic", "k44-by-id", "--partitions", "2"),
-        (TOPICS, "--describe", "--topic", "k44-by-id")])
-    topic_ids = {}
-    for broker, (created, described) in zip((kafka44.bootstrap_servers, tidelake_bootstrap), zip(*first)):
-        assert (created.code, created.out) == (0, "Created topic k44-by-id.\n"), created.err
-        topic_ids[broker] = described.out.split("TopicId:")[1].split()[0]
+    topic_ids = {}   # the topic's id on each broker, in Kafka's text form (base64, unpadded), as kafka-topics takes it
+    for broker in (kafka44.bootstrap_servers, tidelake_bootstrap):
+        admin = AdminClient({"bootstrap.servers": broker})
+        for f in admin.create_topics([NewTopic("k44-by-id", 2, 1)]).values():
+            f.result(30)
+        [described] = admin.describe_topics(TopicCollection(["k44-by-id"]))["k44-by-id"].result(30),
+        topic_ids[broker] = str(described.topic_id)
 
     def per_broker(topic_id: str) -> list[tuple[str, ...]]:
         return [
