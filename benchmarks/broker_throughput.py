@@ -1,7 +1,10 @@
 """Broker throughput and latency: tidelake (durable, on disk, a real `tidelake broker start`
-process) against Tansu (memory storage), with the same client setups against both, in one run.
+process) against a peer broker — Tansu (memory storage) or Apache Kafka 4.4 (one KRaft node from the jars
+jvm/kafka/pom.xml pins, `make jvm-deps`, with Kafka's own JVM settings) — with the same client setups against
+both, in one run.
 
     .venv/bin/python benchmarks/broker_throughput.py            # full run, writes benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/broker_throughput.py --peer kafka   # against Kafka 4.4 (its own RESULTS.md section)
     .venv/bin/python benchmarks/broker_throughput.py --quick    # short smoke run (results not written)
     .venv/bin/python benchmarks/broker_throughput.py --profile  # also cProfile the tidelake broker
 
@@ -32,6 +35,13 @@ import wire_load  # benchmarks/wire_load.py, beside this script
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
 SECTION_START, SECTION_END = "<!-- broker-throughput:start -->", "<!-- broker-throughput:end -->"
+KAFKA_SECTION = ("<!-- broker-vs-kafka:start -->", "<!-- broker-vs-kafka:end -->")
+PEER_TITLES = {"tansu": "Tansu", "kafka": "Kafka 4.4"}
+# kafka-server-start.sh's heap limit and KAFKA_JVM_PERFORMANCE_OPTS: the peer runs as Kafka ships it (no -Xms:
+# the options apply to the format tool too, whose heap is smaller)
+KAFKA_HEAP = "-Xmx1G"
+KAFKA_JVM_OPTIONS = ("-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+                     "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true")
 PARTITIONS = 3
 SIZES = (100, 1024, 10 * 1024)
 # messages per (size, acks) row in a full run: ~50 MB of 100 B, ~200 MB of 1 KB and 10 KB
@@ -106,6 +116,28 @@ def start_tansu() -> BrokerProcess:
     return BrokerProcess("tansu", [str(binary), "broker", "--storage-engine", "memory://tansu/",
                                    "--listener-url", f"tcp://127.0.0.1:{port}",
                                    "--advertised-listener-url", f"tcp://127.0.0.1:{port}"], port)
+
+
+class KafkaBroker:
+    """A Kafka 4.4 KRaft node (tests/kafka_peer.py) shaped like BrokerProcess: bootstrap, cpu_seconds(), stop()."""
+
+    name = "kafka"
+
+    def __init__(self, workdir: Path) -> None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        from kafka_peer import KafkaCluster
+        self.cluster = KafkaCluster(workdir, nodes=1, heap=KAFKA_HEAP, jvm_options=KAFKA_JVM_OPTIONS).start()
+        self.proc = self.cluster.nodes[0].proc
+        self.bootstrap = self.cluster.bootstrap_servers
+
+    cpu_seconds = BrokerProcess.cpu_seconds
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+
+def start_peer(peer: str, work: Path):
+    return start_tansu() if peer == "tansu" else KafkaBroker(work / "kafka")
 
 
 def create_topic(bootstrap: str, topic: str) -> None:
@@ -346,7 +378,7 @@ def _turns(brokers: dict[str, BrokerProcess], rep: int) -> list[tuple[str, Broke
 
 
 def bench(brokers: dict[str, BrokerProcess], client: str, counts: dict[int, int], repeats: int,
-          checked: tuple[str, ...] = ("tidelake",)) -> dict:
+          checked: tuple[str, ...] = ("tidelake", "kafka")) -> dict:
     """Every row runs on each broker in turn, `repeats` times interleaved, so load from other work on
     the machine hits both alike; the best repetition per broker is kept. The brokers named in `checked`
     also have their stored watermarks compared with what was acknowledged."""
@@ -409,16 +441,17 @@ def _cpu_per_gb(r: dict) -> float:
     return r["broker_cpu_pct"] / 100 * r["wall"] / (r["bytes"] / 1e9)
 
 
-def table(res: dict, counts: dict[int, int]) -> list[str]:
-    lines = ["| phase | size | acks | msgs | tidelake msg/s | tidelake MB/s | Tansu msg/s | Tansu MB/s | "
-             "tidelake/Tansu | broker CPU t / T | broker CPU-s per GB t / T | max client CPU t / T |",
+def table(res: dict, counts: dict[int, int], peer: str = "tansu") -> list[str]:
+    title, p = PEER_TITLES[peer], peer[0].upper()
+    lines = [f"| phase | size | acks | msgs | tidelake msg/s | tidelake MB/s | {title} msg/s | {title} MB/s | "
+             f"tidelake/{title} | broker CPU t / {p} | broker CPU-s per GB t / {p} | max client CPU t / {p} |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for size in SIZES:
         for phase, acks in (("produce", "1"), ("produce", "all"), ("consume", "-")):
-            t, u = res["tidelake"][(phase, size, acks)], res["tansu"][(phase, size, acks)]
+            t, u = res["tidelake"][(phase, size, acks)], res[peer][(phase, size, acks)]
             rt, ru = t["count"] / t["wall"], u["count"] / u["wall"]
             flag = "" if t["missing"] == 0 and u["missing"] == 0 else \
-                f" (missing: t {t['missing']}, T {u['missing']})"
+                f" (missing: t {t['missing']}, {p} {u['missing']})"
             lines.append(f"| {phase} | {size} B | {acks} | {t['count']:,} | {rt:,.0f} | {t['bytes'] / t['wall'] / 1e6:.1f}"
                          f" | {ru:,.0f} | {u['bytes'] / u['wall'] / 1e6:.1f} | **{rt / ru:.2f}×**{flag} | "
                          f"{t['broker_cpu_pct']:.0f}% / {u['broker_cpu_pct']:.0f}% | "
@@ -427,21 +460,22 @@ def table(res: dict, counts: dict[int, int]) -> list[str]:
     return lines
 
 
-def latency_table(res: dict, latency: tuple[int, int, float]) -> list[str]:
+def latency_table(res: dict, latency: tuple[int, int, float], peer: str = "tansu") -> list[str]:
     size, rate, seconds = latency
-    lt, lu = res["tidelake"], res["tansu"]
+    lt, lu, title = res["tidelake"], res[peer], PEER_TITLES[peer]
     return [f"Produce latency, {size} B, acks=all, linger 0, one confluent-kafka producer at {rate} msg/s for "
             f"{seconds:g} s (send → delivery report):", "",
-            "| | tidelake | Tansu | tidelake/Tansu (lower is better) |", "|---|---:|---:|---:|",
+            f"| | tidelake | {title} | tidelake/{title} (lower is better) |", "|---|---:|---:|---:|",
             f"| p50 | {lt['p50']:.2f} ms | {lu['p50']:.2f} ms | {lt['p50'] / lu['p50']:.2f}× |",
             f"| p99 | {lt['p99']:.2f} ms | {lu['p99']:.2f} ms | {lt['p99'] / lu['p99']:.2f}× |",
             f"| delivered | {lt['delivered']}/{lt['sent']} | {lu['delivered']}/{lu['sent']} | |"]
 
 
-def write_results(lines: list[str], command: str, notes: list[str], path: Path = RESULTS) -> None:
+def write_results(lines: list[str], command: str, notes: list[str], path: Path = RESULTS, peer: str = "tansu") -> None:
     from results_file import replace_marked  # beside this script
-    replace_marked(SECTION_START, SECTION_END, ["## Broker throughput", "", f"Command: `{command}`", "", *lines, "",
-                                                *notes], path)
+    start, end = (SECTION_START, SECTION_END) if peer == "tansu" else KAFKA_SECTION
+    heading = "## Broker throughput" if peer == "tansu" else "## Broker throughput beside Apache Kafka 4.4 (one broker)"
+    replace_marked(start, end, [heading, "", f"Command: `{command}`", "", *lines, "", *notes], path)
 
 
 def print_profile(path: Path, top: int = 25) -> None:
@@ -461,6 +495,7 @@ def main() -> None:
     ap.add_argument("--clients", nargs="+", choices=list(CLIENTS), default=list(CLIENTS),
                     help="client setups to run (default: both, the lean wire generator first)")
     ap.add_argument("--results", type=Path, default=RESULTS, help="markdown file whose broker section is rewritten")
+    ap.add_argument("--peer", choices=list(PEER_TITLES), default="tansu", help="the broker beside tidelake")
     args = ap.parse_args()
 
     repeats = args.repeats or (1 if args.quick else 3)
@@ -472,7 +507,7 @@ def main() -> None:
     started = time.monotonic()
     try:
         brokers["tidelake"] = start_tidelake(work / "data", profile_path)
-        brokers["tansu"] = start_tansu()
+        brokers[args.peer] = start_peer(args.peer, work)
         res, counts = {}, {}
         try:
             for client in args.clients:
@@ -491,8 +526,8 @@ def main() -> None:
         for client in args.clients:
             lines += [CLIENT_TITLES[client].format(partitions=PARTITIONS, chunk=PRODUCE_CHUNK,
                                                    version=_client_version()), "",
-                      *table(res[client], counts[client]), ""]
-        lines += latency_table(lat, latency)
+                      *table(res[client], counts[client], args.peer), ""]
+        lines += latency_table(lat, latency, args.peer)
         print("\n" + "\n".join(lines))
         if profile_path is not None and profile_path.exists():
             print_profile(profile_path)
@@ -505,7 +540,10 @@ def main() -> None:
                 f"Load average (1/5/15 min) before the run {' '.join(load_before)}, after {' '.join(load_after)} "
                 "(a 1-minute load well above 2 before the run means other work shared the 2 cores).",
                 "tidelake: a `tidelake broker start` subprocess writing segments to disk (default flush "
-                "policy: page cache, like Kafka); Tansu: `--storage-engine memory://`.",
+                "policy: page cache, like Kafka); " + (
+                    "Tansu: `--storage-engine memory://`." if args.peer == "tansu" else
+                    "Kafka 4.4.0: one KRaft node (broker and controller) from jvm/kafka/pom.xml's jars, its log on "
+                    "the same disk, started with kafka-server-start.sh's heap (1 GB) and JVM options (G1)."),
                 "Client bottleneck check: every client process measures its own CPU time; 'max client CPU' is "
                 "the busiest client (100% = one core). The broker's CPU is read from /proc (tidelake is one "
                 "Python process: ~100% means it is CPU-bound on one core). With 2 cores, clients and broker share "
@@ -514,7 +552,7 @@ def main() -> None:
                 "the comparison that holds when the machine is busy. 'msgs' is what was acknowledged (produce) "
                 "or read (consume); any shortfall is flagged in the ratio column.",
             ]
-            write_results(lines, cmd, notes, args.results)
+            write_results(lines, cmd, notes, args.results, args.peer)
             print(f"\nwrote {args.results}")
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -77,8 +77,10 @@ def test_describe_quorum_of_another_partition_is_unknown(broker):
 
 def test_features_advertised(broker):
     supported, finalized, epoch = features(broker.bootstrap_servers)
-    assert supported == {"transaction.version": (0, 2), "group.version": (1, 1), "share.version": (1, 1)}
-    assert finalized == {"transaction.version": 2, "group.version": 1, "share.version": 1} and epoch >= 0
+    assert supported == {"transaction.version": (0, 2), "group.version": (1, 1), "share.version": (1, 1),
+                         "streams.version": (0, 1)}
+    assert finalized == {"transaction.version": 2, "group.version": 1, "share.version": 1,
+                         "streams.version": 1} and epoch >= 0
     # below v4 a feature supported from 0 is left out, as Kafka 4.x leaves it out (older clients cannot read it)
     assert features(broker.bootstrap_servers, version=3)[0] == {"group.version": (1, 1), "share.version": (1, 1)}
 
@@ -91,6 +93,7 @@ def test_features_advertised(broker):
     ("metadata.version", 27, UPGRADE, "Local controller 1 does not support this feature."),
     ("transaction.version", -1, SAFE_DOWNGRADE, "A feature version cannot be less than 0."),
     ("transaction.version", 2, 7, "The controller does not support the given upgrade type."),
+    ("streams.version", 0, SAFE_DOWNGRADE, "tidelake runs streams.version at level 1 only"),
 ])
 def test_update_features_refused_as_kafka_refuses(broker, feature, level, upgrade_type, reason):
     r = update(broker.bootstrap_servers, feature, level, upgrade_type)

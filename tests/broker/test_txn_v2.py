@@ -39,7 +39,7 @@ def _features(bootstrap: str):
 
 def test_api_versions_advertises_transaction_version_2(broker):
     supported, finalized, epoch = _features(broker.bootstrap_servers)
-    assert supported["transaction.version"] == (0, 2)   # beside group.version and share.version (1-1)
+    assert supported["transaction.version"] == (0, 2)  # (beside the other features, e.g. streams.version)
     assert finalized["transaction.version"] == (2, 2) and epoch >= 0
     # a real client reads them so (kafka-python's admin DescribeFeatures)
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)

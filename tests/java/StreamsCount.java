@@ -1,5 +1,6 @@
 // tests/broker/test_java_streams.py: a Kafka Streams 4.4 application with exactly_once_v2 and a RocksDB store that
-// counts the words of INPUT into OUTPUT (word -> count), running until it is stopped.
+// counts the words of INPUT into OUTPUT (word -> count), running until it is stopped; with the classic group protocol,
+// or with GROUP_PROTOCOL "streams" (KIP-1071: the broker's streams group assigns the tasks), tests/broker/test_streams_groups.py.
 import java.util.Properties;
 import java.util.concurrent.CountDownLatch;
 
@@ -12,7 +13,8 @@ import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.Materialized;
 import org.apache.kafka.streams.kstream.Produced;
 
-/** args: BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR; prints "running" once the application is RUNNING. */
+/** args: BOOTSTRAP APPLICATION_ID INPUT OUTPUT STATE_DIR [GROUP_PROTOCOL]; prints "running" once the application is
+ * RUNNING. */
 public class StreamsCount {
     public static void main(String[] a) throws Exception {
         Properties p = new Properties();
@@ -23,6 +25,7 @@ public class StreamsCount {
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, "200");
         p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, "1");
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
+        if (a.length > 5) p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, a[5]);  // "classic" (the default) or "streams"
         StreamsBuilder b = new StreamsBuilder();
         b.stream(a[2], Consumed.with(Serdes.String(), Serdes.String()))
                 .groupBy((k, v) -> v, Grouped.with(Serdes.String(), Serdes.String()))   // a repartition topic

@@ -16,9 +16,9 @@ __consumer_offsets once a group committed, and `acls list` refused with SECURITY
 are the same on both):
 - Kafka's metadata quorum is a Raft log with its own CONTROLLER listener; tidelake's one voter is the broker itself
   on its client listener, its high watermark the metadata states written (tidelake/broker/handlers/quorum.py);
-- kafka-features lists Kafka's metadata.version, kraft.version, eligible.leader.replicas.version and streams.version
-  too, and group.version / share.version supported from 0 (and share.version up to 2); tidelake lists what it
-  implements, at the levels it can run (tidelake/broker/features.py);
+- kafka-features lists Kafka's metadata.version, kraft.version and eligible.leader.replicas.version too, and
+  group.version / share.version supported from 0 (and share.version up to 2); tidelake lists what it implements, at
+  the levels it can run (tidelake/broker/features.py);
 - a KRaft cluster formatted by Kafka 4.4 holds the cluster-wide dynamic default min.insync.replicas=1, so
   `topics describe` and `configs describe --entity-type topics` list it among the configs "set on the topic"
   (source DYNAMIC_DEFAULT_BROKER_CONFIG);
@@ -308,8 +308,9 @@ def test_metadata_quorum_and_features_described_as_on_kafka(kafka44, tidelake_bo
         return {line.split()[1]: line.rpartition("Epoch:")[0].strip() for line in out.splitlines()}
 
     on_kafka, on_tidelake = listed(features_k.out), listed(features_t.out)
-    assert sorted(on_tidelake) == ["group.version", "share.version", "transaction.version"]
-    assert on_tidelake["transaction.version"] == on_kafka["transaction.version"]
+    assert sorted(on_tidelake) == ["group.version", "share.version", "streams.version", "transaction.version"]
+    for name in ("transaction.version", "streams.version"):
+        assert on_tidelake[name] == on_kafka[name]
     for name in ("group.version", "share.version"):
         assert on_tidelake[name].split()[-1] == "1"
     for command, (on_kafka_run, on_tidelake_run) in zip(commands[3:], runs[3:]):

@@ -2,8 +2,8 @@
 features tidelake implements: ``transaction.version`` (KIP-890), supported 0-2 and finalized at the
 broker config ``transaction.version`` (2, Kafka 4.0's level for a new cluster: transactions v2; 1 pins
 the v1 protocol, whose clients never see the epoch bump or the implicit AddPartitions; UpdateFeatures on a broker
-alone finalizes another level, kept in the metadata file and winning over the config); ``group.version`` and
-``share.version`` at 1 (below)."""
+alone finalizes another level, kept in the metadata file and winning over the config); ``streams.version``
+(KIP-1071's streams groups), supported 0-1 and finalized at 1; ``group.version`` and ``share.version`` at 1 (below)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,6 +18,11 @@ TRANSACTION_VERSION_SUPPORTED = (0, 2)  # the levels this broker can run, as Kaf
 # them; ApiVersions answers the metadata file's (``MetadataStore.metadata_offset``), which UpdateFeatures moves.
 # Clients take finalized features only from an epoch >= 0.
 FINALIZED_FEATURES_EPOCH = 0
+# KIP-1071's streams groups: level 1 serves StreamsGroupHeartbeat / StreamsGroupDescribe; Kafka 4.4 finalizes it at 1
+# for a new cluster, and its Streams client with group.protocol=streams refuses a broker that does not
+STREAMS_VERSION = "streams.version"
+STREAMS_VERSION_SUPPORTED = (0, 1)
+STREAMS_VERSION_FINALIZED = 1
 
 
 @dataclass(frozen=True)
@@ -36,15 +41,20 @@ class Features:
     def supported(self) -> list:
         low, high = TRANSACTION_VERSION_SUPPORTED
         return [ApiVersionsResponse.SupportedFeatureKey(name=TRANSACTION_VERSION, min_version=low, max_version=high),
+                ApiVersionsResponse.SupportedFeatureKey(name=STREAMS_VERSION, min_version=STREAMS_VERSION_SUPPORTED[0],
+                                                        max_version=STREAMS_VERSION_SUPPORTED[1]),
                 *fixed_supported()]
 
     def finalized(self) -> list:
+        level = STREAMS_VERSION_FINALIZED
+        streams = ApiVersionsResponse.FinalizedFeatureKey(name=STREAMS_VERSION, max_version_level=level,
+                                                          min_version_level=level)
         # a feature at level 0 is not finalized (Kafka lists none then)
         if self.transaction_version == 0:
-            return fixed_finalized()
+            return [streams, *fixed_finalized()]
         level = self.transaction_version
         return [ApiVersionsResponse.FinalizedFeatureKey(name=TRANSACTION_VERSION, max_version_level=level,
-                                                        min_version_level=level), *fixed_finalized()]
+                                                        min_version_level=level), streams, *fixed_finalized()]
 
 
 # -- the features tidelake serves at one level only, and UpdateFeatures' view of all of them (wt-kcli2) ------------
@@ -69,9 +79,11 @@ def fixed_finalized() -> list:
 
 
 def supported_levels(name: str) -> tuple[int, int] | None:
-    """The levels of feature ``name`` this broker can run (None: a feature it does not know)."""
+    """The levels of feature ``name`` this broker advertises (None: a feature it does not know)."""
     if name == TRANSACTION_VERSION:
         return TRANSACTION_VERSION_SUPPORTED
+    if name == STREAMS_VERSION:
+        return STREAMS_VERSION_SUPPORTED
     if name in FIXED_FEATURE_LEVELS:
         return FIXED_FEATURE_LEVELS[name], FIXED_FEATURE_LEVELS[name]
     return None
@@ -81,4 +93,6 @@ def finalized_level(config: BrokerConfig, name: str) -> int:
     """Feature ``name``'s finalized level (0: not finalized, as Kafka reads an absent feature)."""
     if name == TRANSACTION_VERSION:
         return Features.of(config).transaction_version
+    if name == STREAMS_VERSION:
+        return STREAMS_VERSION_FINALIZED
     return FIXED_FEATURE_LEVELS.get(name, 0)

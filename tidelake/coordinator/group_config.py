@@ -25,6 +25,10 @@ class GroupConfig:
     consumer_min_heartbeat_interval_ms: int = 5000
     consumer_max_heartbeat_interval_ms: int = 15000
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    # KIP-1071 streams groups
+    streams_session_timeout_ms: int = 45000
+    streams_heartbeat_interval_ms: int = 5000
+    streams_num_standby_replicas: int = 0
 
     @classmethod
     def from_properties(cls, props) -> "GroupConfig":
@@ -50,6 +54,10 @@ class GroupConfig:
                                                        c.consumer_min_heartbeat_interval_ms))
         c.consumer_max_heartbeat_interval_ms = int(get("group.consumer.max.heartbeat.interval.ms",
                                                        c.consumer_max_heartbeat_interval_ms))
+        c.streams_session_timeout_ms = int(get("group.streams.session.timeout.ms", c.streams_session_timeout_ms))
+        c.streams_heartbeat_interval_ms = int(get("group.streams.heartbeat.interval.ms",
+                                                  c.streams_heartbeat_interval_ms))
+        c.streams_num_standby_replicas = int(get("group.streams.num.standby.replicas", c.streams_num_standby_replicas))
         assignors = get("group.consumer.assignors", None)
         if assignors:
             c.consumer_assignors = tuple(a.strip() for a in str(assignors).split(",") if a.strip())

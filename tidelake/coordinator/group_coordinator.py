@@ -1,5 +1,5 @@
-"""The group coordinator: every group of this broker (classic and KIP-848), their committed offsets,
-and the records written to __consumer_offsets. Still no network: ``write(partition, records)``
+"""The group coordinator: every group of this broker (classic, KIP-848 and KIP-1071 streams groups), their
+committed offsets, and the records written to __consumer_offsets. Still no network: ``write(partition, records)``
 appends (key, value) records to a __consumer_offsets partition; ``partitions_of(topic)`` reads
 topic metadata."""
 from __future__ import annotations
@@ -13,6 +13,9 @@ from tidelake.coordinator.consumer_group import ConsumerGroup
 from tidelake.coordinator.group import DEAD, EMPTY, NONE, ClassicGroup
 from tidelake.coordinator.group_config import GroupConfig
 from tidelake.coordinator.group_resource_configs import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, consumer_group_value
+from tidelake.coordinator.streams_group import StreamsGroup
+from tidelake.coordinator.streams_group_records import changes, is_streams_record, key_of, rebuild
+from tidelake.coordinator.streams_group_records import records as streams_group_records
 from tidelake.coordinator.offsets import (ConsumerGroupRecords, OffsetStore, consumer_group_records,
                                           group_metadata_key, group_metadata_value, offset_commit_key,
                                           offset_records, partition_for)
@@ -36,10 +39,13 @@ class GroupCoordinator:
         self.topic_id_of = topic_id_of or (lambda name: uuid.uuid5(_TOPIC_ID_NAMESPACE, name))
         self.topic_name_of = topic_name_of or self._name_of_derived_id
         self.offsets = OffsetStore()  # committed offsets; the broker also applies transactional ones here
-        self.groups: dict[str, ClassicGroup | ConsumerGroup] = {}
+        self.groups: dict[str, ClassicGroup | ConsumerGroup | StreamsGroup] = {}
         self._next_retention_check_ms = 0
         # rebalances completed per group since this coordinator started (the broker's metrics read it)
         self.rebalances: collections.Counter[str] = collections.Counter()
+        # the StreamsGroup* records of each streams group as written or replayed ({key: value}), what the next
+        # write is the difference from
+        self._streams_records: dict[str, dict[bytes, bytes]] = {}
         # each group's configs set on its GROUP resource (KIP-848's consumer.* ones apply here)
         self.group_configs: dict[str, dict[str, str]] = {}
 
@@ -74,6 +80,10 @@ class GroupCoordinator:
         groups are rebuilt; the others keep their live state."""
         n = 0
         for key, value in records:
+            if key is not None and is_streams_record(key):
+                self._apply_streams_record(key, value)
+                n += 1
+                continue
             try:
                 self.offsets.apply_record(key, value)
                 n += 1
@@ -95,15 +105,33 @@ class GroupCoordinator:
             self.groups[group_id] = ConsumerGroup.from_records(
                 group_id, crec, topic_name_of=self.topic_name_of, now_ms=now_ms,
                 **self._consumer_group_settings(group_id))
+        for group_id, recs in self._streams_records.items():
+            if partition is not None and self.partition_for(group_id) != partition:
+                continue
+            streams = rebuild(group_id, recs, now_ms, **self._streams_group_settings())
+            if streams is not None:
+                self.groups[group_id] = streams
         return n
+
+    def _apply_streams_record(self, key: bytes, value: bytes | None) -> None:
+        group_id = key_of(key)[1]
+        recs = self._streams_records.setdefault(group_id, {})
+        if value is None:
+            recs.pop(key, None)
+            if not recs:
+                del self._streams_records[group_id]
+        else:
+            recs[key] = value
 
     def unload_partition(self, partition: int) -> list[str]:
         """Forget the groups (and their offsets) of one __consumer_offsets partition: in a cluster,
         another broker now leads it and coordinates them. Returns their ids."""
         gone = sorted(g for g in self.known_group_ids() | set(self.groups) if self.partition_for(g) == partition)
+        gone = sorted(set(gone) | {g for g in self._streams_records if self.partition_for(g) == partition})
         for group_id in gone:
             self.offsets.delete_group(group_id)
             self.groups.pop(group_id, None)
+            self._streams_records.pop(group_id, None)
         return gone
 
     def _consumer_group_settings(self, group_id: str) -> dict:
@@ -137,10 +165,12 @@ class GroupCoordinator:
                 self.offsets.apply_record(key, value)
 
     def _group_tombstones(self, group_id: str) -> list[tuple[bytes, None]]:
-        """Tombstones for every record of a group: offsets, classic metadata, KIP-848 records."""
+        """Tombstones for every record of a group: offsets, classic metadata, KIP-848 and KIP-1071 records (the
+        caller writes them: the streams records are forgotten here)."""
         records = [(k, None) for k, _ in self._offset_keys(group_id)]
         records += consumer_group_records(group_id, self.offsets.consumer_group_records(group_id),
                                           ConsumerGroupRecords())
+        records += changes(self._streams_records.pop(group_id, {}), {})
         records.append((group_metadata_key(group_id), None))
         return records
 
@@ -152,6 +182,8 @@ class GroupCoordinator:
                 raise errors.UnknownMemberId(f"group {group_id} does not exist")
             g = self._new_classic(group_id, now_ms)
             self.groups[group_id] = g
+        if isinstance(g, StreamsGroup):
+            raise errors.InconsistentGroupProtocol(f"group {group_id} is a streams group")
         if not isinstance(g, ClassicGroup):
             if g.is_empty():  # an empty consumer group may be taken over by the classic protocol
                 g.dead = True
@@ -166,6 +198,8 @@ class GroupCoordinator:
         g = self.groups.get(group_id)
         if isinstance(g, ConsumerGroup) and not g.dead:
             return g
+        if isinstance(g, StreamsGroup) and not g.dead:
+            raise errors.GroupIdNotFound(f"Group {group_id} is not a consumer group.")
         if g is not None and isinstance(g, ClassicGroup) and not g.is_empty() and g.state != DEAD:
             raise errors.GroupIdNotFound(f"group {group_id} is a classic group with members")
         if not create:
@@ -176,6 +210,41 @@ class GroupCoordinator:
         g = ConsumerGroup(group_id, **self._consumer_group_settings(group_id))
         self.groups[group_id] = g
         return g
+
+    def streams_group(self, group_id: str, *, create: bool) -> StreamsGroup:
+        """The KIP-1071 group ``group_id`` (``create``: a new one when there is none, or only an empty classic
+        group: offsets committed without a group, e.g. reset by an admin before the application first ran)."""
+        g = self.groups.get(group_id)
+        if isinstance(g, StreamsGroup) and not g.dead:
+            return g
+        if g is not None and not (isinstance(g, ClassicGroup) and (g.is_empty() or g.state == DEAD)) and \
+                not (isinstance(g, ConsumerGroup) and g.dead):
+            raise errors.GroupIdNotFound(f"Group {group_id} is not a streams group.")
+        if not create:
+            raise errors.UnknownMemberId(f"group {group_id} does not exist")
+        if group_id in self.offsets.groups:  # an empty classic group's record goes
+            self.write(self.partition_for(group_id), [(group_metadata_key(group_id), None)])
+            self.offsets.apply_record(group_metadata_key(group_id), None)
+        g = StreamsGroup(group_id, **self._streams_group_settings())
+        self.groups[group_id] = g
+        return g
+
+    def _streams_group_settings(self) -> dict:
+        return dict(session_timeout_ms=self.config.streams_session_timeout_ms,
+                    heartbeat_interval_ms=self.config.streams_heartbeat_interval_ms,
+                    num_standby_replicas=self.config.streams_num_standby_replicas, partitions_of=self.partitions_of,
+                    persist=self._persist_streams, on_rebalance=self._rebalanced)
+
+    def _persist_streams(self, g: StreamsGroup) -> None:
+        """Write the group's StreamsGroup* records that changed since the last ones (tombstones for what is gone)."""
+        new = streams_group_records(g)
+        written = changes(self._streams_records.get(g.group_id, {}), new)
+        if written:
+            self.write(self.partition_for(g.group_id), written)
+        if new:
+            self._streams_records[g.group_id] = new
+        else:
+            self._streams_records.pop(g.group_id, None)
 
     def known_group_ids(self) -> set[str]:
         live = {gid for gid, g in self.groups.items() if g.state != DEAD}
@@ -188,7 +257,7 @@ class GroupCoordinator:
             return EMPTY, "consumer" if self.offsets.has_offsets(group_id) else "", "classic"
         if isinstance(g, ClassicGroup):
             return g.state, g.protocol_type or "", "classic"
-        return g.state, "consumer", "consumer"
+        return g.state, g.protocol_kind, g.protocol_kind
 
     # ---- offsets -----------------------------------------------------------------------------------
     def validate_commit(self, group_id: str, member_id: str, instance_id: str | None, generation: int,

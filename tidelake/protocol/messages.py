@@ -52,3 +52,10 @@ class WriteShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
 class WriteShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass
 class DeleteShareGroupStateRequest(ApiMessage, load_json=_SCHEMAS): pass
 class DeleteShareGroupStateResponse(ApiMessage, load_json=_SCHEMAS): pass
+
+
+# KIP-1071, streams groups (Kafka 4.4's versions)
+class StreamsGroupHeartbeatRequest(ApiMessage, load_json=_SCHEMAS): pass
+class StreamsGroupHeartbeatResponse(ApiMessage, load_json=_SCHEMAS): pass
+class StreamsGroupDescribeRequest(ApiMessage, load_json=_SCHEMAS): pass
+class StreamsGroupDescribeResponse(ApiMessage, load_json=_SCHEMAS): pass

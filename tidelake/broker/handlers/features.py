@@ -7,8 +7,9 @@ whole request; validate_only checks and changes nothing.
 The levels are ``tidelake.broker.features``'s: ``transaction.version`` (0-2) is the one a broker alone can move,
 kept in the metadata file (``MetadataStore.finalized_features``: it survives a restart and wins over the
 ``transaction.version`` config, as Kafka's finalized level in the metadata log wins over the format-time one; the
-config APIs do not show it, as Kafka's do not show feature levels); ``group.version`` and
-``share.version`` run at 1 only. In a cluster (ZooKeeper mode) the level is each broker's own config, and
+config APIs do not show it, as Kafka's do not show feature levels); ``group.version`` and ``share.version`` run at 1
+only, and so does ``streams.version`` (advertised 0-1, as Kafka's, but streams groups cannot be turned off here:
+a move is refused with the reason). In a cluster (ZooKeeper mode) the level is each broker's own config, and
 brokers at different transaction versions would disagree on the protocol, so a change is refused there
 (INVALID_UPDATE_VERSION naming the config to set on every broker)."""
 from __future__ import annotations
@@ -42,6 +43,8 @@ def _refusal(broker: BrokerContext, name: str, level: int, upgrade_type: int) ->
                "unsafe downgrade."
     if level > current and upgrade_type != UPGRADE:
         return "Can't downgrade to a newer version."
+    if level != current and name != TRANSACTION_VERSION:
+        return f"tidelake runs {name} at level {current} only"
     if level != current and broker.config.get("zookeeper.connect"):
         return f"In a ZooKeeper cluster {name} is each broker's config: set {name}={level} on every broker"
     return None

@@ -33,6 +33,7 @@ from tidelake.cluster.member import LiveBroker
 from tidelake.coordinator.consumer_group import ConsumerGroup, group_by_topic, owned_from_wire
 from tidelake.coordinator.group import ClassicGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata
+from tidelake.coordinator.streams_group import StreamsGroup
 from tidelake.protocol.messages import (ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse,
                                         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 
@@ -187,6 +188,9 @@ async def offset_commit(broker: BrokerContext, ctx: RequestContext, req):
             group_code = gc.validate_commit(req.group_id, req.member_id or "",
                                             req.group_instance_id if v >= 7 else None,
                                             req.generation_id_or_member_epoch, now)
+            if not group_code and v < 9 and isinstance(gc.groups.get(req.group_id), StreamsGroup) and \
+                    req.generation_id_or_member_epoch >= 0:  # as Kafka's StreamsGroup: members commit with v9+
+                group_code = errors.UnsupportedVersion.code
     except errors.KafkaApiError as e:
         group_code = e.code
     per_partition: dict[tuple[str, int], int] = {}
@@ -238,9 +242,9 @@ def _fetch_group_offsets(broker: BrokerContext, group_id: str, topics, require_s
     """(group error, [(topic, [(partition, offset, leader_epoch, metadata, error)])]); with ``topics``
     None, every topic with a committed offset that is ``visible``."""
     gc = broker.groups
-    if member_id is not None and member_epoch >= 0:  # KIP-848 members fetch with their epoch
+    if member_id is not None and member_epoch >= 0:  # KIP-848 / KIP-1071 members fetch with their epoch
         g = gc.groups.get(group_id)
-        if isinstance(g, ConsumerGroup):
+        if isinstance(g, (ConsumerGroup, StreamsGroup)):
             code = g.validate_offset_commit(member_id, member_epoch)
             if code:
                 return code, []

@@ -33,6 +33,7 @@ from tidelake.broker.access import (CLUSTER, GROUP, TOPIC, TOPIC_DENIED, TXN, TX
 from tidelake.security.acl.model import CLUSTER_NAME, Operation as O
 from tidelake.broker.registry import api
 from tidelake.coordinator.consumer_group import ConsumerGroup
+from tidelake.coordinator.streams_group import StreamsGroup
 from tidelake.coordinator.offsets import OFFSETS_TOPIC, OffsetAndMetadata, offset_records
 from tidelake.coordinator.txn_metadata import TRANSACTION_VERSION_0, TRANSACTION_VERSION_2
 from tidelake.broker.features import Features
@@ -159,7 +160,7 @@ def _check_group_member(broker: BrokerContext, req, version: int) -> None:
     group = broker.groups.groups.get(req.group_id)
     if group is None:
         return
-    if isinstance(group, ConsumerGroup):  # KIP-848 group: the generation is the member epoch
+    if isinstance(group, (ConsumerGroup, StreamsGroup)):  # KIP-848 / KIP-1071 group: the generation is the member epoch
         code = group.validate_offset_commit(req.member_id, req.generation_id)
     else:
         code = group.validate_offset_commit(req.member_id, req.group_instance_id, req.generation_id)
