@@ -39,9 +39,10 @@ def describe_quorum(bootstrap: str, topics, version=2):
         partition_index=p) for p in ps]) for t, ps in topics]), version)
 
 
-@pytest.fixture
-def broker(tmp_path):
-    with EmbeddedBroker(tmp_path / "data") as b:
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """One broker for the module: its tests change no feature level (the one that does has its own)."""
+    with EmbeddedBroker(tmp_path_factory.mktemp("features")) as b:
         yield b
 
 
