@@ -80,8 +80,12 @@ def _free_port() -> int:
 
 
 def _cluster_id() -> str:
-    """A Kafka Uuid as `kafka-storage random-uuid` prints it (URL-safe base64 of 16 bytes, unpadded)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A Kafka Uuid as `kafka-storage random-uuid` prints it (URL-safe base64 of 16 bytes, unpadded), never one
+    starting with "-" (Kafka's Uuid.randomUuid draws again: a command line would read it as an option)."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
 
 
 @dataclass

@@ -88,6 +88,7 @@ ElectionNotNeeded = _err("ElectionNotNeeded", 84)
 NoReassignmentInProgress = _err("NoReassignmentInProgress", 85)
 UnstableOffsetCommit = _err("UnstableOffsetCommit", 88)
 ProducerFenced = _err("ProducerFenced", 90)
+InvalidUpdateVersion = _err("InvalidUpdateVersion", 95)  # KIP-584: a feature level UpdateFeatures cannot set
 UnknownTopicId = _err("UnknownTopicId", 100)
 TransactionalIdNotFound = _err("TransactionalIdNotFound", 105)
 FencedMemberEpoch = _err("FencedMemberEpoch", 110)

@@ -13,7 +13,8 @@ from kafka.protocol.metadata import ApiVersionsRequest
 
 import tidelake
 from tidelake.broker.config import BrokerConfig, advertised_address, listen_address, parse_properties
-from tidelake.broker.config_definitions import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
+from tidelake.broker.config_definitions import (BROKER_CONFIGS, SOURCE_DEFAULT, SOURCE_DYNAMIC_DEFAULT_BROKER,
+                                                SOURCE_STATIC_BROKER, SOURCE_TOPIC,
                                                 ConfigError)
 from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.listeners import Listener
@@ -34,8 +35,16 @@ def test_properties_parsing_and_broker_precedence(tmp_path):
     assert c.topic_default("cleanup.policy") == ("delete", SOURCE_DEFAULT)
     entries = {e.name: e for e in c.describe_topic({"cleanup.policy": "compact"}, with_synonyms=True)}
     assert entries["cleanup.policy"].source == SOURCE_TOPIC and entries["cleanup.policy"].value == "compact"
-    assert entries["retention.ms"].synonyms[0] == ("log.retention.hours", "3600000", SOURCE_STATIC_BROKER)
-    assert entries["retention.ms"].synonyms[-1] == ("log.retention.hours", "604800000", SOURCE_DEFAULT)
+    # the value from log.retention.hours in ms; the synonyms listed as Kafka lists them: none before an entry of
+    # log.retention.ms, the first synonym (Kafka's ConfigHelper drops them), each in its own name's unit
+    assert entries["retention.ms"].value == "3600000" and entries["retention.ms"].synonyms == []
+    c.set_dynamic("log.retention.ms", "5000", default=True)
+    c.set_dynamic("log.retention.minutes", "3")
+    entries = {e.name: e for e in c.describe_topic({}, with_synonyms=True)}
+    assert (entries["retention.ms"].value, entries["retention.ms"].source) == ("5000", SOURCE_DYNAMIC_DEFAULT_BROKER)
+    assert entries["retention.ms"].synonyms == [("log.retention.ms", "5000", SOURCE_DYNAMIC_DEFAULT_BROKER),
+                                                ("log.retention.hours", "1", SOURCE_STATIC_BROKER),
+                                                ("log.retention.hours", "168", SOURCE_DEFAULT)]
 
 
 def test_topic_config_validation():

@@ -31,7 +31,7 @@ def _state(bootstrap: str, txn_id: str):
 
 
 def _features(bootstrap: str):
-    r = raw_request(bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 3)
+    r = raw_request(bootstrap, ApiVersionsRequest(client_software_name="t", client_software_version="1"), 4)
     return ({f.name: (f.min_version, f.max_version) for f in r.supported_features},
             {f.name: (f.min_version_level, f.max_version_level) for f in r.finalized_features},
             r.finalized_features_epoch)

@@ -1,6 +1,6 @@
 """The reference Java client (kafka-clients 4.4.0, tests/java/ClusterClient.java) against a three-broker cluster: its Admin describes replicas and
 ISR, creates a topic with RF=3, reassigns a partition (alter/listPartitionReassignments) and runs a preferred
-election; and producers ride through leader changes — librdkafka's (confluent-kafka) and Java's idempotent acks=all
+election; DescribeQuorum and UpdateFeatures answer as a ZooKeeper cluster's; and producers ride through leader changes — librdkafka's (confluent-kafka) and Java's idempotent acks=all
 producers write while the leader moves (preferred election, reassignment away from the leader; controlled shutdown
 and kill -9 of the leader): no delivery fails and every record is stored once."""
 from __future__ import annotations
@@ -13,7 +13,8 @@ from typing import Callable
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from kafka.protocol.admin import AlterPartitionReassignmentsRequest, ElectLeadersRequest
+from kafka.protocol.admin import (AlterPartitionReassignmentsRequest, DescribeQuorumRequest, ElectLeadersRequest,
+                                  UpdateFeaturesRequest)
 
 from cluster_fixtures import consume_all, metadata, start_cluster, wait_until
 from kafka_peer import java_command
@@ -51,8 +52,29 @@ def test_java_admin_describes_creates_reassigns_and_elects(tmp_path):
         assert out["CANCEL"] == "NoReassignmentInProgressException"
         assert out["BAD_TARGET"] == "InvalidReplicaAssignmentException"
         assert not (cluster.brokers[1].data_dir / "jmove-0").exists()
+        _quorum_and_features_in_a_cluster(cluster)
     finally:
         cluster.stop()
+
+
+def _quorum_and_features_in_a_cluster(cluster) -> None:
+    """DescribeQuorum names ZooKeeper's controller as the one voter at the controller epoch, the other brokers
+    observers, offsets unknown (tidelake/broker/handlers/quorum.py); UpdateFeatures refuses to move a level."""
+    controller = metadata(cluster.brokers[1]).controller_id
+    quorum_request = DescribeQuorumRequest(topics=[DescribeQuorumRequest.TopicData(
+        topic_name="__cluster_metadata", partitions=[DescribeQuorumRequest.TopicData.PartitionData(partition_index=0)])])
+    with WireClient("127.0.0.1", cluster.brokers[1].port) as c:
+        r = c.request(quorum_request, 2)
+        [p] = r.topics[0].partitions
+        assert (p.error_code, p.leader_id, p.high_watermark) == (0, controller, -1) and p.leader_epoch >= 1
+        assert [v.replica_id for v in p.current_voters] == [controller]
+        assert sorted(o.replica_id for o in p.observers) == sorted({1, 2, 3} - {controller})
+        assert [(n.node_id, n.listeners[0].port) for n in r.nodes] == [(controller, cluster.brokers[controller].port)]
+        refused = c.request(UpdateFeaturesRequest(timeout_ms=10000, validate_only=False, feature_updates=[
+            UpdateFeaturesRequest.FeatureUpdateKey(feature="transaction.version", max_version_level=1,
+                                                   upgrade_type=2)]), 1)
+        assert refused.error_code == errors.InvalidUpdateVersion.code
+        assert "In a ZooKeeper cluster transaction.version is each broker's config" in refused.error_message
 
 
 # -- producers riding through leader changes ------------------------------------------------------------------

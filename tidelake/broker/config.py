@@ -1,7 +1,8 @@
 """Broker and topic configuration with Kafka's names, defaults, types and synonyms.
 
 Broker configs come from (lowest to highest precedence) built-in defaults, a ``server.properties``
-file, ``--set key=value`` overrides, and dynamic updates via AlterConfigs on a broker resource.
+file, ``--set key=value`` overrides, the cluster-wide dynamic defaults (AlterConfigs on the broker resource named
+"", ``--entity-default``) and this broker's dynamic updates (AlterConfigs on its id).
 A topic config's effective value is the topic override if any, else its broker synonym
 (``segment.bytes`` <- ``log.segment.bytes``; ``retention.ms`` <- ``log.retention.ms`` /
 ``log.retention.minutes`` / ``log.retention.hours``), else Kafka's default. DescribeConfigs reports
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from tidelake.broker.config_definitions import (BROKER_CONFIGS, SECURITY_PROTOCOLS, SOURCE_DEFAULT,
-                                                SOURCE_DYNAMIC_BROKER, SOURCE_STATIC_BROKER, SOURCE_TOPIC,
+                                                SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT_BROKER,
+                                                SOURCE_STATIC_BROKER, SOURCE_TOPIC,
                                                 SOURCE_UNKNOWN, TOPIC_CONFIGS, TOPIC_SYNONYMS, TYPE_PASSWORD,
                                                 TYPE_STRING, UNIT_TO_MS, ConfigDef, ConfigError,
                                                 broker_definition, is_known_static_name, is_secret_name, unknown_name_message)
@@ -74,6 +76,11 @@ class BrokerConfig:
     def __init__(self, static: Mapping[str, str] | None = None, dynamic: Mapping[str, str] | None = None):
         self.static: dict[str, str] = {k: str(v) for k, v in (static or {}).items()}
         self.dynamic: dict[str, str] = dict(dynamic or {})
+        # the cluster-wide dynamic defaults (Kafka's <default> broker entity), below this broker's dynamic values
+        self.dynamic_default: dict[str, str] = {}
+        # feature levels UpdateFeatures finalized (the broker's metadata file keeps them): not configs, so the
+        # config APIs neither show nor alter them, as Kafka's do not
+        self.finalized_features: dict[str, int] = {}
         for name, value in self.static.items():
             defn = broker_definition(name)
             if defn is not None:
@@ -170,6 +177,8 @@ class BrokerConfig:
         """(value, source) of a broker config; (None, SOURCE_UNKNOWN) if unset and without default."""
         if name in self.dynamic:
             return self.dynamic[name], SOURCE_DYNAMIC_BROKER
+        if name in self.dynamic_default:
+            return self.dynamic_default[name], SOURCE_DYNAMIC_DEFAULT_BROKER
         if name in self.static:
             return self.static[name], SOURCE_STATIC_BROKER
         defn = BROKER_CONFIGS.get(name)
@@ -226,12 +235,19 @@ class BrokerConfig:
         given = [name for name in ("node.id", "broker.id") if name in self.dynamic or name in self.static]
         return self.get_int(given[0] if given else "node.id")
 
-    def set_dynamic(self, name: str, value: str | None) -> None:
+    def set_dynamic(self, name: str, value: str | None, *, default: bool = False) -> None:
+        """This broker's dynamic value of ``name`` (``default``: the cluster-wide dynamic default); None removes it."""
         normalised = self.validate_dynamic(name, value)
+        layer = self.dynamic_default if default else self.dynamic
         if value is None:
-            self.dynamic.pop(name, None)
+            layer.pop(name, None)
         else:
-            self.dynamic[name] = normalised
+            layer[name] = normalised
+
+    def feature_level(self, name: str) -> int:
+        """A feature's level whose config (``transaction.version``) sets it at the first start: the level
+        UpdateFeatures finalized since, else the config's (Kafka's format-time level, then its metadata log's)."""
+        return self.finalized_features.get(name, self.get_int(name))
 
     def validate_dynamic(self, name: str, value: str | None) -> str | None:
         """The value to store for a dynamic update of ``name`` (normalised). Raises InvalidConfig for a
@@ -247,7 +263,8 @@ class BrokerConfig:
         return normalised
 
     def describe(self, names: Iterable[str] | None = None, with_synonyms: bool = False) -> list[ConfigEntry]:
-        keys = list(BROKER_CONFIGS) + sorted(k for k in {*self.static, *self.dynamic} if k not in BROKER_CONFIGS)
+        keys = list(BROKER_CONFIGS) + sorted(k for k in {*self.static, *self.dynamic, *self.dynamic_default}
+                                             if k not in BROKER_CONFIGS)
         wanted = set(names) if names else None
         out = []
         for name in keys:
@@ -260,6 +277,8 @@ class BrokerConfig:
             if with_synonyms:
                 if name in self.dynamic:
                     synonyms.append((name, self.dynamic[name], SOURCE_DYNAMIC_BROKER))
+                if name in self.dynamic_default:
+                    synonyms.append((name, self.dynamic_default[name], SOURCE_DYNAMIC_DEFAULT_BROKER))
                 if name in self.static:
                     synonyms.append((name, self.static[name], SOURCE_STATIC_BROKER))
                 if defn.default is not None:
@@ -269,27 +288,62 @@ class BrokerConfig:
             out.append(ConfigEntry(name, value, source, defn.read_only, defn.type, defn.doc, synonyms))
         return out
 
+    def describe_dynamic_defaults(self, names: Iterable[str] | None = None) -> list[ConfigEntry]:
+        """The broker resource named "" (the cluster-wide defaults), as Kafka describes it: only the dynamic
+        defaults set, each its own one synonym (``DYNAMIC_DEFAULT_BROKER_CONFIG:name=value``)."""
+        wanted = set(names) if names else None
+        out = []
+        for name, value in sorted(self.dynamic_default.items()):
+            if wanted is not None and name not in wanted:
+                continue
+            defn = BROKER_CONFIGS.get(name) or ConfigDef(name, None,
+                                                         TYPE_PASSWORD if is_secret_name(name) else TYPE_STRING)
+            shown = None if defn.type == TYPE_PASSWORD else value
+            out.append(ConfigEntry(name, shown, SOURCE_DYNAMIC_DEFAULT_BROKER, defn.read_only, defn.type, defn.doc,
+                                   [(name, shown, SOURCE_DYNAMIC_DEFAULT_BROKER)]))
+        return out
+
     # -- topic defaults ------------------------------------------------------------------------
     def _synonym_chain(self, topic_name: str) -> list[tuple[str, str | None, int]]:
-        """Broker-level values backing a topic config, highest precedence first, converted to the
-        topic config's unit (e.g. ``log.retention.hours`` -> ms)."""
+        """Broker-level values backing a topic config, highest precedence first, each in its own name's unit
+        (``log.retention.hours=168``, as Kafka lists synonyms; ``topic_default`` converts)."""
         chain = []
         for broker_name in TOPIC_SYNONYMS.get(topic_name, ()):
-            for store, source in ((self.dynamic, SOURCE_DYNAMIC_BROKER), (self.static, SOURCE_STATIC_BROKER)):
+            for store, source in ((self.dynamic, SOURCE_DYNAMIC_BROKER),
+                                  (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                                  (self.static, SOURCE_STATIC_BROKER)):
                 if broker_name in store:
-                    chain.append((broker_name, _to_topic_unit(broker_name, store[broker_name]), source))
+                    chain.append((broker_name, store[broker_name], source))
         # Kafka's defaults for the broker synonyms, e.g. log.retention.hours=168
         for broker_name in TOPIC_SYNONYMS.get(topic_name, ()):
             defn = BROKER_CONFIGS.get(broker_name)
             if defn is not None and defn.default is not None:
-                chain.append((broker_name, _to_topic_unit(broker_name, defn.default), SOURCE_DEFAULT))
+                chain.append((broker_name, defn.default, SOURCE_DEFAULT))
                 break
         return chain
 
+    def _listed_synonyms(self, topic_name: str) -> list[tuple[str, str | None, int]]:
+        """The broker synonyms DescribeConfigs lists for a topic config, as Kafka's ``ConfigHelper.configSynonyms``
+        lists them: layer by layer (dynamic, dynamic default, static, default), each layer's names in synonym order,
+        in their own unit, and nothing before the first entry of the topic config's first synonym (Kafka's
+        ``dropWhile``): retention.ms lists nothing while log.retention.ms is set nowhere, though its value comes
+        from log.retention.hours."""
+        names = TOPIC_SYNONYMS.get(topic_name, ())
+        listed = [(n, store[n], source) for store, source in ((self.dynamic, SOURCE_DYNAMIC_BROKER),
+                                                              (self.dynamic_default, SOURCE_DYNAMIC_DEFAULT_BROKER),
+                                                              (self.static, SOURCE_STATIC_BROKER))
+                  for n in names if n in store]
+        listed += [(n, BROKER_CONFIGS[n].default, SOURCE_DEFAULT) for n in names
+                   if n in BROKER_CONFIGS and BROKER_CONFIGS[n].default is not None]
+        first = next((i for i, (n, _v, _s) in enumerate(listed) if names and n == names[0]), len(listed))
+        return listed[first:]
+
     def topic_default(self, topic_name: str) -> tuple[str | None, int]:
-        for _name, value, source in self._synonym_chain(topic_name):
+        """A topic config's value and source when the topic does not set it: the first broker synonym set,
+        converted to the topic config's unit (``log.retention.hours`` -> ms), else the topic default."""
+        for name, value, source in self._synonym_chain(topic_name):
             if source != SOURCE_DEFAULT:
-                return value, SOURCE_DYNAMIC_BROKER if source == SOURCE_DYNAMIC_BROKER else SOURCE_STATIC_BROKER
+                return _to_topic_unit(name, value), source
         defn = TOPIC_CONFIGS[topic_name]
         return defn.default, SOURCE_DEFAULT
 
@@ -315,7 +369,7 @@ class BrokerConfig:
             if with_synonyms:
                 if name in overrides:
                     synonyms.append((name, overrides[name], SOURCE_TOPIC))
-                synonyms.extend(self._synonym_chain(name))
+                synonyms.extend(self._listed_synonyms(name))
             out.append(ConfigEntry(name, value, source, False, defn.type, defn.doc, synonyms))
         return out
 

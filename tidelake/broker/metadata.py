@@ -1,5 +1,5 @@
 """Cluster metadata kept by the (single) broker: topics, their partitions and config overrides,
-dynamic broker configs and the producer-id block — persisted as one JSON file, written atomically
+dynamic broker configs, client quotas and the producer-id block — persisted as one JSON file, written atomically
 (temp file + fsync + rename + directory fsync), so a crash leaves the old or the new state.
 
 ``save()`` writes at once (and blocks for the fsyncs). An asyncio caller that must not stall its loop
@@ -63,10 +63,15 @@ class MetadataStore:
         self._write_lock = threading.Lock()  # one file write at a time (loop thread or worker thread)
         self._version = 0  # bumped by every serialisation of the state
         self._written_version = 0  # newest version on disk
+        self._offset_base = 0  # states written before this process (``metadata_offset``)
         self.topics: dict[str, TopicInfo] = {}
         self.topics_by_id: dict[uuid.UUID, TopicInfo] = {}
         self.dynamic_broker_configs: dict[str, str] = {}
+        self.dynamic_default_broker_configs: dict[str, str] = {}  # the broker resource "" (--entity-default)
+        self.finalized_features: dict[str, int] = {}  # feature levels UpdateFeatures finalized
         self.group_configs: dict[str, dict[str, str]] = {}  # per group id: configs set on its GROUP resource
+        # AlterClientQuotas' table: entity ((type, name or None), ...) -> quota key -> value (client_quota_rules)
+        self.client_quotas: dict[tuple, dict[str, float]] = {}
         self.cluster_id = cluster_id or uuid.uuid4().hex[:22]
         self._next_producer_id = 0  # next id to hand out
         self._producer_id_limit = 0  # ids below this are reserved on disk
@@ -77,10 +82,21 @@ class MetadataStore:
                 self.topics[info.name] = info
                 self.topics_by_id[info.topic_id] = info
             self.dynamic_broker_configs = dict(d.get("dynamic_broker_configs", {}))
+            self.dynamic_default_broker_configs = dict(d.get("dynamic_default_broker_configs", {}))
+            self.finalized_features = {k: int(v) for k, v in d.get("finalized_features", {}).items()}
             self.group_configs = {g: dict(c) for g, c in d.get("group_configs", {}).items()}
+            self.client_quotas = {tuple((t, n) for t, n in q["entity"]): {k: float(v) for k, v in q["values"].items()}
+                                  for q in d.get("client_quotas", [])}
             self.cluster_id = d.get("cluster_id", self.cluster_id)
+            self._offset_base = int(d.get("metadata_offset", 0))
             # Never reuse an id that might have been handed out before a crash: start past the block.
             self._next_producer_id = self._producer_id_limit = int(d.get("producer_id_limit", 0))
+
+    @property
+    def metadata_offset(self) -> int:
+        """How many states of the metadata have been written, across restarts: what DescribeQuorum reports as the
+        high watermark of a broker alone, whose metadata log this file is."""
+        return self._offset_base + self._written_version
 
     def adopt_cluster_id(self, cluster_id: str) -> None:
         """The id of the cluster this broker joined (ZooKeeper's, or ours when we were first): kept from now on."""
@@ -92,9 +108,14 @@ class MetadataStore:
             return self._version, json.dumps({
                 "topics": [t.to_json() for t in self.topics.values()],
                 "dynamic_broker_configs": self.dynamic_broker_configs,
+                "dynamic_default_broker_configs": self.dynamic_default_broker_configs,
+                "finalized_features": self.finalized_features,
                 "group_configs": self.group_configs,
+                "client_quotas": [{"entity": [list(pair) for pair in entity], "values": values}
+                                  for entity, values in sorted(self.client_quotas.items(), key=lambda q: repr(q[0]))],
                 "cluster_id": self.cluster_id,
                 "producer_id_limit": self._producer_id_limit,
+                "metadata_offset": self._offset_base + self._version,
             }, indent=1, sort_keys=True).encode()
 
     def _write(self, version: int, payload: bytes) -> None:
@@ -118,6 +139,12 @@ class MetadataStore:
         with self._lock:
             self.group_configs = {g: dict(c) for g, c in group_configs.items()}
         self.save()
+
+    def set_client_quotas(self, quotas: dict[tuple, dict[str, float]]) -> None:
+        """The whole client-quota table (AlterClientQuotas); the caller persists it (``save_async``) before
+        answering."""
+        with self._lock:
+            self.client_quotas = {entity: dict(values) for entity, values in quotas.items()}
 
     def add_topic(self, info: TopicInfo, *, save: bool = True) -> None:
         """Add ``info``; with ``save=False`` the caller persists it (``save_async``) before acknowledging."""

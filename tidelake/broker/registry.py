@@ -55,16 +55,21 @@ def api(request_cls, response_cls, min_version: int = 0, max_version: int | None
     return deco
 
 
-def api_versions_response(version: int, error_code: int = 0, features: Features | None = None) -> ApiVersionsResponse:
+def api_versions_response(version: int, error_code: int = 0, features: Features | None = None,
+                          features_epoch: int = FINALIZED_FEATURES_EPOCH) -> ApiVersionsResponse:
     """ApiVersions' answer: every declared API with the versions it is served at, and (v3+) the broker's
-    ``features`` (none: a v0 UNSUPPORTED_VERSION answer, which cannot carry them)."""
+    ``features`` (none: a v0 UNSUPPORTED_VERSION answer, which cannot carry them) finalized at ``features_epoch``
+    (it must grow when a level changes: a client keeps the finalized features of the newest epoch it has seen)."""
     keys = [ApiVersionsResponse.ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
             for s in sorted(REGISTRY.values(), key=lambda s: s.api_key)]
     if features is None:
         return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
                                    supported_features=[], finalized_features_epoch=-1, finalized_features=[],
                                    zk_migration_ready=False)
+    # below v4 a feature supported from level 0 is left out, as Kafka does (KAFKA-17492: older clients cannot read
+    # a minimum of 0)
+    supported = [f for f in features.supported() if version >= 4 or f.min_version != 0]
     return ApiVersionsResponse(version=version, error_code=error_code, api_keys=keys, throttle_time_ms=0,
-                               supported_features=features.supported(),
-                               finalized_features_epoch=FINALIZED_FEATURES_EPOCH,
+                               supported_features=supported,
+                               finalized_features_epoch=features_epoch,
                                finalized_features=features.finalized(), zk_migration_ready=False)

@@ -107,6 +107,8 @@ class Broker:
                      for name, _h, bind_port, adv_host, adv_port in self._binds}
         metadata = MetadataStore(data_dir, cluster_id=None)
         config.dynamic.update(metadata.dynamic_broker_configs)
+        config.dynamic_default.update(metadata.dynamic_default_broker_configs)
+        config.finalized_features.update(metadata.finalized_features)
         metrics_listen = config.get("metrics.listen") or None
         try:
             self._metrics_address = parse_listen(metrics_listen, "metrics.listen") if metrics_listen else None
@@ -131,7 +133,7 @@ class Broker:
                                                                  metadata.allocate_producer_id)
             service: PartitionService = LocalPartitions(logs, partitions, topics, transactions, schemas)
             controller: ControllerRequests = SingleBrokerController(node_id, logs, metadata)
-            cluster_view: ClusterView = SingleBrokerView(node_id, logs)
+            cluster_view: ClusterView = SingleBrokerView(node_id, logs, metadata)
             coordination: Coordination = SingleBrokerCoordination(metadata, transactions)
             topic_admin: TopicAdmin = SingleBrokerTopics(node_id, topics, metadata)
             share_groups = build_share_coordinator(config, topics, partitions, appends, groups.partition_for)

@@ -145,10 +145,12 @@ class TopicManager:
         self.metadata.save()
         self._apply_log_config(name)
 
-    def set_dynamic_broker_configs(self, changes: Mapping[str, str | None]) -> None:
+    def set_dynamic_broker_configs(self, changes: Mapping[str, str | None], *, default: bool = False) -> None:
+        """This broker's dynamic configs changed (``default``: the cluster-wide dynamic defaults), saved now."""
         for k, v in changes.items():
-            self.config.set_dynamic(k, v)
+            self.config.set_dynamic(k, v, default=default)
         self.metadata.dynamic_broker_configs = dict(self.config.dynamic)
+        self.metadata.dynamic_default_broker_configs = dict(self.config.dynamic_default)
         self.metadata.save()
         for name in list(self.metadata.topics):  # broker defaults back topic configs
             self._apply_log_config(name)

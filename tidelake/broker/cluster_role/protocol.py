@@ -42,6 +42,16 @@ class PartitionState:
     offline: list[int]
 
 
+@dataclass(frozen=True)
+class MetadataQuorum:
+    """What DescribeQuorum answers of the metadata quorum (``handlers/quorum.py``): its one voter, which leads it,
+    at a leader epoch and high watermark, and the other brokers as observers (their offsets unknown)."""
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int  # -1: unknown
+    observers: tuple[int, ...]
+
+
 class ControllerRequests(Protocol):
     """The controller's requests to this broker, and the admin requests only a controller answers. A
     ``ClusterMember`` is the cluster's implementation."""
@@ -80,6 +90,9 @@ class ClusterView(Protocol):
 
     def controller_id(self) -> int:
         """The controller's broker id (a broker alone names itself)."""
+
+    def metadata_quorum(self) -> MetadataQuorum:
+        """The metadata quorum DescribeQuorum describes (a broker alone: itself)."""
 
     def partition_states(self, topic: str, start: int, end: int) -> list[PartitionState]:
         """Partitions ``start``..``end - 1`` of a topic (LEADER_NOT_AVAILABLE while one has no leader)."""

@@ -3,8 +3,8 @@ requests as Kafka's single broker would."""
 from __future__ import annotations
 
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTopic, ElectionResults, PartitionKey,
-                                                  PartitionState)
+from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTopic, ElectionResults, MetadataQuorum,
+                                                  PartitionKey, PartitionState)
 from tidelake.broker.metadata import MetadataStore, TopicInfo
 from tidelake.broker.topics import TopicManager
 from tidelake.cluster.member import LiveBroker
@@ -66,9 +66,13 @@ class SingleBrokerController:
         return {}
 
 
+# A broker alone is its metadata quorum's one voter, elected once: Kafka's first leader epoch of a new quorum.
+SINGLE_QUORUM_EPOCH = 1
+
+
 class SingleBrokerView:
-    def __init__(self, node_id: int, logs: LogManager):
-        self._node_id, self._logs = node_id, logs
+    def __init__(self, node_id: int, logs: LogManager, metadata: MetadataStore):
+        self._node_id, self._logs, self._metadata = node_id, logs, metadata
 
     async def wait_for_first_metadata(self) -> None:
         return None
@@ -78,6 +82,10 @@ class SingleBrokerView:
 
     def controller_id(self) -> int:
         return self._node_id
+
+    def metadata_quorum(self) -> MetadataQuorum:
+        # its metadata "log" is the metadata file: the high watermark counts the states written to it
+        return MetadataQuorum(self._node_id, SINGLE_QUORUM_EPOCH, self._metadata.metadata_offset, ())
 
     def partition_states(self, topic: str, start: int, end: int) -> list[PartitionState]:
         nid = self._node_id

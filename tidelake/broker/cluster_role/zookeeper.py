@@ -7,7 +7,8 @@ import asyncio
 from kafka.protocol.consumer import ListOffsetsRequest
 
 from tidelake import errors
-from tidelake.broker.cluster_role.protocol import CoordinatorAnswer, CreatedTopic, PartitionKey, PartitionState
+from tidelake.broker.cluster_role.protocol import (CoordinatorAnswer, CreatedTopic, MetadataQuorum, PartitionKey,
+                                                  PartitionState)
 from tidelake.broker.config_validation import validate_topic_configs
 from tidelake.broker.config import BrokerConfig
 from tidelake.broker.coordinators import INTERNAL_TOPIC_CONFIGS, transaction_state_configs
@@ -43,6 +44,13 @@ class ZooKeeperView:
 
     def controller_id(self) -> int:
         return self._member.controller_id
+
+    def metadata_quorum(self) -> MetadataQuorum:
+        # ZooKeeper mode has no Raft quorum: the controller ZooKeeper elected is its one voter and leader, at the
+        # controller epoch, the other live brokers its observers; there is no metadata log, so no offsets (-1)
+        cache = self._member.cache
+        return MetadataQuorum(cache.controller_id, cache.controller_epoch, -1,
+                              tuple(b for b in sorted(cache.brokers) if b != cache.controller_id))
 
     def partition_states(self, topic: str, start: int, end: int) -> list[PartitionState]:
         out = []

@@ -1,5 +1,11 @@
 """Configs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics, this broker and its
-loggers. Names, defaults, synonyms and validation are ``tidelake.broker.config``'s."""
+loggers. Names, defaults, synonyms and validation are ``tidelake.broker.config``'s.
+
+The broker resource named "" is Kafka's cluster-wide default entity (``kafka-configs --entity-type brokers
+--entity-default``): its dynamic values back every broker config this broker does not set dynamically itself
+(DYNAMIC_DEFAULT_BROKER_CONFIG); describing it lists only them, as Kafka does. In a cluster each broker keeps the
+defaults set through it (like its own dynamic configs, in its metadata file), not ZooKeeper's shared
+``/config/brokers/<default>``."""
 from __future__ import annotations
 
 from kafka.protocol.admin import (AlterConfigsRequest, AlterConfigsResponse, DescribeConfigsRequest,
@@ -31,7 +37,10 @@ _DCRSynonym = _DCREntry.DescribeConfigsSynonym
 
 
 def _is_this_broker(broker: BrokerContext, name: str) -> bool:
-    return name == "" or name == str(broker.node_id)
+    return name == str(broker.node_id)
+
+
+CLUSTER_DEFAULT = ""  # the broker resource of the cluster-wide dynamic defaults
 
 
 @api(DescribeConfigsRequest, DescribeConfigsResponse, 1, 4,
@@ -49,6 +58,8 @@ async def describe_configs(broker: BrokerContext, ctx: RequestContext, request):
                 if info is None:
                     raise errors.UnknownTopicOrPartition(f"Topic {r.resource_name} does not exist")
                 entries = broker.config.describe_topic(info.configs, keys, with_synonyms)
+            elif r.resource_type == RESOURCE_BROKER and r.resource_name == CLUSTER_DEFAULT:
+                entries = broker.config.describe_dynamic_defaults(keys)
             elif r.resource_type == RESOURCE_BROKER:
                 if not _is_this_broker(broker, r.resource_name):
                     raise errors.InvalidRequest(f"unknown broker {r.resource_name}")
@@ -146,16 +157,17 @@ async def _alter(broker: BrokerContext, resource_type: int, resource_name: str, 
         new = build_new(dict(info.configs), lambda n: broker.config.topic_default(n)[0])
         await broker.topic_admin.alter_topic_configs(resource_name, new, validate_only=validate_only)
     elif resource_type == RESOURCE_BROKER:
-        if not _is_this_broker(broker, resource_name):
+        default = resource_name == CLUSTER_DEFAULT
+        if not default and not _is_this_broker(broker, resource_name):
             raise errors.InvalidRequest(f"unknown broker {resource_name}")
-        current = dict(broker.config.dynamic)
+        current = dict(broker.config.dynamic_default if default else broker.config.dynamic)
         new = build_new(current, lambda n: broker.config.get(n))
         changes = {k: v for k, v in new.items() if current.get(k) != v}
         changes.update({k: None for k in current if k not in new})
         for k, v in changes.items():
             broker.config.validate_dynamic(k, v)
         if not validate_only:
-            broker.topics.set_dynamic_broker_configs(changes)
+            broker.topics.set_dynamic_broker_configs(changes, default=default)
     elif resource_type == RESOURCE_BROKER_LOGGER:
         pass  # log levels: accepted, not applied
     elif resource_type == RESOURCE_GROUP:

@@ -31,7 +31,9 @@ CREATE_TOPIC = HandlerCheck(Operation.CREATE, TOPIC, cluster_suffices=True)  # a
 
 @api(ApiVersionsRequest, ApiVersionsResponse, 0, 4, access=open_to_all("asked before authenticating"))
 async def api_versions(broker: BrokerContext, ctx: RequestContext, request):
-    return api_versions_response(ctx.api_version, features=Features.of(broker.config))
+    # the features' epoch is the metadata file's offset, as Kafka's is its metadata log's: UpdateFeatures moves it
+    return api_versions_response(ctx.api_version, features=Features.of(broker.config),
+                                 features_epoch=broker.metadata.metadata_offset)
 
 
 _MR = MetadataResponse
@@ -77,7 +79,9 @@ async def metadata(broker: BrokerContext, ctx: RequestContext, request):
         topics = []
         for t in request.topics:
             name = t.name
-            if name is None and version >= 10 and t.topic_id not in (None, ZERO_UUID):
+            # a topic named by id is looked up by it, whatever its name field holds: Java's Admin leaves it "" (the
+            # field's default, not null) in describeTopics(TopicCollection.ofTopicIds), as Kafka's KafkaApis reads it
+            if version >= 10 and t.topic_id not in (None, ZERO_UUID):
                 info = topics_mgr.by_id(t.topic_id)
                 if info is None:
                     topics.append(_missing_topic(errors.UnknownTopicId.code, None, t.topic_id))
