@@ -10,10 +10,15 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 import kafka_peer
 
 ROOT = Path(__file__).resolve().parents[1]
+# No timed assertions: Hypothesis' per-example deadline (200 ms) and its too-slow check fail a property test when
+# the machine is busy, not when the property is false. Every property test inherits this profile.
+settings.register_profile("tidelake", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("tidelake")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
