@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.arrow_kept import entries, first_values, kept_lists
+from tidelake.spark.arrow_kept import counted, entries, first_values, kept_lists
 from tidelake.spark.transform_plan import (ROWS_COLUMN, TransformPlan, count_column, extremes_column, kept_type,
                                            sum_column)
 
@@ -62,8 +62,8 @@ def ordered(state: pa.Table, plan: TransformPlan, kept: int | None = None) -> pa
             continue
         column = state.column(extremes_column(i))
         value_type = column.type.value_type.field("value").type
-        lists = kept_lists(entries(column, np.arange(state.num_rows, dtype=np.int64), value_type), state.num_rows,
-                           a.function, kept, value_type)
+        values = entries(column, np.arange(state.num_rows, dtype=np.int64), value_type)
+        lists = kept_lists(counted(values, a.function), state.num_rows, kept, value_type)
         state = state.set_column(state.schema.get_field_index(extremes_column(i)), extremes_column(i), lists)
     return state
 

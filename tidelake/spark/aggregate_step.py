@@ -2,9 +2,10 @@
 
 ``AggregateStep.increment`` turns an increment's input rows into the sink's changed rows: the state of the retracted
 and the added rows per group — with Arrow where that is exact (arrow_state.py; a join: arrow_join.py), else by one
-Spark job (the state query) —, the sink's state of the touched groups (its hidden columns), the merge
-(aggregate_state.py) and, for the groups whose truncated min/max list the merge cannot answer, their state from the
-upstream's snapshot (``_recompute``). The step's framing — reading the increment and the dimensions' deltas,
+Spark job (the state query) —, the sink's state of the touched groups (its hidden columns, looked up by key), the
+merge (arrow_merge.py: state tables, column-wise) and, for the groups whose truncated min/max list the merge cannot
+answer, their state from the upstream's snapshot (``_recompute``); the sink rows are built from the merged state
+table (aggregate_state.py), with no Python object per group. The step's framing — reading the increment and the dimensions' deltas,
 staging, the commit — is table_pipeline.py's, the host this reads its plan, Spark views and phases from.
 """
 from __future__ import annotations

@@ -29,18 +29,26 @@ def entries(lists: pa.Array | pa.ChunkedArray, ids: np.ndarray, value_type: pa.D
     return table.filter(pc.is_valid(values)) if values.null_count else table
 
 
-def no_entries(value_type: pa.DataType) -> pa.Table:
-    return pa.schema([pa.field(GROUP, pa.int64()), pa.field(VALUE, value_type), pa.field(COUNT, pa.int64())]
-                     ).empty_table()
-
-
-def counted(table: pa.Table) -> pa.Table:
-    """Entries with one row per (group, value): the counts of equal values added."""
+def counted(table: pa.Table, function: str) -> pa.Table:
+    """Entries in list order — by group, then the extreme first (lowest for min, highest for max) — with one row
+    per (group, value): the counts of equal values added. (A sort and a pass over neighbours: cheaper than a hash
+    grouping of (group, value).)"""
     if table.num_rows == 0:
         return table
-    summed = table.group_by([GROUP, VALUE], use_threads=False).aggregate([(COUNT, "sum")])
-    return summed.rename_columns([COUNT if n == f"{COUNT}_sum" else n for n in summed.column_names]
-                                 ).select([GROUP, VALUE, COUNT])
+    order = pc.sort_indices(table, sort_keys=[(GROUP, "ascending"),
+                                              (VALUE, "descending" if function == "max" else "ascending")])
+    table = table.take(order)
+    if table.num_rows == 1:
+        return table
+    ids = table.column(GROUP).to_numpy()
+    values = table.column(VALUE).combine_chunks()
+    same = (ids[1:] == ids[:-1]) & pc.equal(values.slice(1), values.slice(0, len(values) - 1)).to_numpy(
+        zero_copy_only=False)
+    if not same.any():
+        return table
+    starts = np.flatnonzero(np.concatenate([[True], ~same]))
+    counts = np.add.reduceat(table.column(COUNT).to_numpy(), starts)
+    return pa.table({GROUP: pa.array(ids[starts]), VALUE: values.take(pa.array(starts)), COUNT: pa.array(counts)})
 
 
 def count_by_group(table: pa.Table, groups: int) -> np.ndarray:
@@ -51,17 +59,13 @@ def count_by_group(table: pa.Table, groups: int) -> np.ndarray:
     return out
 
 
-def kept_lists(table: pa.Table, groups: int, function: str, kept: int | None, value_type: pa.DataType
-               ) -> pa.Array:
-    """``groups`` lists (``kept_type(value_type)``): group ``g``'s entries of ``table`` (one per value, see
-    :func:`counted`), the extreme first — lowest for min, highest for max —, at most ``kept`` (None: all)."""
+def kept_lists(table: pa.Table, groups: int, kept: int | None, value_type: pa.DataType) -> pa.Array:
+    """``groups`` lists (``kept_type(value_type)``): group ``g``'s entries of ``table`` (:func:`counted`: in list
+    order, one per value), at most ``kept`` (None: all)."""
     if table.num_rows == 0:
         offsets = np.zeros(groups + 1, dtype=np.int32)
         items = pa.StructArray.from_arrays([pa.array([], value_type), pa.array([], pa.int64())], names=[VALUE, COUNT])
         return pa.ListArray.from_arrays(pa.array(offsets), items, type=kept_type(value_type))
-    order = pc.sort_indices(table, sort_keys=[(GROUP, "ascending"),
-                                              (VALUE, "descending" if function == "max" else "ascending")])
-    table = table.take(order)
     ids = table.column(GROUP).to_numpy()
     if kept is not None:
         rank = np.arange(len(ids)) - np.searchsorted(ids, ids, side="left")
@@ -75,12 +79,22 @@ def kept_lists(table: pa.Table, groups: int, function: str, kept: int | None, va
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), items, type=kept_type(value_type))
 
 
+def last_values(lists: pa.Array) -> pa.Array:
+    """Each list's last value (a kept list's boundary), NULL for an empty list."""
+    return _value_at(lists, last=True)
+
+
 def first_values(lists: pa.Array) -> pa.Array:
     """Each list's first value (its extreme), NULL for an empty list."""
+    return _value_at(lists, last=False)
+
+
+def _value_at(lists: pa.Array, last: bool) -> pa.Array:
     offsets = lists.offsets.to_numpy()
     offsets = offsets - offsets[0]   # (a slice's offsets start where it does; its flattened values at 0)
     lengths = np.diff(offsets)
     values = pc.list_flatten(lists).field(VALUE)
     if len(values) == 0:
         return pa.nulls(len(lengths), lists.type.value_type.field(VALUE).type)
-    return values.take(pa.array(np.minimum(offsets[:-1], len(values) - 1), mask=lengths == 0))
+    at = offsets[1:] - 1 if last else offsets[:-1]
+    return values.take(pa.array(np.clip(at, 0, len(values) - 1), mask=lengths == 0))

@@ -22,8 +22,11 @@ import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import group_names
 from tidelake.spark.arrow_groups import Groups, group_ids
-from tidelake.spark.arrow_kept import (COUNT, GROUP, VALUE, count_by_group, counted, entries, kept_lists)
+from tidelake.spark.arrow_kept import COUNT, GROUP, VALUE, count_by_group, counted, entries, kept_lists, last_values
 from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, extremes_column, sum_column
+
+
+_AT = "__at"
 
 
 @dataclass(frozen=True)
@@ -45,10 +48,18 @@ def _counts(table: pa.Table, column: str, at: np.ndarray) -> np.ndarray:
 def _aligned(table: pa.Table, column: str, at: np.ndarray, type: pa.DataType) -> pa.Array:
     """``column`` of the row ``at`` each group, NULL where the table has none."""
     values = table.column(column).cast(type)
-    values = values.combine_chunks() if values.num_chunks else pa.array([], type)
+    return _aligned_array(values.combine_chunks() if values.num_chunks else pa.array([], type), at)
+
+
+def _aligned_array(values: pa.Array, at: np.ndarray) -> pa.Array:
     if len(values) == 0:
-        return pa.nulls(len(at), type)
+        return pa.nulls(len(at), values.type)
     return values.take(pa.array(at, mask=at < 0))
+
+
+def _lists(table: pa.Table, column: str) -> pa.Array:
+    lists = table.column(column)
+    return lists.combine_chunks() if lists.num_chunks else pa.array([], lists.type)
 
 
 def _add(a: pa.Array, b: pa.Array, sign: int) -> pa.Array:
@@ -63,17 +74,6 @@ def _sum_type(sink: pa.DataType) -> pa.DataType:
     return pa.decimal256(75, sink.scale) if pa.types.is_decimal(sink) else sink
 
 
-def _boundaries(was: pa.Table, groups: int, function: str, value_type: pa.DataType) -> pa.Array:
-    """Each group's boundary: the least extreme value its list keeps (NULL: it keeps none)."""
-    if was.num_rows == 0:
-        return pa.nulls(groups, value_type)
-    which = "max" if function == "min" else "min"
-    last = was.group_by(GROUP, use_threads=False).aggregate([(VALUE, which)])
-    at = np.full(groups, -1, dtype=np.int64)
-    at[last.column(GROUP).to_numpy()] = np.arange(last.num_rows, dtype=np.int64)
-    return last.column(f"{VALUE}_{which}").combine_chunks().take(pa.array(at, mask=at < 0))
-
-
 def _inside(rows: pa.Table, boundary: pa.Array, complete: np.ndarray, function: str) -> pa.Array:
     """Which entries the list tracks: all where it is complete, else those not beyond its boundary."""
     if rows.num_rows == 0:
@@ -85,8 +85,17 @@ def _inside(rows: pa.Table, boundary: pa.Array, complete: np.ndarray, function: 
     return pa.array(complete[ids] | within)
 
 
-def _with_counts(rows: pa.Table, sign: int) -> pa.Table:
-    return rows if sign > 0 else rows.set_column(2, COUNT, pc.negate(rows.column(COUNT)))
+def _counted_out(was: pa.Table, minus: pa.Table) -> pa.Table:
+    """``was`` (one entry per group and value) with the counts of ``minus``'s equal entries taken off, those at 0
+    left out (a value the list does not hold has nothing to take off). A hash join on (group, value), so the
+    lists' many entries keep their order and are not sorted for the few retracted."""
+    if minus.num_rows == 0 or was.num_rows == 0:
+        return was
+    numbered = was.select([GROUP, VALUE]).append_column(_AT, pa.array(np.arange(was.num_rows, dtype=np.int64)))
+    hit = numbered.join(minus, keys=[GROUP, VALUE], join_type="inner", use_threads=False)
+    counts = was.column(COUNT).to_numpy().copy()
+    counts[hit.column(_AT).to_numpy()] -= hit.column(COUNT).to_numpy()   # (each (group, value) once in both)
+    return was.set_column(2, COUNT, pa.array(counts)).filter(pa.array(counts > 0))
 
 
 def _merge_kept(old: pa.Table, retract: pa.Table, add: pa.Table, groups: Groups, column: str, function: str,
@@ -98,21 +107,20 @@ def _merge_kept(old: pa.Table, retract: pa.Table, add: pa.Table, groups: Groups,
     complete = count_by_group(was, m) == had
     kept_any = np.bincount(was.column(GROUP).to_numpy(), minlength=m) > 0
     lost = ~complete & ~kept_any
-    boundary = _boundaries(was, m, function, value_type)
-    remaining = counted(pa.concat_tables([was, _with_counts(minus.filter(_inside(minus, boundary, complete, function)),
-                                                            -1)]))
-    remaining = remaining.filter(pc.greater(remaining.column(COUNT), 0))
+    # (the sink's lists are extreme first: a list's boundary is its last value)
+    boundary = _aligned_array(last_values(_lists(old, column)).cast(value_type), groups.rows_of(0))
+    remaining = _counted_out(was, minus.filter(_inside(minus, boundary, complete, function)))
     lost |= (np.bincount(remaining.column(GROUP).to_numpy(), minlength=m) == 0) & (left > 0)
     complete = count_by_group(remaining, m) == left
-    after = counted(pa.concat_tables([remaining, plus.filter(_inside(plus, boundary, complete, function))]))
+    after = counted(pa.concat_tables([remaining, plus.filter(_inside(plus, boundary, complete, function))]), function)
     if lost.any():   # (the state cannot answer these: an empty list until they are refilled)
         after = after.filter(pa.array(~lost[after.column(GROUP).to_numpy()]))
-    return kept_lists(after, m, function, kept, value_type), lost
+    return kept_lists(after, m, kept, value_type), lost
 
 
 def merge(old: pa.Table, retract: pa.Table, add: pa.Table, plan: TransformPlan, kept: int) -> MergedStates:
-    """The touched groups' states after the increment: ``old`` the sink's state of them (``sink_state``),
-    ``retract``/``add`` the before-/after-images' (state tables, any list order); ``kept``: how many distinct values
+    """The touched groups' states after the increment: ``old`` the sink's state of them (``sink_state``; its lists
+    extreme first, as the sink keeps them), ``retract``/``add`` the before-/after-images' (state tables, any list order); ``kept``: how many distinct values
     a min/max list keeps (``state.extremes.kept``)."""
     keys = group_names(plan)
     groups = group_ids([old, retract, add], keys)

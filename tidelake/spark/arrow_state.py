@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from tidelake.spark.aggregate_state import group_names
 from tidelake.spark.arrow_groups import group_ids
-from tidelake.spark.arrow_kept import COUNT, GROUP, VALUE, kept_lists
+from tidelake.spark.arrow_kept import COUNT, GROUP, VALUE, counted, kept_lists
 from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, extremes_column, sum_column
 
 
@@ -83,9 +83,7 @@ def input_states(plan: TransformPlan, inputs: pa.Table, kept: int | None = None)
             sums = by_id.column(f"{VALUE}_sum").combine_chunks()
             columns[sum_column(i)] = sums.take(pa.array(at, mask=at < 0)) if len(sums) else pa.nulls(m, sums.type)
         elif a.function in ("min", "max"):   # per (group, value) the row count: the multiset of the group's values
-            values = pa.table({GROUP: pa.array(ids), VALUE: arg}).filter(pa.array(valid))
-            per_value = values.group_by([GROUP, VALUE], use_threads=False).aggregate([([], "count_all")])
-            per_value = per_value.rename_columns([COUNT if n == "count_all" else n for n in per_value.column_names]
-                                                 ).select([GROUP, VALUE, COUNT])
-            columns[extremes_column(i)] = kept_lists(per_value, m, a.function, kept, arg.type)
+            values = pa.table({GROUP: pa.array(ids), VALUE: arg, COUNT: pa.array(np.ones(len(ids), dtype=np.int64))})
+            columns[extremes_column(i)] = kept_lists(counted(values.filter(pa.array(valid)), a.function), m, kept,
+                                                     arg.type)
     return pa.table(columns)
