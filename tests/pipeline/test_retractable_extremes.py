@@ -1,8 +1,9 @@
 """Retractable min/max (aggregate_state.py, merged column-wise by arrow_merge.py): each group keeps its
-``state.extremes.kept`` lowest/highest values with their counts, so a step that deletes every group's min and max row reads no upstream snapshot, and a group is
-recomputed only when retractions empty its truncated list. Under hard changes (each group's min and max row
-deleted every round, rows moved between groups, amounts set to NULL, inserts, an aggregate over an aggregate,
-a join on the Spark path) every sink equals a full recompute after every round."""
+``state.extremes.kept`` lowest/highest values with their counts, so a step that deletes every group's min and max
+row reads no upstream snapshot, and a group is recomputed only when retractions empty its truncated list. Under
+hard changes (each group's min and max row deleted every round, rows moved between groups, amounts set to NULL,
+inserts, an aggregate over an aggregate, a join on the Spark path) every sink equals a full recompute after every
+round."""
 from __future__ import annotations
 
 import random

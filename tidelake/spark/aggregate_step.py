@@ -5,8 +5,9 @@ and the added rows per group — with Arrow where that is exact (arrow_state.py;
 Spark job (the state query) —, the sink's state of the touched groups (its hidden columns, looked up by key), the
 merge (arrow_merge.py: state tables, column-wise) and, for the groups whose truncated min/max list the merge cannot
 answer, their state from the upstream's snapshot (``_recompute``); the sink rows are built from the merged state
-table (aggregate_state.py), with no Python object per group. The step's framing — reading the increment and the dimensions' deltas,
-staging, the commit — is table_pipeline.py's, the host this reads its plan, Spark views and phases from.
+table (aggregate_state.py), with no Python object per group. The step's framing — reading the increment and the
+dimensions' deltas, staging, the commit — is table_pipeline.py's, the host this reads its plan, Spark views and
+phases from.
 """
 from __future__ import annotations
 
@@ -83,9 +84,9 @@ class AggregateStep:
         if merged.recompute.num_rows:
             with self._host.phase("recompute"):
                 groups = [tuple(r.values()) for r in merged.recompute.to_pylist()]
-                states = replaced(states, self._arrow_join_recompute(join, groups, end, tables, lookups)
-                                  if join is not None else self._recompute(groups, end, self._host.lookup_views(lookups)),
-                                  plan)
+                refilled = (self._arrow_join_recompute(join, groups, end, tables, lookups) if join is not None
+                            else self._recompute(groups, end, self._host.lookup_views(lookups)))
+                states = replaced(states, refilled, plan)
         with self._host.phase("sink_rows"):
             key = [names[p] for p in plan.group_positions]
             deleted = merged.deleted.rename_columns(key)

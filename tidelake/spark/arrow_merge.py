@@ -2,7 +2,7 @@
 
 The sink's state of the touched groups, the retracted rows' and the added rows' are state tables
 (aggregate_state.py); one hash grouping of their keys (arrow_groups.py) lines them up by group, so the counts
-and sums are vector arithmetic over the groups and the min/max lists a few sorts and group-bys over their
+and sums are vector arithmetic over the groups and the min/max lists a hash join and one sort over their
 entries (arrow_kept.py): the cost is per changed row and group, as before, but not a Python object each.
 
 A kept list, per group (``had``: the group's non-null count before the increment, ``left``: after its
@@ -24,7 +24,6 @@ from tidelake.spark.aggregate_state import group_names
 from tidelake.spark.arrow_groups import Groups, group_ids
 from tidelake.spark.arrow_kept import COUNT, GROUP, VALUE, count_by_group, counted, entries, kept_lists, last_values
 from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, extremes_column, sum_column
-
 
 _AT = "__at"
 
@@ -120,8 +119,8 @@ def _merge_kept(old: pa.Table, retract: pa.Table, add: pa.Table, groups: Groups,
 
 def merge(old: pa.Table, retract: pa.Table, add: pa.Table, plan: TransformPlan, kept: int) -> MergedStates:
     """The touched groups' states after the increment: ``old`` the sink's state of them (``sink_state``; its lists
-    extreme first, as the sink keeps them), ``retract``/``add`` the before-/after-images' (state tables, any list order); ``kept``: how many distinct values
-    a min/max list keeps (``state.extremes.kept``)."""
+    extreme first, as the sink keeps them), ``retract``/``add`` the before-/after-images' (state tables, lists in
+    any order); ``kept``: how many distinct values a min/max list keeps (``state.extremes.kept``)."""
     keys = group_names(plan)
     groups = group_ids([old, retract, add], keys)
     at_old, at_minus, at_plus = (groups.rows_of(n) for n in range(3))
