@@ -1,8 +1,9 @@
-"""Retractable min/max (aggregate_state.py): each group keeps its ``state.extremes.kept`` lowest/highest values with
-their counts, so a step that deletes every group's min and max row reads no upstream snapshot, and a group is
-recomputed only when retractions empty its truncated list. Under hard changes (each group's min and max row
-deleted every round, rows moved between groups, amounts set to NULL, inserts, an aggregate over an aggregate,
-a join on the Spark path) every sink equals a full recompute after every round."""
+"""Retractable min/max (aggregate_state.py, merged column-wise by arrow_merge.py): each group keeps its
+``state.extremes.kept`` lowest/highest values with their counts, so a step that deletes every group's min and max
+row reads no upstream snapshot, and a group is recomputed only when retractions empty its truncated list. Under
+hard changes (each group's min and max row deleted every round, rows moved between groups, amounts set to NULL,
+inserts, an aggregate over an aggregate, a join on the Spark path) every sink equals a full recompute after every
+round."""
 from __future__ import annotations
 
 import random
@@ -12,9 +13,10 @@ import pytest
 
 from counting_storage import CountingStorage
 from spark_fixtures import spark  # noqa: F401  (fixture)
-from tidelake.spark.aggregate_state import merge_kept
+from tidelake.spark.arrow_merge import merge
 from tidelake.spark.pipeline_config import PipelineConfig
 from tidelake.spark.table_pipeline import TablePipeline
+from tidelake.spark.transform_plan import kept_type, plan_transform
 from tidelake.storage import open_storage
 from tidelake.table import Table
 
@@ -119,15 +121,29 @@ def test_a_step_that_retracts_every_groups_extremes_reads_no_upstream_snapshot(t
         _equal(p, "region")
 
 
+def _kept(was, had, retract, left, add, function, kept):
+    """One group's kept list after an increment, through the column-wise merge (arrow_merge.py): ``had``/``left``
+    the group's non-null count before / after the retractions; None: listed for recompute."""
+    plan = plan_transform(f"SELECT k, {function}(v) AS x FROM source GROUP BY k", ["id"])
+
+    def state(values, count):
+        return pa.table({"__g0": ["g"], "__rows": pa.array([count], pa.int64()), "__n0": pa.array([count], pa.int64()),
+                         "__m0": pa.array([[{"value": v, "count": c} for v, c in values]], kept_type(pa.int64()))})
+    merged = merge(state(was, had), state(retract, had - left), state(add, sum(c for _, c in add)), plan, kept)
+    if merged.recompute.num_rows:
+        return None
+    return [(e["value"], e["count"]) for e in merged.states.column("__m0")[0].as_py()]
+
+
 def test_a_kept_list_answers_what_it_holds_and_says_when_it_cannot():
-    """``merge_kept(was, had, retract, left, add, function, kept)``: ``had``/``left`` the group's non-null count
-    before / after the retractions; complete when the counts add up to it."""
     # complete (1, 5, 5): the min 1 retracted, 3 added
-    assert merge_kept([(1, 1), (5, 2)], 3, [(1, 1)], 2, [(3, 1)], "min", 2) == [(3, 1), (5, 2)]
+    assert _kept([(1, 1), (5, 2)], 3, [(1, 1)], 2, [(3, 1)], "min", 2) == [(3, 1), (5, 2)]
     # truncated (1, 2 kept of 1, 2, 7, 9): a retraction beyond the boundary is untracked, an add inside counts in
-    assert merge_kept([(1, 1), (2, 1)], 4, [(9, 1)], 3, [(0, 1)], "min", 2) == [(0, 1), (1, 1)]
-    assert merge_kept([(9, 1), (7, 1)], 4, [(9, 1)], 3, [(8, 1)], "max", 2) == [(8, 1), (7, 1)]
+    assert _kept([(1, 1), (2, 1)], 4, [(9, 1)], 3, [(0, 1)], "min", 2) == [(0, 1), (1, 1)]
+    assert _kept([(9, 1), (7, 1)], 4, [(9, 1)], 3, [(8, 1)], "max", 2) == [(8, 1), (7, 1)]
     # emptied while values beyond remain: the one case the state cannot answer (the group refills)
-    assert merge_kept([(1, 1), (2, 1)], 4, [(1, 1), (2, 1)], 2, [], "min", 2) is None
+    assert _kept([(1, 1), (2, 1)], 4, [(1, 1), (2, 1)], 2, [], "min", 2) is None
     # the retractions left only kept values: complete again, so an add beyond the old boundary counts in
-    assert merge_kept([(1, 1)], 2, [(5, 1)], 1, [(10, 1)], "min", 2) == [(1, 1), (10, 1)]
+    assert _kept([(1, 1)], 2, [(5, 1)], 1, [(10, 1)], "min", 2) == [(1, 1), (10, 1)]
+    # nothing kept of a group with values (a truncated list left empty): only a refill answers
+    assert _kept([], 3, [], 3, [(4, 1)], "max", 2) is None

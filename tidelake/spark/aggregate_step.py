@@ -2,19 +2,23 @@
 
 ``AggregateStep.increment`` turns an increment's input rows into the sink's changed rows: the state of the retracted
 and the added rows per group — with Arrow where that is exact (arrow_state.py; a join: arrow_join.py), else by one
-Spark job (the state query) —, the sink's state of the touched groups (its hidden columns), the merge
-(aggregate_state.py) and, for the groups whose truncated min/max list the merge cannot answer, their state from the
-upstream's snapshot (``_recompute``). The step's framing — reading the increment and the dimensions' deltas,
-staging, the commit — is table_pipeline.py's, the host this reads its plan, Spark views and phases from.
+Spark job (the state query) —, the sink's state of the touched groups (its hidden columns, looked up by key), the
+merge (arrow_merge.py: state tables, column-wise) and, for the groups whose truncated min/max list the merge cannot
+answer, their state from the upstream's snapshot (``_recompute``); the sink rows are built from the merged state
+table (aggregate_state.py), with no Python object per group. The step's framing — reading the increment and the
+dimensions' deltas, staging, the commit — is table_pipeline.py's, the host this reads its plan, Spark views and
+phases from.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.aggregate_state import merge, sink_rows, states_from_sink_rows, states_from_state_rows
+from tidelake.spark.aggregate_state import group_names, ordered, sink_rows, sink_state
+from tidelake.spark.arrow_merge import merge, replaced
 from tidelake.spark.arrow_join import ArrowJoin, DimensionCache, arrow_join, input_rows
 from tidelake.spark.arrow_state import arrow_computable, arrow_states, input_states
 from tidelake.spark.delta_join import JoinShape, SignedRows, signed
@@ -22,6 +26,9 @@ from tidelake.spark.increment import NetChange
 from tidelake.spark.pipeline_config import PipelineConfig
 from tidelake.spark.transform_plan import SIGN_COLUMN, SOURCE, TransformPlan
 from tidelake.table import Table
+from tidelake.table.key_lookup import DecodedFiles, KeyLookup
+
+SINK_FILES_CACHE_BYTES = 256 << 20  # the sink's files decoded by its key lookups, kept between steps
 
 
 class StepHost(Protocol):
@@ -50,6 +57,7 @@ class AggregateStep:
         self._host = host
         self._arrow_join: ArrowJoin | None | bool = False  # False: not decided yet
         self._dimensions = DimensionCache()
+        self._sink_files = DecodedFiles(SINK_FILES_CACHE_BYTES)
 
     def increment(self, sink: Table, net: NetChange, inputs: list[SignedRows], end: int, tables: dict[str, Table],
                   lookups: dict[str, int]) -> tuple[pa.Table, int]:
@@ -69,19 +77,21 @@ class AggregateStep:
             retract, add = self._spark_states(inputs, lookups)
         names = self._host.output.names
         with self._host.phase("sink_read"):
-            old_states = states_from_sink_rows(self._sink_rows(sink, set(retract) | set(add)), plan, names)
-        merged = merge(old_states, retract, add, plan, self._host.config.state.extremes.kept)
-        states = dict(merged.states)
-        if merged.recompute:
+            old = sink_state(self._sink_rows(sink, retract, add), plan, names)
+        with self._host.phase("merge"):
+            merged = merge(old, retract, add, plan, self._host.config.state.extremes.kept)
+        states = merged.states
+        if merged.recompute.num_rows:
             with self._host.phase("recompute"):
-                states.update(self._arrow_join_recompute(join, merged.recompute, end, tables, lookups)
-                              if join is not None else self._recompute(merged.recompute, end,
-                                                                       self._host.lookup_views(lookups)))
-        key = [names[p] for p in plan.group_positions]
-        deleted = pa.Table.from_pylist([dict(zip(key, k)) for k in merged.deleted],
-                                       schema=pa.schema([self._host.sink_schema.field(k) for k in key]))
-        data = self._host.with_ops(sink_rows(states, plan, names, self._host.sink_schema), deleted)
-        return data, len(merged.recompute)
+                groups = [tuple(r.values()) for r in merged.recompute.to_pylist()]
+                refilled = (self._arrow_join_recompute(join, groups, end, tables, lookups) if join is not None
+                            else self._recompute(groups, end, self._host.lookup_views(lookups)))
+                states = replaced(states, refilled, plan)
+        with self._host.phase("sink_rows"):
+            key = [names[p] for p in plan.group_positions]
+            deleted = merged.deleted.rename_columns(key)
+            data = self._host.with_ops(sink_rows(states, plan, names, self._host.sink_schema), deleted)
+        return data, merged.recompute.num_rows
 
     def _arrow_join_of(self, source: pa.Schema, tables: dict[str, Table], versions: dict[str, int]
                        ) -> ArrowJoin | None:
@@ -93,7 +103,7 @@ class AggregateStep:
     def _arrow_join_states(self, join: ArrowJoin, inputs: list[SignedRows], tables: dict[str, Table]):
         plan = self._host.plan()
         if not inputs:
-            return {}, {}
+            return self._no_states(), self._no_states()
         rows = input_rows(join, inputs, tables, self._dimensions)
         sign = rows.column(SIGN_COLUMN)
         return (input_states(plan, rows.filter(pc.less(sign, 0))), input_states(plan, rows.filter(pc.greater(sign, 0))))
@@ -111,7 +121,7 @@ class AggregateStep:
         rows = self._host.upstream().scan(version=end, columns=columns,
                                     filter=[(first[1], "in", values)] if restrict else None)
         inputs = input_rows(join, [SignedRows(signed(rows, +1), dict(versions))], tables, self._dimensions)
-        names = [f"__g{j}" for j in range(len(plan.group_sql))]
+        names = group_names(plan)
         wanted = pa.Table.from_pylist([dict(zip(names, g)) for g in groups],
                                       schema=pa.schema([inputs.schema.field(n) for n in names]))
         return input_states(plan, inputs.join(wanted, keys=names, join_type="left semi", use_threads=False),
@@ -122,7 +132,7 @@ class AggregateStep:
         signed terms (one Spark job)."""
         plan = self._host.plan()
         if not inputs:
-            return {}, {}
+            return self._no_states(), self._no_states()
         with self._host.phase("spark_plan"):
             parts = []
             for n, term in enumerate(inputs):
@@ -132,32 +142,37 @@ class AggregateStep:
             union = " UNION ALL ".join(f"SELECT * FROM ({q})" for q in parts)
             frame = self._host.spark().sql(plan.state_sql(union, by_sign=True))
         with self._host.phase("spark_job"):
-            rows = frame.toArrow().to_pylist()
-        return (states_from_state_rows([r for r in rows if r["__sign"] < 0], plan),
-                states_from_state_rows([r for r in rows if r["__sign"] > 0], plan))
+            rows = frame.toArrow()
+        sign = rows.column("__sign")
+        return (rows.filter(pc.less(sign, 0)).drop_columns(["__sign"]),
+                rows.filter(pc.greater(sign, 0)).drop_columns(["__sign"]))
 
-    def _sink_rows(self, sink: Table, groups: set[tuple]) -> list[dict]:
-        if not groups:
-            return []
-        key = sink.primary_key
-        first = sorted({g[0] for g in groups if g[0] is not None}, key=repr)
-        rows = sink.scan(filter=[(key[0], "in", first)] if first and len(first) == len(groups) else None,
-                         include_hidden=True)
-        # the groups' rows picked by a hash join on the key, so only they become Python values (a sink's key, its
-        # group columns, holds no NULL: the join's NULL-matches-nothing loses no row); the join carries row numbers,
-        # not the rows (it takes no list column, as the min/max state is)
-        ordered = list(groups)
-        wanted = pa.table({k: pa.array([g[j] for g in ordered], rows.schema.field(k).type) for j, k in enumerate(key)})
-        numbered = rows.select(key).append_column("__row", pa.array(range(rows.num_rows), pa.int64()))
-        found = numbered.join(wanted, keys=key, join_type="left semi", use_threads=False).column("__row")
-        return rows.take(found).to_pylist()
+    def _no_states(self) -> pa.Table:
+        """The state table of no rows (the sink's key and hidden types)."""
+        return sink_state(self._host.sink_schema.empty_table(), self._host.plan(), self._host.output.names)
+
+    def _sink_rows(self, sink: Table, retract: pa.Table, add: pa.Table) -> pa.Table:
+        """The sink's rows (hidden state included) of the groups the increment touches, looked up by key: only the
+        buckets they hash to, each file probed by its sorted key column (table/key_lookup.py), the files it
+        decodes kept for the next steps (a sink's files are immutable)."""
+        plan, names, schema = self._host.plan(), self._host.output.names, self._host.sink_schema
+        key = [names[p] for p in plan.group_positions]
+        touched = pa.concat_tables([t.select(group_names(plan)).cast(pa.schema(
+            [pa.field(g, schema.field(k).type) for g, k in zip(group_names(plan), key)])) for t in (retract, add)])
+        # (a sink's key, its group columns, holds no NULL: a NULL group is new)
+        touched = touched.group_by(group_names(plan), use_threads=False).aggregate([]).rename_columns(key)
+        touched = touched.filter(functools.reduce(pc.and_, [pc.is_valid(touched.column(k)) for k in key]))
+        if touched.num_rows == 0 or sink.version <= 0:
+            return schema.empty_table()
+        lookup = KeyLookup(sink.storage, sink.metadata, sink.reader, self._sink_files)
+        return lookup.rows(sink.version, touched, schema.names, schema)
 
     def _recompute(self, groups: list[tuple], end: int, views: dict[str, str]):
         """The state of these groups from the snapshot at ``end`` (a truncated min/max list emptied)."""
         plan, kept = self._host.plan(), self._host.config.state.extremes.kept
         if arrow_computable(plan, self._host.upstream().schema_at(end)):   # (no Spark job: as in the increment's state)
             return self._arrow_recompute(groups, end)
-        names = [f"__g{j}" for j in range(len(plan.group_sql))]
+        names = group_names(plan)
         schema = self._host.spark().sql(plan.input_sql({**views, SOURCE: self._host.view("snapshot")})).schema
         self._host.bind("snapshot", self._host.snapshot_frame(self._host.config.source.table, end))
         keys = self._host.spark().createDataFrame([list(g) for g in groups],
@@ -167,8 +182,7 @@ class AggregateStep:
         condition = " AND ".join(f"i.{n} <=> g.{n}" for n in names)
         subset = (f"SELECT i.* FROM ({plan.input_sql({**views, SOURCE: self._host.view('snapshot')})}) AS i "
                   f"LEFT SEMI JOIN {keys_view} AS g ON {condition}")
-        return states_from_state_rows(self._host.spark().sql(plan.state_sql(subset, kept=kept)).toArrow().to_pylist(),
-                                      plan, kept)
+        return ordered(self._host.spark().sql(plan.state_sql(subset, kept=kept)).toArrow(), plan, kept)
 
     def _arrow_recompute(self, groups: list[tuple], end: int):
         plan = self._host.plan()

@@ -11,10 +11,13 @@ values with their counts (all of them, or the ``kept`` most extreme).
 """
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.aggregate_state import GroupState, Key, states_from_state_rows
+from tidelake.spark.aggregate_state import group_names
+from tidelake.spark.arrow_groups import group_ids
+from tidelake.spark.arrow_kept import COUNT, GROUP, VALUE, counted, kept_lists
 from tidelake.spark.transform_plan import ROWS_COLUMN, TransformPlan, count_column, extremes_column, sum_column
 
 
@@ -50,46 +53,37 @@ def arrow_computable(plan: TransformPlan, schema: pa.Schema) -> bool:
     return True
 
 
-def arrow_states(plan: TransformPlan, rows: pa.Table, kept: int | None = None) -> dict[Key, GroupState]:
-    """The state per group of ``rows`` (``arrow_computable`` must hold); ``kept``: how many values each min/max
-    list keeps (None: all, an increment's)."""
+def arrow_states(plan: TransformPlan, rows: pa.Table, kept: int | None = None) -> pa.Table:
+    """The state table (aggregate_state.py) of ``rows`` (``arrow_computable`` must hold); ``kept``: how many values
+    each min/max list keeps (None: all, an increment's)."""
     columns = {f"__g{j}": rows.column(c) for j, c in enumerate(plan.group_columns)}
     columns.update({f"__a{i}": rows.column(a.column) for i, a in enumerate(plan.aggregates) if a.argument is not None})
     return input_states(plan, pa.table(columns), kept)
 
 
-def input_states(plan: TransformPlan, inputs: pa.Table, kept: int | None = None) -> dict[Key, GroupState]:
-    """The state per group of the aggregation's input rows (``__g<j>``, ``__a<i>``, as ``TransformPlan.input_sql``
+def input_states(plan: TransformPlan, inputs: pa.Table, kept: int | None = None) -> pa.Table:
+    """The state table of the aggregation's input rows (``__g<j>``, ``__a<i>``, as ``TransformPlan.input_sql``
     names them), whose types :func:`exact_group_key` / :func:`exact_argument` accept; ``kept`` as in
-    :func:`arrow_states`."""
-    groups = [f"__g{j}" for j in range(len(plan.group_sql))]
-    columns = {g: inputs.column(g) for g in groups}
-    aggregations = [(groups[0], "count", pc.CountOptions(mode="all"))]
-    renames = {f"{groups[0]}_count": ROWS_COLUMN}
-    lists = []
+    :func:`arrow_states`. Grouped once (arrow_groups.py); every aggregate then by the rows' group ids."""
+    groups = group_ids([inputs], group_names(plan))
+    m, ids = groups.count, groups.ids[0]
+    columns = {k: groups.keys.column(k) for k in group_names(plan)}
+    columns[ROWS_COLUMN] = pa.array(np.bincount(ids, minlength=m).astype(np.int64))
     for i, a in enumerate(plan.aggregates):
         if a.argument is None:
             continue
-        arg = f"__a{i}"
-        columns[arg] = inputs.column(arg)
-        aggregations.append((arg, "count", pc.CountOptions(mode="only_valid")))
-        renames[f"{arg}_count"] = count_column(i)
+        arg = inputs.column(f"__a{i}")
+        valid = pc.is_valid(arg).to_numpy(zero_copy_only=False)
+        columns[count_column(i)] = pa.array(np.bincount(ids[valid], minlength=m).astype(np.int64))
         if a.function in ("sum", "avg"):
-            aggregations.append((arg, "sum", pc.ScalarAggregateOptions(min_count=1)))
-            renames[f"{arg}_sum"] = sum_column(i)
-        elif a.function in ("min", "max"):
-            lists.append(i)
-    inputs = pa.table(columns)
-    state = inputs.group_by(groups, use_threads=False).aggregate(aggregations)
-    state = state.rename_columns([renames.get(n, n) for n in state.column_names]).to_pylist()
-    by_group = {tuple(r[g] for g in groups): r for r in state}
-    for r in state:
-        r.update({extremes_column(i): [] for i in lists})
-    for i in lists:   # per (group, value) the row count: the multiset of the group's values
-        arg = f"__a{i}"
-        valued = inputs.select([*groups, arg]).filter(pc.is_valid(inputs.column(arg)))
-        counted = valued.group_by([*groups, arg], use_threads=False).aggregate([([], "count_all")])
-        for r in counted.to_pylist():
-            by_group[tuple(r[g] for g in groups)][extremes_column(i)].append(
-                {"value": r[arg], "count": r["count_all"]})
-    return states_from_state_rows(state, plan, kept)
+            by_id = pa.table({GROUP: pa.array(ids), VALUE: arg}).group_by(GROUP, use_threads=False).aggregate(
+                [(VALUE, "sum", pc.ScalarAggregateOptions(min_count=1))])
+            at = np.full(m, -1, dtype=np.int64)
+            at[by_id.column(GROUP).to_numpy()] = np.arange(by_id.num_rows, dtype=np.int64)
+            sums = by_id.column(f"{VALUE}_sum").combine_chunks()
+            columns[sum_column(i)] = sums.take(pa.array(at, mask=at < 0)) if len(sums) else pa.nulls(m, sums.type)
+        elif a.function in ("min", "max"):   # per (group, value) the row count: the multiset of the group's values
+            values = pa.table({GROUP: pa.array(ids), VALUE: arg, COUNT: pa.array(np.ones(len(ids), dtype=np.int64))})
+            columns[extremes_column(i)] = kept_lists(counted(values.filter(pa.array(valid)), a.function), m, kept,
+                                                     arg.type)
+    return pa.table(columns)

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidelake.spark.aggregate_state import hidden_fields, sink_rows, states_from_state_rows
+from tidelake.spark.aggregate_state import hidden_fields, ordered, sink_rows
 from tidelake.spark.aggregate_step import AggregateStep
 from tidelake.spark.delta_join import JoinShape, join_delta, join_shape, rows_to_rejoin
 from tidelake.spark.increment import net_change
@@ -390,10 +390,9 @@ class TablePipeline:
             self.config.source.table, end))}
         if plan.kind == "aggregate":
             kept = self.config.state.extremes.kept
-            rows = spark.sql(plan.state_sql(plan.input_sql(views), kept=kept)).toArrow().to_pylist()
-            states = states_from_state_rows(rows, plan, kept)
+            states = ordered(spark.sql(plan.state_sql(plan.input_sql(views), kept=kept)).toArrow(), plan, kept)
             data = self.with_ops(sink_rows(states, plan, self.output.names, self.sink_schema))
-            return data, None, len(rows), 0
+            return data, None, states.num_rows, 0
         if plan.kind == "changes":
             snapshot = spark.table(views[SOURCE])
             from pyspark.sql import functions as F
