@@ -17,7 +17,7 @@ from tidelake.errors import (
     OutOfOrderSequenceNumber,
     TransactionCoordinatorFenced,
 )
-from tidelake.log import producer_snapshot
+from tidelake.log.producer_snapshot import NO_OFFSET, SnapshotEntry, decode as decode_snapshot, encode as encode_snapshot
 from tidelake.protocol import records as rb
 from tidelake.protocol.records import BatchHeader
 
@@ -56,21 +56,21 @@ class ProducerEntry:
         return None
 
 
-def _snapshot_entries(e: ProducerEntry) -> list[producer_snapshot.SnapshotEntry]:
+def _snapshot_entries(e: ProducerEntry) -> list[SnapshotEntry]:
     """A producer's snapshot entries: one per remembered batch, oldest first (one with no batch if none); the last
     carries the producer's last timestamp, as Kafka's one entry does."""
     txn = -1 if e.current_txn_first_offset is None else e.current_txn_first_offset
     if not e.batches:
-        return [producer_snapshot.SnapshotEntry(e.producer_id, e.epoch, NO_SEQUENCE, producer_snapshot.NO_OFFSET, 0,
+        return [SnapshotEntry(e.producer_id, e.epoch, NO_SEQUENCE, NO_OFFSET, 0,
                                                 e.last_timestamp, e.coordinator_epoch, txn)]
     n = len(e.batches)
-    return [producer_snapshot.SnapshotEntry(e.producer_id, e.epoch, b.last_seq, b.last_offset,
+    return [SnapshotEntry(e.producer_id, e.epoch, b.last_seq, b.last_offset,
                                             b.last_offset - b.first_offset,
                                             e.last_timestamp if i == n - 1 else b.timestamp, e.coordinator_epoch, txn)
             for i, b in enumerate(e.batches)]
 
 
-def _producers_of(entries: list[producer_snapshot.SnapshotEntry]) -> dict[int, ProducerEntry]:
+def _producers_of(entries: list[SnapshotEntry]) -> dict[int, ProducerEntry]:
     """The producers of a snapshot's entries: a producer's last entry gives its epoch, coordinator epoch, open
     transaction and last timestamp (as Kafka reads it), each entry with a batch one remembered batch."""
     out: dict[int, ProducerEntry] = {}
@@ -281,7 +281,7 @@ class ProducerStateManager:
         in ``retain`` (the segments' base offsets: as in Kafka, each segment's snapshot lives as long
         as the segment, so a truncation into any segment finds the state at its start) and drop the
         rest (e.g. earlier clean-shutdown snapshots inside the active segment)."""
-        data = producer_snapshot.encode([row for e in self.producers.values() for row in _snapshot_entries(e)])
+        data = encode_snapshot([row for e in self.producers.values() for row in _snapshot_entries(e)])
         path = self.snapshot_path(self.map_end_offset)
         tmp = path.with_suffix(".snapshot.tmp")
         # no fsync: a snapshot lost or torn by a power failure fails its CRC and the state is
@@ -312,7 +312,7 @@ class ProducerStateManager:
             if off > max_offset:
                 continue
             try:
-                entries = producer_snapshot.decode(self.snapshot_path(off).read_bytes())
+                entries = decode_snapshot(self.snapshot_path(off).read_bytes())
             except (OSError, ValueError):
                 self.snapshot_path(off).unlink(missing_ok=True)  # corrupt: fall back to an older one
                 continue
